@@ -1,0 +1,1 @@
+//! Paths and files for untrusted input (being built).
