@@ -1,10 +1,188 @@
-//! Linux enforcement: Landlock + seccomp (not implemented yet).
+//! Linux enforcement for one program run: a Landlock ruleset and a seccomp filter, built from a
+//! small [`Policy`] in the parent and applied in the child between `fork` and `exec`.
 //!
-//! Will own: a small policy type (readable, writable and executable paths; network none/all; hard
-//! links denied; may-spawn; signal and abstract-socket scopes), its translation into a Landlock
-//! ruleset at the newest ABI the kernel offers with the enforcement status reported, a seccomp
-//! filter (no `link`, no `io_uring`, no `ptrace`, no mounts or namespaces, no network sockets
-//! other than `AF_UNIX`, optionally no fork), applied in the child between `fork` and `exec`, and
-//! a cached availability probe. SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10.
+//! **Owns**: the policy type (readable, writable and executable paths; network none/all; hard
+//! links always denied; spawning allowed or a single program; signal and abstract-socket
+//! scopes), its translation into a Landlock ruleset at the newest ABI the kernel offers (with
+//! what is enforced reported as an [`Enforcement`]), a seccomp deny-list (hard links, `ptrace`,
+//! `io_uring`, mounts, namespaces, keyrings, `bpf`, non-`AF_UNIX` sockets without network, fork
+//! without spawning, …), applying both async-signal-safely, and a cached availability [`probe`].
+//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; DESIGN platform matrix.
 //!
-//! Will refuse to know: tools, arguments, macOS, output capture.
+//! **Refuses to know**: tools, arguments, which paths a tool needs (the `exec` crate decides),
+//! macOS, output capture, process cleanup. It never runs anything unsandboxed: a kernel without
+//! Landlock or seccomp makes [`Policy::prepare`] fail ([`SandboxError::is_unavailable`]).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use linux_sandbox::{Access, EnforcementStatus, Policy};
+//! use std::process::Command;
+//!
+//! let work = tempfile_dir();
+//! let sandbox = Policy::new()
+//!     .allow("/usr", Access::READ | Access::EXECUTE)
+//!     .allow_if_exists("/lib64", Access::READ | Access::EXECUTE)
+//!     .allow_if_exists("/etc/ld.so.cache", Access::READ)
+//!     .allow(&work, Access::READ | Access::WRITE)
+//!     .prepare()?;
+//! let mut command = Command::new("/usr/bin/touch");
+//! command.arg(work.join("inside")).arg("/etc/outside");
+//! let enforcement = sandbox.install(&mut command);
+//! assert_eq!(enforcement.status(), EnforcementStatus::FullyEnforced);
+//! let status = command.status()?; // touch fails on /etc/outside
+//! assert!(!status.success());
+//! assert!(work.join("inside").exists());
+//! # fn tempfile_dir() -> std::path::PathBuf { std::env::temp_dir() }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Landlock and `execve`
+//!
+//! Landlock checks `EXECUTE` *and* `READ_FILE` when the kernel opens a file to execute it, and
+//! the kernel opens the ELF interpreter (`ld-linux`) and a `#!` interpreter the same way; shared
+//! libraries are opened and `mmap`ed by `ld.so` and need only `READ_FILE`. So an
+//! [`Access::EXECUTE`] grant on a file also grants read, and `prepare` adds its interpreter
+//! chain with read and execute. Paths are opened with `O_PATH` following symbolic links, so an
+//! alternatives link like `/usr/bin/awk` grants on its target (`/usr/bin/mawk`).
+//!
+//! # Enforcement report
+//!
+//! [`Policy::prepare`] computes the [`Enforcement`] in the parent: the ruleset is built for
+//! exactly the rights of the ABI in use (a hard requirement in the landlock crate's terms), and
+//! `landlock_restrict_self` is all-or-nothing, so a child that reaches `exec` runs under exactly
+//! that report. [`PreparedSandbox::install`] returns it.
+#![deny(missing_docs)]
+
+mod error;
+mod interp;
+mod policy;
+mod probe;
+mod sandbox;
+mod seccomp;
+
+pub use error::{ApplyError, ApplyStage, SandboxError};
+pub use policy::{Access, Network, Policy, Scopes};
+pub use probe::{Availability, LandlockSupport, probe};
+pub use sandbox::{Enforcement, EnforcementStatus, Gaps, PreparedSandbox};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn prepared_sandbox_can_move_into_a_supervisor_hook() {
+        assert_send_sync_static::<PreparedSandbox>();
+        assert_send_sync_static::<Enforcement>();
+        assert_send_sync_static::<SandboxError>();
+    }
+
+    #[test]
+    fn relative_path_is_refused_before_anything_opens() {
+        let err = Policy::new()
+            .allow("usr", Access::READ)
+            .prepare()
+            .unwrap_err();
+        if err.is_unavailable() {
+            eprintln!("skipped: {err}");
+            return;
+        }
+        assert!(matches!(err, SandboxError::RelativePath { .. }), "{err}");
+    }
+
+    #[test]
+    fn missing_required_path_is_an_error_and_missing_optional_path_is_skipped() {
+        if !probe().can_sandbox() {
+            eprintln!("skipped: {}", probe());
+            return;
+        }
+        let err = Policy::new()
+            .allow("/nonexistent/agent-exec", Access::READ)
+            .prepare()
+            .unwrap_err();
+        assert!(matches!(err, SandboxError::MissingPath { .. }), "{err}");
+        assert!(err.to_string().contains("allow_if_exists"));
+        Policy::new()
+            .allow_if_exists("/nonexistent/agent-exec", Access::READ)
+            .prepare()
+            .unwrap();
+    }
+
+    #[test]
+    fn single_program_policy_refuses_other_executables() {
+        if !probe().can_sandbox() {
+            eprintln!("skipped: {}", probe());
+            return;
+        }
+        let err = Policy::single_program("/bin/sh")
+            .allow("/usr/bin", Access::READ | Access::EXECUTE)
+            .prepare()
+            .unwrap_err();
+        assert!(
+            matches!(err, SandboxError::ExecuteOutsideProgram { .. }),
+            "{err}"
+        );
+        let err = Policy::single_program("/usr/bin").prepare().unwrap_err();
+        assert!(matches!(err, SandboxError::ProgramNotFile { .. }), "{err}");
+    }
+
+    #[test]
+    fn abi_limit_zero_is_unavailable_not_a_silent_run() {
+        let err = Policy::new().limit_landlock_abi(0).prepare().unwrap_err();
+        assert!(err.is_unavailable(), "{err}");
+    }
+
+    #[test]
+    fn older_abis_report_their_gaps() {
+        let Some(kernel) = probe().landlock_abi() else {
+            eprintln!("skipped: {}", probe());
+            return;
+        };
+        if !probe().seccomp() {
+            eprintln!("skipped: {}", probe());
+            return;
+        }
+        let cases = [
+            (1, Gaps::TRUNCATE | Gaps::DEVICE_IOCTL | Gaps::SIGNAL_SCOPE),
+            (3, Gaps::DEVICE_IOCTL | Gaps::SIGNAL_SCOPE),
+            (5, Gaps::SIGNAL_SCOPE),
+            (6, Gaps::empty()),
+        ];
+        for (abi, expected) in cases {
+            if abi > kernel {
+                eprintln!("skipped ABI {abi}: kernel has {kernel}");
+                continue;
+            }
+            let enforcement = Policy::new()
+                .limit_landlock_abi(abi)
+                .prepare()
+                .unwrap()
+                .enforcement();
+            assert_eq!(enforcement.landlock_abi(), abi);
+            assert_eq!(enforcement.gaps(), expected, "ABI {abi}");
+        }
+        let enforcement = Policy::new()
+            .network(Network::All)
+            .limit_landlock_abi(5)
+            .prepare()
+            .unwrap()
+            .enforcement();
+        assert!(
+            enforcement
+                .gaps()
+                .contains(Gaps::ABSTRACT_UNIX_SOCKET_SCOPE)
+        );
+        assert_eq!(enforcement.status(), EnforcementStatus::PartiallyEnforced);
+        assert!(enforcement.to_string().contains("SIGNAL_SCOPE"));
+    }
+
+    #[test]
+    fn probe_display_names_every_layer() {
+        let text = probe().to_string();
+        for word in ["landlock:", "seccomp:", "user namespaces:", "sandbox:"] {
+            assert!(text.contains(word), "{text}");
+        }
+    }
+}

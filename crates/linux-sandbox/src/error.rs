@@ -1,0 +1,132 @@
+//! Errors: one enum for preparing a sandbox (in the parent, may allocate) and one small `Copy`
+//! value for applying it (in the child, between `fork` and `exec`, must not allocate).
+
+use std::path::PathBuf;
+
+/// Why [`Policy::prepare`](crate::Policy::prepare) failed.
+///
+/// [`is_unavailable`](SandboxError::is_unavailable) separates "this kernel cannot enforce the
+/// sandbox" (a runner reports `AGENT_EXEC_SANDBOX_UNAVAILABLE`, SPEC RUN-6) from "the policy
+/// or the filesystem is wrong" (a bug in the caller or a path that vanished).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// Landlock is missing, disabled, or limited away: the filesystem restriction would not be
+    /// enforced at all, so nothing may run.
+    #[error(
+        "Landlock is not available ({reason}); commands cannot be sandboxed on this kernel. \
+         Use Linux 5.13 or newer with Landlock enabled (lsm=…,landlock on the kernel command line)"
+    )]
+    LandlockUnavailable {
+        /// What the probe found.
+        reason: String,
+    },
+    /// seccomp filter mode is missing.
+    #[error(
+        "seccomp filters are not available ({reason}); commands cannot be sandboxed on this \
+         kernel. Use a kernel built with CONFIG_SECCOMP_FILTER"
+    )]
+    SeccompUnavailable {
+        /// What the probe found.
+        reason: String,
+    },
+    /// A policy path is not absolute; it would depend on the working directory.
+    #[error("sandbox path {path:?} is not absolute; pass an absolute path")]
+    RelativePath {
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// A required policy path does not exist.
+    #[error(
+        "sandbox path {path:?} does not exist; create it first, or grant it with \
+         allow_if_exists if it is optional"
+    )]
+    MissingPath {
+        /// The missing path.
+        path: PathBuf,
+    },
+    /// A policy path exists but could not be opened or inspected.
+    #[error("cannot open sandbox path {path:?}: {source}")]
+    OpenPath {
+        /// The path.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A single-program policy grants execution elsewhere too.
+    #[error(
+        "{path:?} is granted EXECUTE but this policy allows only its one program to run; \
+         grant READ instead"
+    )]
+    ExecuteOutsideProgram {
+        /// The path that was granted `EXECUTE`.
+        path: PathBuf,
+    },
+    /// The program of a single-program policy is not a regular file.
+    #[error("program {path:?} is not a regular file; pass the path of the executable itself")]
+    ProgramNotFile {
+        /// The program path.
+        path: PathBuf,
+    },
+    /// The landlock crate refused the ruleset.
+    #[error("cannot build the Landlock ruleset: {source}")]
+    Landlock {
+        /// The underlying error.
+        #[from]
+        source: landlock::RulesetError,
+    },
+    /// seccompiler refused the filter.
+    #[error("cannot compile the seccomp filter: {source}")]
+    Seccomp {
+        /// The underlying error.
+        #[from]
+        source: seccompiler::BackendError,
+    },
+}
+
+impl SandboxError {
+    /// True when the kernel lacks what the sandbox needs (map to
+    /// `AGENT_EXEC_SANDBOX_UNAVAILABLE`); false for a wrong policy or a vanished path.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            SandboxError::LandlockUnavailable { .. } | SandboxError::SeccompUnavailable { .. }
+        )
+    }
+}
+
+/// The step of [`PreparedSandbox::apply_in_child`](crate::PreparedSandbox::apply_in_child) that
+/// failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ApplyStage {
+    /// `prctl(PR_SET_NO_NEW_PRIVS)`.
+    NoNewPrivs,
+    /// `landlock_restrict_self`.
+    Landlock,
+    /// `seccomp(SECCOMP_SET_MODE_FILTER)`.
+    Seccomp,
+}
+
+/// A failed step in the child. `Copy` and allocation-free, because it is made between `fork`
+/// and `exec`. Convert with `i32::from` for a supervisor hook that passes back a raw errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("sandbox step {stage:?} failed with errno {errno}")]
+pub struct ApplyError {
+    /// Which step failed.
+    pub stage: ApplyStage,
+    /// The raw `errno`.
+    pub errno: i32,
+}
+
+impl From<ApplyError> for i32 {
+    fn from(error: ApplyError) -> i32 {
+        error.errno
+    }
+}
+
+impl From<ApplyError> for std::io::Error {
+    fn from(error: ApplyError) -> std::io::Error {
+        std::io::Error::from_raw_os_error(error.errno)
+    }
+}

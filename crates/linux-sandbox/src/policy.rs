@@ -1,0 +1,210 @@
+//! The policy value: which paths a sandboxed program may read, write and execute, whether it
+//! may use the network, start other processes, or reach outside through signals and abstract
+//! unix sockets. A `Policy` is plain data; nothing touches the kernel until
+//! [`Policy::prepare`](crate::Policy::prepare).
+
+use std::path::{Path, PathBuf};
+
+bitflags::bitflags! {
+    /// What a sandboxed program may do beneath one path.
+    ///
+    /// Rights are granted on the inode the path resolves to when the policy is prepared, so a
+    /// symbolic link such as `/usr/bin/awk` (an alternatives link) grants on its real target,
+    /// and a directory grant covers everything beneath it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Access: u8 {
+        /// Read files and list directories.
+        const READ = 1;
+        /// Create, write, truncate, rename and remove files and directories, and make
+        /// symbolic links, fifos and sockets. Never device nodes (a root-run command could
+        /// otherwise read a raw disk through a block device it made), never hard links (SPEC
+        /// CMD-9; see [`Policy`]).
+        const WRITE = 1 << 1;
+        /// Execute files. Implies reading the file: the kernel opens an executable for reading
+        /// and Landlock checks both rights on that open.
+        const EXECUTE = 1 << 2;
+    }
+}
+
+bitflags::bitflags! {
+    /// Landlock scopes: ways out of the sandbox that do not go through a path.
+    ///
+    /// Both are on by default and need Landlock ABI 6 (Linux 6.12); on older kernels the
+    /// [`Enforcement`](crate::Enforcement) report names them as gaps.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Scopes: u8 {
+        /// Deny signals to any process outside the sandbox (the host, the user's shell).
+        const SIGNAL = 1;
+        /// Deny connecting to abstract unix sockets created outside the sandbox.
+        const ABSTRACT_UNIX_SOCKET = 1 << 1;
+    }
+}
+
+impl Default for Scopes {
+    fn default() -> Self {
+        Scopes::all()
+    }
+}
+
+/// Network access of the sandboxed program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Network {
+    /// No network (the default). seccomp refuses `socket` and `socketpair` for every family
+    /// but `AF_UNIX`; Landlock (ABI ≥ 4) also refuses TCP bind and connect. `socket(AF_UNIX)`
+    /// itself is refused too while the kernel cannot restrict connecting to *pathname* unix
+    /// sockets (Landlock ABI < 9): otherwise the session D-Bus socket or a Docker socket would be
+    /// a way out. `socketpair(AF_UNIX)` always works.
+    #[default]
+    None,
+    /// Unrestricted network (RC-7 `network: true`).
+    All,
+}
+
+/// Whether the sandboxed program may start other processes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Spawn {
+    /// Fork and exec are allowed; executable paths come from the rules.
+    Allowed,
+    /// No new process: `fork`, `vfork` and `clone` without `CLONE_THREAD` are refused, `clone3`
+    /// reports `ENOSYS` (so libc falls back to `clone` and threads still work), and only this
+    /// program (plus its interpreter) is executable. SPEC RUN-7.
+    Denied {
+        /// The one executable file.
+        program: PathBuf,
+    },
+}
+
+/// One path grant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct PathRule {
+    pub(crate) path: PathBuf,
+    pub(crate) access: Access,
+    /// A missing optional path is skipped; a missing required one fails `prepare`.
+    pub(crate) optional: bool,
+}
+
+/// A deny-default sandbox policy for one program run.
+///
+/// Everything not granted is denied: the filesystem outside the granted paths, the network
+/// (unless [`Network::All`]), signals and abstract sockets outside the sandbox. Some things are
+/// denied whatever the policy says, because no tool needs them and each is a known way out:
+/// creating hard links (`link`/`linkat`; Landlock alone allows a link inside one writable
+/// directory, SPEC CMD-9), `ptrace` and `process_vm_*`, `io_uring_*`, the mount family,
+/// `unshare`/`setns`/`clone` with namespace flags, `keyctl`/`add_key`/`request_key`, `bpf`,
+/// `perf_event_open`, `userfaultfd`, module loading, `kexec_*`, terminal injection (`TIOCSTI`,
+/// `TIOCLINUX`), and the root-only calls that act on the whole machine (`reboot`, clock
+/// setting, `swapon`, `iopl`, `chroot`, `open_by_handle_at`, …).
+///
+/// ```
+/// use linux_sandbox::{Access, Network, Policy};
+///
+/// let policy = Policy::new()
+///     .allow("/usr/bin", Access::READ | Access::EXECUTE)
+///     .allow_if_exists("/usr/share/zoneinfo", Access::READ)
+///     .network(Network::None);
+/// assert_eq!(policy.network_access(), Network::None);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Policy {
+    pub(crate) rules: Vec<PathRule>,
+    pub(crate) network: Network,
+    pub(crate) spawn: Spawn,
+    pub(crate) scopes: Scopes,
+    pub(crate) abi_limit: Option<u8>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy::new()
+    }
+}
+
+impl Policy {
+    /// A policy that grants no path, no network, and lets the program start other processes
+    /// (each of them sandboxed the same way). Add executable paths with
+    /// [`allow`](Policy::allow).
+    pub fn new() -> Self {
+        Policy {
+            rules: Vec::new(),
+            network: Network::None,
+            spawn: Spawn::Allowed,
+            scopes: Scopes::default(),
+            abi_limit: None,
+        }
+    }
+
+    /// A policy for exactly one program that may not start any other process (the `run` tool,
+    /// SPEC RUN-7): `program` is the only executable file (with its ELF interpreter, which the
+    /// kernel opens for execution too), `fork`/`vfork`/non-thread `clone` fail with `EPERM`.
+    /// Threads still work. Grant the program's shared libraries with
+    /// [`allow`](Policy::allow)`(…, Access::READ)`; [`Access::EXECUTE`] on any other path makes
+    /// [`prepare`](Policy::prepare) fail.
+    pub fn single_program(program: impl Into<PathBuf>) -> Self {
+        Policy {
+            spawn: Spawn::Denied {
+                program: program.into(),
+            },
+            ..Policy::new()
+        }
+    }
+
+    /// Grants `access` beneath `path`. The path must exist when the policy is prepared.
+    pub fn allow(mut self, path: impl Into<PathBuf>, access: Access) -> Self {
+        self.rules.push(PathRule {
+            path: path.into(),
+            access,
+            optional: false,
+        });
+        self
+    }
+
+    /// Grants `access` beneath `path` if it exists when the policy is prepared; for system
+    /// directories that differ between distributions (`/lib64`, `/usr/libexec`, …).
+    pub fn allow_if_exists(mut self, path: impl Into<PathBuf>, access: Access) -> Self {
+        self.rules.push(PathRule {
+            path: path.into(),
+            access,
+            optional: true,
+        });
+        self
+    }
+
+    /// Sets network access (default [`Network::None`]).
+    pub fn network(mut self, network: Network) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// Sets the Landlock scopes (default: all of them).
+    pub fn scopes(mut self, scopes: Scopes) -> Self {
+        self.scopes = scopes;
+        self
+    }
+
+    /// Uses at most Landlock ABI `abi` even if the kernel offers a newer one, to run a test
+    /// suite as it would behave on an older kernel (`cargo xtask matrix`). `0` means "as if
+    /// Landlock were missing", which makes [`prepare`](Policy::prepare) fail.
+    pub fn limit_landlock_abi(mut self, abi: u8) -> Self {
+        self.abi_limit = Some(abi);
+        self
+    }
+
+    /// The network access this policy grants.
+    pub fn network_access(&self) -> Network {
+        self.network
+    }
+
+    /// Whether the program may start other processes.
+    pub fn may_spawn(&self) -> bool {
+        matches!(self.spawn, Spawn::Allowed)
+    }
+
+    /// The one executable of a [`single_program`](Policy::single_program) policy.
+    pub fn program(&self) -> Option<&Path> {
+        match &self.spawn {
+            Spawn::Allowed => None,
+            Spawn::Denied { program } => Some(program),
+        }
+    }
+}

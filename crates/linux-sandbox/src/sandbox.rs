@@ -1,0 +1,498 @@
+//! Preparing a policy in the parent (open paths, build the Landlock ruleset, compile the BPF)
+//! and applying it in the child (three kinds of raw syscall, nothing else).
+
+use std::fmt;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope,
+};
+use rustix::fs::{FileType, Mode, OFlags};
+
+use crate::error::{ApplyError, ApplyStage, SandboxError};
+use crate::interp;
+use crate::policy::{Access, Network, PathRule, Policy, Scopes, Spawn};
+use crate::probe::probe;
+use crate::seccomp::{self, FilterOptions};
+
+bitflags::bitflags! {
+    /// Protections a policy asked for that the running kernel cannot give, by Landlock or by
+    /// seccomp. Empty means [`EnforcementStatus::FullyEnforced`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Gaps: u8 {
+        /// `truncate(2)` on a file outside the writable paths is not checked (Landlock ABI < 3).
+        const TRUNCATE = 1;
+        /// `ioctl` on device files is not checked (Landlock ABI < 5).
+        const DEVICE_IOCTL = 1 << 1;
+        /// Signals to processes outside the sandbox are not blocked (Landlock ABI < 6).
+        const SIGNAL_SCOPE = 1 << 2;
+        /// Connecting to outside abstract unix sockets is not blocked (Landlock ABI < 6 with
+        /// [`Network::All`]; under [`Network::None`] seccomp refuses `socket(AF_UNIX)` instead).
+        const ABSTRACT_UNIX_SOCKET_SCOPE = 1 << 3;
+    }
+}
+
+/// Whether the whole policy is enforced.
+///
+/// There is no "not enforced": a kernel without Landlock or seccomp makes
+/// [`Policy::prepare`] fail with an error for which
+/// [`SandboxError::is_unavailable`] is true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EnforcementStatus {
+    /// Everything the policy denies is denied.
+    FullyEnforced,
+    /// Files, hard links, network and spawning are enforced, but some protections are missing
+    /// on this kernel; [`Enforcement::gaps`] names them.
+    PartiallyEnforced,
+}
+
+/// What a prepared sandbox will enforce once applied.
+///
+/// Computed in the parent by [`Policy::prepare`]: the ruleset is built with the landlock
+/// crate's *hard requirement* level for exactly the rights of the ABI in use, so it either
+/// builds completely or `prepare` fails, and `landlock_restrict_self` in the child is
+/// all-or-nothing. So if [`PreparedSandbox::apply_in_child`] succeeds (the child execs), this
+/// report is exactly what the child runs under; if it fails, the child never execs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Enforcement {
+    landlock_abi: u8,
+    gaps: Gaps,
+}
+
+impl Enforcement {
+    /// Fully or partially enforced.
+    pub fn status(&self) -> EnforcementStatus {
+        if self.gaps.is_empty() {
+            EnforcementStatus::FullyEnforced
+        } else {
+            EnforcementStatus::PartiallyEnforced
+        }
+    }
+
+    /// The Landlock ABI the ruleset uses.
+    pub fn landlock_abi(&self) -> u8 {
+        self.landlock_abi
+    }
+
+    /// What is missing on this kernel.
+    pub fn gaps(&self) -> Gaps {
+        self.gaps
+    }
+}
+
+impl fmt::Display for Enforcement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.status() {
+            EnforcementStatus::FullyEnforced => {
+                write!(f, "fully enforced (Landlock ABI {})", self.landlock_abi)
+            }
+            EnforcementStatus::PartiallyEnforced => {
+                let names: Vec<&str> = self.gaps.iter_names().map(|(name, _)| name).collect();
+                write!(
+                    f,
+                    "partially enforced (Landlock ABI {}; not enforced: {})",
+                    self.landlock_abi,
+                    names.join(", ")
+                )
+            }
+        }
+    }
+}
+
+/// A sandbox ready to apply in a child process: the Landlock ruleset fd and the compiled BPF
+/// programs. Made by [`Policy::prepare`] in the parent; applying it allocates nothing.
+///
+/// It is `Send + Sync + 'static`, so it can be moved into a supervisor's boxed
+/// `Fn() -> Result<(), i32> + Send + Sync` hook:
+///
+/// ```no_run
+/// use linux_sandbox::{Access, Policy};
+///
+/// let sandbox = Policy::new()
+///     .allow("/usr", Access::READ | Access::EXECUTE)
+///     .prepare()?;
+/// let hook: Box<dyn Fn() -> Result<(), i32> + Send + Sync> =
+///     Box::new(move || sandbox.apply_in_child().map_err(i32::from));
+/// # Ok::<(), linux_sandbox::SandboxError>(())
+/// ```
+pub struct PreparedSandbox {
+    /// `O_CLOEXEC` (the landlock crate creates it so): gone in the program after `exec`.
+    ruleset: OwnedFd,
+    filters: Vec<Vec<libc::sock_filter>>,
+    enforcement: Enforcement,
+}
+
+impl fmt::Debug for PreparedSandbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedSandbox")
+            .field("ruleset", &self.ruleset)
+            .field(
+                "filters",
+                &self.filters.iter().map(Vec::len).collect::<Vec<_>>(),
+            )
+            .field("enforcement", &self.enforcement)
+            .finish()
+    }
+}
+
+/// An opened path grant.
+struct OpenedRule {
+    fd: OwnedFd,
+    access: Access,
+    is_dir: bool,
+}
+
+impl Policy {
+    /// Validates the policy and builds everything the child will need: opens every path
+    /// (`O_PATH`, following symbolic links, so grants land on the real files), builds the
+    /// Landlock ruleset at the newest ABI both the kernel and this crate know, and compiles the
+    /// seccomp programs. Call it in the parent, before `fork`.
+    ///
+    /// Missing paths: a path added with [`allow`](Policy::allow) must exist
+    /// ([`SandboxError::MissingPath`]); one added with
+    /// [`allow_if_exists`](Policy::allow_if_exists) is skipped. The program of a
+    /// [`single_program`](Policy::single_program) policy must be a regular file.
+    pub fn prepare(&self) -> Result<PreparedSandbox, SandboxError> {
+        let availability = probe();
+        let kernel_abi =
+            availability
+                .landlock_abi()
+                .ok_or_else(|| SandboxError::LandlockUnavailable {
+                    reason: format!("{:?}", availability.landlock()),
+                })?;
+        if !availability.seccomp() {
+            return Err(SandboxError::SeccompUnavailable {
+                reason: "SECCOMP_GET_ACTION_AVAIL failed".to_owned(),
+            });
+        }
+        let abi = self.abi_limit.map_or(kernel_abi, |cap| cap.min(kernel_abi));
+        if abi == 0 {
+            return Err(SandboxError::LandlockUnavailable {
+                reason: "limited to ABI 0 by the policy".to_owned(),
+            });
+        }
+
+        let opened = self.open_paths()?;
+        let ruleset = build_ruleset(self, abi, &opened)?;
+        let filters = seccomp::build(FilterOptions {
+            network: self.network,
+            may_spawn: self.may_spawn(),
+            landlock_restricts_unix_connect: abi >= 9,
+        })?;
+        Ok(PreparedSandbox {
+            ruleset,
+            filters,
+            enforcement: Enforcement {
+                landlock_abi: abi,
+                gaps: gaps(self, abi),
+            },
+        })
+    }
+
+    /// Validate, then open: every rule path (and, for executables, their interpreters).
+    fn open_paths(&self) -> Result<Vec<OpenedRule>, SandboxError> {
+        let mut rules: Vec<PathRule> = self.rules.clone();
+        for rule in &rules {
+            if !rule.path.is_absolute() {
+                return Err(SandboxError::RelativePath {
+                    path: rule.path.clone(),
+                });
+            }
+            if !self.may_spawn() && rule.access.contains(Access::EXECUTE) {
+                return Err(SandboxError::ExecuteOutsideProgram {
+                    path: rule.path.clone(),
+                });
+            }
+        }
+        if let Spawn::Denied { program } = &self.spawn {
+            if !program.is_absolute() {
+                return Err(SandboxError::RelativePath {
+                    path: program.clone(),
+                });
+            }
+            rules.push(PathRule {
+                path: program.clone(),
+                access: Access::READ | Access::EXECUTE,
+                optional: false,
+            });
+        }
+
+        let mut opened = Vec::with_capacity(rules.len() + 2);
+        let mut interpreters: Vec<PathBuf> = Vec::new();
+        for rule in &rules {
+            let Some((fd, is_dir)) = open_path(&rule.path, rule.optional)? else {
+                continue;
+            };
+            if self.program() == Some(rule.path.as_path()) && is_dir {
+                return Err(SandboxError::ProgramNotFile {
+                    path: rule.path.clone(),
+                });
+            }
+            if rule.access.contains(Access::EXECUTE) && !is_dir {
+                interpreter_chain(&rule.path, &mut interpreters)?;
+            }
+            opened.push(OpenedRule {
+                fd,
+                access: rule.access,
+                is_dir,
+            });
+        }
+        for path in interpreters {
+            if let Some((fd, is_dir)) = open_path(&path, false)? {
+                opened.push(OpenedRule {
+                    fd,
+                    access: Access::READ | Access::EXECUTE,
+                    is_dir,
+                });
+            }
+        }
+        Ok(opened)
+    }
+}
+
+/// Opens `path` with `O_PATH | O_CLOEXEC` and says whether it is a directory. `None` for a
+/// missing optional path.
+fn open_path(path: &Path, optional: bool) -> Result<Option<(OwnedFd, bool)>, SandboxError> {
+    match rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
+        Ok(fd) => {
+            let stat = rustix::fs::fstat(&fd).map_err(|e| SandboxError::OpenPath {
+                path: path.to_owned(),
+                source: e.into(),
+            })?;
+            let is_dir = FileType::from_raw_mode(stat.st_mode) == FileType::Directory;
+            Ok(Some((fd, is_dir)))
+        }
+        Err(e) if e == rustix::io::Errno::NOENT && optional => Ok(None),
+        Err(e) if e == rustix::io::Errno::NOENT => Err(SandboxError::MissingPath {
+            path: path.to_owned(),
+        }),
+        Err(e) => Err(SandboxError::OpenPath {
+            path: path.to_owned(),
+            source: e.into(),
+        }),
+    }
+}
+
+/// Adds the interpreters `execve(program)` opens (ELF loader; `#!` interpreter and its loader).
+fn interpreter_chain(program: &Path, out: &mut Vec<PathBuf>) -> Result<(), SandboxError> {
+    let mut current = program.to_owned();
+    // The kernel follows at most 4 levels of interpreters (BINPRM_MAX_RECURSION).
+    for _ in 0..4 {
+        let next = interp::interpreter(&current).map_err(|source| SandboxError::OpenPath {
+            path: current.clone(),
+            source,
+        })?;
+        match next {
+            Some(next) if !out.contains(&next) => {
+                out.push(next.clone());
+                current = next;
+            }
+            _ => break,
+        }
+    }
+    Ok(())
+}
+
+/// Landlock rights for one grant at `abi`.
+fn fs_rights(access: Access, abi: landlock::ABI, is_dir: bool) -> BitFlags<AccessFs> {
+    let mut rights = BitFlags::<AccessFs>::EMPTY;
+    if access.contains(Access::READ) {
+        rights |= AccessFs::ReadFile | AccessFs::ReadDir;
+    }
+    if access.contains(Access::EXECUTE) {
+        // The kernel opens the executable for reading (see `interp`).
+        rights |= AccessFs::Execute | AccessFs::ReadFile;
+    }
+    if access.contains(Access::WRITE) {
+        // Deliberately not MakeChar/MakeBlock (raw devices) nor IoctlDev.
+        rights |= AccessFs::WriteFile
+            | AccessFs::RemoveDir
+            | AccessFs::RemoveFile
+            | AccessFs::MakeDir
+            | AccessFs::MakeReg
+            | AccessFs::MakeSock
+            | AccessFs::MakeFifo
+            | AccessFs::MakeSym
+            | AccessFs::Refer
+            | AccessFs::Truncate
+            | AccessFs::ResolveUnix;
+    }
+    rights &= AccessFs::from_all(abi);
+    if !is_dir {
+        rights &= AccessFs::from_file(abi);
+    }
+    rights
+}
+
+fn build_ruleset(policy: &Policy, abi: u8, opened: &[OpenedRule]) -> Result<OwnedFd, SandboxError> {
+    let landlock_abi = landlock::ABI::from(i32::from(abi));
+    // Hard requirement: every right handled here exists at `abi` (the kernel's or lower), so
+    // the ruleset is either complete or an error, never silently weaker.
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(landlock_abi))?;
+    if policy.network == Network::None && abi >= 4 {
+        // Handled with no rule: every TCP bind/connect (and UDP from ABI 10) is denied.
+        ruleset = ruleset.handle_access(AccessNet::from_all(landlock_abi))?;
+    }
+    if abi >= 6 {
+        let mut scopes = BitFlags::<Scope>::EMPTY;
+        if policy.scopes.contains(Scopes::SIGNAL) {
+            scopes |= Scope::Signal;
+        }
+        if policy.scopes.contains(Scopes::ABSTRACT_UNIX_SOCKET) {
+            scopes |= Scope::AbstractUnixSocket;
+        }
+        if !scopes.is_empty() {
+            ruleset = ruleset.scope(scopes)?;
+        }
+    }
+    let mut created = ruleset.create()?;
+    for rule in opened {
+        let rights = fs_rights(rule.access, landlock_abi, rule.is_dir);
+        if rights.is_empty() {
+            continue;
+        }
+        created = created.add_rule(PathBeneath::new(rule.fd.as_fd(), rights))?;
+    }
+    let fd: Option<OwnedFd> = created.into();
+    fd.ok_or_else(|| SandboxError::LandlockUnavailable {
+        reason: "the landlock crate created no ruleset".to_owned(),
+    })
+}
+
+fn gaps(policy: &Policy, abi: u8) -> Gaps {
+    let mut gaps = Gaps::empty();
+    if abi < 3 {
+        gaps |= Gaps::TRUNCATE;
+    }
+    if abi < 5 {
+        gaps |= Gaps::DEVICE_IOCTL;
+    }
+    if abi < 6 && policy.scopes.contains(Scopes::SIGNAL) {
+        gaps |= Gaps::SIGNAL_SCOPE;
+    }
+    if abi < 6
+        && policy.scopes.contains(Scopes::ABSTRACT_UNIX_SOCKET)
+        && policy.network == Network::All
+    {
+        gaps |= Gaps::ABSTRACT_UNIX_SOCKET_SCOPE;
+    }
+    gaps
+}
+
+fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno slot; reading it is
+    // async-signal-safe.
+    unsafe { *libc::__errno_location() }
+}
+
+impl PreparedSandbox {
+    /// What the child will run under once this is applied (see [`Enforcement`] for why this is
+    /// known in the parent).
+    pub fn enforcement(&self) -> Enforcement {
+        self.enforcement
+    }
+
+    /// The Landlock ruleset fd. A supervisor that closes inherited fds in the child before
+    /// running its hooks must keep this one open until [`apply_in_child`] has run.
+    ///
+    /// [`apply_in_child`]: PreparedSandbox::apply_in_child
+    pub fn ruleset_fd(&self) -> BorrowedFd<'_> {
+        self.ruleset.as_fd()
+    }
+
+    /// Irreversibly sandboxes the **calling thread**: sets `no_new_privs`, restricts it with the
+    /// Landlock ruleset, installs the seccomp programs. Call it in the child between `fork` and
+    /// `exec` (calling it anywhere else sandboxes that thread of your process).
+    ///
+    /// Async-signal-safe: it makes only the raw `prctl`, `landlock_restrict_self` and
+    /// `seccomp` syscalls on memory prepared in the parent, reads `errno`, and allocates
+    /// nothing; so it may run in the child of a multi-threaded parent.
+    pub fn apply_in_child(&self) -> Result<(), ApplyError> {
+        // no_new_privs first: landlock_restrict_self and seccomp both require it of an
+        // unprivileged caller, and it keeps setuid binaries from gaining privileges.
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(ApplyError {
+                stage: ApplyStage::NoNewPrivs,
+                errno: errno(),
+            });
+        }
+        // SAFETY: a valid ruleset fd and no flags; the kernel reads no memory of ours.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.ruleset.as_raw_fd(),
+                0u32,
+            )
+        };
+        if ret != 0 {
+            return Err(ApplyError {
+                stage: ApplyStage::Landlock,
+                errno: errno(),
+            });
+        }
+        for program in &self.filters {
+            let Ok(len) = u16::try_from(program.len()) else {
+                return Err(ApplyError {
+                    stage: ApplyStage::Seccomp,
+                    errno: libc::E2BIG,
+                });
+            };
+            let fprog = libc::sock_fprog {
+                len,
+                filter: program.as_ptr().cast_mut(),
+            };
+            // SAFETY: `fprog` points at `len` instructions owned by `self`, alive for the
+            // call; the kernel copies them.
+            let ret = unsafe {
+                libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0u32,
+                    &fprog as *const libc::sock_fprog,
+                )
+            };
+            if ret != 0 {
+                return Err(ApplyError {
+                    stage: ApplyStage::Seccomp,
+                    errno: errno(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies this sandbox to `command`'s child through `pre_exec` and returns what it will
+    /// enforce. If applying fails in the child, `spawn` returns that errno as an
+    /// `std::io::Error` and nothing runs.
+    ///
+    /// ```no_run
+    /// use linux_sandbox::{Access, Policy};
+    /// use std::process::Command;
+    ///
+    /// let mut command = Command::new("/usr/bin/true");
+    /// let sandbox = Policy::new()
+    ///     .allow("/usr", Access::READ | Access::EXECUTE)
+    ///     .allow_if_exists("/lib64", Access::READ | Access::EXECUTE)
+    ///     .prepare()?;
+    /// let enforcement = sandbox.install(&mut command);
+    /// println!("{enforcement}");
+    /// assert!(command.status()?.success());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn install(self, command: &mut std::process::Command) -> Enforcement {
+        use std::os::unix::process::CommandExt;
+        let enforcement = self.enforcement;
+        // SAFETY: the closure is async-signal-safe (see `apply_in_child`): it allocates nothing
+        // and makes only raw syscalls, as `pre_exec` requires.
+        unsafe {
+            command.pre_exec(move || self.apply_in_child().map_err(std::io::Error::from));
+        }
+        enforcement
+    }
+}
