@@ -1,9 +1,76 @@
-//! macOS Seatbelt profiles as a typed DSL (not implemented yet).
+//! macOS Seatbelt profiles as a typed DSL: build, render, parse and evaluate SBPL anywhere.
 //!
-//! Will own: the SBPL abstract syntax (`Profile`, `Rule`, `Operation`, `Filter`), a renderer that
-//! passes every user path as a `-D KEY=VALUE` parameter (never spliced into profile text), a
-//! parser for everything the renderer emits, and an evaluator that answers "would this profile
-//! allow operation X on path P" so profiles are tested on Linux. The `sandbox-exec` launcher is
-//! the only macOS-only code. SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10.
+//! **Owns:** the SBPL syntax tree ([`Profile`], [`Rule`], [`Operation`], [`Filter`], [`Value`]),
+//! a renderer that passes every user path as a `(param "KEY")` with its value in a separate
+//! `-D KEY=VALUE` argument — never spliced into profile text (DESIGN invariant 6) — a parser for
+//! everything the renderer emits, an evaluator that answers "would this profile allow operation X
+//! on path P" so profiles are tested on Linux, and the two profiles the tools use
+//! ([`ProfileSpec::run`], RUN-6/RUN-7; [`ProfileSpec::command`], CMD-2/CMD-9/CMD-10). Launching
+//! `/usr/bin/sandbox-exec` (`BoundProfile::command`, compiled only on macOS) is the only
+//! macOS-only code.
 //!
-//! Will refuse to know: tools, arguments, processes other than the one it launches.
+//! **Refuses to know:** tools, their arguments, `exec`'s `SandboxSpec` (exec translates it into a
+//! [`ProfileSpec`]), processes other than the one it launches, and the file system: paths are
+//! validated lexically and never touched.
+//!
+//! **Is a model:** the evaluator encodes Seatbelt's documented and observed semantics (sources in
+//! [`eval`]); it is checked against a real Mac only by `cargo xtask macos`.
+//!
+//! # Example
+//!
+//! ```
+//! use seatbelt::{Decision, Operation, ProfileSpec};
+//!
+//! // The `run` tool: awk may read and write the mirror and its temp dir, nothing else.
+//! let spec = ProfileSpec::run("/usr/bin/awk", "/Users/alice/mirror", "/tmp/run-1");
+//! let bound = spec.build()?;
+//!
+//! // User paths travel as parameters, not as profile text.
+//! assert!(bound.text().contains(r#"(subpath (param "READ_WRITE_0"))"#));
+//! assert!(!bound.text().contains("alice"));
+//! assert_eq!(bound.params().get("READ_WRITE_1"), Some("/private/tmp/run-1"));
+//!
+//! // The evaluator answers for any path.
+//! let decide = |op, path| bound.decide(op, path);
+//! assert_eq!(decide(Operation::FileWriteData, "/Users/alice/mirror/out.txt")?, Decision::Allow);
+//! assert_eq!(decide(Operation::FileReadData, "/Users/alice/mirror/.GIT/config")?, Decision::Deny);
+//! assert_eq!(decide(Operation::FileReadData, "/Users/alice/.ssh/id_rsa")?, Decision::Deny);
+//! assert_eq!(decide(Operation::FileLink, "/Users/alice/mirror/link")?, Decision::Deny);
+//!
+//! // Rendered text parses back to the same profile.
+//! assert_eq!(&seatbelt::Profile::parse(&bound.text())?, bound.profile());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Grammar (what the renderer emits and the parser accepts)
+//!
+//! ```text
+//! profile := "(version 1)" "(deny default)" rule*
+//! rule    := "(" ("allow" | "deny") operation+ filter* ")"
+//! filter  := "(" ("literal" | "subpath" | "prefix" | "sysctl-name" | "sysctl-name-prefix"
+//!                 | "global-name") value ")"
+//!          | "(regex #\"" pattern "\")" | "(vnode-type" TYPE ")" | "(target" TARGET ")"
+//!          | "(require-all" filter* ")" | "(require-any" filter* ")" | "(require-not" filter ")"
+//! value   := string | "(param" string ")"
+//! ```
+
+#![deny(missing_docs)]
+
+mod ast;
+pub mod eval;
+mod parse;
+mod pattern;
+mod profiles;
+mod render;
+
+pub use ast::{
+    Action, Filter, Operation, Profile, Rule, Target, Value, VnodeType, literal, param, prefix,
+    subpath,
+};
+pub use eval::{Decision, EvalError, ParamError, Params, Request, Verdict};
+pub use parse::{ParseError, ParseErrorKind};
+pub use pattern::{Pattern, PatternError};
+pub use profiles::{
+    BoundProfile, DOT_GIT_PATTERN, DotGit, Network, PROGRAM_DIRECTORIES, Processes, ProfileSpec,
+    SANDBOX_EXEC, SYSCTL_NAMES, SYSCTL_PREFIXES, SYSTEM_LIBRARIES, SpecError,
+};

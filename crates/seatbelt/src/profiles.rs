@@ -1,0 +1,442 @@
+//! The two profiles the tools need, built from a small platform-neutral [`ProfileSpec`].
+//!
+//! `exec` translates its `SandboxSpec` into a `ProfileSpec`; this crate does not know `exec`
+//! (it is a leaf). Every path in a spec becomes a `(param "KEY")` plus a `-D KEY=VALUE` argument,
+//! never profile text (DESIGN invariant 6). Fixed system locations are constants in this file.
+//!
+//! Rule order follows last-match-wins: broad allows first, the `.git` and `file-link` denies
+//! last, so no later allow can reopen them.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::ast::{Action, Filter, Operation as Op, Profile, Rule, Target, literal, param, subpath};
+use crate::eval::{Decision, EvalError, ParamError, Params, Request, Verdict, resolve_query_path};
+use crate::pattern::{Pattern, PatternError};
+
+/// The absolute path of the launcher; never looked up on `PATH` (RUN-6).
+pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
+/// System library locations both profiles may read and map executable (RUN-7, CMD-2):
+/// dyld, libSystem and the frameworks, and the dyld shared cache — in `/System/Library/dyld` on
+/// macOS 11–12 and in the OS cryptex (`/System/Cryptexes/OS`, physically under
+/// `/System/Volumes/Preboot/Cryptexes/OS`) since macOS 13.
+pub const SYSTEM_LIBRARIES: &[&str] = &[
+    "/usr/lib",
+    "/System/Library/Frameworks",
+    "/System/Library/PrivateFrameworks",
+    "/System/Library/dyld",
+    "/System/Cryptexes/OS",
+    "/System/Volumes/Preboot/Cryptexes/OS",
+];
+
+/// Program and library directories the `command` profile may read, map and execute (CMD-10): the
+/// system's, the Command Line Tools', Homebrew's (both prefixes) and MacPorts'. Deliberately not
+/// all of `/usr` (no `/usr/share`) and not the package managers' `etc`/`var` (user config, data).
+pub const PROGRAM_DIRECTORIES: &[&str] = &[
+    "/bin",
+    "/sbin",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/libexec",
+    "/Library/Developer/CommandLineTools/usr",
+    "/opt/homebrew/bin",
+    "/opt/homebrew/lib",
+    "/opt/homebrew/opt",
+    "/opt/homebrew/Cellar",
+    "/usr/local/bin",
+    "/usr/local/lib",
+    "/usr/local/opt",
+    "/usr/local/Cellar",
+    "/opt/local/bin",
+    "/opt/local/lib",
+];
+
+/// Single files the `command` profile reads: `/bin/sh` on macOS is a shim that reads the
+/// `/private/var/select/sh` link to pick its shell, and the `/usr/bin` developer-tool shims read
+/// the `xcode-select` links.
+const COMMAND_SELECT_LINKS: &[&str] = &[
+    "/private/var/select/sh",
+    "/private/var/select/developer_dir",
+    "/private/var/db/xcode_select_link",
+];
+
+/// `sysctl` names libSystem reads while starting and sizing buffers (CPU count and type, page
+/// and memory size, OS version, `ARG_MAX`). Taken from the lists Chromium and Codex allow; the
+/// two prefixes cover CPU-feature probes by the string routines.
+pub const SYSCTL_NAMES: &[&str] = &[
+    "hw.activecpu",
+    "hw.byteorder",
+    "hw.cachelinesize_compat",
+    "hw.cpufamily",
+    "hw.cputype",
+    "hw.logicalcpu_max",
+    "hw.machine",
+    "hw.memsize",
+    "hw.ncpu",
+    "hw.pagesize",
+    "hw.pagesize_compat",
+    "hw.physicalcpu_max",
+    "kern.argmax",
+    "kern.maxfilesperproc",
+    "kern.osproductversion",
+    "kern.osrelease",
+    "kern.ostype",
+    "kern.osvariant_status",
+    "kern.osversion",
+    "kern.secure_kernel",
+    "kern.usrstack64",
+    "kern.version",
+    "sysctl.proc_cputype",
+];
+
+/// `sysctl` name prefixes allowed with [`SYSCTL_NAMES`].
+pub const SYSCTL_PREFIXES: &[&str] = &["hw.optional.", "hw.perflevel"];
+
+/// `.git` as a path component in any letter case: APFS is usually case-insensitive, so `.GIT`
+/// opens the same directory (RUN-4, RUN-7).
+pub const DOT_GIT_PATTERN: &str = r"/\.[Gg][Ii][Tt](/|$)";
+
+/// What the sandboxed process may start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Processes {
+    /// The `run` profile (RUN-6, RUN-7): `process-exec` of exactly this executable, no
+    /// `process-fork`, and only [`SYSTEM_LIBRARIES`] besides the granted roots.
+    OnlyProgram(PathBuf),
+    /// The `command` profile (CMD-2, CMD-10): `process-fork` allowed, `process-exec` of anything in
+    /// [`PROGRAM_DIRECTORIES`] or a read-write root; `signal` and `process-info*` only inside the
+    /// same sandbox.
+    Spawn,
+}
+
+/// Whether the process may use the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// No sockets beyond what `(deny default)` leaves (RUN-7, CMD-2).
+    Denied,
+    /// Outbound and inbound networking plus the DNS and certificate lookups clients need (RC-7).
+    Allowed,
+}
+
+/// Whether `.git` (any letter case) is hidden.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DotGit {
+    /// Every file operation and exec on a `.git` path component is denied (RUN-7).
+    Denied,
+    /// `.git` is treated like any other path.
+    Allowed,
+}
+
+/// A platform-neutral description of one sandbox, from which the profile is built.
+///
+/// Paths must be absolute, `.`/`..`-free and valid UTF-8 (macOS file systems store UTF-8 names);
+/// `/tmp`, `/var`, `/etc` are rewritten to their `/private/…` targets because Seatbelt matches
+/// resolved paths. Callers should pass canonicalized paths; this is the lexical safety net.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileSpec {
+    /// What may be executed.
+    pub processes: Processes,
+    /// Roots readable and writable with everything below them (scope or mirror, temp, writable
+    /// extra paths).
+    pub read_write: Vec<PathBuf>,
+    /// Roots readable with everything below them (read-only extra paths).
+    pub read_only: Vec<PathBuf>,
+    /// Network access.
+    pub network: Network,
+    /// `.git` protection.
+    pub dot_git: DotGit,
+}
+
+/// Why a spec was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// A path is relative.
+    #[error("{0:?} is not absolute; pass the canonical absolute path")]
+    NotAbsolute(PathBuf),
+    /// A path has `.` or `..` components.
+    #[error("{0:?} has `.` or `..` components; pass the canonical path")]
+    NotCanonical(PathBuf),
+    /// A path is not UTF-8 (or holds NUL), so it cannot travel as a `-D` value.
+    #[error("{0:?} is not valid UTF-8 without NUL; macOS paths are UTF-8, pass the real path")]
+    NotUtf8(PathBuf),
+    /// `/` itself was granted.
+    #[error("granting the whole file system `/` is refused; grant the directories the task needs")]
+    WholeFileSystem,
+    /// A parameter could not be set.
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// A built-in pattern failed to compile (a bug in this crate, reported rather than panicking).
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+}
+
+impl ProfileSpec {
+    /// The `run` tool's sandbox (RUN-6, RUN-7): `program` only, read-write `mirror` and `temp`,
+    /// no network, `.git` denied.
+    pub fn run(
+        program: impl Into<PathBuf>,
+        mirror: impl Into<PathBuf>,
+        temp: impl Into<PathBuf>,
+    ) -> ProfileSpec {
+        ProfileSpec {
+            processes: Processes::OnlyProgram(program.into()),
+            read_write: vec![mirror.into(), temp.into()],
+            read_only: Vec::new(),
+            network: Network::Denied,
+            dot_git: DotGit::Denied,
+        }
+    }
+
+    /// The `command` tool's sandbox (CMD-2): spawning allowed, read-write `scope` and `temp`, no
+    /// network; extra paths are added to `read_write`/`read_only` once approved (CMD-3).
+    pub fn command(scope: impl Into<PathBuf>, temp: impl Into<PathBuf>) -> ProfileSpec {
+        ProfileSpec {
+            processes: Processes::Spawn,
+            read_write: vec![scope.into(), temp.into()],
+            read_only: Vec::new(),
+            network: Network::Denied,
+            dot_git: DotGit::Allowed,
+        }
+    }
+
+    /// Validates every path, then builds the profile and its parameters.
+    pub fn build(&self) -> Result<BoundProfile, SpecError> {
+        // Validate everything before building anything (house rule 2).
+        let program = match &self.processes {
+            Processes::OnlyProgram(p) => Some(canonical(p)?),
+            Processes::Spawn => None,
+        };
+        let rw = self
+            .read_write
+            .iter()
+            .map(|p| root(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ro = self
+            .read_only
+            .iter()
+            .map(|p| root(p))
+            .collect::<Result<Vec<_>, _>>()?;
+
+        let mut params = Params::new();
+        let mut rw_filters = Vec::new();
+        for (i, p) in rw.iter().enumerate() {
+            let key = format!("READ_WRITE_{i}");
+            params.insert(&key, p)?;
+            rw_filters.push(subpath(param(&key)));
+        }
+        let mut ro_filters = Vec::new();
+        for (i, p) in ro.iter().enumerate() {
+            let key = format!("READ_ONLY_{i}");
+            params.insert(&key, p)?;
+            ro_filters.push(subpath(param(&key)));
+        }
+        let libraries = || SYSTEM_LIBRARIES.iter().map(|d| subpath(*d));
+        let programs = || PROGRAM_DIRECTORIES.iter().map(|d| subpath(*d));
+
+        let mut profile = Profile::new();
+        match &program {
+            Some(program) => {
+                params.insert("PROGRAM", program)?;
+                profile = profile
+                    .rule(Rule::allow([Op::ProcessExec]).filter(literal(param("PROGRAM"))))
+                    .rule(
+                        Rule::allow([Op::FileReadAll, Op::FileMapExecutable])
+                            .filter(literal(param("PROGRAM"))),
+                    )
+                    .rule(
+                        Rule::allow([Op::FileReadAll, Op::FileMapExecutable]).filters(libraries()),
+                    )
+                    .rule(Rule::allow([Op::Signal]).filter(Filter::Target(Target::SelfProcess)));
+            }
+            None => {
+                profile = profile
+                    .rule(Rule::allow([Op::ProcessFork]))
+                    .rule(
+                        Rule::allow([Op::ProcessExec])
+                            .filters(programs())
+                            .filters(rw_filters.iter().cloned()),
+                    )
+                    .rule(
+                        Rule::allow([Op::FileReadAll, Op::FileMapExecutable])
+                            .filters(libraries())
+                            .filters(programs()),
+                    )
+                    .rule(
+                        Rule::allow([Op::FileReadAll])
+                            .filters(COMMAND_SELECT_LINKS.iter().map(|l| literal(*l))),
+                    )
+                    .rule(
+                        Rule::allow([Op::Signal, Op::ProcessInfoAll])
+                            .filter(Filter::Target(Target::SameSandbox)),
+                    )
+                    .rule(Rule::allow([Op::MachLookup]).filter(Filter::GlobalName(
+                        "com.apple.system.opendirectoryd.libinfo".into(),
+                    )));
+            }
+        }
+        profile = profile
+            .rule(
+                Rule::allow([Op::FileReadData, Op::FileReadMetadata, Op::FileWriteData])
+                    .filter(literal("/dev/null")),
+            )
+            .rule(
+                Rule::allow([Op::FileReadAll])
+                    .filters(["/dev/zero", "/dev/random", "/dev/urandom"].map(literal)),
+            )
+            .rule(
+                Rule::allow([Op::SysctlRead])
+                    .filters(SYSCTL_NAMES.iter().map(|n| Filter::SysctlName((*n).into())))
+                    .filters(
+                        SYSCTL_PREFIXES
+                            .iter()
+                            .map(|n| Filter::SysctlNamePrefix((*n).into())),
+                    ),
+            );
+        if !rw_filters.is_empty() {
+            let ops = match program {
+                Some(_) => vec![Op::FileReadAll, Op::FileWriteAll],
+                // Programs built in the scope load their own libraries (CMD-2 "read/write the
+                // scope" includes running what was built there).
+                None => vec![Op::FileReadAll, Op::FileWriteAll, Op::FileMapExecutable],
+            };
+            profile = profile.rule(Rule {
+                action: Action::Allow,
+                operations: ops,
+                filters: rw_filters,
+            });
+        }
+        if !ro_filters.is_empty() {
+            profile = profile.rule(Rule::allow([Op::FileReadAll]).filters(ro_filters));
+        }
+        if self.network == Network::Allowed {
+            profile = profile
+                .rule(Rule::allow([Op::NetworkAll, Op::SystemSocket]))
+                .rule(
+                    Rule::allow([Op::MachLookup]).filters(
+                        [
+                            "com.apple.dnssd.service",
+                            "com.apple.SystemConfiguration.configd",
+                            "com.apple.SystemConfiguration.DNSConfiguration",
+                            "com.apple.trustd.agent",
+                        ]
+                        .map(|n| Filter::GlobalName(n.into())),
+                    ),
+                )
+                .rule(Rule::allow([Op::FileReadAll]).filters([
+                    literal("/private/etc/hosts"),
+                    literal("/private/etc/resolv.conf"),
+                    literal("/private/var/run/resolv.conf"),
+                    subpath("/private/etc/ssl"),
+                ]));
+        }
+        if self.dot_git == DotGit::Denied {
+            let pattern = Pattern::new(DOT_GIT_PATTERN)?;
+            profile = profile
+                .rule(Rule::deny([Op::FileAll, Op::ProcessExec]).filter(Filter::Regex(pattern)));
+        }
+        // CMD-9: no new hard links anywhere, whatever was allowed above. `file-link` is not under
+        // `file-write*`, so this is belt and braces over `(deny default)`.
+        profile = profile.rule(Rule::deny([Op::FileLink]));
+        Ok(BoundProfile { profile, params })
+    }
+}
+
+/// A profile together with the values of its parameters: what `sandbox-exec` needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoundProfile {
+    profile: Profile,
+    params: Params,
+}
+
+impl BoundProfile {
+    /// Pairs a profile with parameter values; every `(param …)` it reads must be present.
+    pub fn new(profile: Profile, params: Params) -> Result<BoundProfile, EvalError> {
+        if let Some(missing) = profile
+            .parameters()
+            .into_iter()
+            .find(|k| params.get(k).is_none())
+        {
+            return Err(EvalError::MissingParam(missing.to_owned()));
+        }
+        Ok(BoundProfile { profile, params })
+    }
+
+    /// The profile.
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    /// The parameter values.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The SBPL text for `sandbox-exec -p`.
+    pub fn text(&self) -> String {
+        self.profile.render()
+    }
+
+    /// Would `operation` on `path` be allowed? See [`crate::eval`] for what this models.
+    pub fn decide(&self, operation: Op, path: &str) -> Result<Decision, EvalError> {
+        self.profile.decide(operation, path, &self.params)
+    }
+
+    /// Decides any request and names the deciding rule.
+    pub fn evaluate(&self, request: &Request<'_>) -> Result<Verdict, EvalError> {
+        self.profile.evaluate(request, &self.params)
+    }
+
+    /// The arguments after [`SANDBOX_EXEC`]: `-p <profile> -D KEY=VALUE… -- <program> <args…>`.
+    /// `program` must be absolute: nothing is ever looked up on `PATH` (RUN-6).
+    pub fn sandbox_exec_args(
+        &self,
+        program: &Path,
+        args: &[OsString],
+    ) -> Result<Vec<OsString>, SpecError> {
+        if !program.is_absolute() {
+            return Err(SpecError::NotAbsolute(program.to_owned()));
+        }
+        let mut out = vec![OsString::from("-p"), OsString::from(self.text())];
+        out.extend(self.params.to_args());
+        out.push(OsString::from("--"));
+        out.push(program.as_os_str().to_owned());
+        out.extend(args.iter().cloned());
+        Ok(out)
+    }
+
+    /// A `Command` running `program args` under this profile via `/usr/bin/sandbox-exec`.
+    /// Environment, stdio and process group are the caller's (`exec`'s) to set.
+    #[cfg(target_os = "macos")]
+    pub fn command(
+        &self,
+        program: &Path,
+        args: &[OsString],
+    ) -> Result<std::process::Command, SpecError> {
+        let mut cmd = std::process::Command::new(SANDBOX_EXEC);
+        cmd.args(self.sandbox_exec_args(program, args)?);
+        Ok(cmd)
+    }
+}
+
+/// `path` as the UTF-8 string the kernel would report, or why it cannot be one.
+fn canonical(path: &Path) -> Result<String, SpecError> {
+    let s = path
+        .to_str()
+        .filter(|s| !s.contains('\0'))
+        .ok_or_else(|| SpecError::NotUtf8(path.to_owned()))?;
+    if !path.is_absolute() {
+        return Err(SpecError::NotAbsolute(path.to_owned()));
+    }
+    resolve_query_path(s).ok_or_else(|| SpecError::NotCanonical(path.to_owned()))
+}
+
+/// A granted root: canonical and not `/` itself.
+fn root(path: &Path) -> Result<String, SpecError> {
+    let s = canonical(path)?;
+    if s == "/" {
+        Err(SpecError::WholeFileSystem)
+    } else {
+        Ok(s)
+    }
+}
