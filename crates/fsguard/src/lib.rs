@@ -1,1 +1,70 @@
-//! Paths and files for untrusted input (being built).
+//! Paths and files for untrusted input: the file-system primitives every tool builds on.
+//!
+//! What this crate owns:
+//!
+//! - [`RelPath`]: a relative path from untrusted input, validated once (no absolute path, no
+//!   `..`, no NUL, no `.git` in any letter case, bounded lengths) and opened component by
+//!   component with `O_NOFOLLOW`, so a symlink anywhere on the way is refused at the moment of
+//!   use (RUN-4).
+//! - [`RootLease`]: a work root pinned by device and inode through an open fd, re-verifiable
+//!   (CMD-8).
+//! - [`scan_hard_links`]: a parallel walk listing every regular file with more than one link;
+//!   it fails closed on unreadable directories (CMD-9).
+//! - [`open_checked`] / [`read_checked`]: single-link access checked on the descriptor that is
+//!   read, before and after (FILE-1).
+//! - [`atomic_write`]: temp file, `fsync`, `renameat`, `fsync` of the directory (FILE-2).
+//! - [`TextFile`] / [`read_text`]: too large, denied, binary or text (FILE-3).
+//! - [`Mirror`]: a private copy of a folder, written back only where the folder still matches
+//!   the baseline (RUN-11).
+//!
+//! What it refuses to know: tools, sandboxes, processes, error codes of the agent protocol
+//! (callers map these errors to `AGENT_EXEC_*`), and anything about who is asking. Every
+//! refusal is an error value (one `#[non_exhaustive]` enum per operation) naming the offending
+//! path component; nothing here panics on input.
+//!
+//! Linux is the tested platform; the code uses only POSIX `*at` calls except where marked.
+//!
+//! # Example
+//!
+//! ```
+//! use fsguard::{atomic_write, read_checked, scan_hard_links, RelPath, RootLease, ScanOptions};
+//!
+//! let tmp = tempfile::tempdir().unwrap();
+//! let lease = RootLease::acquire(tmp.path()).unwrap();
+//!
+//! // Untrusted input becomes a RelPath or an error that says what to do instead.
+//! let err = RelPath::new("notes/../../etc/passwd").unwrap_err();
+//! assert!(err.to_string().contains("may not leave the root"));
+//!
+//! std::fs::create_dir(tmp.path().join("notes")).unwrap();
+//! let path = RelPath::new("notes/today.txt").unwrap();
+//! atomic_write(&lease, &path, b"hello").unwrap();
+//! assert_eq!(read_checked(&lease, &path, 1 << 20).unwrap(), b"hello");
+//!
+//! lease.verify().unwrap();
+//! let report = scan_hard_links(&[tmp.path()], &ScanOptions::new()).unwrap();
+//! assert!(report.links.is_empty());
+//! ```
+#![deny(missing_docs)]
+
+mod atomic;
+mod checked;
+mod lease;
+mod mirror;
+mod relpath;
+mod scan;
+mod sys;
+
+pub use atomic::{WriteError, atomic_write};
+pub use checked::{
+    CheckError, CheckedFile, MAX_TEXT_BYTES, TextFile, open_checked, read_checked, read_text,
+};
+pub use lease::{FileId, LeaseError, RootLease};
+pub use mirror::{
+    BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport, Mirror,
+    MirrorError,
+};
+pub use relpath::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, OpenError, RelPath, RelPathError};
+pub use scan::{
+    HardLink, ScanError, ScanFailure, ScanOptions, ScanReport, scan_hard_links, scan_hard_links_in,
+};
