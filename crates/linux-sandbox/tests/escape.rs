@@ -1,0 +1,688 @@
+//! Escape attempts and liveness checks against real processes started through
+//! `std::process::Command` with [`PreparedSandbox::install`]. Each attempt asserts that it
+//! failed, that nothing changed outside, and that no sandboxed process survived. When run as
+//! root, `every_test_also_holds_unprivileged` re-runs the whole binary as `nobody`.
+//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; issue 4 linux-sandbox.
+
+// Helpers outside #[test] fns may unwrap too: a panic is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::ErrorKind;
+use std::net::{TcpListener, UdpSocket};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::process::Command;
+
+use linux_sandbox::{Access, EnforcementStatus, Network, Policy, probe};
+use support::*;
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+#[test]
+fn reading_etc_shadow_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let out = s.sh("cat /etc/shadow");
+    assert_denied(&out);
+    assert!(!stdout(&out).contains("root:"), "{}", stdout(&out));
+}
+
+#[test]
+fn reading_a_secret_outside_the_allowed_paths_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let secret = s.outside.join("secret");
+    let out = s.run(&s.command_policy(), "/bin/cat", &[secret.to_str().unwrap()]);
+    assert_denied(&out);
+    assert!(!stdout(&out).contains("TOP-SECRET"));
+    let out = s.python(&format!("print(open({:?}).read())", secret));
+    assert_denied(&out);
+    assert!(!stdout(&out).contains("TOP-SECRET"));
+}
+
+#[test]
+fn writing_outside_through_an_absolute_path_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let before = snapshot(&s.outside);
+    let target = s.outside.join("new");
+    let out = s.sh(&format!("echo ESCAPED > '{}'", target.display()));
+    assert_denied(&out);
+    let out = s.sh(&format!(
+        "echo ESCAPED >> '{}'",
+        s.outside.join("secret").display()
+    ));
+    assert_denied(&out);
+    assert_eq!(snapshot(&s.outside), before);
+}
+
+#[test]
+fn writing_outside_through_dot_dot_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let before = snapshot(&s.outside);
+    let out = s.sh("echo ESCAPED > ../outside/new && echo ESCAPED");
+    assert_denied(&out);
+    let out = s.sh("mkdir ../outside/dir && echo ESCAPED");
+    assert_denied(&out);
+    assert_eq!(snapshot(&s.outside), before);
+}
+
+#[test]
+fn writing_outside_through_a_symlink_made_inside_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let before = snapshot(&s.outside);
+    let out = s.sh(&format!(
+        "ln -s '{}' link && echo ESCAPED >> link/secret",
+        s.outside.display()
+    ));
+    assert_denied(&out);
+    // The symlink itself was allowed (inside the work dir); following it was not.
+    assert!(s.work.join("link").is_symlink());
+    let out = s.sh("cat link/secret");
+    assert_denied(&out);
+    assert!(!stdout(&out).contains("TOP-SECRET"));
+    assert_eq!(snapshot(&s.outside), before);
+}
+
+#[test]
+fn writing_outside_through_proc_self_root_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let before = snapshot(&s.outside);
+    let out = s.sh(&format!(
+        "echo ESCAPED > /proc/self/root{}/new",
+        s.outside.display()
+    ));
+    assert_denied(&out);
+    // Even with /proc readable, the magic link resolves to a path Landlock checks.
+    let policy = s.command_policy().allow("/proc", Access::READ);
+    let out = s.run(
+        &policy,
+        SH,
+        &[
+            "-c",
+            &format!("echo ESCAPED > /proc/self/root{}/new", s.outside.display()),
+        ],
+    );
+    assert_denied(&out);
+    assert_eq!(snapshot(&s.outside), before);
+}
+
+#[test]
+fn writing_outside_through_proc_self_cwd_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let before = snapshot(&s.outside);
+    // The command starts with its cwd outside the granted paths: the cwd is no boundary
+    // (SPEC RUN-11), Landlock is.
+    let policy = s.command_policy().allow("/proc", Access::READ);
+    let out = s.run_in(
+        &policy,
+        &s.outside,
+        SH,
+        &["-c", "echo ESCAPED > /proc/self/cwd/new"],
+    );
+    assert_denied(&out);
+    let out = s.run_in(&policy, &s.outside, SH, &["-c", "echo ESCAPED > new2"]);
+    assert_denied(&out);
+    assert_eq!(snapshot(&s.outside), before);
+}
+
+#[test]
+fn reopening_a_read_only_file_for_writing_through_dev_fd_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let before = snapshot(&s.outside);
+    let policy = s
+        .command_policy()
+        .allow(&s.outside, Access::READ)
+        .allow("/proc", Access::READ)
+        .allow("/dev/fd", Access::READ);
+    let script = format!(
+        "exec 3< '{}' && cat <&3 >/dev/null && echo ESCAPED >> /dev/fd/3",
+        s.outside.join("secret").display()
+    );
+    let out = s.run(&policy, SH, &["-c", &script]);
+    assert_denied(&out);
+    let script = format!(
+        "exec 3< '{}' && echo ESCAPED >> /proc/self/fd/3",
+        s.outside.join("secret").display()
+    );
+    let out = s.run(&policy, SH, &["-c", &script]);
+    assert_denied(&out);
+    assert_eq!(snapshot(&s.outside), before);
+}
+
+#[test]
+fn hard_links_are_denied_even_inside_one_allowed_directory() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    std::fs::write(s.work.join("a"), "data").unwrap();
+    let before_outside = snapshot(&s.outside);
+    for script in [
+        "ln a b && echo ESCAPED",
+        "cp -l a c && echo ESCAPED",
+        &format!(
+            "ln '{}' d && echo ESCAPED",
+            s.outside.join("secret").display()
+        ),
+    ] {
+        assert_denied(&s.sh(script));
+    }
+    let out = s.python("import os\nos.link('a', 'e')\nprint('ESCAPED')");
+    assert_denied(&out);
+    assert!(stderr(&out).contains("PermissionError"), "{}", stderr(&out));
+    for name in ["b", "c", "d", "e"] {
+        assert!(!s.work.join(name).exists(), "{name} was created");
+    }
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(s.work.join("a")).unwrap().nlink(), 1);
+    assert_eq!(snapshot(&s.outside), before_outside);
+}
+
+#[test]
+fn renaming_an_outside_file_in_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let before = snapshot(&s.outside);
+    let secret = s.outside.join("secret");
+    let out = s.sh(&format!("mv '{}' stolen && echo ESCAPED", secret.display()));
+    assert_denied(&out);
+    let out = s.python(&format!(
+        "import os\nos.rename({:?}, 'stolen2')\nprint('ESCAPED')",
+        secret
+    ));
+    assert_denied(&out);
+    assert!(!s.work.join("stolen").exists());
+    assert!(!s.work.join("stolen2").exists());
+    assert_eq!(snapshot(&s.outside), before);
+}
+
+#[test]
+fn truncating_a_read_only_file_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let before = snapshot(&s.outside);
+    let policy = s.command_policy().allow(&s.outside, Access::READ);
+    let out = s.run(
+        &policy,
+        PYTHON,
+        &[
+            "-c",
+            &format!(
+                "import os\nos.truncate({:?}, 0)\nprint('ESCAPED')",
+                s.outside.join("secret")
+            ),
+        ],
+    );
+    assert_denied(&out);
+    assert_eq!(snapshot(&s.outside), before);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Network, signals, other processes
+
+#[test]
+fn tcp_connect_to_a_loopback_listener_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let out = s.python(&format!(
+        "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)\nprint('ESCAPED')"
+    ));
+    assert_denied(&out);
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+}
+
+#[test]
+fn udp_send_to_a_loopback_listener_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_nonblocking(true).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    let out = s.python(&format!(
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.sendto(b'ESCAPED', ('127.0.0.1', {port}))\nprint('ESCAPED')"
+    ));
+    assert_denied(&out);
+    let mut buf = [0u8; 64];
+    assert_eq!(
+        socket.recv(&mut buf).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+}
+
+#[test]
+fn network_all_policy_reaches_the_loopback_listener() {
+    // The positive control for the two tests above: the same attempt succeeds with network.
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let policy = s.command_policy().network(Network::All);
+    let out = s.run(
+        &policy,
+        PYTHON,
+        &[
+            "-c",
+            &format!(
+                "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)\nprint('connected')"
+            ),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "connected\n");
+}
+
+fn abstract_listener(name: &str) -> UnixListener {
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    listener
+}
+
+fn connect_abstract_script(name: &str) -> String {
+    format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+         s.connect('\\0{name}')\nprint('ESCAPED')"
+    )
+}
+
+#[test]
+fn connecting_to_an_outside_abstract_unix_socket_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let name = format!("linux-sandbox-test-{}", std::process::id());
+    let listener = abstract_listener(&name);
+    // Without network: refused (seccomp refuses AF_UNIX sockets below Landlock ABI 9).
+    let out = s.python(&connect_abstract_script(&name));
+    assert_denied(&out);
+    // With network the Landlock abstract-socket scope (ABI >= 6) is what refuses it.
+    if probe().landlock_abi().unwrap_or(0) >= 6 {
+        let policy = s.command_policy().network(Network::All);
+        let out = s.run(&policy, PYTHON, &["-c", &connect_abstract_script(&name)]);
+        assert_denied(&out);
+    } else {
+        eprintln!("skipped the scope half: Landlock ABI < 6 has no abstract-socket scope");
+    }
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+}
+
+/// A process the test starts outside the sandbox, killed and reaped on drop.
+struct Victim(std::process::Child);
+
+impl Victim {
+    fn start() -> Victim {
+        Victim(Command::new("/bin/sleep").arg("60").spawn().unwrap())
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+    fn is_alive(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Victim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn signalling_a_process_outside_the_sandbox_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    if probe().landlock_abi().unwrap_or(0) < 6 {
+        eprintln!("skipped: Landlock ABI < 6 has no signal scope (reported as a gap)");
+        return;
+    }
+    let s = Scratch::new();
+    let mut victim = Victim::start();
+    let out = s.sh(&format!("kill -KILL {} && echo ESCAPED", victim.pid()));
+    assert_denied(&out);
+    let out = s.python(&format!(
+        "import os, signal\nos.kill({}, signal.SIGTERM)\nprint('ESCAPED')",
+        victim.pid()
+    ));
+    assert_denied(&out);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(victim.is_alive());
+}
+
+#[test]
+fn ptrace_of_a_sibling_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let mut victim = Victim::start();
+    // PTRACE_ATTACH = 16. ctypes calls libc's ptrace directly.
+    let out = s.python(&format!(
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         r = libc.ptrace(16, {}, 0, 0)\n\
+         print('errno', ctypes.get_errno())\n\
+         if r == 0: print('ESCAPED')\nraise SystemExit(0 if r == 0 else 1)",
+        victim.pid()
+    ));
+    assert_denied(&out);
+    assert!(stdout(&out).contains(&format!("errno {}", libc::EPERM)));
+    assert!(victim.is_alive());
+}
+
+#[test]
+fn io_uring_setup_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let out = s.python(&format!(
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         params = ctypes.create_string_buffer(120)\n\
+         fd = libc.syscall({}, 4, params)\n\
+         print('errno', ctypes.get_errno())\n\
+         if fd >= 0: print('ESCAPED')\nraise SystemExit(0 if fd >= 0 else 1)",
+        libc::SYS_io_uring_setup
+    ));
+    assert_denied(&out);
+    assert!(stdout(&out).contains(&format!("errno {}", libc::EPERM)));
+}
+
+#[test]
+fn mount_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    std::fs::create_dir(s.work.join("m")).unwrap();
+    let out = s.sh("mount -t tmpfs tmpfs m && echo ESCAPED");
+    if out.status.success() {
+        // Do not leave a mount behind even when the test fails.
+        let _ = Command::new("/bin/umount").arg(s.work.join("m")).status();
+    }
+    assert_denied(&out);
+}
+
+#[test]
+fn unshare_into_a_user_namespace_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let out = s.sh("unshare -r /bin/true && echo ESCAPED");
+    assert_denied(&out);
+    let out = s.sh("unshare -U /bin/true && echo ESCAPED");
+    assert_denied(&out);
+}
+
+#[test]
+fn terminal_injection_ioctl_is_denied() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    // TIOCSTI on stdin (/dev/null here): without the filter the kernel answers ENOTTY; the
+    // filter answers EPERM before the kernel looks at the fd.
+    let out = s.python(&format!(
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         c = ctypes.c_char(b'x')\nr = libc.ioctl(0, {}, ctypes.byref(c))\n\
+         print('errno', ctypes.get_errno())\nraise SystemExit(0 if r == 0 else 1)",
+        libc::TIOCSTI
+    ));
+    assert_denied(&out);
+    assert!(stdout(&out).contains(&format!("errno {}", libc::EPERM)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// No spawn (the `run` tool)
+
+/// A single-program policy for `program` with the system libraries readable.
+fn single_program_policy(s: &Scratch, program: &str) -> Policy {
+    let mut policy = Policy::single_program(program);
+    for dir in ["/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib"] {
+        policy = policy.allow_if_exists(dir, Access::READ);
+    }
+    policy
+        .allow_if_exists("/etc/ld.so.cache", Access::READ)
+        .allow("/dev/null", Access::READ | Access::WRITE)
+        .allow(&s.work, Access::READ | Access::WRITE)
+}
+
+#[test]
+fn no_spawn_shell_cannot_fork_or_exec_ls() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    std::fs::write(s.work.join("marker-file"), "").unwrap();
+    let policy = single_program_policy(&s, SH);
+    let out = s.run(&policy, SH, &["-c", "ls; echo ESCAPED-after-ls"]);
+    assert!(!stdout(&out).contains("marker-file"), "ls ran");
+    // The shell itself runs; it is the fork that fails.
+    assert!(
+        stderr(&out).to_lowercase().contains("fork"),
+        "{}",
+        stderr(&out)
+    );
+    // Exec in place (no fork) is stopped by Landlock: only the one program is executable.
+    let out = s.run(&policy, SH, &["-c", "exec /bin/ls"]);
+    assert_denied(&out);
+    assert!(!stdout(&out).contains("marker-file"));
+}
+
+#[test]
+fn no_spawn_awk_system_and_pipes_run_nothing() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let policy = single_program_policy(&s, "/usr/bin/awk");
+    let out = s.run(
+        &policy,
+        "/usr/bin/awk",
+        &["BEGIN { r = system(\"echo x > made-by-system\"); print \"r=\" r }"],
+    );
+    assert!(!s.work.join("made-by-system").exists());
+    assert!(!stdout(&out).contains("r=0"), "{}", stdout(&out));
+    let out = s.run(
+        &policy,
+        "/usr/bin/awk",
+        &["BEGIN { \"echo ESCAPED\" | getline line; print line }"],
+    );
+    assert!(!stdout(&out).contains("ESCAPED"));
+}
+
+#[test]
+fn no_spawn_still_runs_a_multi_threaded_program() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    // Python reads its standard library under /usr/lib; grant /usr/lib read-only.
+    let python = std::fs::canonicalize(PYTHON).unwrap();
+    let policy = single_program_policy(&s, python.to_str().unwrap());
+    let out = s.run(
+        &policy,
+        python.to_str().unwrap(),
+        &[
+            "-c",
+            "import threading\nout = []\n\
+             ts = [threading.Thread(target=out.append, args=(i,)) for i in range(8)]\n\
+             [t.start() for t in ts]\n[t.join() for t in ts]\nprint(sorted(out))\n\
+             import os\ntry:\n    os.fork()\n    print('forked')\nexcept OSError as e:\n    print('fork:', e.errno)",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("[0, 1, 2, 3, 4, 5, 6, 7]\nfork: {}\n", libc::EPERM)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Liveness
+
+#[test]
+fn liveness_ls_cat_awk_python_and_git_work_in_the_allowed_dir() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    std::fs::write(s.work.join("input.txt"), "b 2\na 1\n").unwrap();
+    let policy = s.command_policy();
+
+    let out = s.run(&policy, "/bin/ls", &["-a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), ".\n..\ninput.txt\n");
+
+    let out = s.run(&policy, "/bin/cat", &["input.txt"]);
+    assert_eq!(stdout(&out), "b 2\na 1\n");
+
+    let out = s.run(
+        &policy,
+        "/usr/bin/awk",
+        &["{ s += $2 } END { print s }", "input.txt"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "3\n");
+
+    let out = s.python("print(open('input.txt').read().split()[1])");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "2\n");
+
+    let out = s.sh("echo made > new.txt && cat new.txt && rm new.txt && mkdir d && rmdir d");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "made\n");
+
+    let out = s.sh("git init -q repo && cd repo && echo x > f && git status --porcelain");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "?? f\n");
+}
+
+#[test]
+fn liveness_single_program_awk_through_its_alternatives_symlink() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    std::fs::write(s.work.join("in"), "1\n2\n3\n").unwrap();
+    std::fs::write(
+        s.work.join("prog.awk"),
+        "{ s += $1 } END { print s > \"out\" }\n",
+    )
+    .unwrap();
+    let policy = single_program_policy(&s, "/usr/bin/awk");
+    let out = s.run(&policy, "/usr/bin/awk", &["-f", "prog.awk", "in"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // An awk script may write regular files inside the mirror (SPEC RUN-9).
+    assert_eq!(std::fs::read_to_string(s.work.join("out")).unwrap(), "6\n");
+}
+
+#[test]
+fn enforcement_is_full_on_a_kernel_with_landlock_abi_6() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let enforcement = s.command_policy().prepare().unwrap().enforcement();
+    eprintln!("{enforcement}");
+    if probe().landlock_abi().unwrap_or(0) >= 6 {
+        assert_eq!(enforcement.status(), EnforcementStatus::FullyEnforced);
+    } else {
+        assert_eq!(enforcement.status(), EnforcementStatus::PartiallyEnforced);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Root and unprivileged
+
+#[test]
+fn every_test_also_holds_unprivileged() {
+    if std::env::var_os(UNPRIVILEGED_ENV).is_some() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("not root: this run already is the unprivileged run");
+        return;
+    }
+    if !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: /usr/bin/setpriv is missing, cannot re-run as nobody");
+        return;
+    }
+    // Copy the test binary somewhere `nobody` can read and execute it.
+    let exe = std::env::current_exe().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("linux-sandbox-unpriv")
+        .tempdir()
+        .unwrap();
+    let copy = dir.path().join("escape-tests");
+    std::fs::copy(&exe, &copy).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&copy)
+        .args([
+            "--test-threads=2",
+            "--skip",
+            "every_test_also_holds_unprivileged",
+        ])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/tmp")
+        .env("TMPDIR", "/tmp")
+        .env(UNPRIVILEGED_ENV, "1")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "unprivileged run failed:\n{text}");
+    assert!(text.contains("test result: ok"), "{text}");
+    eprintln!("unprivileged run:\n{}", stdout(&out));
+}
