@@ -1,8 +1,63 @@
-//! Nothing a command starts survives it (not implemented yet).
+//! Nothing a command starts survives it, and nothing else is ever signalled.
 //!
-//! Will own: `ProcessId` (PID + start time), a tracker that records every descendant of a command
-//! (process-group expansion only while an identity-checked member anchors the group), a
-//! supervisor that is a child subreaper or PID 1 of a PID namespace, and freeze-rescan-kill with
-//! identity re-checked before each signal, counting what it stopped. SPEC: CMD-6, CMD-7, RUN-10.
+//! **Owns:** process identity ([`ProcessId`]: PID + start time), the [`Tracker`] that decides
+//! which processes belong to a command (parent links, and process-group expansion only while
+//! an identity-checked member anchors the group), and on Linux the [`Command`] /
+//! [`ProcessTree`] pair: a supervisor that is a child subreaper or PID 1 of a PID namespace,
+//! and [`ProcessTree::stop`], which freezes, rescans, kills and reaps with identity re-checked
+//! on a pidfd before every signal, and counts exactly what it stopped.
+//! SPEC: CMD-6, CMD-7 (with its [beyond] clause), RUN-10; DESIGN invariants 3 and 4.
 //!
-//! Will refuse to know: sandboxes, tools, output capture.
+//! **Refuses to know:** sandboxes (the caller passes an async-signal-safe `pre_exec` hook),
+//! tools, output capture, deadlines and async runtimes (the caller awaits
+//! [`ProcessTree::status_fd`] however it likes).
+//!
+//! # Architecture
+//! The host is typically multi-threaded, so the supervisor is forked and then runs only
+//! async-signal-safe code (raw system calls, stack buffers) for its whole life; everything it
+//! needs is built before the fork. It never steals the host's `waitpid`: it reaps the command's
+//! processes itself and reports the main process's status over a socket. When the host dies,
+//! even by SIGKILL, the socket reaches EOF and the supervisor kills and reaps the whole tree
+//! before it exits. The tracking rules live in [`Tracker`], free of system calls, and are
+//! tested on random process tables.
+//!
+//! # Example
+//! ```
+//! # #[cfg(target_os = "linux")]
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use proctree::Command;
+//!
+//! let mut tree = Command::new("/bin/sh")
+//!     .args(["-c", "sleep 100 & sleep 100 & wait"])
+//!     .env("PATH", "/usr/bin:/bin")
+//!     .spawn()?;
+//! // ... the command runs; on timeout, cancellation or drop:
+//! # let mut seen = 0;
+//! # while seen < 3 { seen += tree.scan()?.len(); std::thread::sleep(std::time::Duration::from_millis(5)); }
+//! let report = tree.stop()?;
+//! assert_eq!(report.descendants_stopped, 2); // the two sleeps; the shell is the main process
+//! assert!(report.main_stopped);
+//! println!("stopped in {:?} ({} mode)", report.elapsed, report.mode);
+//! # Ok(()) }
+//! # #[cfg(not(target_os = "linux"))]
+//! # fn main() {}
+//! ```
+#![deny(missing_docs)]
+
+mod identity;
+mod table;
+mod tracker;
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "macos")]
+mod macos;
+
+pub use identity::{ProcessId, ProcessState};
+#[cfg(target_os = "linux")]
+pub use linux::{
+    Command, DEFAULT_SCAN_INTERVAL, Mode, ProcessTree, Signal, SignalOutcome, SpawnError,
+    StopError, StopReport, pid_namespace_available, signal,
+};
+pub use table::{ProcessEntry, ProcessTable};
+pub use tracker::Tracker;

@@ -1,0 +1,12 @@
+//! Linux: `/proc` for identity and parent links, pidfds for signals, and a supervisor that is a
+//! child subreaper or PID 1 of a PID namespace.
+
+mod supervisor;
+mod sys;
+mod tree;
+
+pub(crate) use sys::read_stat;
+pub use tree::{
+    Command, DEFAULT_SCAN_INTERVAL, Mode, ProcessTree, Signal, SignalOutcome, SpawnError,
+    StopError, StopReport, pid_namespace_available, signal,
+};

@@ -1,0 +1,1046 @@
+//! The host side: [`Command`] builds and validates what to run, [`ProcessTree`] is the running
+//! command under its supervisor, and [`ProcessTree::stop`] ends all of it (SPEC: CMD-6, CMD-7,
+//! RUN-10; DESIGN invariants 3 and 4).
+
+use std::collections::HashSet;
+use std::ffi::{CString, OsStr, OsString};
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::supervisor::{self, Cwd, Plan, PreExec, RECORD, stage};
+use super::sys::{self, Pin};
+use crate::identity::{ProcessId, ProcessState};
+use crate::table::ProcessTable;
+use crate::tracker::Tracker;
+
+/// How the supervisor keeps the command's tree together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// The supervisor is a child subreaper: orphans re-parent to it, and it kills them all
+    /// before it exits, also when the host dies.
+    Subreaper,
+    /// The supervisor is PID 1 of a new PID namespace (inside a new user namespace when the
+    /// host is not root), and a subreaper too; when it exits the kernel kills everything left
+    /// in the namespace. Chosen when the kernel allows it.
+    PidNamespace,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Subreaper => "subreaper",
+            Mode::PidNamespace => "pid-namespace",
+        })
+    }
+}
+
+/// Why a command was not started. Nothing runs when one of these is returned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// The program was not given as an absolute path.
+    #[error(
+        "program {program:?} is not an absolute path; give the full path of the binary \
+         (programs are never looked up on PATH)"
+    )]
+    ProgramNotAbsolute {
+        /// What was given.
+        program: PathBuf,
+    },
+    /// A program path, argument, environment entry or directory contained a NUL byte.
+    #[error("{what} contains a NUL byte, which no program can receive; remove it")]
+    NulByte {
+        /// Which input.
+        what: &'static str,
+    },
+    /// An environment variable name was empty or contained `=`.
+    #[error("environment variable name {name:?} is empty or contains '='; use a plain name")]
+    BadEnvName {
+        /// The name given.
+        name: OsString,
+    },
+    /// The requested [`Mode`] cannot be set up on this system.
+    #[error(
+        "process-tree mode {mode} is not available here (the kernel refused the namespaces); \
+         leave the mode unset to use the best available one"
+    )]
+    ModeUnavailable {
+        /// The mode asked for.
+        mode: Mode,
+    },
+    /// The working directory could not be entered.
+    #[error("cannot enter the working directory: {source}; pass an existing directory")]
+    CurrentDir {
+        /// The error from `chdir`/`fchdir`.
+        source: io::Error,
+    },
+    /// The caller's pre-exec hook (the sandbox) failed; the program did not run.
+    #[error("the pre-exec hook failed with code {code}; the program was not started")]
+    PreExec {
+        /// The code the hook returned.
+        code: i32,
+    },
+    /// `execve` failed.
+    #[error("cannot execute the program: {source}; check the path and its permissions")]
+    Exec {
+        /// The error from `execve`.
+        source: io::Error,
+    },
+    /// Setting up the supervisor or the command's process failed.
+    #[error("cannot set up the supervisor ({what}): {source}")]
+    Setup {
+        /// The step that failed.
+        what: &'static str,
+        /// The system error.
+        source: io::Error,
+    },
+}
+
+/// Why [`ProcessTree::stop`] could not complete.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StopError {
+    /// The process table could not be read (is `/proc` mounted and visible?).
+    #[error("cannot read the process table: {source}; /proc must be mounted and readable")]
+    ProcessTable {
+        /// The error.
+        source: io::Error,
+    },
+    /// A system call failed while stopping.
+    #[error("stopping failed ({what}): {source}")]
+    Io {
+        /// The step that failed.
+        what: &'static str,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+/// What [`ProcessTree::stop`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StopReport {
+    /// The mode the tree ran in.
+    pub mode: Mode,
+    /// Tracked descendants other than the main process that were alive and that we stopped
+    /// (zombies and processes that had already exited are not counted). CMD-5/CMD-6's
+    /// `descendantsStopped`.
+    pub descendants_stopped: usize,
+    /// Whether the main process was still running and was stopped by us.
+    pub main_stopped: bool,
+    /// The main process's wait status, if the supervisor reaped it.
+    pub main_status: Option<ExitStatus>,
+    /// Processes we were not permitted to signal (e.g. a setuid program in the tree).
+    pub refused: Vec<ProcessId>,
+    /// From the stop request until the supervisor had reaped everything and exited.
+    pub elapsed: Duration,
+}
+
+/// What to run and how: the builder for a [`ProcessTree`].
+///
+/// The environment is exactly what [`env`](Self::env) adds (empty means empty); stdin, stdout
+/// and stderr default to `/dev/null`; the working directory defaults to the host's.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tree = proctree::Command::new("/bin/sh")
+///     .args(["-c", "sleep 100 & sleep 100 & wait"])
+///     .env("PATH", "/usr/bin:/bin")
+///     .spawn()?;
+/// let report = tree.stop()?;
+/// assert_eq!(report.descendants_stopped, 2);
+/// # Ok(()) }
+/// ```
+pub struct Command {
+    program: PathBuf,
+    argv: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    cwd: CwdSpec,
+    stdin: Option<OwnedFd>,
+    stdout: Option<OwnedFd>,
+    stderr: Option<OwnedFd>,
+    pre_exec: Option<PreExec>,
+    mode: Option<Mode>,
+    scan_interval: Option<Duration>,
+}
+
+enum CwdSpec {
+    Inherit,
+    Fd(OwnedFd),
+    Path(PathBuf),
+}
+
+impl fmt::Debug for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Command")
+            .field("program", &self.program)
+            .field("argv", &self.argv)
+            .field("env_len", &self.env.len())
+            .field("pre_exec", &self.pre_exec.is_some())
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default interval of the background scan that records descendants while the command
+/// runs (CMD-7: parent links observed while the command runs, plus a final scan at stop).
+pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_millis(100);
+
+impl Command {
+    /// A command running `program` (an absolute path; never looked up on `PATH`, RUN-6) with
+    /// `argv[0]` set to that path.
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        let program = program.into();
+        Self {
+            argv: vec![program.clone().into_os_string()],
+            program,
+            env: Vec::new(),
+            cwd: CwdSpec::Inherit,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+            pre_exec: None,
+            mode: None,
+            scan_interval: Some(DEFAULT_SCAN_INTERVAL),
+        }
+    }
+
+    /// Sets `argv[0]`.
+    #[must_use]
+    pub fn arg0(mut self, arg0: impl AsRef<OsStr>) -> Self {
+        if let Some(first) = self.argv.first_mut() {
+            *first = arg0.as_ref().to_owned();
+        }
+        self
+    }
+
+    /// Appends arguments after `argv[0]`.
+    #[must_use]
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.argv
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Adds one environment variable. The environment starts empty and holds exactly what is
+    /// added here (RUN-8, CMD-13).
+    #[must_use]
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.env
+            .push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Runs in the directory an open descriptor names (no path is re-resolved; CMD-8).
+    #[must_use]
+    pub fn current_dir_fd(mut self, dir: OwnedFd) -> Self {
+        self.cwd = CwdSpec::Fd(dir);
+        self
+    }
+
+    /// Runs in the directory at `path`.
+    #[must_use]
+    pub fn current_dir(mut self, path: impl Into<PathBuf>) -> Self {
+        self.cwd = CwdSpec::Path(path.into());
+        self
+    }
+
+    /// Standard input (for EOF: the read end of a closed pipe). Default `/dev/null`.
+    #[must_use]
+    pub fn stdin(mut self, fd: OwnedFd) -> Self {
+        self.stdin = Some(fd);
+        self
+    }
+
+    /// Standard output, e.g. the write end of a pipe the caller drains. Default `/dev/null`.
+    /// The supervisor closes its copy once the command runs, so EOF means every process
+    /// holding it has exited or closed it.
+    #[must_use]
+    pub fn stdout(mut self, fd: OwnedFd) -> Self {
+        self.stdout = Some(fd);
+        self
+    }
+
+    /// Standard error, as [`stdout`](Self::stdout).
+    #[must_use]
+    pub fn stderr(mut self, fd: OwnedFd) -> Self {
+        self.stderr = Some(fd);
+        self
+    }
+
+    /// Forces a [`Mode`]; unset, the PID namespace is used when the kernel allows it and the
+    /// subreaper otherwise ([`ProcessTree::mode`] tells which ran).
+    #[must_use]
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// How often descendants are recorded while the command runs; `None` records only at
+    /// [`ProcessTree::scan`] and at stop (complete on Linux all the same: the supervisor keeps
+    /// every orphan below it).
+    #[must_use]
+    pub fn scan_interval(mut self, interval: Option<Duration>) -> Self {
+        self.scan_interval = interval;
+        self
+    }
+
+    /// A hook run in the command's process after fork and before `execve`, e.g. to apply a
+    /// Landlock ruleset and a seccomp filter. `Err(code)` aborts the spawn with
+    /// [`SpawnError::PreExec`].
+    ///
+    /// # Safety
+    /// The hook runs in the child of a fork of a multi-threaded process: it must be
+    /// async-signal-safe (no allocation, no locks, no `std::fs`, no panics), exactly as for
+    /// `std::os::unix::process::CommandExt::pre_exec`.
+    #[must_use]
+    pub unsafe fn pre_exec(
+        mut self,
+        hook: impl Fn() -> Result<(), i32> + Send + Sync + 'static,
+    ) -> Self {
+        self.pre_exec = Some(Box::new(hook));
+        self
+    }
+
+    /// Validates everything, then starts the supervisor and the command under it, and returns
+    /// once the program was executed (or failed to be).
+    ///
+    /// # Errors
+    /// Invalid input (nothing runs), an unavailable forced mode, or a failure to set up, enter
+    /// the directory, run the hook or execute the program.
+    pub fn spawn(self) -> Result<ProcessTree, SpawnError> {
+        // Validate, then act: every check that can fail on input happens before the fork.
+        if !self.program.is_absolute() {
+            return Err(SpawnError::ProgramNotAbsolute {
+                program: self.program,
+            });
+        }
+        let cstr =
+            |s: &OsStr, what| CString::new(s.as_bytes()).map_err(|_| SpawnError::NulByte { what });
+        let program = cstr(self.program.as_os_str(), "the program path")?;
+        let argv = self
+            .argv
+            .iter()
+            .map(|a| cstr(a, "an argument"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut envp = Vec::with_capacity(self.env.len());
+        for (k, v) in &self.env {
+            if k.is_empty() || k.as_bytes().contains(&b'=') {
+                return Err(SpawnError::BadEnvName { name: k.clone() });
+            }
+            let mut kv = k.clone();
+            kv.push("=");
+            kv.push(v);
+            envp.push(cstr(&kv, "an environment variable")?);
+        }
+        let cwd = match self.cwd {
+            CwdSpec::Inherit => Cwd::Inherit,
+            CwdSpec::Fd(fd) => Cwd::Fd(fd),
+            CwdSpec::Path(p) => Cwd::Path(cstr(p.as_os_str(), "the working directory")?),
+        };
+        let (mode, flags, id_maps) = choose_mode(self.mode)?;
+        let null = || -> Result<OwnedFd, SpawnError> {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+                .map(OwnedFd::from)
+                .map_err(|source| SpawnError::Setup {
+                    what: "open /dev/null",
+                    source,
+                })
+        };
+        let mut plan = Plan {
+            program,
+            argv,
+            envp,
+            argv_ptrs: Vec::new(),
+            envp_ptrs: Vec::new(),
+            cwd,
+            stdin: match self.stdin {
+                Some(fd) => fd,
+                None => null()?,
+            },
+            stdout: match self.stdout {
+                Some(fd) => fd,
+                None => null()?,
+            },
+            stderr: match self.stderr {
+                Some(fd) => fd,
+                None => null()?,
+            },
+            pre_exec: self.pre_exec,
+            id_maps,
+        };
+        plan.seal();
+        let (host_end, sup_end) = socketpair().map_err(|source| SpawnError::Setup {
+            what: "socketpair",
+            source,
+        })?;
+
+        // SAFETY: the child runs only `supervisor_main`, which is async-signal-safe and uses
+        // only what `plan` prepared; it never returns.
+        let pid = unsafe { supervisor::raw_clone(flags) };
+        if pid == 0 {
+            // SAFETY: we are the freshly cloned child.
+            unsafe { supervisor::supervisor_main(&plan, sup_end.as_raw_fd()) }
+        }
+        if pid < 0 {
+            return Err(SpawnError::Setup {
+                what: "clone",
+                source: io::Error::last_os_error(),
+            });
+        }
+        // The host keeps no copy of the command's stdio or of the supervisor's channel end.
+        drop(sup_end);
+        drop(plan);
+        let sup_pid = pid.unsigned_abs();
+        let mut buf = Vec::new();
+        let supervisor = match sys::read_stat(sup_pid, &mut buf) {
+            Some(s) => ProcessId::new(sup_pid, s.start_time),
+            None => ProcessId::new(sup_pid, 0),
+        };
+        let mut channel = Channel {
+            fd: host_end,
+            pending: Vec::new(),
+            eof: false,
+        };
+        match channel.next_blocking() {
+            Ok(Some((supervisor::MSG_STARTED, pid, start))) => {
+                let _ = sys::set_nonblocking(channel.fd.as_fd());
+                let main = ProcessId::new(pid, start);
+                let tracker = Arc::new(Mutex::new(Tracker::new(supervisor)));
+                let scanner = self
+                    .scan_interval
+                    .map(|every| Scanner::start(Arc::clone(&tracker), every));
+                Ok(ProcessTree {
+                    mode,
+                    supervisor,
+                    main,
+                    channel,
+                    main_status: None,
+                    late: None,
+                    tracker,
+                    scanner,
+                    report: None,
+                })
+            }
+            other => {
+                // The supervisor reports, sweeps and exits; collect it so no zombie remains.
+                let _ = channel.drain_blocking(Duration::from_secs(30));
+                wait_for(pid);
+                Err(match other {
+                    Ok(Some((supervisor::MSG_FAILED, errno, stg))) => {
+                        let source = io::Error::from_raw_os_error(errno as i32);
+                        match stg {
+                            stage::CWD => SpawnError::CurrentDir { source },
+                            stage::PRE_EXEC => SpawnError::PreExec { code: errno as i32 },
+                            stage::EXEC => SpawnError::Exec { source },
+                            stage::ID_MAP => SpawnError::Setup {
+                                what: "user namespace id maps",
+                                source,
+                            },
+                            _ => SpawnError::Setup {
+                                what: "supervisor",
+                                source,
+                            },
+                        }
+                    }
+                    Ok(_) => SpawnError::Setup {
+                        what: "supervisor ended before the program started",
+                        source: io::Error::from(io::ErrorKind::UnexpectedEof),
+                    },
+                    Err(source) => SpawnError::Setup {
+                        what: "reading the supervisor's report",
+                        source,
+                    },
+                })
+            }
+        }
+    }
+}
+
+/// The identity-preserving wrapper of `socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC)`.
+fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair fills the two-element array.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned two fresh descriptors that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Reaps our direct child `pid` (the supervisor), and only it: the host's other children and
+/// their `waitpid` callers are never disturbed.
+fn wait_for(pid: libc::pid_t) -> Option<ExitStatus> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on one specific child, status into a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Some(ExitStatus::from_raw(status));
+        }
+        if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return None;
+    }
+}
+
+type IdMaps = Option<(Vec<u8>, Vec<u8>)>;
+
+/// The clone flags for the PID-namespace mode, probed once per process: a throwaway child is
+/// cloned with them (and writes its id maps); if that works, the real supervisor will too.
+fn pid_namespace_flags() -> Option<(libc::c_ulong, bool)> {
+    static PROBE: OnceLock<Option<(libc::c_ulong, bool)>> = OnceLock::new();
+    *PROBE.get_or_init(|| {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let newpid = libc::CLONE_NEWPID as libc::c_ulong;
+        let newuser = libc::CLONE_NEWUSER as libc::c_ulong;
+        let mut candidates = Vec::new();
+        if root {
+            candidates.push((newpid, false));
+        }
+        candidates.push((newpid | newuser, true));
+        candidates.into_iter().find(|&(flags, userns)| {
+            let maps = if userns { id_maps() } else { None };
+            // SAFETY: the child runs only `probe_child`, which is async-signal-safe.
+            let pid = unsafe { supervisor::raw_clone(flags) };
+            if pid == 0 {
+                // SAFETY: we are the freshly cloned child.
+                unsafe { supervisor::probe_child(maps.as_ref()) }
+            }
+            pid > 0 && wait_for(pid).is_some_and(|s| s.success())
+        })
+    })
+}
+
+/// Whether [`Mode::PidNamespace`] can be used here (probed once, then cached).
+#[must_use]
+pub fn pid_namespace_available() -> bool {
+    pid_namespace_flags().is_some()
+}
+
+fn id_maps() -> IdMaps {
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    Some((
+        format!("{uid} {uid} 1\n").into_bytes(),
+        format!("{gid} {gid} 1\n").into_bytes(),
+    ))
+}
+
+fn choose_mode(requested: Option<Mode>) -> Result<(Mode, libc::c_ulong, IdMaps), SpawnError> {
+    match (requested, pid_namespace_flags()) {
+        (Some(Mode::Subreaper), _) | (None, None) => Ok((Mode::Subreaper, 0, None)),
+        (Some(Mode::PidNamespace) | None, Some((flags, userns))) => Ok((
+            Mode::PidNamespace,
+            flags,
+            if userns { id_maps() } else { None },
+        )),
+        (Some(mode), None) => Err(SpawnError::ModeUnavailable { mode }),
+    }
+}
+
+/// The host's end of the supervisor channel, with its partly read records.
+#[derive(Debug)]
+struct Channel {
+    fd: OwnedFd,
+    pending: Vec<u8>,
+    eof: bool,
+}
+
+impl Channel {
+    /// Reads what is available without blocking (the descriptor is non-blocking after the
+    /// handshake).
+    fn fill(&mut self) -> io::Result<()> {
+        let mut buf = [0u8; 256];
+        loop {
+            // SAFETY: reading into a stack buffer.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n > 0 {
+                let n = usize::try_from(n).unwrap_or(0);
+                self.pending.extend_from_slice(buf.get(..n).unwrap_or(&[]));
+                if n < buf.len() {
+                    return Ok(());
+                }
+                continue;
+            }
+            if n == 0 {
+                self.eof = true;
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => return Ok(()),
+                _ => {
+                    // A broken channel means the supervisor is gone: treat as EOF.
+                    self.eof = true;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<(u32, u32, u64)> {
+        if self.pending.len() < RECORD {
+            return None;
+        }
+        let mut rec = [0u8; RECORD];
+        rec.copy_from_slice(self.pending.get(..RECORD)?);
+        self.pending.drain(..RECORD);
+        Some(supervisor::parse_record(&rec))
+    }
+
+    /// The next record, waiting for it; `None` at EOF.
+    fn next_blocking(&mut self) -> io::Result<Option<(u32, u32, u64)>> {
+        loop {
+            if let Some(r) = self.pop() {
+                return Ok(Some(r));
+            }
+            if self.eof {
+                return Ok(None);
+            }
+            sys::poll_in(self.fd.as_fd(), -1)?;
+            self.fill()?;
+        }
+    }
+
+    /// Every record until EOF or `timeout`.
+    fn drain_blocking(&mut self, timeout: Duration) -> io::Result<Vec<(u32, u32, u64)>> {
+        let deadline = Instant::now() + timeout;
+        let mut out = Vec::new();
+        loop {
+            while let Some(r) = self.pop() {
+                out.push(r);
+            }
+            if self.eof {
+                return Ok(out);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(out);
+            }
+            let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
+            sys::poll_in(self.fd.as_fd(), ms)?;
+            self.fill()?;
+        }
+    }
+}
+
+/// The background recorder of descendants while the command runs.
+#[derive(Debug)]
+struct Scanner {
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<()>,
+}
+
+impl Scanner {
+    fn start(tracker: Arc<Mutex<Tracker>>, every: Duration) -> Self {
+        let (stop, rx) = mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
+                let _ = scan_into(&tracker);
+            }
+        });
+        Self { stop, thread }
+    }
+
+    fn finish(self) {
+        drop(self.stop);
+        let _ = self.thread.join();
+    }
+}
+
+/// Whether the live process with `id`'s PID is still `id`.
+fn still_same(id: ProcessId) -> bool {
+    let mut buf = Vec::new();
+    sys::read_stat(id.pid(), &mut buf).is_some_and(|s| s.start_time == id.start_time())
+}
+
+fn scan_into(tracker: &Mutex<Tracker>) -> io::Result<Vec<ProcessId>> {
+    let table = ProcessTable::read()?;
+    let mut t = tracker
+        .lock()
+        .map_err(|_| io::Error::other("tracker lock poisoned"))?;
+    Ok(t.observe(&table, &mut still_same))
+}
+
+/// A command running under its supervisor. Dropping it stops everything (as [`stop`]).
+///
+/// [`stop`]: ProcessTree::stop
+#[derive(Debug)]
+pub struct ProcessTree {
+    mode: Mode,
+    supervisor: ProcessId,
+    main: ProcessId,
+    channel: Channel,
+    main_status: Option<ExitStatus>,
+    late: Option<usize>,
+    tracker: Arc<Mutex<Tracker>>,
+    scanner: Option<Scanner>,
+    report: Option<StopReport>,
+}
+
+impl ProcessTree {
+    /// The mode that is running.
+    #[must_use]
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The command's main process (host PID namespace).
+    #[must_use]
+    pub fn main(&self) -> ProcessId {
+        self.main
+    }
+
+    /// The supervisor process (never counted, never signalled by [`stop`](Self::stop)).
+    #[must_use]
+    pub fn supervisor(&self) -> ProcessId {
+        self.supervisor
+    }
+
+    /// A descriptor that becomes readable when the supervisor has news (the main process
+    /// exited, or the supervisor ended). Await it (e.g. with tokio's `AsyncFd` on a
+    /// `try_clone_to_owned` copy), then call [`try_main_status`](Self::try_main_status).
+    /// Never read it directly.
+    #[must_use]
+    pub fn status_fd(&self) -> BorrowedFd<'_> {
+        self.channel.fd.as_fd()
+    }
+
+    fn absorb(&mut self) -> io::Result<()> {
+        let r = self.channel.fill();
+        while let Some((kind, a, _)) = self.channel.pop() {
+            self.apply(kind, a);
+        }
+        r
+    }
+
+    fn apply(&mut self, kind: u32, a: u32) {
+        match kind {
+            supervisor::MSG_MAIN_EXITED => {
+                self.main_status = Some(ExitStatus::from_raw(a as i32));
+            }
+            supervisor::MSG_DONE => self.late = Some(a as usize),
+            _ => {}
+        }
+    }
+
+    /// The main process's exit status if it has exited, without blocking. Descendants may
+    /// still run (e.g. a grandchild holding stdout open); [`stop`](Self::stop) ends them.
+    ///
+    /// # Errors
+    /// When the channel to the supervisor fails.
+    pub fn try_main_status(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.main_status.is_none() && !self.channel.eof {
+            self.absorb()?;
+        }
+        Ok(self.main_status)
+    }
+
+    /// Blocks until the main process exits and returns its status.
+    ///
+    /// # Errors
+    /// When the supervisor ended without reporting it (it was killed from outside).
+    pub fn wait_main(&mut self) -> io::Result<ExitStatus> {
+        loop {
+            if let Some(s) = self.try_main_status()? {
+                return Ok(s);
+            }
+            if self.channel.eof {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the supervisor ended without reporting the main process's status",
+                ));
+            }
+            sys::poll_in(self.channel.fd.as_fd(), -1)?;
+        }
+    }
+
+    /// Records the current descendants now and returns the identities seen for the first time
+    /// (the periodic scan does the same in the background).
+    ///
+    /// # Errors
+    /// When `/proc` cannot be read.
+    pub fn scan(&self) -> io::Result<Vec<ProcessId>> {
+        scan_into(&self.tracker)
+    }
+
+    /// Stops everything the command started: freeze (SIGSTOP) every tracked process, rescan
+    /// until no new descendant appears, SIGKILL, and wait until the supervisor has reaped them
+    /// all and exited. Identity is re-verified on a pidfd before every signal, so a recycled
+    /// PID is never signalled (CMD-7). Calling it again returns the first report.
+    ///
+    /// # Errors
+    /// When `/proc` cannot be read. The supervisor is still told to stop (and kills what is
+    /// left), so nothing survives even then.
+    pub fn stop(&mut self) -> Result<StopReport, StopError> {
+        if let Some(report) = &self.report {
+            return Ok(report.clone());
+        }
+        let started = Instant::now();
+        if let Some(scanner) = self.scanner.take() {
+            scanner.finish();
+        }
+        let frozen = self.freeze_and_kill();
+        // Whatever happened above, the supervisor now kills anything left and reaps all.
+        self.finish_supervisor();
+        let (frozen, refused, main_stopped) = frozen?;
+        let report = StopReport {
+            mode: self.mode,
+            descendants_stopped: frozen + self.late.unwrap_or(0),
+            main_stopped,
+            main_status: self.main_status,
+            refused,
+            elapsed: started.elapsed(),
+        };
+        self.report = Some(report.clone());
+        Ok(report)
+    }
+
+    /// Returns (descendants frozen and killed, refused, main stopped).
+    fn freeze_and_kill(&mut self) -> Result<(usize, Vec<ProcessId>, bool), StopError> {
+        let mut tracker = self
+            .tracker
+            .lock()
+            .map_err(|_| StopError::Io {
+                what: "tracker lock",
+                source: io::Error::other("poisoned"),
+            })?
+            .clone();
+        let mut decided: HashSet<ProcessId> = HashSet::new();
+        let mut frozen: Vec<Frozen> = Vec::new();
+        let mut refused = Vec::new();
+        let mut counted = 0usize;
+        let mut main_stopped = false;
+        let mut buf = Vec::new();
+        // Freeze and rescan until a round finds nothing new. A frozen process cannot fork, and
+        // the kernel restarts a fork that a stop signal interrupts, so the set closes.
+        for _round in 0..10_000 {
+            let table =
+                ProcessTable::read().map_err(|source| StopError::ProcessTable { source })?;
+            tracker.observe(&table, &mut still_same);
+            let fresh: Vec<ProcessId> = tracker
+                .tracked()
+                .filter(|id| !decided.contains(id))
+                .collect();
+            let mut progress = false;
+            for id in fresh {
+                decided.insert(id);
+                let Some(f) = Frozen::freeze(id, &mut buf, &mut refused) else {
+                    continue;
+                };
+                progress = true;
+                if id == self.main {
+                    main_stopped = true;
+                } else {
+                    counted += 1;
+                }
+                frozen.push(f);
+            }
+            if !progress {
+                break;
+            }
+        }
+        for f in &frozen {
+            f.kill(&mut buf);
+        }
+        // Wait for each to exit, so the supervisor's final sweep finds only corpses (and does
+        // not count them a second time).
+        let fds: Vec<BorrowedFd<'_>> = frozen
+            .iter()
+            .filter_map(|f| f.fd.as_ref().map(|fd| fd.as_fd()))
+            .collect();
+        sys::wait_exited(&fds, Duration::from_secs(10));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for f in frozen.iter().filter(|f| f.fd.is_none()) {
+            while Instant::now() < deadline
+                && sys::read_stat(f.id.pid(), &mut buf).is_some_and(|s| {
+                    s.start_time == f.id.start_time() && s.state == ProcessState::Alive
+                })
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok((counted, refused, main_stopped))
+    }
+
+    fn finish_supervisor(&mut self) {
+        if !self.channel.eof {
+            // SAFETY: send on our socket; MSG_NOSIGNAL keeps a vanished peer from raising
+            // SIGPIPE in the host.
+            unsafe {
+                libc::send(
+                    self.channel.fd.as_raw_fd(),
+                    b"S".as_ptr().cast(),
+                    1,
+                    libc::MSG_NOSIGNAL,
+                );
+            }
+            if let Ok(records) = self.channel.drain_blocking(Duration::from_secs(60)) {
+                for (kind, a, _) in records {
+                    self.apply(kind, a);
+                }
+            }
+        }
+        if let Ok(pid) = libc::pid_t::try_from(self.supervisor.pid()) {
+            wait_for(pid);
+        }
+    }
+}
+
+impl Drop for ProcessTree {
+    fn drop(&mut self) {
+        if self.report.is_none() {
+            let _ = self.stop();
+        }
+    }
+}
+
+/// A tracked process we froze, pinned by a pidfd where one could be opened.
+struct Frozen {
+    id: ProcessId,
+    fd: Option<OwnedFd>,
+}
+
+impl Frozen {
+    /// Pins `id`, re-verifies it and sends SIGSTOP; `None` when it is gone, dead, changed
+    /// identity, or refused the signal (then it is added to `refused`).
+    fn freeze(id: ProcessId, buf: &mut Vec<u8>, refused: &mut Vec<ProcessId>) -> Option<Self> {
+        match sys::pin(id, buf) {
+            Ok(Pin::Pinned(p)) => {
+                if p.state != ProcessState::Alive {
+                    return None;
+                }
+                match sys::pidfd_send_signal(p.fd.as_fd(), libc::SIGSTOP) {
+                    Ok(()) => Some(Self { id, fd: Some(p.fd) }),
+                    Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                        refused.push(id);
+                        None
+                    }
+                    Err(_) => None,
+                }
+            }
+            Ok(Pin::Gone | Pin::IdentityChanged) => None,
+            // No pidfd (e.g. out of descriptors): verify the identity and signal by PID at
+            // once; the window is one system call wide.
+            Err(_) => {
+                let s = sys::read_stat(id.pid(), buf)?;
+                if s.start_time != id.start_time() || s.state != ProcessState::Alive {
+                    return None;
+                }
+                let pid = libc::pid_t::try_from(id.pid()).ok()?;
+                // SAFETY: kill with integers.
+                if unsafe { libc::kill(pid, libc::SIGSTOP) } == 0 {
+                    Some(Self { id, fd: None })
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    fn kill(&self, buf: &mut Vec<u8>) {
+        match &self.fd {
+            Some(fd) => {
+                let _ = sys::pidfd_send_signal(fd.as_fd(), libc::SIGKILL);
+            }
+            None => {
+                let same = sys::read_stat(self.id.pid(), buf)
+                    .is_some_and(|s| s.start_time == self.id.start_time());
+                if let (true, Ok(pid)) = (same, libc::pid_t::try_from(self.id.pid())) {
+                    // SAFETY: kill with integers, right after the identity check.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+    }
+}
+
+/// A signal [`signal`] can send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Signal {
+    /// SIGTERM: ask to end.
+    Terminate,
+    /// SIGKILL.
+    Kill,
+    /// SIGSTOP: freeze.
+    Stop,
+    /// SIGCONT: thaw.
+    Continue,
+}
+
+/// What became of a [`signal`] request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignalOutcome {
+    /// The signal was delivered to exactly that process.
+    Sent,
+    /// No process has that PID any more (or it already exited).
+    Gone,
+    /// The PID now names a different process; nothing was sent (CMD-7).
+    IdentityChanged,
+}
+
+/// Sends `sig` to the process `id` names, and only to it: the PID is pinned with a pidfd and
+/// its start time re-checked first.
+///
+/// # Errors
+/// When the signal is not permitted or a system call fails.
+pub fn signal(id: ProcessId, sig: Signal) -> io::Result<SignalOutcome> {
+    let signo = match sig {
+        Signal::Terminate => libc::SIGTERM,
+        Signal::Kill => libc::SIGKILL,
+        Signal::Stop => libc::SIGSTOP,
+        Signal::Continue => libc::SIGCONT,
+    };
+    let mut buf = Vec::new();
+    match sys::pin(id, &mut buf)? {
+        Pin::Gone => Ok(SignalOutcome::Gone),
+        Pin::IdentityChanged => Ok(SignalOutcome::IdentityChanged),
+        Pin::Pinned(p) if p.state != ProcessState::Alive => Ok(SignalOutcome::Gone),
+        Pin::Pinned(p) => match sys::pidfd_send_signal(p.fd.as_fd(), signo) {
+            Ok(()) => Ok(SignalOutcome::Sent),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(SignalOutcome::Gone),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+impl ProcessId {
+    /// The identity of the live process `pid` now, read from `/proc/<pid>/stat`; `None` when
+    /// there is no such process.
+    #[must_use]
+    pub fn of(pid: u32) -> Option<Self> {
+        let mut buf = Vec::new();
+        sys::read_stat(pid, &mut buf).map(|s| Self::new(pid, s.start_time))
+    }
+}
