@@ -25,9 +25,10 @@
 //! * A profile that reads an undefined `(param …)`, or names a relative path, is refused by
 //!   `sandbox-exec` before anything runs; the model returns an [`EvalError`] instead of a guess.
 //!
-//! **This is a model.** It has been checked against a real Mac only by the macOS suite
-//! (`cargo xtask macos`); on Linux it is the specification the golden profiles are tested
-//! against, not evidence of what the kernel does.
+//! **This is a model, not yet verified on a Mac.** `tests/macos.rs` compares its answers with
+//! `sandbox-exec` outcomes; it only runs on macOS (the intended home is `cargo xtask macos`) and
+//! had not been run when this was written. On Linux the model is the specification the golden
+//! profiles are tested against, not evidence of what the kernel does.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -14,7 +14,7 @@
 //! validated lexically and never touched.
 //!
 //! **Is a model:** the evaluator encodes Seatbelt's documented and observed semantics (sources in
-//! [`eval`]); it is checked against a real Mac only by `cargo xtask macos`.
+//! [`eval`]); only `tests/macos.rs`, run on a Mac, compares it with the kernel.
 //!
 //! # Example
 //!
@@ -41,6 +41,15 @@
 //! assert_eq!(&seatbelt::Profile::parse(&bound.text())?, bound.profile());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Not verified without a Mac
+//!
+//! Assumptions taken from public profiles and guides, to be confirmed by `tests/macos.rs`:
+//! `file-link` is its own operation (not under `file-write*`) checked on `link(2)`; the `prefix`
+//! filter's spelling; that SBPL's reader accepts `\xHH` escapes and ends `#"…"` at the first `"`;
+//! the Cryptex and dyld-cache paths, `/private/var/select/sh`, and that the sysctl list is enough
+//! for `awk`, `wc`, `sort`, `diff` and `/bin/sh`; whether programs need `file-read-metadata` on
+//! the ancestors of a root (not granted); and that Seatbelt matches the case the kernel reports.
 //!
 //! # Grammar (what the renderer emits and the parser accepts)
 //!

@@ -1,6 +1,6 @@
 //! The evaluator's semantics, one behaviour per test, data-driven through `check`: last match
 //! wins, wildcards, each filter kind, and the errors `sandbox-exec` would raise. These pin the
-//! model described in `seatbelt::eval`; only `cargo xtask macos` compares it with a real Mac.
+//! model described in `seatbelt::eval`; only `tests/macos.rs` on a Mac compares it with the kernel.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
