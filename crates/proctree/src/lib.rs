@@ -6,7 +6,7 @@
 //! [`ProcessTree`] pair: a supervisor that is a child subreaper or PID 1 of a PID namespace,
 //! and [`ProcessTree::stop`], which freezes, rescans, kills and reaps with identity re-checked
 //! on a pidfd before every signal, and counts exactly what it stopped.
-//! SPEC: CMD-6, CMD-7 (with its [beyond] clause), RUN-10; DESIGN invariants 3 and 4.
+//! SPEC: CMD-6, CMD-7 (with its \[beyond\] clause), RUN-10; DESIGN invariants 3 and 4.
 //!
 //! **Refuses to know:** sandboxes (the caller passes an async-signal-safe `pre_exec` hook),
 //! tools, output capture, deadlines and async runtimes (the caller awaits

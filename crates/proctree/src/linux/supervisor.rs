@@ -1,5 +1,5 @@
 //! The supervisor: the process that stands between the host and the command (SPEC: CMD-6,
-//! CMD-7 [beyond], RUN-10).
+//! CMD-7 \[beyond\], RUN-10).
 //!
 //! # Why it is forked and never `exec`s
 //! The host is a multi-threaded tokio process, and the supervisor must live as long as the
@@ -37,7 +37,7 @@ pub(crate) const RECORD: usize = 16;
 /// Supervisor → host: the main process runs (`a` = host PID, `b` = start time). Main child →
 /// supervisor: the same, first thing after fork.
 pub(crate) const MSG_STARTED: u32 = 1;
-/// Spawning failed (`a` = errno, `b` = [`Stage`]).
+/// Spawning failed (`a` = errno, `b` = a [`stage`] constant).
 pub(crate) const MSG_FAILED: u32 = 2;
 /// The main process exited (`a` = raw wait status).
 pub(crate) const MSG_MAIN_EXITED: u32 = 3;
