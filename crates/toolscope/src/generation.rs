@@ -36,6 +36,12 @@ impl From<&str> for AccountId {
     }
 }
 
+impl From<String> for AccountId {
+    fn from(s: String) -> Self {
+        AccountId(s)
+    }
+}
+
 /// Retirement and the live-lease count change together under the watch's lock, so a lease can
 /// never be taken after retirement has been observed by the switch.
 #[derive(Clone, Copy, Debug, Default)]

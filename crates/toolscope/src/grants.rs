@@ -31,6 +31,12 @@ impl From<&str> for PluginId {
     }
 }
 
+impl From<String> for PluginId {
+    fn from(s: String) -> Self {
+        PluginId(s)
+    }
+}
+
 /// The parts of a plugin manifest the gate reads.
 ///
 /// Capabilities stay text here: a manifest may declare capabilities this host does not know, and
