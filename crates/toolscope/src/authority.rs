@@ -15,6 +15,10 @@ use crate::grants::{Denial, Grants, PluginId, Tool};
 /// [`Denial`] cancels the call. A change notification means only "ask again": it may fire for
 /// changes that do not matter to a given call.
 ///
+/// Notifications coalesce: a revocation undone before the gate re-checks (both within one
+/// scheduler tick) may go unseen. An authority that must stop calls on every revocation, however
+/// brief, keeps the denial in force until it has been observed.
+///
 /// Fail closed: if every sender of the watch is dropped, the gate can no longer see
 /// revocations and cancels running calls with [`Denial::AuthorityUnavailable`]. Keep the sender
 /// alive as long as the authority is in use.

@@ -101,7 +101,9 @@ pub struct PlatformApproval {
     pub capabilities: BTreeSet<Capability>,
 }
 
-/// A folder the user picked and granted through `system.folder-pick@1` (PERM-3, PERM-5).
+/// A folder the user picked and granted through `system.folder-pick@1` (PERM-3, PERM-5): the
+/// plugin's directory-grant record. The gate does not re-check the folder-pick capability itself;
+/// the record is the evidence that the pick happened.
 ///
 /// Paths are compared as given, byte for byte: this crate never touches the file system, so the
 /// host passes the path exactly as its grant record holds it.

@@ -195,8 +195,14 @@ impl ToolScope {
     /// only then does `body` start. While it runs, every authority change re-checks the grants
     /// and a denial cancels its [`CallContext`] with [`CancelReason::Revoked`].
     ///
+    /// A call refused by the authority has used its slot, and its denial is the recorded
+    /// outcome for its `callId`; a refusal before that (invalid id, budget, ended turn) records
+    /// nothing.
+    ///
     /// `body` decides what a cancelled call returns (usually [`CancelReason::to_error`]); the
-    /// gate never drops a running body itself, so the body can stop its processes first.
+    /// gate never drops a running body itself, so the body can stop its processes first. One
+    /// exception fails closed: an `Ok` from a body whose grants were revoked becomes the
+    /// revocation's `AGENT_PERMISSION_DENIED`.
     /// Dropping this future drops the body and cancels the call; joiners then get
     /// `AGENT_EXEC_CANCELLED`.
     pub async fn call<F, Fut>(&self, call_id: &str, tool: &Tool, args: &Value, body: F) -> Outcome
@@ -318,12 +324,17 @@ impl ToolScope {
                 }
             }
         });
-        tokio::select! {
-            outcome = &mut body => return outcome,
-            () = &mut watch => {}
+        let outcome = tokio::select! {
+            outcome = &mut body => outcome,
+            // Cancelled (by the watch or otherwise): let the body stop its work and answer.
+            () = &mut watch => body.await,
+        };
+        // Fail closed (TS-3): whatever a body produced after a grant was revoked is not handed
+        // to the agent, even if the body ignored the cancellation.
+        match (outcome, ctx.reason()) {
+            (Ok(_), Some(reason @ CancelReason::Revoked(_))) => Err(reason.to_error()),
+            (outcome, _) => outcome,
         }
-        // Cancelled (by the watch or otherwise): let the body stop its work and answer.
-        body.await
     }
 }
 

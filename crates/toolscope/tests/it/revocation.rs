@@ -206,3 +206,23 @@ async fn a_vanished_authority_feed_fails_closed() {
     assert_eq!(err.code(), ErrorCode::PermissionDenied);
     assert!(err.message().contains("no longer reachable"), "{err}");
 }
+
+#[tokio::test]
+async fn a_body_that_ignores_revocation_still_returns_the_permission_error() {
+    // SPEC TS-3: fail closed; output produced after the revocation does not reach the agent.
+    let authority = granted_authority();
+    let accounts = Accounts::new("alice".into());
+    let scope = new_turn(&accounts, &authority);
+    let call = tokio::spawn(async move {
+        scope
+            .call("c", &exec_tool(), &Value::Null, |ctx| async move {
+                ctx.cancelled().await;
+                Ok(json!({"stdout": "read after the revocation"}))
+            })
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    revoke(&authority);
+    let err = within("the revocation", call).await.unwrap().unwrap_err();
+    assert_eq!(err.code(), ErrorCode::PermissionDenied);
+}
