@@ -449,7 +449,10 @@ mod tests {
         check("x/.Git", "err GitDir { component: \".Git\" }");
         check(".git.", "err GitDir { component: \".git.\" }");
         check(".git ", "err GitDir { component: \".git \" }");
-        check(".g\u{200c}it", "err GitDir { component: \".g\\u{200c}it\" }");
+        check(
+            ".g\u{200c}it",
+            "err GitDir { component: \".g\\u{200c}it\" }",
+        );
     }
 
     #[test]

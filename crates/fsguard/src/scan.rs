@@ -183,8 +183,16 @@ fn root_error(path: &Path, e: rustix::io::Errno) -> ScanError {
     use rustix::io::Errno;
     let problem = match e {
         Errno::NOENT => "does not exist",
-        Errno::NOTDIR => "is not a directory",
-        Errno::LOOP => "is a symbolic link",
+        // `O_DIRECTORY | O_NOFOLLOW` on a symlink says ENOTDIR (or ELOOP): look to word it.
+        Errno::NOTDIR | Errno::LOOP => match rustix::fs::lstat(path) {
+            Ok(st)
+                if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                    == rustix::fs::FileType::Symlink =>
+            {
+                "is a symbolic link"
+            }
+            _ => "is not a directory",
+        },
         Errno::ACCESS => {
             return ScanError::Incomplete {
                 failures: vec![ScanFailure {
@@ -396,8 +404,13 @@ fn read_dir(
         }
         Ok(())
     });
-    if let Err(e) = listed {
-        failed.get_or_insert(e);
+    match listed {
+        // The directory was removed while being listed: nothing in it has a name any more.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => {
+            failed.get_or_insert(e);
+        }
+        Ok(()) => {}
     }
     if let Some(source) = failed {
         found.failures.push(ScanFailure { path, source });
