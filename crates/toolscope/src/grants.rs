@@ -523,6 +523,18 @@ mod tests {
     }
 
     #[test]
+    fn grants_round_trip_through_json_for_persistence() {
+        let mut grants = Grants::default();
+        grants.plugins.insert(PLUGIN.into(), granted());
+        let json = serde_json::to_value(&grants).unwrap();
+        let record = &json["plugins"][PLUGIN];
+        assert_eq!(record["userAllowed"], serde_json::json!(["local.terminal.exec@1"]));
+        assert_eq!(record["folderGrants"], serde_json::json!([{"path": FOLDER}]));
+        assert_eq!(record["serviceApproved"], true);
+        assert_eq!(serde_json::from_value::<Grants>(json).unwrap(), grants);
+    }
+
+    #[test]
     fn manifest_json_uses_the_seed_field_names() {
         let manifest: PluginManifest = serde_json::from_value(serde_json::json!({
             "package": "p@1",
