@@ -528,8 +528,14 @@ mod tests {
         grants.plugins.insert(PLUGIN.into(), granted());
         let json = serde_json::to_value(&grants).unwrap();
         let record = &json["plugins"][PLUGIN];
-        assert_eq!(record["userAllowed"], serde_json::json!(["local.terminal.exec@1"]));
-        assert_eq!(record["folderGrants"], serde_json::json!([{"path": FOLDER}]));
+        assert_eq!(
+            record["userAllowed"],
+            serde_json::json!(["local.terminal.exec@1"])
+        );
+        assert_eq!(
+            record["folderGrants"],
+            serde_json::json!([{"path": FOLDER}])
+        );
         assert_eq!(record["serviceApproved"], true);
         assert_eq!(serde_json::from_value::<Grants>(json).unwrap(), grants);
     }
