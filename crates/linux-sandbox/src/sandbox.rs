@@ -1,5 +1,5 @@
 //! Preparing a policy in the parent (open paths, build the Landlock ruleset, compile the BPF)
-//! and applying it in the child (three kinds of raw syscall, nothing else).
+//! and applying it in the child (three raw syscalls, nothing else).
 
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -103,7 +103,7 @@ impl fmt::Display for Enforcement {
 }
 
 /// A sandbox ready to apply in a child process: the Landlock ruleset fd and the compiled BPF
-/// programs. Made by [`Policy::prepare`] in the parent; applying it allocates nothing.
+/// program. Made by [`Policy::prepare`] in the parent; applying it allocates nothing.
 ///
 /// It is `Send + Sync + 'static`, so it can be moved into a supervisor's boxed
 /// `Fn() -> Result<(), i32> + Send + Sync` hook:
@@ -121,7 +121,7 @@ impl fmt::Display for Enforcement {
 pub struct PreparedSandbox {
     /// `O_CLOEXEC` (the landlock crate creates it so): gone in the program after `exec`.
     ruleset: OwnedFd,
-    filters: Vec<Vec<libc::sock_filter>>,
+    filter: Vec<libc::sock_filter>,
     enforcement: Enforcement,
 }
 
@@ -129,10 +129,7 @@ impl fmt::Debug for PreparedSandbox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PreparedSandbox")
             .field("ruleset", &self.ruleset)
-            .field(
-                "filters",
-                &self.filters.iter().map(Vec::len).collect::<Vec<_>>(),
-            )
+            .field("filter_len", &self.filter.len())
             .field("enforcement", &self.enforcement)
             .finish()
     }
@@ -149,7 +146,7 @@ impl Policy {
     /// Validates the policy and builds everything the child will need: opens every path
     /// (`O_PATH`, following symbolic links, so grants land on the real files), builds the
     /// Landlock ruleset at the newest ABI both the kernel and this crate know, and compiles the
-    /// seccomp programs. Call it in the parent, before `fork`.
+    /// seccomp program. Call it in the parent, before `fork`.
     ///
     /// Missing paths: a path added with [`allow`](Policy::allow) must exist
     /// ([`SandboxError::MissingPath`]); one added with
@@ -177,14 +174,20 @@ impl Policy {
 
         let opened = self.open_paths()?;
         let ruleset = build_ruleset(self, abi, &opened)?;
-        let filters = seccomp::build(FilterOptions {
+        let filter = seccomp::build(FilterOptions {
             network: self.network,
             may_spawn: self.may_spawn(),
             landlock_restricts_unix_connect: abi >= 9,
         })?;
+        // BPF_MAXINSNS: the kernel refuses longer programs; refuse here, not in the child.
+        if filter.len() > 4096 {
+            return Err(SandboxError::SeccompUnavailable {
+                reason: format!("filter of {} instructions exceeds 4096", filter.len()),
+            });
+        }
         Ok(PreparedSandbox {
             ruleset,
-            filters,
+            filter,
             enforcement: Enforcement {
                 landlock_abi: abi,
                 gaps: gaps(self, abi),
@@ -406,7 +409,7 @@ impl PreparedSandbox {
     }
 
     /// Irreversibly sandboxes the **calling thread**: sets `no_new_privs`, restricts it with the
-    /// Landlock ruleset, installs the seccomp programs. Call it in the child between `fork` and
+    /// Landlock ruleset, installs the seccomp program. Call it in the child between `fork` and
     /// `exec` (calling it anywhere else sandboxes that thread of your process).
     ///
     /// Async-signal-safe: it makes only the raw `prctl`, `landlock_restrict_self` and
@@ -436,33 +439,26 @@ impl PreparedSandbox {
                 errno: errno(),
             });
         }
-        for program in &self.filters {
-            let Ok(len) = u16::try_from(program.len()) else {
-                return Err(ApplyError {
-                    stage: ApplyStage::Seccomp,
-                    errno: libc::E2BIG,
-                });
-            };
-            let fprog = libc::sock_fprog {
-                len,
-                filter: program.as_ptr().cast_mut(),
-            };
-            // SAFETY: `fprog` points at `len` instructions owned by `self`, alive for the
-            // call; the kernel copies them.
-            let ret = unsafe {
-                libc::syscall(
-                    libc::SYS_seccomp,
-                    libc::SECCOMP_SET_MODE_FILTER,
-                    0u32,
-                    &fprog as *const libc::sock_fprog,
-                )
-            };
-            if ret != 0 {
-                return Err(ApplyError {
-                    stage: ApplyStage::Seccomp,
-                    errno: errno(),
-                });
-            }
+        // The length was checked against BPF_MAXINSNS in `prepare`.
+        let fprog = libc::sock_fprog {
+            len: u16::try_from(self.filter.len()).unwrap_or(u16::MAX),
+            filter: self.filter.as_ptr().cast_mut(),
+        };
+        // SAFETY: `fprog` points at `len` instructions owned by `self`, alive for the call; the
+        // kernel copies them.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &fprog as *const libc::sock_fprog,
+            )
+        };
+        if ret != 0 {
+            return Err(ApplyError {
+                stage: ApplyStage::Seccomp,
+                errno: errno(),
+            });
         }
         Ok(())
     }

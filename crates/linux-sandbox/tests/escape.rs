@@ -639,6 +639,40 @@ fn enforcement_is_full_on_a_kernel_with_landlock_abi_6() {
     }
 }
 
+#[test]
+fn every_landlock_abi_denies_outside_writes_and_keeps_liveness() {
+    // What `cargo xtask matrix` does for the whole suite, here for this crate: emulate each older
+    // kernel with `limit_landlock_abi`.
+    if !sandbox_available() {
+        return;
+    }
+    let kernel = probe().landlock_abi().unwrap_or(0);
+    for abi in 1..=kernel {
+        let s = Scratch::new();
+        let before = snapshot(&s.outside);
+        let policy = s.command_policy().limit_landlock_abi(abi);
+        let enforcement = policy.prepare().unwrap().enforcement();
+        assert_eq!(enforcement.landlock_abi(), abi);
+        let target = s.outside.join("new");
+        let out = s.run(
+            &policy,
+            SH,
+            &["-c", &format!("echo ESCAPED > '{}'", target.display())],
+        );
+        assert_denied(&out);
+        let out = s.run(&policy, SH, &["-c", "echo a > a && ln a b && echo ESCAPED"]);
+        assert_denied(&out);
+        let out = s.run(
+            &policy,
+            SH,
+            &["-c", "mkdir sub && echo ok > sub/f && mv sub/f g && cat g"],
+        );
+        assert!(out.status.success(), "ABI {abi}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "ok\n", "ABI {abi}");
+        assert_eq!(snapshot(&s.outside), before, "ABI {abi}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Root and unprivileged
 

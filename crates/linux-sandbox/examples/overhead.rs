@@ -1,0 +1,99 @@
+//! Measures what the sandbox adds to starting `/bin/true`, against a bare
+//! `std::process::Command` in the same run (variants interleaved, so machine load hits all of
+//! them alike), and prints the probe (what `agent-exec doctor` shows).
+//! Run: `cargo run --release -p linux-sandbox --example overhead -- 300`.
+
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use linux_sandbox::{Access, Policy, probe};
+
+fn command_policy(work: &std::path::Path) -> Policy {
+    let mut policy = Policy::new();
+    for dir in [
+        "/bin",
+        "/usr/bin",
+        "/lib",
+        "/lib64",
+        "/usr/lib",
+        "/usr/lib64",
+        "/usr/libexec",
+    ] {
+        policy = policy.allow_if_exists(dir, Access::READ | Access::EXECUTE);
+    }
+    for path in [
+        "/usr/share",
+        "/etc/ld.so.cache",
+        "/etc/passwd",
+        "/etc/group",
+        "/dev/urandom",
+    ] {
+        policy = policy.allow_if_exists(path, Access::READ);
+    }
+    policy
+        .allow_if_exists("/dev/null", Access::READ | Access::WRITE)
+        .allow(work, Access::READ | Access::WRITE)
+}
+
+fn run(mut command: Command) {
+    let status = command.status();
+    assert!(status.is_ok_and(|s| s.success()));
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: usize = std::env::args().nth(1).map_or(Ok(200), |s| s.parse())?;
+    println!("{}\n", probe());
+    let work = std::env::temp_dir();
+    let policy = command_policy(&work);
+    println!("{}", policy.prepare()?.enforcement());
+
+    let variants: [(&str, &dyn Fn()); 4] = [
+        ("bare /bin/true (std uses vfork)", &|| {
+            run(Command::new("/bin/true"))
+        }),
+        ("bare, fork path (empty pre_exec)", &|| {
+            let mut command = Command::new("/bin/true");
+            // SAFETY: an empty hook is async-signal-safe; it only makes std fork, not vfork.
+            unsafe { command.pre_exec(|| Ok(())) };
+            run(command);
+        }),
+        ("prepare() alone", &|| {
+            policy.prepare().map(drop).unwrap_or_else(|e| panic!("{e}"));
+        }),
+        ("prepare + sandboxed spawn", &|| {
+            let mut command = Command::new("/bin/true");
+            let sandbox = policy.prepare().unwrap_or_else(|e| panic!("{e}"));
+            sandbox.install(&mut command);
+            run(command);
+        }),
+    ];
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); variants.len()];
+    for _ in 0..n {
+        for (i, (_, f)) in variants.iter().enumerate() {
+            let start = Instant::now();
+            f();
+            samples[i].push(start.elapsed());
+        }
+    }
+    let medians: Vec<Duration> = samples
+        .into_iter()
+        .map(|mut s| {
+            s.sort();
+            s[s.len() / 2]
+        })
+        .collect();
+    println!("median of {n}:");
+    for ((name, _), median) in variants.iter().zip(&medians) {
+        println!("  {name:34} {median:?}");
+    }
+    let (bare, forked, sandboxed) = (medians[0], medians[1], medians[3]);
+    println!(
+        "overhead over bare: {:?} ({:.2}x); over the fork path: {:?} ({:.2}x)",
+        sandboxed.saturating_sub(bare),
+        sandboxed.as_secs_f64() / bare.as_secs_f64(),
+        sandboxed.saturating_sub(forked),
+        sandboxed.as_secs_f64() / forked.as_secs_f64()
+    );
+    Ok(())
+}
