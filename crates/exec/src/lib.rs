@@ -1,9 +1,64 @@
-//! The shared runner (not implemented yet).
+//! The one runner both exec tools share: a program, its sandbox, its bounds, one [`Outcome`].
 //!
-//! Will own: a platform-neutral `SandboxSpec` translated to `linux-sandbox` or `seatbelt`, a `Job`
-//! (absolute program, args, cwd under a root lease, explicit environment, closed stdin, limits),
-//! spawn, bounded capture (cap-and-kill or cap-and-truncate), deadline, cancellation, lease ticks
-//! and `proctree` cleanup, all folded into one `Outcome`. Dropping the future stops the tree.
-//! SPEC: RUN-6…RUN-10, CMD-2, CMD-5, CMD-10.
+//! **Owns:** the platform-neutral [`SandboxSpec`] (the user's roots, the program kind, the
+//! network switch) and its translation per platform — Landlock + seccomp on Linux (the system
+//! locations a program needs are added here: [`linux`]), a Seatbelt profile input on macOS
+//! ([`macos`]); spawning under `proctree`'s supervisor with the sandbox applied between `fork`
+//! and `exec`; bounded capture of stdout and stderr (cap-and-kill or cap-and-truncate, every
+//! byte drained); the deadline; cancellation through `toolscope`'s [`CallContext`]; root-lease
+//! ticks; and the final stop of the whole process tree. SPEC: RUN-6…RUN-10, CMD-2, CMD-5,
+//! CMD-6, CMD-8, CMD-10; DESIGN invariants 2, 4, 5, 6.
 //!
-//! Will refuse to know: which tool is calling, argument whitelists, JSON.
+//! **Refuses to know:** which tool is calling, argument whitelists, JSON, approvals. It never
+//! runs anything unsandboxed: no provider → [`ExecError::Unsupported`], a provider that cannot
+//! be applied → [`ExecError::SandboxUnavailable`].
+//!
+//! # Example
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::{path::Path, sync::Arc, time::Duration};
+//! use exec::{Job, Limits, OnCap, SandboxSpec, WorkDir};
+//!
+//! let lease = Arc::new(fsguard::RootLease::acquire("/home/me/project")?);
+//! let job = Job {
+//!     program: "/usr/bin/wc".into(),
+//!     args: vec!["-l".into(), "data.csv".into()],
+//!     workdir: WorkDir { lease, rel: fsguard::RelPath::root() },
+//!     env: vec![("LC_ALL".into(), "C".into())],
+//!     sandbox: SandboxSpec::for_run(
+//!         Path::new("/usr/bin/wc"),
+//!         Path::new("/home/me/project"),
+//!         Path::new("/tmp/run-1"),
+//!     )?,
+//!     limits: Limits {
+//!         timeout: Duration::from_secs(10),
+//!         stdout_cap: 64 * 1024,
+//!         stderr_cap: 64 * 1024,
+//!         on_cap: OnCap::Kill,
+//!     },
+//! };
+//! let (ctx, _cancel) = toolscope::CallContext::standalone();
+//! let outcome = exec::run(job, &ctx).await?;
+//! println!("exit {:?}: {}", outcome.exit_code, String::from_utf8_lossy(&outcome.stdout));
+//! # Ok(()) }
+//! ```
+//!
+//! Dependencies: `object` reads ELF headers to find the files the loader of a `run` program
+//! opens (so the sandbox need not grant all of `/usr`); `tokio` + `tokio-util` for the async
+//! wait and cancellation; `rustix` for pipes and `poll`.
+#![deny(missing_docs)]
+
+mod capture;
+pub mod libdeps;
+#[cfg(target_os = "linux")]
+pub mod linux;
+pub mod macos;
+mod run;
+mod spec;
+
+#[cfg(target_os = "linux")]
+mod backend;
+
+pub use run::{ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir, run};
+pub use spec::{Access, Grant, Network, Program, SandboxSpec, SpecError};
+pub use toolscope::CallContext;

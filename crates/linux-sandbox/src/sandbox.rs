@@ -362,10 +362,24 @@ fn build_ruleset(policy: &Policy, abi: u8, opened: &[OpenedRule]) -> Result<Owne
         created = created.add_rule(PathBeneath::new(rule.fd.as_fd(), rights))?;
     }
     let fd: Option<OwnedFd> = created.into();
-    fd.ok_or_else(|| SandboxError::LandlockUnavailable {
+    let fd = fd.ok_or_else(|| SandboxError::LandlockUnavailable {
         reason: "the landlock crate created no ruleset".to_owned(),
-    })
+    })?;
+    // Move the ruleset above the low numbers a child's fd plumbing reuses (stdio, a
+    // supervisor's channel and cwd), so a supervisor can keep it open at the same number until
+    // `apply_in_child` runs. Close-on-exec: the program never inherits it.
+    if fd.as_raw_fd() < RULESET_MIN_FD {
+        return rustix::io::fcntl_dupfd_cloexec(&fd, RULESET_MIN_FD).map_err(|e| {
+            SandboxError::LandlockUnavailable {
+                reason: format!("cannot move the ruleset descriptor: {e}"),
+            }
+        });
+    }
+    Ok(fd)
 }
+
+/// The lowest descriptor number a prepared ruleset gets (see `build_ruleset`).
+const RULESET_MIN_FD: std::os::fd::RawFd = 10;
 
 fn gaps(policy: &Policy, abi: u8) -> Gaps {
     let mut gaps = Gaps::empty();

@@ -511,3 +511,52 @@ fn host_killed_with_sigkill_mid_command_still_stops_the_tree() {
         }
     }
 }
+
+#[test]
+fn a_kept_descriptor_below_five_is_refused_before_anything_runs() {
+    use std::os::fd::BorrowedFd;
+    // SAFETY: fd 2 (stderr) is open for the whole test.
+    let stderr = unsafe { BorrowedFd::borrow_raw(2) };
+    let err = proctree::Command::new("/bin/true")
+        .keep_fd(stderr)
+        .spawn()
+        .unwrap_err();
+    assert!(
+        matches!(err, proctree::SpawnError::KeepFdTooLow { fd: 2 }),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_kept_descriptor_is_open_in_the_hook_and_closed_in_the_program() {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open("/etc/hostname").unwrap();
+    // Above the plumbing numbers, close-on-exec like a Landlock ruleset.
+    // SAFETY: F_DUPFD_CLOEXEC on an fd we own; the result is a new fd we take ownership of.
+    let high = unsafe {
+        let fd = libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 20);
+        assert!(fd >= 20);
+        <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+    };
+    let raw = high.as_raw_fd();
+    let cmd = proctree::Command::new("/bin/sh")
+        .args([
+            "-c",
+            &format!("test -e /proc/self/fd/{raw} && exit 3; exit 0"),
+        ])
+        .keep_fd(std::os::fd::AsFd::as_fd(&high));
+    // SAFETY: fcntl(F_GETFD) is async-signal-safe; no allocation.
+    let cmd = unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(raw, libc::F_GETFD) < 0 {
+                Err(libc::EBADF)
+            } else {
+                Ok(())
+            }
+        })
+    };
+    let mut tree = cmd.spawn().unwrap();
+    let status = tree.wait_main().unwrap();
+    assert_eq!(status.code(), Some(0), "kept fd leaked into the program");
+    tree.stop().unwrap();
+}

@@ -55,7 +55,7 @@ pub(crate) mod stage {
 
 /// Fixed descriptor numbers inside the supervisor after it tidied its table.
 const CHAN_FD: RawFd = 3;
-const CWD_FD: RawFd = 4;
+pub(crate) const CWD_FD: RawFd = 4;
 
 /// The hook applied in the command's child after fork, before `execve`.
 pub(crate) type PreExec = Box<dyn Fn() -> Result<(), i32> + Send + Sync>;
@@ -80,6 +80,8 @@ pub(crate) struct Plan {
     pub(crate) stdout: std::os::fd::OwnedFd,
     pub(crate) stderr: std::os::fd::OwnedFd,
     pub(crate) pre_exec: Option<PreExec>,
+    /// Descriptors left open for `pre_exec` (sorted, all above `CWD_FD`).
+    pub(crate) keep_fds: Vec<RawFd>,
     /// `Some((uid_map, gid_map))` when the supervisor enters a new user namespace.
     pub(crate) id_maps: Option<(Vec<u8>, Vec<u8>)>,
 }
@@ -310,12 +312,25 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         }
     }
     let chan = CHAN_FD;
-    // SAFETY: close_range with plain integers; on old kernels fall back to closing one by one.
-    if unsafe { libc::syscall(libc::SYS_close_range, CWD_FD + 1, u32::MAX, 0) } < 0 {
-        for fd in (CWD_FD + 1)..65_536 {
-            // SAFETY: closing a number that may or may not be open is harmless here.
-            unsafe { libc::close(fd) };
+    // Close everything above our plumbing except the descriptors kept for the hook (sorted
+    // before the fork), range by range.
+    let mut from = CWD_FD + 1;
+    for &keep in plan.keep_fds.iter().chain(std::iter::once(&RawFd::MAX)) {
+        if keep > from {
+            let last = if keep == RawFd::MAX {
+                u32::MAX
+            } else {
+                (keep - 1) as u32
+            };
+            // SAFETY: close_range with plain integers; on old kernels close one by one.
+            if unsafe { libc::syscall(libc::SYS_close_range, from as u32, last, 0) } < 0 {
+                for fd in from..keep.min(65_536) {
+                    // SAFETY: closing a number that may or may not be open is harmless here.
+                    unsafe { libc::close(fd) };
+                }
+            }
         }
+        from = from.max(keep.saturating_add(1));
     }
 
     // 3. Signals: default dispositions (the host's handlers are not ours, and an ignored

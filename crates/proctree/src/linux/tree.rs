@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::ffi::{CString, OsStr, OsString};
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -77,6 +77,15 @@ pub enum SpawnError {
     ModeUnavailable {
         /// The mode asked for.
         mode: Mode,
+    },
+    /// A descriptor passed to [`Command::keep_fd`] has a number the supervisor needs itself.
+    #[error(
+        "descriptor {fd} cannot be kept for the pre-exec hook: numbers 0-4 are the command's \
+         plumbing; duplicate it above 9 (F_DUPFD_CLOEXEC) first"
+    )]
+    KeepFdTooLow {
+        /// The descriptor number.
+        fd: RawFd,
     },
     /// The working directory could not be entered.
     #[error("cannot enter the working directory: {source}; pass an existing directory")]
@@ -170,6 +179,7 @@ pub struct Command {
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
     pre_exec: Option<PreExec>,
+    keep_fds: Vec<RawFd>,
     mode: Option<Mode>,
     scan_interval: Option<Duration>,
 }
@@ -210,6 +220,7 @@ impl Command {
             stdout: None,
             stderr: None,
             pre_exec: None,
+            keep_fds: Vec::new(),
             mode: None,
             scan_interval: Some(DEFAULT_SCAN_INTERVAL),
         }
@@ -299,6 +310,17 @@ impl Command {
         self
     }
 
+    /// Keeps descriptor `fd` open, at the same number, in the command's process until the
+    /// [`pre_exec`](Self::pre_exec) hook has run — e.g. the Landlock ruleset the hook applies.
+    /// The supervisor closes every other inherited descriptor. Mark it close-on-exec so the
+    /// program itself does not inherit it. It must be above 4 (the numbers the supervisor uses
+    /// for its own plumbing) and stay open until [`spawn`](Self::spawn) returns.
+    #[must_use]
+    pub fn keep_fd(mut self, fd: BorrowedFd<'_>) -> Self {
+        self.keep_fds.push(fd.as_raw_fd());
+        self
+    }
+
     /// A hook run in the command's process after fork and before `execve`, e.g. to apply a
     /// Landlock ruleset and a seccomp filter. `Err(code)` aborts the spawn with
     /// [`SpawnError::PreExec`].
@@ -352,6 +374,12 @@ impl Command {
             CwdSpec::Fd(fd) => Cwd::Fd(fd),
             CwdSpec::Path(p) => Cwd::Path(cstr(p.as_os_str(), "the working directory")?),
         };
+        let mut keep_fds = self.keep_fds;
+        keep_fds.sort_unstable();
+        keep_fds.dedup();
+        if let Some(&fd) = keep_fds.iter().find(|&&fd| fd <= supervisor::CWD_FD) {
+            return Err(SpawnError::KeepFdTooLow { fd });
+        }
         let (mode, flags, id_maps) = choose_mode(self.mode)?;
         let null = || -> Result<OwnedFd, SpawnError> {
             std::fs::OpenOptions::new()
@@ -384,6 +412,7 @@ impl Command {
                 None => null()?,
             },
             pre_exec: self.pre_exec,
+            keep_fds,
             id_maps,
         };
         plan.seal();

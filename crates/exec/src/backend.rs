@@ -1,0 +1,56 @@
+//! The Linux seam: turn a [`SandboxSpec`] into a prepared Landlock + seccomp sandbox, and spawn
+//! a [`Job`] under it with `proctree`'s supervisor. On every other platform [`crate::run`]
+//! fails with [`ExecError::Unsupported`] — never an unsandboxed run.
+
+use std::os::fd::OwnedFd;
+
+use crate::run::{ExecError, Job};
+use crate::spec::SandboxSpec;
+
+pub(crate) type Prepared = linux_sandbox::PreparedSandbox;
+
+/// Builds the sandbox in the parent: everything that allocates happens here, before any fork.
+pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, ExecError> {
+    let policy =
+        crate::linux::policy(spec).map_err(|e| ExecError::SandboxUnavailable(e.to_string()))?;
+    let prepared = policy.prepare().map_err(|e| {
+        if e.is_unavailable() {
+            ExecError::SandboxUnavailable(e.to_string())
+        } else {
+            ExecError::Io(format!("cannot prepare the sandbox: {e}"))
+        }
+    })?;
+    // `prepare` fails outright when filesystem restriction cannot be enforced; a partial
+    // status (a kernel without the signal scopes, say) still confines files, links, network and
+    // spawning and is reported by `agent-exec doctor`.
+    Ok(prepared)
+}
+
+/// Spawns `job` under the supervisor with `prepared` applied between fork and exec.
+pub(crate) fn spawn(
+    job: &Job,
+    prepared: Prepared,
+    cwd: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+) -> Result<proctree::ProcessTree, ExecError> {
+    let mut command = proctree::Command::new(&job.program)
+        .args(&job.args)
+        .current_dir_fd(cwd)
+        .stdout(stdout)
+        .stderr(stderr)
+        // The hook applies this ruleset; the supervisor closes every other inherited fd.
+        .keep_fd(prepared.ruleset_fd());
+    for (key, value) in &job.env {
+        command = command.env(key, value);
+    }
+    // SAFETY: `apply_in_child` is async-signal-safe (raw prctl, landlock_restrict_self and
+    // seccomp syscalls on memory prepared here, no allocation), as `pre_exec` requires.
+    let command = unsafe { command.pre_exec(move || prepared.apply_in_child().map_err(i32::from)) };
+    command.spawn().map_err(|e| match e {
+        proctree::SpawnError::PreExec { .. } => ExecError::SandboxUnavailable(format!(
+            "{e}; the kernel refused to apply the sandbox in the child"
+        )),
+        other => ExecError::Io(other.to_string()),
+    })
+}

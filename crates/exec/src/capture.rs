@@ -1,0 +1,111 @@
+//! Bounded capture of one output pipe.
+//!
+//! Every byte is read until EOF (DESIGN invariant 5: a child must never block on a full pipe);
+//! only the first `cap` bytes are kept. What happens past the cap is the caller's choice,
+//! signalled through `over_cap`: in `OnCap::Kill` mode the runner stops the tree at the first byte
+//! over the cap (RUN-9), in `OnCap::Truncate` mode the command keeps running and the rest is
+//! dropped (CMD-5).
+
+use std::io;
+use std::sync::Arc;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// What one stream produced.
+#[derive(Debug, Default)]
+pub(crate) struct Captured {
+    /// The first `cap` bytes.
+    pub bytes: Vec<u8>,
+    /// More than `cap` bytes arrived.
+    pub truncated: bool,
+}
+
+/// Reads `rx` to EOF, keeping at most `cap` bytes. `over_cap` is notified once, the first time a
+/// byte past the cap arrives. `stop` ends the read early with what was kept: the runner uses it
+/// only after the whole tree is dead and a grace period passed, when a descriptor that escaped
+/// the tree is the only thing still holding the pipe open.
+pub(crate) async fn drain(
+    mut rx: pipe::Receiver,
+    cap: usize,
+    over_cap: Arc<Notify>,
+    stop: CancellationToken,
+) -> io::Result<Captured> {
+    let mut out = Captured {
+        bytes: Vec::with_capacity(cap.min(16 * 1024)),
+        truncated: false,
+    };
+    // Large reads keep the per-byte cost low when a command floods its output (bench drain).
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let read = tokio::select! {
+            r = rx.read(&mut buf) => r,
+            () = stop.cancelled() => return Ok(out),
+        };
+        let n = match read {
+            Ok(0) => return Ok(out),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let room = cap - out.bytes.len();
+        if n > room {
+            out.bytes.extend_from_slice(&buf[..room]);
+            if !out.truncated {
+                out.truncated = true;
+                over_cap.notify_one();
+            }
+        } else {
+            out.bytes.extend_from_slice(&buf[..n]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    async fn run(input: Vec<u8>, cap: usize) -> (Captured, bool) {
+        let (mut tx, rx) = pipe::pipe().unwrap();
+        let notify = Arc::new(Notify::new());
+        let writer = tokio::spawn(async move {
+            tx.write_all(&input).await.unwrap();
+        });
+        let got = drain(rx, cap, notify.clone(), CancellationToken::new())
+            .await
+            .unwrap();
+        writer.await.unwrap();
+        let notified = tokio::time::timeout(std::time::Duration::from_millis(1), notify.notified())
+            .await
+            .is_ok();
+        (got, notified)
+    }
+
+    #[tokio::test]
+    async fn output_under_the_cap_is_kept_whole() {
+        let (got, notified) = run(b"hello".to_vec(), 5).await;
+        assert_eq!(got.bytes, b"hello");
+        assert!(!got.truncated);
+        assert!(!notified);
+    }
+
+    #[tokio::test]
+    async fn output_over_the_cap_is_cut_at_the_cap_and_signalled() {
+        let input: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let (got, notified) = run(input.clone(), 65_536).await;
+        assert_eq!(got.bytes, input[..65_536]);
+        assert!(got.truncated);
+        assert!(notified);
+    }
+
+    #[tokio::test]
+    async fn one_byte_over_the_cap_counts_as_truncated() {
+        let (got, notified) = run(vec![b'x'; 11], 10).await;
+        assert_eq!(got.bytes.len(), 10);
+        assert!(got.truncated);
+        assert!(notified);
+    }
+}

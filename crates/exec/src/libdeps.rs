@@ -1,0 +1,158 @@
+//! The files the dynamic loader opens to start one ELF program: its interpreter (`PT_INTERP`) and
+//! the transitive closure of its `DT_NEEDED` libraries, resolved the way glibc's loader resolves
+//! them on a multiarch Debian system.
+//!
+//! Why: the `run` sandbox must let `/usr/bin/mawk` start without granting all of `/usr` (RUN-7,
+//! issue 4 item 4). Reading the ELF headers tells exactly which files the loader will open.
+//! Refuses to know: `DT_RPATH`/`DT_RUNPATH` with `$ORIGIN`, `LD_LIBRARY_PATH` (the environment is
+//! cleared), `dlopen` at run time. A library it cannot find is an error, not a guess: the sandbox
+//! would otherwise fail at run time with a confusing loader message.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use object::Endianness;
+use object::elf::{DT_NEEDED, FileHeader64};
+use object::read::elf::{FileHeader, ProgramHeader};
+
+/// The directories glibc searches when neither the cache nor a run path names the library,
+/// plus the multiarch directories from Debian's `/etc/ld.so.conf.d`.
+const SEARCH_DIRS: &[&str] = &[
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+];
+
+/// Why the loader's files could not be determined.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LibDepsError {
+    /// The program or a library could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not a 64-bit ELF object this module understands.
+    #[error("{path} is not a 64-bit ELF program or library: {reason}")]
+    NotElf {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        reason: String,
+    },
+    /// A `DT_NEEDED` library is in none of the search directories.
+    #[error("{program} needs {library}, which is in none of {SEARCH_DIRS:?}")]
+    Missing {
+        /// The file that needs it.
+        program: PathBuf,
+        /// The library's name as written in the ELF file.
+        library: String,
+    },
+}
+
+/// The interpreter and every library `program` needs, canonicalized (symlinks resolved, since
+/// Landlock rules attach to the inode behind a path). Does not include `program` itself.
+pub fn loader_files(program: &Path) -> Result<BTreeSet<PathBuf>, LibDepsError> {
+    let mut out = BTreeSet::new();
+    let mut pending = vec![program.to_path_buf()];
+    let mut seen = BTreeSet::new();
+    while let Some(file) = pending.pop() {
+        if !seen.insert(file.clone()) {
+            continue;
+        }
+        let (interp, needed) = parse(&file)?;
+        if let Some(interp) = interp {
+            let interp = canonical(&interp)?;
+            out.insert(interp);
+        }
+        for name in needed {
+            let found = SEARCH_DIRS
+                .iter()
+                .map(|dir| Path::new(dir).join(&name))
+                .find(|candidate| candidate.is_file())
+                .ok_or_else(|| LibDepsError::Missing {
+                    program: file.clone(),
+                    library: name.clone(),
+                })?;
+            let found = canonical(&found)?;
+            out.insert(found.clone());
+            pending.push(found);
+        }
+    }
+    Ok(out)
+}
+
+fn canonical(path: &Path) -> Result<PathBuf, LibDepsError> {
+    path.canonicalize().map_err(|source| LibDepsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// `(PT_INTERP, DT_NEEDED names)` of one ELF file.
+fn parse(path: &Path) -> Result<(Option<PathBuf>, Vec<String>), LibDepsError> {
+    let data = std::fs::read(path).map_err(|source| LibDepsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let not_elf = |e: object::read::Error| LibDepsError::NotElf {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let data: &[u8] = &data;
+    let header = FileHeader64::<Endianness>::parse(data).map_err(not_elf)?;
+    let endian = header.endian().map_err(not_elf)?;
+    let mut interp = None;
+    for ph in header.program_headers(endian, data).map_err(not_elf)? {
+        if let Some(bytes) = ph.interpreter(endian, data).map_err(not_elf)? {
+            interp = Some(PathBuf::from(String::from_utf8_lossy(bytes).into_owned()));
+        }
+    }
+    let sections = header.sections(endian, data).map_err(not_elf)?;
+    let dynamic = sections.dynamic_table(endian, data).map_err(not_elf)?;
+    let mut needed = Vec::new();
+    for entry in dynamic.iter() {
+        if entry.tag == DT_NEEDED {
+            let name = dynamic.string(entry).map_err(not_elf)?;
+            needed.push(String::from_utf8_lossy(name).into_owned());
+        }
+    }
+    Ok((interp, needed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mawk_needs_the_loader_libc_and_libm() {
+        let Ok(awk) = Path::new("/usr/bin/awk").canonicalize() else {
+            eprintln!("skipped: no /usr/bin/awk on this machine");
+            return;
+        };
+        let files = loader_files(&awk).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .filter_map(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().any(|n| n.starts_with("ld-linux")), "{names:?}");
+        assert!(names.iter().any(|n| n == "libc.so.6"), "{names:?}");
+        assert!(files.iter().all(|p| p.is_absolute() && p.is_file()));
+        assert!(!files.contains(&awk));
+    }
+
+    #[test]
+    fn a_text_file_is_not_elf() {
+        let err = loader_files(Path::new("/etc/hostname")).unwrap_err();
+        assert!(matches!(err, LibDepsError::NotElf { .. }), "{err}");
+    }
+}

@@ -1,0 +1,125 @@
+//! The Linux backend: a [`SandboxSpec`] becomes a `linux_sandbox::Policy` (Landlock + seccomp).
+//!
+//! This module owns the system locations a Linux program needs to start. For a single program
+//! (`run`) they are exactly the files its loader opens, read from its ELF headers
+//! ([`libdeps`](crate::libdeps)), plus `/etc/ld.so.cache`; for a shell (`command`) they are the
+//! system's program and library directories and a short list of `/etc` files — not all of
+//! `/usr`, not all of `/etc` (CMD-10).
+
+use std::path::Path;
+
+use linux_sandbox::{Access as LlAccess, Network as LlNetwork, Policy};
+
+use crate::spec::{Access, Network, Program, SandboxSpec};
+
+/// Program and library directories a shell command may read and execute (CMD-10).
+const SHELL_EXEC_DIRS: &[&str] = &[
+    "/bin",
+    "/sbin",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/local/bin",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/lib32",
+    "/usr/libexec",
+    "/usr/local/lib",
+];
+
+/// Read-only data shell commands commonly need: shared data (locales, terminfo, zoneinfo) and
+/// the `/etc` files that libc, the loader and TLS clients read. Not `/etc` as a whole: it holds
+/// `shadow`, `sudoers` and system services' credentials. Not `/proc/self`: Landlock binds a rule
+/// to the inode when it is made, in the parent, so it would expose the *host's* `/proc/<pid>`.
+const SHELL_READ: &[&str] = &[
+    "/usr/share",
+    "/usr/local/share",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/ssl/certs",
+    "/etc/ca-certificates",
+    "/etc/alternatives",
+    "/etc/mime.types",
+    "/etc/gitconfig",
+    "/etc/inputrc",
+    "/etc/python3",
+    "/etc/python3.11",
+    "/dev/urandom",
+    "/dev/random",
+    "/proc/meminfo",
+    "/proc/cpuinfo",
+    "/proc/stat",
+    "/sys/devices/system/cpu",
+];
+
+/// Devices a shell command may read and write. Not `/dev/tty`: a command has no business
+/// writing into the user's terminal.
+const SHELL_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
+/// Why a spec could not become a policy.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The files the program's loader needs could not be determined.
+    #[error("cannot prepare the sandbox for {program}: {source}")]
+    Loader {
+        /// The program.
+        program: std::path::PathBuf,
+        /// What went wrong.
+        #[source]
+        source: crate::libdeps::LibDepsError,
+    },
+}
+
+/// The Landlock + seccomp policy for `spec`.
+pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
+    let mut policy = match &spec.program {
+        Program::Single(program) => single_program(program)?,
+        Program::Shell => {
+            let mut p = Policy::new();
+            for dir in SHELL_EXEC_DIRS {
+                p = p.allow_if_exists(*dir, LlAccess::READ | LlAccess::EXECUTE);
+            }
+            for path in SHELL_READ {
+                p = p.allow_if_exists(*path, LlAccess::READ);
+            }
+            for dev in SHELL_DEVICES {
+                p = p.allow_if_exists(*dev, LlAccess::READ | LlAccess::WRITE);
+            }
+            p
+        }
+    };
+    for grant in &spec.grants {
+        let access = match grant.access {
+            Access::Read => LlAccess::READ,
+            Access::ReadWrite => LlAccess::READ | LlAccess::WRITE,
+        };
+        policy = policy.allow(grant.path.clone(), access);
+    }
+    Ok(policy.network(match spec.network {
+        Network::None => LlNetwork::None,
+        Network::All => LlNetwork::All,
+    }))
+}
+
+/// One program, its loader's files read-only (the sandbox crate adds the ELF interpreter with
+/// execute), `/etc/ld.so.cache`, and nothing else (RUN-7).
+fn single_program(program: &Path) -> Result<Policy, BackendError> {
+    let loader = crate::libdeps::loader_files(program).map_err(|source| BackendError::Loader {
+        program: program.to_path_buf(),
+        source,
+    })?;
+    let mut p = Policy::single_program(program);
+    for file in loader {
+        p = p.allow(file, LlAccess::READ);
+    }
+    Ok(p.allow_if_exists("/etc/ld.so.cache", LlAccess::READ))
+}

@@ -1,0 +1,97 @@
+//! The macOS translation: a [`SandboxSpec`] becomes a `seatbelt::ProfileSpec`.
+//!
+//! Portable on purpose, so it is tested on Linux; the system locations (libraries, program
+//! directories, sysctls) are the `seatbelt` crate's, not ours. Launching `sandbox-exec` from
+//! [`crate::run`] is not wired yet: on macOS `run` returns `AGENT_EXEC_UNSUPPORTED` until it is.
+
+use seatbelt::{DotGit, Network as SbNetwork, Processes, ProfileSpec};
+
+use crate::spec::{Access, Network, Program, SandboxSpec};
+
+/// The Seatbelt profile input for `spec`. `.git` is denied for a single program (`run`, whose
+/// mirror never contains one, RUN-7) and allowed for a shell (`command` works in the user's own
+/// folder, where `git` is expected).
+pub fn profile_spec(spec: &SandboxSpec) -> ProfileSpec {
+    let (processes, dot_git) = match &spec.program {
+        Program::Single(program) => (Processes::OnlyProgram(program.clone()), DotGit::Denied),
+        Program::Shell => (Processes::Spawn, DotGit::Allowed),
+    };
+    let mut read_write = Vec::new();
+    let mut read_only = Vec::new();
+    for grant in &spec.grants {
+        match grant.access {
+            Access::ReadWrite => read_write.push(grant.path.clone()),
+            Access::Read => read_only.push(grant.path.clone()),
+        }
+    }
+    ProfileSpec {
+        processes,
+        read_write,
+        read_only,
+        network: match spec.network {
+            Network::None => SbNetwork::Denied,
+            Network::All => SbNetwork::Allowed,
+        },
+        dot_git,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seatbelt::{Decision, Operation};
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn run_spec_becomes_a_profile_that_denies_fork_git_and_home() {
+        let spec = SandboxSpec::for_run(
+            Path::new("/usr/bin/wc"),
+            Path::new("/Users/u/mirror"),
+            Path::new("/private/tmp/run"),
+        )
+        .unwrap();
+        let bound = profile_spec(&spec).build().unwrap();
+        let decide = |op, path: &str| bound.decide(op, path).unwrap();
+        assert_eq!(
+            decide(Operation::FileWriteData, "/Users/u/mirror/out.txt"),
+            Decision::Allow
+        );
+        assert_eq!(
+            decide(Operation::FileReadData, "/Users/u/mirror/.GIT/config"),
+            Decision::Deny
+        );
+        assert_eq!(
+            decide(Operation::FileReadData, "/Users/u/.ssh/id_rsa"),
+            Decision::Deny
+        );
+        assert_eq!(decide(Operation::ProcessExec, "/bin/sh"), Decision::Deny);
+        assert_eq!(
+            decide(Operation::ProcessExec, "/usr/bin/wc"),
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn read_only_extra_paths_are_not_writable() {
+        let spec = SandboxSpec::for_command(
+            Path::new("/Users/u/work"),
+            Path::new("/private/tmp/c"),
+            &[(PathBuf::from("/Users/u/ref"), false)],
+        )
+        .unwrap();
+        let bound = profile_spec(&spec).build().unwrap();
+        let decide = |op, path: &str| bound.decide(op, path).unwrap();
+        assert_eq!(
+            decide(Operation::FileReadData, "/Users/u/ref/a"),
+            Decision::Allow
+        );
+        assert_eq!(
+            decide(Operation::FileWriteData, "/Users/u/ref/a"),
+            Decision::Deny
+        );
+        assert_eq!(
+            decide(Operation::FileWriteData, "/Users/u/work/a"),
+            Decision::Allow
+        );
+    }
+}

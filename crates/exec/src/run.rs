@@ -1,0 +1,362 @@
+//! The runner: one [`Job`] in, one [`Outcome`] out.
+//!
+//! Order of a run (DESIGN "One call, end to end"): check the call is still wanted, verify the
+//! root lease, build the sandbox (everything allocated here, before any fork), open the working
+//! directory through the lease, spawn under `proctree`'s supervisor with the sandbox applied
+//! between `fork` and `exec`, verify the lease again, then wait for the first of: the main
+//! process exits, the deadline, cancellation, an output cap in kill mode, or a lease tick that
+//! finds the root replaced. Whatever ended the wait, the whole tree is stopped and reaped
+//! (CMD-6), the lease is verified once more before release (CMD-8), and the pipes are drained
+//! to EOF (invariant 5). Dropping the future stops the tree too: `proctree::ProcessTree` stops
+//! everything in its `Drop`.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fsguard::{RelPath, RootLease};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::net::unix::pipe;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use toolscope::{CallContext, CancelReason, ErrorCode};
+
+use crate::capture::{Captured, drain};
+use crate::spec::SandboxSpec;
+
+/// How often the root lease is re-verified while a command runs (CMD-8: at least every 250 ms).
+pub const LEASE_TICK: Duration = Duration::from_millis(200);
+
+/// How long the pipes may stay open after the tree was stopped. Every writer is dead by then,
+/// so EOF is immediate unless a descriptor escaped the tree (e.g. passed over a unix socket);
+/// the call must not hang on that.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// What to do when a stream passes its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnCap {
+    /// Stop the whole tree at the first byte over the cap (`run`, RUN-9).
+    Kill,
+    /// Keep running, keep the first `cap` bytes, read and drop the rest (`command`, CMD-5).
+    Truncate,
+}
+
+/// Time and output bounds of one job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock limit from spawn.
+    pub timeout: Duration,
+    /// Bytes of stdout kept.
+    pub stdout_cap: usize,
+    /// Bytes of stderr kept.
+    pub stderr_cap: usize,
+    /// What passing a cap does.
+    pub on_cap: OnCap,
+}
+
+/// The working directory: a path relative to a leased root, opened through the lease's fd so a
+/// symlink on the way is refused when it is used (RUN-4, CMD-8).
+#[derive(Debug, Clone)]
+pub struct WorkDir {
+    /// The pinned root; re-verified before, during and after the run.
+    pub lease: Arc<RootLease>,
+    /// The directory beneath it.
+    pub rel: RelPath,
+}
+
+/// One program to run in a sandbox.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Absolute path of the program (never looked up on `PATH`).
+    pub program: PathBuf,
+    /// Arguments after `argv[0]`.
+    pub args: Vec<OsString>,
+    /// Working directory.
+    pub workdir: WorkDir,
+    /// The complete environment (empty means empty; nothing is inherited, RUN-8, CMD-13).
+    pub env: Vec<(OsString, OsString)>,
+    /// What the program may touch.
+    pub sandbox: SandboxSpec,
+    /// Time and output bounds.
+    pub limits: Limits,
+}
+
+/// What happened. Exactly one of "exited on its own", `timed_out`, `cancelled`,
+/// `output_limit_hit` and `lease_lost` says why the run ended.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Outcome {
+    /// The main process's exit code, if it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the main process, if one did.
+    pub signal: Option<i32>,
+    /// The first `stdout_cap` bytes of stdout.
+    pub stdout: Vec<u8>,
+    /// The first `stderr_cap` bytes of stderr.
+    pub stderr: Vec<u8>,
+    /// Stdout passed its cap.
+    pub stdout_truncated: bool,
+    /// Stderr passed its cap.
+    pub stderr_truncated: bool,
+    /// The deadline passed before the main process exited.
+    pub timed_out: bool,
+    /// The call was cancelled (and why) before the main process exited.
+    pub cancelled: Option<CancelReason>,
+    /// A cap was passed in [`OnCap::Kill`] mode and the tree was stopped.
+    pub output_limit_hit: bool,
+    /// The work root no longer was the leased directory (CMD-8); the tree was stopped.
+    pub lease_lost: bool,
+    /// Tracked descendants other than the main process that were alive and stopped (CMD-6).
+    pub descendants_stopped: usize,
+    /// Whether the main process was still running when the tree was stopped.
+    pub main_stopped: bool,
+}
+
+impl Outcome {
+    /// Whether the command ran to its own end (not stopped by timeout, cancellation, cap or
+    /// lease loss).
+    pub fn finished(&self) -> bool {
+        !self.timed_out && self.cancelled.is_none() && !self.output_limit_hit && !self.lease_lost
+    }
+}
+
+/// Why a job did not run (nothing was started) or could not be supervised.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExecError {
+    /// No sandbox provider exists for this platform.
+    #[error("no sandbox provider exists for this platform; run on Linux or macOS")]
+    Unsupported,
+    /// The sandbox cannot be applied here; nothing ran (RUN-6: no unsandboxed fallback).
+    #[error("the sandbox cannot be applied on this machine, so nothing ran: {0}")]
+    SandboxUnavailable(String),
+    /// The call was cancelled before anything started.
+    #[error("the call was cancelled before the command started")]
+    Cancelled(CancelReason),
+    /// The work root was replaced or moved (CMD-8).
+    #[error("the work root is no longer the directory that was granted: {0}; start a new turn")]
+    LeaseLost(#[source] fsguard::LeaseError),
+    /// The working directory could not be opened safely.
+    #[error("cannot open the working directory: {0}; pass an existing directory without symlinks")]
+    WorkDir(#[source] fsguard::OpenError),
+    /// The program could not be started or supervised.
+    #[error("cannot run the program: {0}")]
+    Io(String),
+}
+
+impl ExecError {
+    /// The stable public code of this error (RUN-13).
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ExecError::Unsupported => ErrorCode::ExecUnsupported,
+            ExecError::SandboxUnavailable(_) => ErrorCode::ExecSandboxUnavailable,
+            ExecError::Cancelled(reason) => reason.to_error().code(),
+            ExecError::LeaseLost(_) => ErrorCode::ExecCancelled,
+            ExecError::WorkDir(_) => ErrorCode::ExecPathInvalid,
+            ExecError::Io(_) => ErrorCode::ExecIoFailed,
+        }
+    }
+}
+
+/// Why the wait for the main process ended.
+enum Ended {
+    Exited,
+    TimedOut,
+    Cancelled(CancelReason),
+    OverCap,
+    LeaseLost,
+}
+
+/// Runs `job` in its sandbox under `ctx` and returns once nothing it started is alive.
+///
+/// # Errors
+/// [`ExecError`] when nothing could be started (sandbox unavailable, lease lost, cancelled
+/// first, bad working directory) or supervision failed. A command that ran and failed is an
+/// `Ok(Outcome)` with its exit code.
+#[cfg(target_os = "linux")]
+pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
+    if let Some(reason) = ctx.reason() {
+        return Err(ExecError::Cancelled(reason));
+    }
+    // Held until the tree is gone, so an account switch waits for this run to truly end
+    // (CMD-12). Declared before the tree: locals drop in reverse order.
+    let generation = ctx.lease().map_err(|e| {
+        ExecError::Cancelled(match e.code() {
+            ErrorCode::AccountRetired => CancelReason::AccountSwitched,
+            _ => CancelReason::Requested,
+        })
+    })?;
+    let lease = job.workdir.lease.clone();
+    lease.verify().map_err(ExecError::LeaseLost)?;
+    let prepared = crate::backend::prepare(&job.sandbox)?;
+    let cwd = lease
+        .open_dir(&job.workdir.rel)
+        .map_err(ExecError::WorkDir)?;
+    let (out_rx, out_tx) = pipe_pair()?;
+    let (err_rx, err_tx) = pipe_pair()?;
+
+    let mut tree = crate::backend::spawn(&job, prepared, cwd, out_tx, err_tx)?;
+
+    let over_cap = Arc::new(Notify::new());
+    let stop_draining = CancellationToken::new();
+    let out_task = tokio::spawn(drain(
+        out_rx,
+        job.limits.stdout_cap,
+        over_cap.clone(),
+        stop_draining.clone(),
+    ));
+    let err_task = tokio::spawn(drain(
+        err_rx,
+        job.limits.stderr_cap,
+        over_cap.clone(),
+        stop_draining.clone(),
+    ));
+
+    let ended = if lease.verify().is_err() {
+        Ended::LeaseLost
+    } else {
+        wait(&mut tree, &job, ctx, &over_cap, &lease).await?
+    };
+
+    // Stop and reap everything, off the async threads (freezing a large tree takes a moment).
+    let stopped = tokio::task::spawn_blocking(move || {
+        let report = tree.stop();
+        let status = tree.try_main_status();
+        drop(generation);
+        (report, status)
+    })
+    .await
+    .map_err(|e| ExecError::Io(format!("the stop task failed: {e}")))?;
+    let (report, status) = stopped;
+    let report = report.map_err(|e| ExecError::Io(e.to_string()))?;
+    let status = report.main_status.or(status.ok().flatten());
+    let lease_lost = matches!(ended, Ended::LeaseLost) || lease.verify().is_err();
+
+    let grace = tokio::time::sleep(DRAIN_GRACE);
+    tokio::pin!(grace);
+    let stopper = stop_draining.clone();
+    let drained = async move {
+        let out = out_task.await;
+        let err = err_task.await;
+        (out, err)
+    };
+    tokio::pin!(drained);
+    let (out, err) = tokio::select! {
+        r = &mut drained => r,
+        () = &mut grace => { stopper.cancel(); drained.await }
+    };
+    let out = joined(out)?;
+    let err = joined(err)?;
+
+    Ok(Outcome {
+        exit_code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        stdout: out.bytes,
+        stderr: err.bytes,
+        stdout_truncated: out.truncated,
+        stderr_truncated: err.truncated,
+        timed_out: matches!(ended, Ended::TimedOut),
+        output_limit_hit: matches!(ended, Ended::OverCap),
+        cancelled: match ended {
+            Ended::Cancelled(reason) => Some(reason),
+            _ => None,
+        },
+        lease_lost,
+        descendants_stopped: report.descendants_stopped,
+        main_stopped: report.main_stopped,
+    })
+}
+
+/// Runs `job`: on this platform there is no sandbox provider yet, so nothing runs (RUN-6).
+///
+/// # Errors
+/// Always [`ExecError::Unsupported`].
+#[cfg(not(target_os = "linux"))]
+pub async fn run(_job: Job, _ctx: &CallContext) -> Result<Outcome, ExecError> {
+    Err(ExecError::Unsupported)
+}
+
+#[cfg(target_os = "linux")]
+fn joined(r: Result<io::Result<Captured>, tokio::task::JoinError>) -> Result<Captured, ExecError> {
+    r.map_err(|e| ExecError::Io(format!("output reader failed: {e}")))?
+        .map_err(|e| ExecError::Io(format!("reading output failed: {e}")))
+}
+
+#[cfg(target_os = "linux")]
+/// A pipe for one output stream: the read end for us (non-blocking, registered with tokio),
+/// the write end for the child. Both close-on-exec; the supervisor dups the write end onto
+/// fd 1 or 2.
+fn pipe_pair() -> Result<(pipe::Receiver, OwnedFd), ExecError> {
+    let (rx, tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| ExecError::Io(format!("cannot create a pipe: {e}")))?;
+    // A larger pipe means fewer wake-ups when a command floods its output; best effort.
+    let _ = rustix::pipe::fcntl_setpipe_size(&rx, 1 << 20);
+    let rx = pipe::Receiver::from_owned_fd(rx)
+        .map_err(|e| ExecError::Io(format!("cannot watch a pipe: {e}")))?;
+    Ok((rx, tx))
+}
+
+/// Waits for the first reason to end the run.
+#[cfg(target_os = "linux")]
+async fn wait(
+    tree: &mut proctree::ProcessTree,
+    job: &Job,
+    ctx: &CallContext,
+    over_cap: &Notify,
+    lease: &RootLease,
+) -> Result<Ended, ExecError> {
+    let io = |e: io::Error| ExecError::Io(format!("watching the command failed: {e}"));
+    let owned = tree.status_fd().try_clone_to_owned().map_err(io)?;
+    // SAFETY: `owned` is an fd we own; it stays open and unchanged for the AsyncFd's life.
+    let status_fd = unsafe { AsyncFd::register_with_interest(owned, Interest::READABLE) }
+        .map_err(|e| ExecError::Io(format!("watching the command failed: {e}")))?;
+    let deadline = tokio::time::sleep(job.limits.timeout);
+    tokio::pin!(deadline);
+    let mut tick = tokio::time::interval(LEASE_TICK);
+    tick.tick().await; // the first tick is immediate; the lease was just verified
+    let kill_on_cap = job.limits.on_cap == OnCap::Kill;
+    loop {
+        tokio::select! {
+            ready = status_fd.readable() => {
+                let mut guard = ready.map_err(io)?;
+                if tree.try_main_status().map_err(io)?.is_some() {
+                    return Ok(Ended::Exited);
+                }
+                // Readable with no status: either a message we absorbed, or the supervisor
+                // is gone (EOF stays readable). Re-arm only when there is nothing to read.
+                if !readable_now(status_fd.get_ref()) {
+                    guard.clear_ready();
+                } else if tree.try_main_status().map_err(io)?.is_none()
+                    && readable_now(status_fd.get_ref())
+                {
+                    return Err(ExecError::Io(
+                        "the supervisor ended without reporting the command's status".into(),
+                    ));
+                }
+            }
+            () = &mut deadline => return Ok(Ended::TimedOut),
+            reason = ctx.cancelled() => return Ok(Ended::Cancelled(reason)),
+            () = over_cap.notified(), if kill_on_cap => return Ok(Ended::OverCap),
+            _ = tick.tick() => {
+                if lease.verify().is_err() {
+                    return Ok(Ended::LeaseLost);
+                }
+            }
+        }
+    }
+}
+
+/// Whether `fd` is readable right now (zero-timeout poll).
+#[cfg(target_os = "linux")]
+fn readable_now(fd: &OwnedFd) -> bool {
+    let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+    matches!(rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())), Ok(n) if n > 0)
+        && fds[0]
+            .revents()
+            .intersects(rustix::event::PollFlags::IN | rustix::event::PollFlags::HUP)
+}
