@@ -1,0 +1,230 @@
+//! Execution of a validated `run` through `exec` (RUN-6…RUN-12), and the mapping of its
+//! [`exec::Outcome`] to the public result.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use exec::{ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
+use fsguard::RootLease;
+use toolscope::{CallContext, ErrorCode, ToolError};
+
+use crate::types::{AgentRunArguments, AgentRunOutput};
+use crate::validate::{Program, ValidatedRun, validate};
+
+/// Bytes of stdout and of stderr a run may produce; one more fails it (RUN-9).
+pub const OUTPUT_CAP: usize = 64 * 1024;
+
+/// Runs one `run` call: [`validate`] first (nothing is created or started when it refuses),
+/// then the fixed program in its deny-default sandbox (RUN-6, RUN-7) with the environment of
+/// RUN-8, in `cwdRelative` under the mirror.
+///
+/// `mirror` is the mirror root the host made with `fsguard::Mirror` and pinned for the turn.
+/// The run's private `HOME` and `TMPDIR` live in a fresh directory under
+/// [`std::env::temp_dir`] (outside the mirror, mode 0700), removed when the run ends. Output is
+/// never written to files by the tool (RUN-9); what the program writes into the mirror stays
+/// there even when the run fails (RUN-11) — writing back is the host's business.
+///
+/// # Errors
+/// Every refusal of [`validate`]; `AGENT_EXEC_SANDBOX_UNAVAILABLE` / `AGENT_EXEC_UNSUPPORTED`
+/// when the sandbox cannot be applied (nothing runs, RUN-6); `AGENT_EXEC_TIMEOUT`;
+/// `AGENT_EXEC_OUTPUT_LIMIT` (the program was stopped at the first byte past 64 KiB);
+/// `AGENT_EXEC_CANCELLED` (or the permission error of a revocation) when the call was cancelled
+/// or the mirror was replaced (RUN-10, CMD-8); `AGENT_EXEC_FAILED` for a non-zero exit other
+/// than diff's 1, with `program`, `exitCode`, `stdout`, `stderr` and `truncated` as details
+/// (RUN-12); `AGENT_EXEC_IO_FAILED` when the tool itself could not do its part.
+pub async fn run(
+    args: AgentRunArguments,
+    mirror: Arc<RootLease>,
+    ctx: &CallContext,
+) -> Result<AgentRunOutput, ToolError> {
+    ctx.check()?;
+    let validated = validate(&args, &mirror)?;
+    mirror
+        .verify()
+        .map_err(|e| ToolError::new(ErrorCode::ExecCancelled, format!("{e}; nothing ran")))?;
+    let temp = PrivateTemp::new(mirror.path())?;
+    let sandbox = SandboxSpec::for_run(validated.executable(), mirror.path(), temp.root())
+        .map_err(|e| io_failed(format!("cannot describe the sandbox: {e}")))?;
+    let job = Job {
+        program: validated.executable().to_path_buf(),
+        args: validated.argv().to_vec(),
+        workdir: WorkDir {
+            lease: mirror,
+            rel: validated.cwd().clone(),
+        },
+        env: temp.env(),
+        sandbox,
+        limits: Limits {
+            timeout: validated.timeout(),
+            stdout_cap: OUTPUT_CAP,
+            stderr_cap: OUTPUT_CAP,
+            on_cap: OnCap::Kill,
+        },
+    };
+    let outcome = exec::run(job, ctx).await.map_err(exec_error);
+    // The temp dir goes whatever happened; its removal is best effort (a leftover is private,
+    // 0700, and under the system's temp dir).
+    drop(temp);
+    interpret(&validated, outcome?)
+}
+
+fn io_failed(message: impl Into<String>) -> ToolError {
+    ToolError::new(ErrorCode::ExecIoFailed, message)
+}
+
+/// The public error for a job that did not run (or could not be supervised).
+pub(crate) fn exec_error(e: ExecError) -> ToolError {
+    match e {
+        ExecError::Cancelled(reason) => reason.to_error(),
+        other => ToolError::new(other.code(), other.to_string()),
+    }
+}
+
+/// The run's own directory: `HOME` and `TMPDIR` inside it (RUN-7, RUN-8).
+struct PrivateTemp {
+    dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl PrivateTemp {
+    fn new(mirror: &Path) -> Result<Self, ToolError> {
+        let dir = tempfile::Builder::new()
+            .prefix("agent-exec-run-")
+            .tempdir_in(std::env::temp_dir())
+            .map_err(|e| io_failed(format!("cannot create the run's private temp dir: {e}")))?;
+        let root = dir
+            .path()
+            .canonicalize()
+            .map_err(|e| io_failed(format!("cannot resolve the run's temp dir: {e}")))?;
+        // The temp dir is granted read-write; inside the mirror it would also be written back.
+        let mirror_real = mirror
+            .canonicalize()
+            .unwrap_or_else(|_| mirror.to_path_buf());
+        if root.starts_with(&mirror_real) || mirror_real.starts_with(&root) {
+            return Err(io_failed(format!(
+                "the system temp dir {} overlaps the mirror {}; point TMPDIR elsewhere",
+                root.display(),
+                mirror_real.display()
+            )));
+        }
+        for sub in ["home", "tmp"] {
+            std::fs::create_dir(root.join(sub))
+                .map_err(|e| io_failed(format!("cannot create the run's {sub} dir: {e}")))?;
+        }
+        Ok(PrivateTemp { dir, root })
+    }
+
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// RUN-8: nothing inherited; `PATH` fixed and empty, private `HOME` and `TMPDIR`,
+    /// `LC_ALL=C`.
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            ("PATH".into(), OsString::new()),
+            ("HOME".into(), self.root.join("home").into_os_string()),
+            ("TMPDIR".into(), self.root.join("tmp").into_os_string()),
+            ("LC_ALL".into(), "C".into()),
+        ]
+    }
+}
+
+impl std::fmt::Debug for PrivateTemp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrivateTemp")
+            .field("dir", &self.dir.path())
+            .finish()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// RUN-9, RUN-10, RUN-12: what the outcome means for the caller.
+fn interpret(run: &ValidatedRun, out: exec::Outcome) -> Result<AgentRunOutput, ToolError> {
+    let name = run.program().name();
+    if let Some(reason) = &out.cancelled {
+        return Err(reason.to_error());
+    }
+    if out.timed_out {
+        return Err(ToolError::new(
+            ErrorCode::ExecTimeout,
+            format!(
+                "{name} ran longer than timeoutMs ({} ms) and was stopped; raise timeoutMs (at \
+                 most 30000) or give it less input",
+                run.timeout_ms()
+            ),
+        )
+        .with_detail("timeoutMs", run.timeout_ms()));
+    }
+    if out.output_limit_hit {
+        let stream = if out.stdout_truncated {
+            "stdout"
+        } else {
+            "stderr"
+        };
+        return Err(ToolError::new(
+            ErrorCode::ExecOutputLimit,
+            format!(
+                "{name} wrote more than {OUTPUT_CAP} bytes to {stream}, so it was stopped; \
+                 produce less output (count or summarise instead of printing everything, or \
+                 write the result to a file from an awk script)"
+            ),
+        )
+        .with_detail("stream", stream));
+    }
+    if out.lease_lost {
+        return Err(ToolError::new(
+            ErrorCode::ExecCancelled,
+            format!(
+                "the mirror directory was replaced while {name} ran, so it was stopped; start a \
+                 new turn"
+            ),
+        ));
+    }
+    let success = match out.exit_code {
+        Some(0) => true,
+        // RUN-3, RUN-12: diff's 1 means "the files differ", a result, not a failure.
+        Some(1) => run.program() == Program::Diff,
+        _ => false,
+    };
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    match (success, out.exit_code) {
+        (true, Some(exit_code)) => Ok(AgentRunOutput {
+            program: name.to_owned(),
+            exit_code,
+            stdout,
+            stderr,
+            truncated: false,
+        }),
+        (_, Some(code)) => Err(ToolError::new(
+            ErrorCode::ExecFailed,
+            format!("{name} exited with status {code}; read stderr for why and fix the input"),
+        )
+        .with_detail("program", name)
+        .with_detail("exitCode", code)
+        .with_detail("stdout", stdout)
+        .with_detail("stderr", stderr)
+        .with_detail("truncated", false)),
+        (_, None) => {
+            let signal = out.signal.unwrap_or(0);
+            Err(ToolError::new(
+                ErrorCode::ExecFailed,
+                format!(
+                    "{name} was ended by signal {signal}; the sandbox allows no other process, \
+                     network or files outside the mirror, so do not ask for them"
+                ),
+            )
+            .with_detail("program", name)
+            .with_detail("exitCode", serde_json::Value::Null)
+            .with_detail("signal", signal)
+            .with_detail("stdout", stdout)
+            .with_detail("stderr", stderr)
+            .with_detail("truncated", false))
+        }
+    }
+}
