@@ -1,8 +1,89 @@
-//! The host facade (not implemented yet).
+//! The host facade: what a host application embeds to give an agent scoped tools, and what the
+//! `agent-exec` binary is built on.
 //!
-//! Will own: accounts, plugins and their grants, agent configuration v2, workspaces (`mounted`
-//! mirror, `direct`, `app-private`), turns (one `ToolScope` each; mirror finalize on success), the
-//! `Approver` trait, the file tools, the tool registry, and the `agent-exec` binary (`call`,
-//! `mcp`, `doctor`). SPEC: PERM-*, FILE-*, TS-*.
+//! **Owns:** agent configuration v2 ([`AgentConfig`]; PERM-4, PERM-5) with errors that name the
+//! field and the fix, and its JSON Schema (`schema/agent-config.v2.json`); host state — plugins,
+//! manifests, platform approvals, consents, folder grants — persisted atomically in a state
+//! directory ([`StateStore`]) and followed while running ([`Host::watch_state`]), so a
+//! revocation reaches calls in flight through `toolscope`'s watch (TS-3); account generations
+//! ([`Host::switch_account`]; CMD-12); sessions and turns ([`Session`], [`Turn`]): one
+//! `ToolScope` per turn (TS-1, TS-2), workspaces `mounted` (a mirror, written back after a
+//! successful turn, kept after a failed one; RUN-11), `direct` (the folder under a lease; CMD-8)
+//! and `app-private`; the file tools `read`, `write`, `edit`, `grep` (FILE-1…FILE-3); the tool
+//! registry ([`Registry`], [`ToolHandler`]) into which `run` and `command` plug.
 //!
-//! Will refuse to know: how a sandbox is built (it asks the tools).
+//! **Refuses to know:** how a sandbox is built or a process stopped (the exec tools and their
+//! crates do that), and how a particular host shows prompts (it gets an approver). There is no
+//! API here that executes a program outside the tools (RUN-14).
+//!
+//! # Example
+//!
+//! A host installs a plugin, the user grants it a folder, and an agent turn reads a file:
+//!
+//! ```
+//! use host_shim::{AgentConfig, CallOptions, Host, StateStore};
+//! use toolscope::{FolderGrant, PluginRecord};
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let tmp = tempfile::tempdir().unwrap();
+//! let folder = tmp.path().join("notes");
+//! std::fs::create_dir(&folder).unwrap();
+//! std::fs::write(folder.join("todo.txt"), "milk\neggs\n").unwrap();
+//!
+//! let host = Host::open(StateStore::open(tmp.path().join("state")).unwrap(), "alice".into()).unwrap();
+//! host.watch_state(); // follow `agent-exec grant`/`revoke` made by other processes
+//! host.update_grants(|g| {
+//!     let mut record = PluginRecord::fully_granted("com.example.notes@1.0.0", &[]);
+//!     record.folder_grants.insert(FolderGrant { path: folder.clone() });
+//!     g.plugins.insert("notes".into(), record);
+//!     Ok(())
+//! }).unwrap();
+//!
+//! let config = AgentConfig::parse(&format!(r#"{{
+//!     "schemaVersion": 2, "systemPrompt": "Keep the notes tidy.",
+//!     "tools": [{{"ref": "read"}}, {{"ref": "edit"}}, {{"ref": "grep"}}],
+//!     "workspace": {{"kind": "mounted", "path": {:?}}},
+//!     "memory": "session", "mode": "yolo"
+//! }}"#, folder)).unwrap();
+//! let session = host.session("notes".into(), config).unwrap();
+//!
+//! let turn = session.begin_turn().unwrap(); // mounted: the folder is mirrored now
+//! let args = serde_json::json!({"path": "todo.txt", "oldString": "milk", "newString": "oat milk"});
+//! let out = turn.call("call-1", "edit", args, &CallOptions::default()).await.unwrap();
+//! assert_eq!(out["replacements"], 1);
+//! let report = turn.finish(true, false); // success: written back with the conflict check
+//! assert_eq!(report.mirror.unwrap().applied, vec!["todo.txt".to_string()]);
+//! assert_eq!(std::fs::read_to_string(folder.join("todo.txt")).unwrap(), "oat milk\neggs\n");
+//! # });
+//! ```
+#![deny(missing_docs)]
+
+mod config;
+pub mod doctor;
+mod files;
+mod host;
+mod registry;
+mod state;
+
+pub use config::{
+    AgentConfig, ConfigError, MAX_SYSTEM_PROMPT_BYTES, Memory, Mode, Runtime, SCHEMA_VERSION,
+    ToolName, ToolRef, WorkspaceConfig, WorkspaceKind,
+};
+pub use files::{
+    DEFAULT_GREP_RESULTS, DEFAULT_READ_LINES, EditArguments, EditOutput, GrepArguments, GrepMatch,
+    GrepOutput, MAX_FILE_BYTES, MAX_GREP_RESULTS, ReadArguments, ReadOutput, WriteArguments,
+    WriteOutput, edit, grep, read, write,
+};
+pub use host::{
+    ConflictReport, Host, HostError, MirrorReport, Session, Turn, TurnReport, local_user_record,
+};
+pub use registry::{CallOptions, Registry, ToolEnv, ToolFuture, ToolHandler, run_file_tool};
+pub use state::{
+    HostState, STATE_FILE, STATE_VERSION, StateError, StateStore, StateWatch, WATCH_INTERVAL,
+    check_plugin_id,
+};
+
+/// The gate's types a host needs alongside this crate (re-exported so one dependency is enough).
+pub use toolscope::{
+    AccountId, Capability, ErrorCode, FolderGrant, Grants, PlatformApproval, PluginId,
+    PluginManifest, PluginRecord, Requires, ToolError,
+};

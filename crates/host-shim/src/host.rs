@@ -1,0 +1,567 @@
+//! The host: grants (persisted, watched), account generations, sessions and turns with their
+//! workspaces (PERM-*, TS-*, CMD-12, RUN-11).
+//!
+//! A [`Session`] is one plugin with one validated [`AgentConfig`]. A [`Turn`] owns one
+//! [`ToolScope`] (callId dedup, 32-call budget) and the workspace handle for its duration:
+//! `mounted` → a [`Mirror`] made at turn start; `direct` → the folder under a [`RootLease`];
+//! `app-private` → the plugin's private folder under the state directory, also leased.
+//! [`Turn::finish`] ends the scope and, for `mounted`, writes the mirror back after a successful
+//! turn (conflicts reported, nothing overwritten) or keeps it for diagnosis after a failed one.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use fsguard::{ConflictReason, Mirror, RootLease};
+use serde::Serialize;
+use serde_json::Value;
+use toolscope::{
+    AccountId, Accounts, Authority, Capability, ErrorCode, FolderGrant, Generation, Grants,
+    MemoryAuthority, PluginId, PluginRecord, Tool, ToolError, ToolScope,
+};
+
+use crate::config::{AgentConfig, ConfigError, ToolName, WorkspaceKind};
+use crate::registry::{CallOptions, Registry, ToolEnv};
+use crate::state::{StateError, StateStore, StateWatch};
+
+/// Why a host, session or turn could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// The state directory or file.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The agent configuration.
+    #[error("agent configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// The plugin is not installed.
+    #[error(
+        "plugin {0} is not installed; install it with `agent-exec grant plugin {0} --manifest <FILE>`"
+    )]
+    UnknownPlugin(PluginId),
+}
+
+/// In-memory plugin records layered over the persisted ones (e.g. the CLI's local user).
+type Overlay = Arc<Mutex<BTreeMap<PluginId, PluginRecord>>>;
+
+fn apply_overlay(overlay: &Overlay, grants: &mut Grants) {
+    let extra = overlay.lock().unwrap_or_else(PoisonError::into_inner);
+    for (id, record) in extra.iter() {
+        grants.plugins.insert(id.clone(), record.clone());
+    }
+}
+
+#[derive(Debug)]
+struct HostInner {
+    store: StateStore,
+    authority: Arc<MemoryAuthority>,
+    accounts: Accounts,
+    registry: Registry,
+    overlay: Overlay,
+    watch: Mutex<Option<StateWatch>>,
+}
+
+/// What a host embeds: the state, the authority every call is checked against, the account
+/// generations and the tool registry. Cheap to clone.
+///
+/// ```
+/// use host_shim::{AgentConfig, Host, StateStore};
+/// use toolscope::{Capability, FolderGrant, PluginRecord};
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let tmp = tempfile::tempdir().unwrap();
+/// let folder = tmp.path().join("notes");
+/// std::fs::create_dir(&folder).unwrap();
+/// std::fs::write(folder.join("a.txt"), "one\ntwo\n").unwrap();
+///
+/// let host = Host::open(StateStore::open(tmp.path().join("state")).unwrap(), "alice".into()).unwrap();
+/// host.update_grants(|g| {
+///     let mut record = PluginRecord::fully_granted("notes@1", &[]);
+///     record.folder_grants.insert(FolderGrant { path: folder.clone() });
+///     g.plugins.insert("notes".into(), record);
+///     Ok(())
+/// }).unwrap();
+///
+/// let config = AgentConfig::parse(&format!(r#"{{"schemaVersion": 2, "systemPrompt": "",
+///     "tools": [{{"ref": "read"}}], "memory": "session",
+///     "workspace": {{"kind": "direct", "path": {:?}}}}}"#, folder)).unwrap();
+/// let session = host.session("notes".into(), config).unwrap();
+/// let turn = session.begin_turn().unwrap();
+/// let out = turn.call("c1", "read", serde_json::json!({"path": "a.txt"}), &Default::default()).await.unwrap();
+/// assert_eq!(out["totalLines"], 2);
+/// turn.finish(true, false);
+/// # });
+/// ```
+#[derive(Clone, Debug)]
+pub struct Host {
+    inner: Arc<HostInner>,
+}
+
+impl Host {
+    /// Opens the host on `store`, signed in as `account`, with the default [`Registry`].
+    pub fn open(store: StateStore, account: AccountId) -> Result<Host, HostError> {
+        Host::with_registry(store, account, Registry::default())
+    }
+
+    /// Like [`open`](Host::open) with a registry of the host's choosing.
+    pub fn with_registry(
+        store: StateStore,
+        account: AccountId,
+        registry: Registry,
+    ) -> Result<Host, HostError> {
+        let state = store.load()?;
+        Ok(Host {
+            inner: Arc::new(HostInner {
+                store,
+                authority: Arc::new(MemoryAuthority::new(state.grants)),
+                accounts: Accounts::new(account),
+                registry,
+                overlay: Arc::default(),
+                watch: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Starts following the state file, so grants changed by another process (e.g.
+    /// `agent-exec revoke`) reach this host's running calls (TS-3). Needs a tokio runtime.
+    /// Idempotent.
+    pub fn watch_state(&self) {
+        let mut watch = self
+            .inner
+            .watch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if watch.is_none() {
+            let overlay = Arc::clone(&self.inner.overlay);
+            *watch = Some(StateWatch::spawn(
+                self.inner.store.clone(),
+                Arc::clone(&self.inner.authority),
+                move |g| apply_overlay(&overlay, g),
+            ));
+        }
+    }
+
+    /// Adds a plugin record held only in memory (never written to the state file), e.g. the
+    /// CLI's local user, whose folder pick is the `--workspace` the user typed.
+    pub fn insert_memory_record(&self, plugin: PluginId, record: PluginRecord) {
+        self.inner
+            .overlay
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(plugin, record);
+        let overlay = Arc::clone(&self.inner.overlay);
+        self.inner.authority.update(|g| apply_overlay(&overlay, g));
+    }
+
+    /// Changes the persisted grants (atomically, under the state lock) and then the authority,
+    /// whose watch re-checks every running call: a revocation made here cancels them (TS-3).
+    pub fn update_grants<R>(
+        &self,
+        change: impl FnOnce(&mut Grants) -> Result<R, StateError>,
+    ) -> Result<R, HostError> {
+        let (out, grants) = self.inner.store.update(|s| {
+            let out = change(&mut s.grants)?;
+            Ok((out, s.grants.clone()))
+        })?;
+        let overlay = Arc::clone(&self.inner.overlay);
+        self.inner.authority.update(|g| {
+            *g = grants;
+            apply_overlay(&overlay, g);
+        });
+        Ok(out)
+    }
+
+    /// The authority every call is checked against.
+    pub fn authority(&self) -> &Arc<MemoryAuthority> {
+        &self.inner.authority
+    }
+
+    /// The state store.
+    pub fn store(&self) -> &StateStore {
+        &self.inner.store
+    }
+
+    /// The tool registry.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// The current account generation.
+    pub fn generation(&self) -> Generation {
+        self.inner.accounts.current()
+    }
+
+    /// Switches the signed-in account (CMD-12): the old generation's turns are refused, its
+    /// calls and pending approvals cancelled, and `account` is published only once every
+    /// blocking execution of the old one has truly ended.
+    pub async fn switch_account(&self, account: AccountId) -> Generation {
+        self.inner.accounts.switch(account).await
+    }
+
+    /// Opens a session of `plugin` with `config`: the plugin must be installed and a
+    /// `mounted`/`direct` workspace path must be one of its folder grants (PERM-5).
+    pub fn session(&self, plugin: PluginId, config: AgentConfig) -> Result<Session, HostError> {
+        let grants = self.inner.authority.snapshot();
+        let record = grants
+            .plugins
+            .get(&plugin)
+            .ok_or_else(|| HostError::UnknownPlugin(plugin.clone()))?;
+        config.check_grants(&plugin, record)?;
+        let folder = match config.workspace.kind {
+            WorkspaceKind::AppPrivate => self.inner.store.private_dir(&plugin)?,
+            _ => config.workspace.path.clone().unwrap_or_default(),
+        };
+        Ok(Session {
+            host: self.clone(),
+            plugin,
+            config,
+            folder,
+        })
+    }
+}
+
+/// One plugin working with one configuration.
+#[derive(Clone, Debug)]
+pub struct Session {
+    host: Host,
+    plugin: PluginId,
+    config: AgentConfig,
+    folder: PathBuf,
+}
+
+static MIRROR_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn io_failed(what: impl std::fmt::Display) -> ToolError {
+    ToolError::new(ErrorCode::ExecIoFailed, what.to_string())
+}
+
+impl Session {
+    /// The plugin.
+    pub fn plugin(&self) -> &PluginId {
+        &self.plugin
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// The folder the workspace works on (the granted folder, or the private folder).
+    pub fn folder(&self) -> &Path {
+        &self.folder
+    }
+
+    fn folder_gate(&self) -> Option<&Path> {
+        match self.config.workspace.kind {
+            WorkspaceKind::AppPrivate => None,
+            _ => Some(&self.folder),
+        }
+    }
+
+    /// Starts a turn: a new [`ToolScope`] under the current account generation (refused with
+    /// `AGENT_ACCOUNT_RETIRED` for a retired one, CMD-12) and the workspace. A `mounted`
+    /// workspace is copied only after the folder grant is confirmed.
+    pub fn begin_turn(&self) -> Result<Turn, ToolError> {
+        let host = &self.host.inner;
+        let authority: Arc<dyn Authority> = host.authority.clone();
+        let scope = host
+            .accounts
+            .current()
+            .begin_turn(Arc::clone(&authority), self.plugin.clone())?;
+        if let Some(folder) = self.folder_gate() {
+            authority.check(&self.plugin, &Tool::new("turn").requires_folder(folder))?;
+        }
+        let lease_err = |e: fsguard::LeaseError| {
+            ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                format!("the workspace folder cannot be used: {e}; pick an existing folder"),
+            )
+        };
+        let (root, mirror) = match self.config.workspace.kind {
+            WorkspaceKind::Mounted => {
+                let dir = host.store.mirrors_dir().map_err(io_failed)?;
+                let n = MIRROR_COUNTER.fetch_add(1, Ordering::Relaxed);
+                let stamp = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis());
+                let dest = dir.join(format!(
+                    "{}-{stamp}-{}-{n}",
+                    self.plugin,
+                    std::process::id()
+                ));
+                let mirror = Mirror::create(&self.folder, &dest).map_err(|e| {
+                    // A half-made mirror is ours and useless; remove it.
+                    let _ = std::fs::remove_dir_all(&dest);
+                    io_failed(format!("could not mirror the workspace: {e}"))
+                })?;
+                let root = RootLease::acquire(mirror.mirror_path()).map_err(lease_err)?;
+                (root, Some(mirror))
+            }
+            _ => (RootLease::acquire(&self.folder).map_err(lease_err)?, None),
+        };
+        Ok(Turn {
+            session: self.clone(),
+            scope,
+            root: Arc::new(root),
+            mirror: Mutex::new(mirror),
+        })
+    }
+}
+
+/// One agent turn: its [`ToolScope`] and its workspace.
+#[derive(Debug)]
+pub struct Turn {
+    session: Session,
+    scope: ToolScope,
+    root: Arc<RootLease>,
+    mirror: Mutex<Option<Mirror>>,
+}
+
+/// What a finished turn did with its workspace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnReport {
+    /// The workspace kind.
+    pub workspace: WorkspaceKind,
+    /// For `mounted`: the mirror's fate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<MirrorReport>,
+}
+
+/// What happened to a `mounted` turn's mirror (RUN-11).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MirrorReport {
+    /// The mirror's path.
+    pub path: PathBuf,
+    /// True when the mirror was left on disk (failed turn, conflicts, an error, or asked to).
+    pub kept: bool,
+    /// True when the turn succeeded and write-back ran.
+    pub written_back: bool,
+    /// Paths written back into the folder.
+    pub applied: Vec<String>,
+    /// Paths not written back because the folder changed too (the user's version is kept).
+    pub conflicts: Vec<ConflictReport>,
+    /// Why write-back could not run, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One path the write-back left alone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConflictReport {
+    /// The path, relative to the folder.
+    pub path: String,
+    /// Why.
+    pub reason: String,
+}
+
+fn reason_text(reason: &ConflictReason) -> String {
+    match reason {
+        ConflictReason::ChangedInSource => "changed in the folder during the turn".into(),
+        ConflictReason::DeletedInSource => "deleted from the folder during the turn".into(),
+        ConflictReason::CreatedInSource => "created in the folder during the turn".into(),
+        ConflictReason::NotMirrored => "not mirrored (symlink, special or unreadable)".into(),
+        ConflictReason::UnsafePath => "path not safe to write".into(),
+        ConflictReason::UnsupportedType => "not a regular file or directory".into(),
+        ConflictReason::ForbiddenName => "forbidden name (.git)".into(),
+        ConflictReason::Dependent { on } => format!("depends on conflicting {}", on.display()),
+        other => format!("{other:?}"),
+    }
+}
+
+impl Turn {
+    /// The turn's scope.
+    pub fn scope(&self) -> &ToolScope {
+        &self.scope
+    }
+
+    /// The session.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The root tools work in: the mirror for `mounted`, otherwise the folder.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// Makes one tool call through the turn's [`ToolScope`].
+    ///
+    /// Before the gate, and without using budget: the tool must exist and be offered by the
+    /// configuration (PERM-4, `AGENT_PERMISSION_DENIED`); the exec tools need mode `yolo`
+    /// (`AGENT_EXEC_YOLO_REQUIRED`), `run` a `mounted` workspace (PERM-3) and `command` a
+    /// `direct` or `app-private` one (CMD-1). Then the gate: dedup, budget, and the grants —
+    /// service approval and consent for every tool, `local.terminal.exec@1` for the exec tools
+    /// (TS-5), the folder grant for `mounted` and `direct` workspaces — checked before and
+    /// watched during the call (TS-3).
+    pub async fn call(
+        &self,
+        call_id: &str,
+        tool: &str,
+        args: Value,
+        options: &CallOptions,
+    ) -> Result<Value, ToolError> {
+        let name = ToolName::from_name(tool).ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::ExecArgumentsInvalid,
+                format!(
+                    "there is no tool {tool:?}; the tools are read, write, edit, grep, run and \
+                     command"
+                ),
+            )
+        })?;
+        let config = &self.session.config;
+        if !config.offers(name) {
+            return Err(ToolError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "this agent's configuration does not offer {name}; add {{\"ref\": \"{name}\"}} \
+                     to its tools"
+                ),
+            ));
+        }
+        let kind = config.workspace.kind;
+        if name.is_exec() && !config.is_yolo() {
+            return Err(ToolError::new(
+                ErrorCode::ExecYoloRequired,
+                format!(
+                    "{name} runs only in mode yolo; set \"mode\": \"yolo\" in the agent configuration"
+                ),
+            ));
+        }
+        if name == ToolName::Run && kind != WorkspaceKind::Mounted {
+            return Err(ToolError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "run works only in a mounted workspace (a mirror of a granted folder), this \
+                     one is {kind}; configure workspace.kind \"mounted\", or use command"
+                ),
+            ));
+        }
+        if name == ToolName::Command && kind == WorkspaceKind::Mounted {
+            return Err(ToolError::new(
+                ErrorCode::PermissionDenied,
+                "command works only in a direct or app-private workspace, this one is mounted; \
+                 configure workspace.kind \"direct\", or use run",
+            ));
+        }
+        let mut gate = Tool::new(name.as_str());
+        if name.is_exec() {
+            gate = gate.requires(Capability::TerminalExec);
+        }
+        if let Some(folder) = self.session.folder_gate() {
+            gate = gate.requires_folder(folder);
+        }
+        let handler = self
+            .session
+            .host
+            .inner
+            .registry
+            .get(name)
+            .ok_or_else(|| {
+                ToolError::new(
+                    ErrorCode::ExecUnsupported,
+                    format!("this host has no {name} tool registered"),
+                )
+            })?
+            .clone();
+        let root = Arc::clone(&self.root);
+        let call_args = args.clone();
+        self.scope
+            .call(call_id, &gate, &args, |ctx| async move {
+                handler
+                    .call(
+                        call_args,
+                        ToolEnv {
+                            ctx,
+                            root,
+                            kind,
+                            options,
+                        },
+                    )
+                    .await
+            })
+            .await
+    }
+
+    /// Ends the turn: the scope takes no more calls (running ones are cancelled). For a
+    /// `mounted` workspace, a successful turn writes the mirror back with the conflict check and
+    /// removes it (unless `keep_mirror`, or a conflict left work only the mirror holds); a
+    /// failed turn keeps it for diagnosis (RUN-11). The report says where it is.
+    pub fn finish(self, success: bool, keep_mirror: bool) -> TurnReport {
+        self.scope.end_turn();
+        let kind = self.session.config.workspace.kind;
+        let mirror = self
+            .mirror
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(mut mirror) = mirror else {
+            return TurnReport {
+                workspace: kind,
+                mirror: None,
+            };
+        };
+        let mut report = MirrorReport {
+            path: mirror.mirror_path().to_path_buf(),
+            kept: true,
+            written_back: false,
+            applied: Vec::new(),
+            conflicts: Vec::new(),
+            error: None,
+        };
+        if success {
+            match mirror.finalize() {
+                Ok(done) => {
+                    report.written_back = true;
+                    report.applied = done
+                        .applied
+                        .iter()
+                        .map(|c| c.path.to_string_lossy().into_owned())
+                        .collect();
+                    report.conflicts = done
+                        .conflicts
+                        .iter()
+                        .map(|c| ConflictReport {
+                            path: c.change.path.to_string_lossy().into_owned(),
+                            reason: reason_text(&c.reason),
+                        })
+                        .collect();
+                }
+                Err(e) => report.error = Some(format!("write-back failed: {e}")),
+            }
+        }
+        // A failed turn keeps its mirror for diagnosis (RUN-11) — unless nothing in it changed
+        // (the call was refused before it ran), when there is nothing to look at.
+        let unchanged = !success && mirror.changes().is_ok_and(|c| c.is_empty());
+        let remove = !keep_mirror
+            && report.conflicts.is_empty()
+            && report.error.is_none()
+            && (success || unchanged);
+        if remove {
+            let path = report.path.clone();
+            drop(mirror);
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => report.kept = false,
+                Err(e) => report.error = Some(format!("could not remove the mirror: {e}")),
+            }
+        }
+        TurnReport {
+            workspace: kind,
+            mirror: Some(report),
+        }
+    }
+}
+
+/// The record the CLI uses for the person at the terminal: the shell user is the host's user,
+/// and typing `--workspace DIR` is the folder pick. Holds the Agent approvals and
+/// `local.terminal.exec@1` (the user runs `agent-exec` themself), and exactly one folder grant.
+/// Nothing of it is persisted.
+pub fn local_user_record(folder: &Path) -> PluginRecord {
+    let mut record = PluginRecord::fully_granted("agent-exec-cli", &[Capability::TerminalExec]);
+    record.folder_grants.insert(FolderGrant {
+        path: folder.to_path_buf(),
+    });
+    record
+}

@@ -1,0 +1,715 @@
+//! `agent-exec`: one tool call from a shell (`call`), the machine's sandbox facts (`doctor`), and
+//! the user's grants (`grant`, `revoke`, `status`).
+//!
+//! `call` prints exactly one JSON object on one line on stdout — the tool's result with
+//! `"ok": true` merged in, or the error object — and exits 0 when `ok` is true, 1 when false, 2
+//! for usage errors. A single `call` is a one-call turn.
+//!
+//! Without `--plugin`, the call is made by the person at the terminal: the shell user is the
+//! host's user and the `--workspace` they typed is their folder pick (nothing is persisted for
+//! it). With `--plugin ID` the call is made for an installed plugin and only with the grants the
+//! state directory holds for it; a `revoke` in another shell stops it while it runs (TS-3).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use host_shim::{
+    AgentConfig, CallOptions, Capability, ErrorCode, FolderGrant, Host, HostError,
+    PlatformApproval, PluginId, PluginManifest, PluginRecord, StateError, StateStore, ToolError,
+    ToolName, WorkspaceKind, check_plugin_id, local_user_record,
+};
+use serde_json::{Value, json};
+
+/// The plugin id of the person at the terminal (never persisted).
+const LOCAL_USER: &str = "local-user";
+
+/// The most bytes of tool arguments read from `--json` or stdin.
+const MAX_ARGS_BYTES: u64 = 4 * 1024 * 1024;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "agent-exec",
+    version,
+    about = "Scoped tools for AI agents: one call from a shell, and the user's grants."
+)]
+struct Cli {
+    /// The state directory (grants, mirrors, private folders). Default: $AGENT_EXEC_STATE_DIR,
+    /// else $XDG_STATE_HOME/agent-exec, else ~/.local/state/agent-exec.
+    #[arg(long, global = true, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Make one tool call (a one-call turn) and print its JSON result on one line.
+    Call(CallArgs),
+    /// Print, as JSON, which sandbox features this machine has and the cleanup mode.
+    Doctor,
+    /// Give a plugin something: install it, approve, consent, allow, or grant a folder.
+    Grant {
+        #[command(subcommand)]
+        what: Change,
+    },
+    /// Take something back; calls of the plugin that are running are stopped.
+    Revoke {
+        #[command(subcommand)]
+        what: Change,
+    },
+    /// Print the persisted grants as JSON.
+    Status {
+        /// Only this plugin.
+        #[arg(long)]
+        plugin: Option<String>,
+    },
+    /// Print a JSON Schema: the agent configuration, or a tool's arguments.
+    Schema {
+        /// Which schema.
+        #[arg(value_enum)]
+        of: SchemaOf,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum SchemaOf {
+    Config,
+    Read,
+    Write,
+    Edit,
+    Grep,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ToolArg {
+    Read,
+    Write,
+    Edit,
+    Grep,
+    Run,
+    Command,
+}
+
+impl ToolArg {
+    fn name(self) -> ToolName {
+        match self {
+            ToolArg::Read => ToolName::Read,
+            ToolArg::Write => ToolName::Write,
+            ToolArg::Edit => ToolName::Edit,
+            ToolArg::Grep => ToolName::Grep,
+            ToolArg::Run => ToolName::Run,
+            ToolArg::Command => ToolName::Command,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct CallArgs {
+    /// The tool.
+    #[arg(value_enum)]
+    tool: ToolArg,
+    /// The folder to work in. `run` works on a mirror of it, written back only if the call
+    /// succeeds; the other tools work in it directly.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// The tool's arguments as a JSON object; read from stdin when absent.
+    #[arg(long, value_name = "ARGS")]
+    json: Option<String>,
+    /// The call's callId (default "cli-1").
+    #[arg(long, value_name = "ID", default_value = "cli-1")]
+    call_id: String,
+    /// Call for this installed plugin, with its persisted grants, instead of as the local user.
+    #[arg(long, value_name = "ID")]
+    plugin: Option<String>,
+    /// An agent configuration (schema version 2) to take the workspace kind and tools from.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Approve this extra path for this call (`command`'s extraPaths; repeatable).
+    #[arg(long, value_name = "PATH")]
+    approve_extra_path: Vec<PathBuf>,
+    /// Keep a `mounted` workspace's mirror after a successful call and print where it is.
+    #[arg(long)]
+    keep_mirror: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Change {
+    /// Install (grant) or uninstall (revoke) a plugin. Installing needs --manifest or --package.
+    Plugin {
+        /// The plugin id.
+        id: String,
+        /// The plugin's manifest (JSON: package, requires.hostCapabilities, permissions).
+        #[arg(long, value_name = "FILE")]
+        manifest: Option<PathBuf>,
+        /// Instead of a manifest: the package identity …
+        #[arg(long, value_name = "PKG", conflicts_with = "manifest")]
+        package: Option<String>,
+        /// … and each capability it declares in both lists.
+        #[arg(long, value_name = "CAP", requires = "package")]
+        declare: Vec<String>,
+    },
+    /// The Agent service approval (PERM-1).
+    Service {
+        /// The plugin id.
+        id: String,
+    },
+    /// The user's consent to the plugin (PERM-1).
+    Consent {
+        /// The plugin id.
+        id: String,
+    },
+    /// The platform's approval of a capability for the plugin's current package (PERM-2).
+    Approve {
+        /// The plugin id.
+        id: String,
+        /// The capability, e.g. local.terminal.exec@1.
+        capability: String,
+    },
+    /// The user's explicit allowance of a capability (PERM-2).
+    Allow {
+        /// The plugin id.
+        id: String,
+        /// The capability, e.g. local.terminal.exec@1.
+        capability: String,
+    },
+    /// A folder picked through system.folder-pick@1 (PERM-3).
+    Folder {
+        /// The plugin id.
+        id: String,
+        /// The folder.
+        dir: PathBuf,
+    },
+    /// Everything the plugin's manifest declares: service approval, consent, and each declared
+    /// capability approved and allowed (revoke: all of those taken back; folders stay).
+    All {
+        /// The plugin id.
+        id: String,
+    },
+}
+
+fn print_line(value: &Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{value}");
+    let _ = out.flush();
+}
+
+fn fail(err: &ToolError) -> ExitCode {
+    print_line(&serde_json::to_value(err).unwrap_or_else(|_| json!({"ok": false})));
+    ExitCode::from(1)
+}
+
+fn usage(message: &str) -> ExitCode {
+    eprintln!("agent-exec: {message}");
+    ExitCode::from(2)
+}
+
+fn state_error(e: &StateError) -> ToolError {
+    let code = match e {
+        StateError::BadPluginId { .. } | StateError::Refused(_) => ErrorCode::ExecArgumentsInvalid,
+        _ => ErrorCode::ExecIoFailed,
+    };
+    ToolError::new(code, e.to_string())
+}
+
+fn host_error(e: &HostError) -> ToolError {
+    match e {
+        HostError::State(s) => state_error(s),
+        HostError::UnknownPlugin(_) => ToolError::new(ErrorCode::PermissionDenied, e.to_string()),
+        _ => ToolError::new(ErrorCode::ExecArgumentsInvalid, e.to_string()),
+    }
+}
+
+fn open_store(cli_dir: Option<&Path>) -> Result<StateStore, StateError> {
+    match cli_dir {
+        Some(dir) => StateStore::open(dir),
+        None => StateStore::open(StateStore::default_dir()?),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Doctor => {
+            print_line(&host_shim::doctor::report());
+            ExitCode::SUCCESS
+        }
+        Command::Schema { of } => {
+            let schema = match of {
+                SchemaOf::Config => AgentConfig::json_schema(),
+                SchemaOf::Read => schema_of(ToolName::Read),
+                SchemaOf::Write => schema_of(ToolName::Write),
+                SchemaOf::Edit => schema_of(ToolName::Edit),
+                SchemaOf::Grep => schema_of(ToolName::Grep),
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schema).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Call(args) => call(cli.state_dir.as_deref(), args),
+        Command::Grant { what } => change(cli.state_dir.as_deref(), what, true),
+        Command::Revoke { what } => change(cli.state_dir.as_deref(), what, false),
+        Command::Status { plugin } => status(cli.state_dir.as_deref(), plugin.as_deref()),
+    }
+}
+
+fn schema_of(tool: ToolName) -> Value {
+    host_shim::Registry::default()
+        .get(tool)
+        .map(|h| h.input_schema())
+        .unwrap_or(Value::Null)
+}
+
+fn read_args(json: Option<String>) -> Result<Value, ToolError> {
+    let text = match json {
+        Some(t) => t,
+        None => {
+            let mut buf = String::new();
+            std::io::stdin()
+                .take(MAX_ARGS_BYTES + 1)
+                .read_to_string(&mut buf)
+                .map_err(|e| {
+                    ToolError::new(
+                        ErrorCode::ExecArgumentsInvalid,
+                        format!(
+                            "could not read the arguments from stdin ({e}); pass them with --json"
+                        ),
+                    )
+                })?;
+            buf
+        }
+    };
+    if text.len() as u64 > MAX_ARGS_BYTES {
+        return Err(ToolError::new(
+            ErrorCode::ExecArgumentsInvalid,
+            "the arguments are over 4 MiB; send less",
+        ));
+    }
+    let value: Value = serde_json::from_str(&text).map_err(|e| {
+        ToolError::new(
+            ErrorCode::ExecArgumentsInvalid,
+            format!("the arguments are not valid JSON ({e}); pass one JSON object, e.g. --json '{{\"path\": \"a.txt\"}}'"),
+        )
+    })?;
+    if !value.is_object() {
+        return Err(ToolError::new(
+            ErrorCode::ExecArgumentsInvalid,
+            "the arguments must be a JSON object; pass e.g. --json '{\"path\": \"a.txt\"}'",
+        ));
+    }
+    Ok(value)
+}
+
+fn canonical_dir(dir: &Path) -> Result<PathBuf, ToolError> {
+    let path = std::fs::canonicalize(dir).map_err(|e| {
+        ToolError::new(
+            ErrorCode::ExecPathInvalid,
+            format!(
+                "--workspace {}: {e}; give an existing folder",
+                dir.display()
+            ),
+        )
+    })?;
+    if !path.is_dir() {
+        return Err(ToolError::new(
+            ErrorCode::ExecPathInvalid,
+            format!(
+                "--workspace {} is not a folder; give a folder",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(path)
+}
+
+/// The configuration a call runs under: the given file, or one made for this call (the tool
+/// alone, `mounted` for `run`, `direct` otherwise, mode yolo).
+fn call_config(args: &CallArgs, workspace: Option<&Path>) -> Result<AgentConfig, ToolError> {
+    let config = match &args.config {
+        Some(file) => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                ToolError::new(
+                    ErrorCode::ExecArgumentsInvalid,
+                    format!(
+                        "--config {}: {e}; give a readable agent configuration file",
+                        file.display()
+                    ),
+                )
+            })?;
+            AgentConfig::parse(&text).map_err(|e| {
+                ToolError::new(
+                    ErrorCode::ExecArgumentsInvalid,
+                    format!("--config {}: {e}", file.display()),
+                )
+            })?
+        }
+        None => {
+            let tool = args.tool.name();
+            let kind = if tool == ToolName::Run {
+                "mounted"
+            } else {
+                "direct"
+            };
+            AgentConfig::from_value(&json!({
+                "schemaVersion": 2,
+                "systemPrompt": "",
+                "tools": [{"ref": tool.as_str()}],
+                "workspace": {"kind": kind, "path": workspace},
+                "memory": "session",
+                "mode": "yolo",
+            }))
+            .map_err(|e| ToolError::new(ErrorCode::ExecArgumentsInvalid, e.to_string()))?
+        }
+    };
+    if let (Some(ws), Some(path)) = (workspace, &config.workspace.path) {
+        if ws != path {
+            return Err(ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                format!(
+                    "--workspace is {} but the configuration's workspace.path is {}; give the \
+                     same folder (or leave --workspace out)",
+                    ws.display(),
+                    path.display()
+                ),
+            ));
+        }
+    }
+    Ok(config)
+}
+
+fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
+    if args.workspace.is_none() && args.config.is_none() {
+        return usage("call needs --workspace DIR (or --config FILE); see agent-exec call --help");
+    }
+    let tool_args = match read_args(args.json.clone()) {
+        Ok(v) => v,
+        Err(e) => return fail(&e),
+    };
+    let workspace = match args.workspace.as_deref().map(canonical_dir).transpose() {
+        Ok(w) => w,
+        Err(e) => return fail(&e),
+    };
+    let config = match call_config(&args, workspace.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    let store = match open_store(state_dir) {
+        Ok(s) => s,
+        Err(e) => return fail(&state_error(&e)),
+    };
+    let host = match Host::open(store, "local".into()) {
+        Ok(h) => h,
+        Err(e) => return fail(&host_error(&e)),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return fail(&ToolError::new(
+                ErrorCode::ExecIoFailed,
+                format!("could not start the runtime: {e}"),
+            ));
+        }
+    };
+    let (code, line) = runtime.block_on(async move {
+        host.watch_state();
+        let plugin: PluginId = match &args.plugin {
+            Some(p) => p.as_str().into(),
+            None => {
+                let folder = match (&config.workspace.path, config.workspace.kind) {
+                    (Some(p), _) => p.clone(),
+                    (None, _) => PathBuf::new(),
+                };
+                let mut record = local_user_record(&folder);
+                if config.workspace.kind == WorkspaceKind::AppPrivate {
+                    record.folder_grants.clear();
+                }
+                host.insert_memory_record(LOCAL_USER.into(), record);
+                LOCAL_USER.into()
+            }
+        };
+        let session = match host.session(plugin, config) {
+            Ok(s) => s,
+            Err(e) => return (1, serde_json::to_value(host_error(&e)).unwrap_or_default()),
+        };
+        let turn = match session.begin_turn() {
+            Ok(t) => t,
+            Err(e) => return (1, serde_json::to_value(&e).unwrap_or_default()),
+        };
+        let options = CallOptions {
+            approved_extra_paths: args.approve_extra_path.clone(),
+        };
+        let result = turn
+            .call(&args.call_id, args.tool.name().as_str(), tool_args, &options)
+            .await;
+        let report = turn.finish(result.is_ok(), args.keep_mirror);
+        let (code, mut line) = match result {
+            Ok(Value::Object(mut map)) => {
+                let mut out = serde_json::Map::new();
+                out.insert("ok".into(), Value::Bool(true));
+                out.append(&mut map);
+                (0, Value::Object(out))
+            }
+            Ok(other) => (0, json!({"ok": true, "result": other})),
+            Err(e) => (1, serde_json::to_value(&e).unwrap_or_default()),
+        };
+        if let (Some(mirror), Value::Object(map)) = (&report.mirror, &mut line) {
+            if mirror.kept {
+                eprintln!("agent-exec: the mirror is kept at {}", mirror.path.display());
+            }
+            if !mirror.conflicts.is_empty() {
+                eprintln!(
+                    "agent-exec: {} path(s) changed in the folder during the call were not overwritten; see \"mirror\".\"conflicts\"",
+                    mirror.conflicts.len()
+                );
+            }
+            map.insert(
+                "mirror".into(),
+                serde_json::to_value(mirror).unwrap_or_default(),
+            );
+        }
+        (code, line)
+    });
+    print_line(&line);
+    ExitCode::from(code)
+}
+
+fn parse_capability(text: &str) -> Result<Capability, StateError> {
+    text.parse::<Capability>()
+        .map_err(|e| StateError::Refused(e.to_string()))
+}
+
+fn canonical_folder(dir: &Path) -> Result<PathBuf, StateError> {
+    let path = std::fs::canonicalize(dir).map_err(|e| {
+        StateError::Refused(format!(
+            "folder {}: {e}; give an existing folder",
+            dir.display()
+        ))
+    })?;
+    if !path.is_dir() {
+        return Err(StateError::Refused(format!(
+            "{} is not a folder; give a folder",
+            dir.display()
+        )));
+    }
+    Ok(path)
+}
+
+fn read_manifest(file: &Path) -> Result<PluginManifest, StateError> {
+    let text = std::fs::read(file).map_err(|e| {
+        StateError::Refused(format!(
+            "manifest {}: {e}; give a readable JSON file",
+            file.display()
+        ))
+    })?;
+    serde_json::from_slice(&text).map_err(|e| {
+        StateError::Refused(format!(
+            "manifest {} is not a plugin manifest ({e}); write {{\"package\": …, \"requires\": {{\"hostCapabilities\": […]}}, \"permissions\": […]}}",
+            file.display()
+        ))
+    })
+}
+
+fn change(state_dir: Option<&Path>, what: Change, grant: bool) -> ExitCode {
+    match apply_change(state_dir, what, grant) {
+        Ok(line) => {
+            print_line(&line);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&state_error(&e)),
+    }
+}
+
+fn missing(id: &str) -> StateError {
+    StateError::Refused(format!(
+        "plugin {id} is not installed; install it first with `agent-exec grant plugin {id} --manifest <FILE>`"
+    ))
+}
+
+fn apply_change(state_dir: Option<&Path>, what: Change, grant: bool) -> Result<Value, StateError> {
+    let store = open_store(state_dir)?;
+    // Validate everything that does not need the state before taking the lock.
+    let (id, action) = match &what {
+        Change::Plugin { id, .. } => (id, "plugin"),
+        Change::Service { id } => (id, "service"),
+        Change::Consent { id } => (id, "consent"),
+        Change::Approve { id, .. } => (id, "approve"),
+        Change::Allow { id, .. } => (id, "allow"),
+        Change::Folder { id, .. } => (id, "folder"),
+        Change::All { id } => (id, "all"),
+    };
+    check_plugin_id(id)?;
+    if id == LOCAL_USER {
+        return Err(StateError::Refused(format!(
+            "{LOCAL_USER} is the person at the terminal and holds no persisted grants; choose another plugin id"
+        )));
+    }
+    let plugin_id: PluginId = id.as_str().into();
+    let mut detail = json!({});
+    let manifest = match &what {
+        Change::Plugin {
+            manifest: Some(file),
+            ..
+        } if grant => Some(read_manifest(file)?),
+        Change::Plugin {
+            package: Some(p),
+            declare,
+            ..
+        } if grant => {
+            for c in declare {
+                parse_capability(c)?;
+            }
+            Some(PluginManifest {
+                package: p.clone(),
+                requires: host_shim::Requires {
+                    host_capabilities: declare.clone(),
+                },
+                permissions: declare.clone(),
+            })
+        }
+        Change::Plugin { .. } if grant => {
+            return Err(StateError::Refused(
+                "installing a plugin needs --manifest FILE or --package PKG [--declare CAP]..."
+                    .into(),
+            ));
+        }
+        _ => None,
+    };
+    let capability = match &what {
+        Change::Approve { capability, .. } | Change::Allow { capability, .. } => {
+            Some(parse_capability(capability)?)
+        }
+        _ => None,
+    };
+    let folder = match &what {
+        Change::Folder { dir, .. } if grant => Some(canonical_folder(dir)?),
+        Change::Folder { dir, .. } => {
+            Some(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()))
+        }
+        _ => None,
+    };
+    if let Some(f) = &folder {
+        detail = json!({"folder": f});
+    }
+    if let Some(c) = capability {
+        detail = json!({"capability": c});
+    }
+    store.update(|state| {
+        let plugins = &mut state.grants.plugins;
+        if let Some(manifest) = manifest {
+            let record = plugins
+                .entry(plugin_id.clone())
+                .or_insert_with(PluginRecord::default);
+            record.manifest = manifest;
+            return Ok(());
+        }
+        if matches!(what, Change::Plugin { .. }) {
+            return match plugins.remove(&plugin_id) {
+                Some(_) => Ok(()),
+                None => Err(missing(id)),
+            };
+        }
+        let record = plugins.get_mut(&plugin_id).ok_or_else(|| missing(id))?;
+        match &what {
+            Change::Service { .. } => record.service_approved = grant,
+            Change::Consent { .. } => record.user_consent = grant,
+            Change::Approve { .. } => {
+                let cap = capability.ok_or_else(|| StateError::Refused("no capability".into()))?;
+                if grant {
+                    let package = record.manifest.package.clone();
+                    let approval =
+                        record
+                            .platform_approval
+                            .get_or_insert_with(|| PlatformApproval {
+                                package: package.clone(),
+                                capabilities: Default::default(),
+                            });
+                    if approval.package != package {
+                        // An approval of an older package approves nothing (PERM-2): start over.
+                        approval.package = package;
+                        approval.capabilities.clear();
+                    }
+                    approval.capabilities.insert(cap);
+                } else if let Some(a) = record.platform_approval.as_mut() {
+                    a.capabilities.remove(&cap);
+                }
+            }
+            Change::Allow { .. } => {
+                let cap = capability.ok_or_else(|| StateError::Refused("no capability".into()))?;
+                if grant {
+                    record.user_allowed.insert(cap);
+                } else {
+                    record.user_allowed.remove(&cap);
+                }
+            }
+            Change::Folder { .. } => {
+                let path = folder.clone().unwrap_or_default();
+                if grant {
+                    record.folder_grants.insert(FolderGrant { path });
+                } else if !record
+                    .folder_grants
+                    .remove(&FolderGrant { path: path.clone() })
+                {
+                    return Err(StateError::Refused(format!(
+                        "plugin {id} holds no grant for {}; `agent-exec status` lists its folders",
+                        path.display()
+                    )));
+                }
+            }
+            Change::All { .. } => {
+                record.service_approved = grant;
+                record.user_consent = grant;
+                let declared: Vec<Capability> = Capability::ALL
+                    .iter()
+                    .copied()
+                    .filter(|c| record.manifest.declares(*c))
+                    .collect();
+                if grant {
+                    record.platform_approval = Some(PlatformApproval {
+                        package: record.manifest.package.clone(),
+                        capabilities: declared.iter().copied().collect(),
+                    });
+                    record.user_allowed.extend(declared);
+                } else {
+                    record.platform_approval = None;
+                    record.user_allowed.clear();
+                }
+            }
+            Change::Plugin { .. } => {}
+        }
+        Ok(())
+    })?;
+    let mut line = json!({
+        "ok": true,
+        "action": if grant { "grant" } else { "revoke" },
+        "what": action,
+        "plugin": id,
+    });
+    if let (Value::Object(map), Value::Object(extra)) = (&mut line, detail) {
+        map.extend(extra);
+    }
+    Ok(line)
+}
+
+fn status(state_dir: Option<&Path>, plugin: Option<&str>) -> ExitCode {
+    let result = open_store(state_dir).and_then(|store| {
+        let state = store.load()?;
+        let mut plugins = serde_json::to_value(&state.grants.plugins).unwrap_or_default();
+        if let (Some(id), Value::Object(map)) = (plugin, &mut plugins) {
+            map.retain(|k, _| k == id);
+        }
+        Ok(json!({"ok": true, "stateDir": store.dir(), "plugins": plugins}))
+    });
+    match result {
+        Ok(line) => {
+            print_line(&line);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&state_error(&e)),
+    }
+}

@@ -1,0 +1,182 @@
+//! The tool registry: each tool the host offers, by name, with its input schema, what the gate
+//! must check for it, and the body that runs it.
+//!
+//! A tool is a [`ToolHandler`]; the file tools are built in. `run` and `command` plug in the
+//! same way from their own crates; until this build links them, their handlers answer with an
+//! honest `AGENT_EXEC_UNSUPPORTED` instead of running anything.
+
+use std::fmt;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use fsguard::RootLease;
+use serde_json::Value;
+use toolscope::{CallContext, ErrorCode, ToolError};
+
+use crate::config::{ToolName, WorkspaceKind};
+use crate::files;
+
+/// The boxed future a handler returns.
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
+
+/// What a tool body gets besides its arguments.
+#[derive(Debug)]
+pub struct ToolEnv<'a> {
+    /// The call's context: cancellation, revocation, account-generation lease.
+    pub ctx: CallContext,
+    /// The turn's workspace root: the mirror for `mounted`, the folder for `direct`, the
+    /// private folder for `app-private`; pinned for the turn (CMD-8).
+    pub root: Arc<RootLease>,
+    /// The workspace kind.
+    pub kind: WorkspaceKind,
+    /// Per-call options from the host (pre-approved extra paths).
+    pub options: &'a CallOptions,
+}
+
+/// Per-call options a host passes along with the arguments.
+#[derive(Clone, Debug, Default)]
+pub struct CallOptions {
+    /// Extra paths the user approved for this call ahead of time (`--approve-extra-path`,
+    /// CMD-3). Any other extra path is refused unless the host's approver says yes.
+    pub approved_extra_paths: Vec<PathBuf>,
+}
+
+/// One tool.
+pub trait ToolHandler: Send + Sync + fmt::Debug {
+    /// Its name (the configuration's `ref`).
+    fn name(&self) -> ToolName;
+
+    /// The JSON Schema of its arguments.
+    fn input_schema(&self) -> Value;
+
+    /// Runs one call. Validates `args` before doing anything (DESIGN invariant 1).
+    fn call<'a>(&'a self, args: Value, env: ToolEnv<'a>) -> ToolFuture<'a>;
+}
+
+/// The tools of one host, by name.
+#[derive(Clone, Debug)]
+pub struct Registry {
+    tools: Vec<Arc<dyn ToolHandler>>,
+}
+
+impl Default for Registry {
+    /// The built-in file tools, plus `run` and `command` as linked into this build.
+    fn default() -> Self {
+        Registry {
+            tools: vec![
+                Arc::new(FileTool(ToolName::Read)),
+                Arc::new(FileTool(ToolName::Write)),
+                Arc::new(FileTool(ToolName::Edit)),
+                Arc::new(FileTool(ToolName::Grep)),
+                Arc::new(NotLinked(ToolName::Run)),
+                Arc::new(NotLinked(ToolName::Command)),
+            ],
+        }
+    }
+}
+
+impl Registry {
+    /// Replaces (or adds) the handler for its tool name.
+    pub fn register(&mut self, handler: Arc<dyn ToolHandler>) {
+        let name = handler.name();
+        self.tools.retain(|t| t.name() != name);
+        self.tools.push(handler);
+    }
+
+    /// The handler for `name`.
+    pub fn get(&self, name: ToolName) -> Option<&Arc<dyn ToolHandler>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    /// Every handler.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn ToolHandler>> {
+        self.tools.iter()
+    }
+}
+
+/// A built-in file tool. Runs on a blocking thread holding the call's account-generation lease,
+/// so an account switch waits for it to truly finish (CMD-12).
+#[derive(Debug)]
+struct FileTool(ToolName);
+
+fn schema_of<T: schemars::JsonSchema>() -> Value {
+    serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
+}
+
+impl ToolHandler for FileTool {
+    fn name(&self) -> ToolName {
+        self.0
+    }
+
+    fn input_schema(&self) -> Value {
+        match self.0 {
+            ToolName::Read => schema_of::<files::ReadArguments>(),
+            ToolName::Write => schema_of::<files::WriteArguments>(),
+            ToolName::Edit => schema_of::<files::EditArguments>(),
+            _ => schema_of::<files::GrepArguments>(),
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, env: ToolEnv<'a>) -> ToolFuture<'a> {
+        let tool = self.0;
+        Box::pin(async move {
+            env.ctx.check()?;
+            let lease = env.ctx.lease()?;
+            let root = Arc::clone(&env.root);
+            let work = tokio::task::spawn_blocking(move || {
+                let _lease = lease;
+                run_file_tool(tool, &root, args)
+            });
+            work.await.map_err(|e| {
+                ToolError::new(
+                    ErrorCode::ExecIoFailed,
+                    format!("the {tool} tool stopped unexpectedly ({e}); try again"),
+                )
+            })?
+        })
+    }
+}
+
+/// Runs a file tool synchronously (what the registered file tools do on a blocking thread).
+pub fn run_file_tool(tool: ToolName, root: &RootLease, args: Value) -> Result<Value, ToolError> {
+    let name = tool.as_str();
+    match tool {
+        ToolName::Read => files::to_value(&files::read(root, files::parse_args(name, args)?)?),
+        ToolName::Write => files::to_value(&files::write(root, files::parse_args(name, args)?)?),
+        ToolName::Edit => files::to_value(&files::edit(root, files::parse_args(name, args)?)?),
+        ToolName::Grep => files::to_value(&files::grep(root, files::parse_args(name, args)?)?),
+        other => Err(ToolError::new(
+            ErrorCode::ExecUnsupported,
+            format!("{other} is not a file tool"),
+        )),
+    }
+}
+
+/// A tool whose crate this build does not link yet: every call is refused, nothing runs.
+#[derive(Debug)]
+struct NotLinked(ToolName);
+
+impl ToolHandler for NotLinked {
+    fn name(&self) -> ToolName {
+        self.0
+    }
+
+    fn input_schema(&self) -> Value {
+        serde_json::json!({"type": "object"})
+    }
+
+    fn call<'a>(&'a self, _args: Value, _env: ToolEnv<'a>) -> ToolFuture<'a> {
+        let name = self.0;
+        Box::pin(async move {
+            Err(ToolError::new(
+                ErrorCode::ExecUnsupported,
+                format!(
+                    "the {name} tool is not part of this agent-exec build yet, so nothing ran; \
+                     use the file tools, or a build that includes {name}"
+                ),
+            ))
+        })
+    }
+}
