@@ -82,6 +82,10 @@ pub use state::{
     check_plugin_id,
 };
 
+/// The `run` tool's wire types (RUN-14): what a host passes and gets back. There is no
+/// plugin-direct exec API; `run` is reachable only as a tool call through a [`Turn`].
+pub use run_tool::{AgentRunArguments, AgentRunOutput};
+
 /// The gate's types a host needs alongside this crate (re-exported so one dependency is enough).
 pub use toolscope::{
     AccountId, Capability, ErrorCode, FolderGrant, Grants, PlatformApproval, PluginId,

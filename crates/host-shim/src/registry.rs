@@ -70,7 +70,7 @@ impl Default for Registry {
                 Arc::new(FileTool(ToolName::Write)),
                 Arc::new(FileTool(ToolName::Edit)),
                 Arc::new(FileTool(ToolName::Grep)),
-                Arc::new(NotLinked(ToolName::Run)),
+                Arc::new(RunTool),
                 Arc::new(NotLinked(ToolName::Command)),
             ],
         }
@@ -151,6 +151,29 @@ pub fn run_file_tool(tool: ToolName, root: &RootLease, args: Value) -> Result<Va
             ErrorCode::ExecUnsupported,
             format!("{other} is not a file tool"),
         )),
+    }
+}
+
+/// `run` (RUN-*), from `run-tool`: on the turn's mirror, which the host made at turn start and
+/// writes back only after a successful turn (RUN-11).
+#[derive(Debug)]
+struct RunTool;
+
+impl ToolHandler for RunTool {
+    fn name(&self) -> ToolName {
+        ToolName::Run
+    }
+
+    fn input_schema(&self) -> Value {
+        serde_json::to_value(run_tool::AgentRunArguments::json_schema()).unwrap_or(Value::Null)
+    }
+
+    fn call<'a>(&'a self, args: Value, env: ToolEnv<'a>) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args = run_tool::AgentRunArguments::from_json(args)?;
+            let out = run_tool::run(args, env.root, &env.ctx).await?;
+            files::to_value(&out)
+        })
     }
 }
 
