@@ -1,3 +1,8 @@
-//! Cross-crate integration tests (being built): end-to-end tool calls through `host-shim` and the
-//! escape suite, which tries to leave the sandbox the way an agent would. Today it holds no test;
-//! the escape suite arrives with the first tool that runs a process.
+//! Cross-crate integration tests. The test files live in `tests/tests/`:
+//!
+//! - `escape.rs` — the escape suite (issue 4): every way out of the sandbox an agent might try,
+//!   run through `exec::run` with the `command` and `run` specs, each asserting that the attempt
+//!   failed, that nothing outside changed, and that no process survived; plus liveness checks
+//!   that ordinary work still runs. It runs as root and re-runs itself as an unprivileged user.
+//!
+//! This library itself is empty on purpose: the suite uses only the crates' public APIs.

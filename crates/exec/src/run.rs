@@ -321,6 +321,11 @@ async fn wait(
     tick.tick().await; // the first tick is immediate; the lease was just verified
     let kill_on_cap = job.limits.on_cap == OnCap::Kill;
     loop {
+        // Check before waiting: `spawn`'s handshake may already have read the exit record (a
+        // command that fails at once), and then the descriptor never becomes readable again.
+        if tree.try_main_status().map_err(io)?.is_some() {
+            return Ok(Ended::Exited);
+        }
         tokio::select! {
             ready = status_fd.readable() => {
                 let mut guard = ready.map_err(io)?;

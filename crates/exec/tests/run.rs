@@ -336,3 +336,25 @@ async fn writing_outside_the_scope_is_denied_by_the_kernel() {
         "{out:?}"
     );
 }
+
+/// Regression: a command that ends before the runner starts waiting had its exit record read by
+/// the spawn handshake, the status descriptor never became readable again, and the call sat
+/// until its deadline and reported a timeout.
+#[tokio::test]
+async fn a_command_that_exits_at_once_is_never_mistaken_for_a_timeout() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    for _ in 0..40 {
+        let (ctx, _h) = CallContext::standalone();
+        let out = exec::run(
+            shell_job(&f, "exit 3", limits(3_000, OnCap::Truncate)),
+            &ctx,
+        )
+        .await
+        .unwrap();
+        assert!(!out.timed_out, "{out:?}");
+        assert_eq!(out.exit_code, Some(3));
+    }
+}

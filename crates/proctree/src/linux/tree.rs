@@ -758,7 +758,9 @@ impl ProcessTree {
     /// A descriptor that becomes readable when the supervisor has news (the main process
     /// exited, or the supervisor ended). Await it (e.g. with tokio's `AsyncFd` on a
     /// `try_clone_to_owned` copy), then call [`try_main_status`](Self::try_main_status).
-    /// Never read it directly.
+    /// Never read it directly. Call `try_main_status` once *before* the first wait too: the
+    /// spawn handshake may already have read the exit record of a command that ended at once,
+    /// and then this descriptor does not become readable again.
     #[must_use]
     pub fn status_fd(&self) -> BorrowedFd<'_> {
         self.channel.fd.as_fd()
