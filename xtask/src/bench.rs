@@ -14,8 +14,30 @@ use crate::workspace_root;
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("scan") => scan(&args[1..]),
-        Some(other) => Err(format!("unknown benchmark `{other}`; available: scan")),
-        None => Err("name a benchmark: `cargo xtask bench scan`".to_owned()),
+        Some(which @ ("spawn" | "drain")) => {
+            let default = if which == "spawn" { 30 } else { 5 };
+            let rounds = flag(&args[1..], "--runs", default)?;
+            example(
+                "exec",
+                "exec_bench",
+                &[which.to_owned(), rounds.to_string()],
+            )
+        }
+        Some("stop") => {
+            let runs = flag(&args[1..], "--runs", 7)?;
+            for mode in ["subreaper", "pid-namespace"] {
+                example(
+                    "proctree",
+                    "stop_bench",
+                    &[runs.to_string(), mode.to_owned()],
+                )?;
+            }
+            Ok(())
+        }
+        Some(other) => Err(format!(
+            "unknown benchmark `{other}`; available: scan, spawn, drain, stop"
+        )),
+        None => Err("name a benchmark: scan, spawn, drain or stop".to_owned()),
     }
 }
 
@@ -50,6 +72,21 @@ fn release_example(package: &str, example: &str) -> Result<PathBuf, String> {
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"));
     Ok(target.join("release").join("examples").join(example))
+}
+
+/// Builds `package`'s example in release mode and runs it with `args`, its output shown as is
+/// (benchmarks that time inside one process, alternating candidate and baseline).
+fn example(package: &str, name: &str, args: &[String]) -> Result<(), String> {
+    let binary = release_example(package, name)?;
+    let status = Command::new(&binary)
+        .args(args)
+        .status()
+        .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{name} {args:?} failed ({status})"))
+    }
 }
 
 /// One timed run of a whole process; its stdout is read in full (as a user of it would).

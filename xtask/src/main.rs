@@ -20,6 +20,22 @@ const TASKS: &[(&str, &str)] = &[
         "bench scan [--files N] [--runs N]",
         "fsguard::scan_hard_links against `find -links +1` on a generated tree; medians and ratio",
     ),
+    (
+        "bench spawn [--runs N]",
+        "/bin/true through exec::run vs bare Command vs bwrap --unshare-all",
+    ),
+    (
+        "bench drain [--runs N]",
+        "1 GiB to stdout with a 64 KiB cap vs the same child writing to /dev/null",
+    ),
+    (
+        "bench stop [--runs N]",
+        "stop a 500-process tree with 100 setsid escapees, both proctree modes",
+    ),
+    (
+        "macos",
+        "the macOS-only suite (Seatbelt against sandbox-exec); prints `skipped: not macOS` elsewhere",
+    ),
 ];
 
 fn main() -> ExitCode {
@@ -31,6 +47,7 @@ fn main() -> ExitCode {
         }
         Some("ci") => ci(),
         Some("bench") => bench::run(&args[1..]),
+        Some("macos") => macos(),
         Some(other) => {
             print_tasks();
             Err(format!(
@@ -60,8 +77,33 @@ pub(crate) fn workspace_root() -> PathBuf {
     manifest.parent().unwrap_or(manifest).to_path_buf()
 }
 
+/// The suite that needs a real Mac: seatbelt's conformance test compares the evaluator's
+/// decisions with what `sandbox-exec` does.
+fn macos() -> Result<(), String> {
+    if !cfg!(target_os = "macos") {
+        println!(
+            "skipped: not macOS (the Seatbelt profiles are still built, parsed and evaluated by `cargo test`)"
+        );
+        return Ok(());
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .args(["test", "-p", "seatbelt", "--test", "macos"])
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("cannot start cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err("the macOS suite failed".to_owned())
+    }
+}
+
+/// One `cargo xtask ci` step: its name, cargo's arguments, extra environment.
+type Step<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+
 fn ci() -> Result<(), String> {
-    let steps: &[(&str, &[&str], &[(&str, &str)])] = &[
+    let steps: &[Step] = &[
         ("fmt", &["fmt", "--all", "--check"], &[]),
         (
             "clippy",

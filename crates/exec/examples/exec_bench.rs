@@ -1,0 +1,168 @@
+//! Benchmarks behind `cargo xtask bench spawn` and `cargo xtask bench drain`.
+//!
+//! `spawn [N]`: `/bin/true` through `exec::run` with the `command` spec, against a bare
+//! `std::process::Command` and against `bwrap --ro-bind / / --dev /dev --unshare-all
+//! --die-with-parent true`, alternating, N rounds; prints min/median/max and the ratios.
+//! `drain [N]`: a child writing 1 GiB to stdout with a 64 KiB cap in truncate mode, against the
+//! same child writing to `/dev/null`, both through `exec::run`.
+
+use std::error::Error;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use exec::{Job, Limits, OnCap, SandboxSpec, WorkDir};
+
+fn job(scope: &Path, temp: &Path, script: Option<&str>) -> Result<Job, Box<dyn Error>> {
+    let (program, args) = match script {
+        None => ("/bin/true".into(), vec![]),
+        Some(s) => ("/bin/sh".into(), vec!["-c".into(), s.into()]),
+    };
+    Ok(Job {
+        program,
+        args,
+        workdir: WorkDir {
+            lease: Arc::new(fsguard::RootLease::acquire(scope)?),
+            rel: fsguard::RelPath::root(),
+        },
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        sandbox: SandboxSpec::for_command(scope, temp, &[])?,
+        limits: Limits {
+            timeout: Duration::from_secs(120),
+            stdout_cap: 64 * 1024,
+            stderr_cap: 64 * 1024,
+            on_cap: OnCap::Truncate,
+        },
+    })
+}
+
+fn stats(name: &str, xs: &mut [Duration]) -> Duration {
+    xs.sort();
+    let median = xs[xs.len() / 2];
+    println!(
+        "  {name:<28} min {:>8.3} ms  median {:>8.3} ms  max {:>8.3} ms",
+        xs[0].as_secs_f64() * 1e3,
+        median.as_secs_f64() * 1e3,
+        xs[xs.len() - 1].as_secs_f64() * 1e3
+    );
+    median
+}
+
+async fn timed_exec(job: Job) -> Result<(Duration, exec::Outcome), Box<dyn Error>> {
+    let (ctx, _cancel) = toolscope::CallContext::standalone();
+    let start = Instant::now();
+    let out = exec::run(job, &ctx).await?;
+    Ok((start.elapsed(), out))
+}
+
+fn timed(cmd: &mut Command) -> Result<Duration, Box<dyn Error>> {
+    let start = Instant::now();
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    let elapsed = start.elapsed();
+    if !status.success() {
+        return Err(format!("{cmd:?} failed: {status}").into());
+    }
+    Ok(elapsed)
+}
+
+async fn spawn(rounds: usize, scope: &Path, temp: &Path) -> Result<(), Box<dyn Error>> {
+    let have_bwrap = Path::new("/usr/bin/bwrap").exists();
+    let bwrap = || {
+        let mut c = Command::new("/usr/bin/bwrap");
+        c.args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--unshare-all",
+            "--die-with-parent",
+            "true",
+        ]);
+        c
+    };
+    // Warm-up: page cache, the probe, the first namespace.
+    timed_exec(job(scope, temp, None)?).await?;
+    timed(&mut Command::new("/bin/true"))?;
+    if have_bwrap {
+        timed(&mut bwrap())?;
+    }
+    let (mut ours, mut bare, mut bw) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let (t, out) = timed_exec(job(scope, temp, None)?).await?;
+        if out.exit_code != Some(0) {
+            return Err(format!("/bin/true failed in the sandbox: {out:?}").into());
+        }
+        ours.push(t);
+        bare.push(timed(&mut Command::new("/bin/true"))?);
+        if have_bwrap {
+            bw.push(timed(&mut bwrap())?);
+        }
+    }
+    println!("spawn: /bin/true, {rounds} rounds, alternating");
+    let ours = stats("exec::run (command spec)", &mut ours);
+    let bare = stats("bare std::process::Command", &mut bare);
+    println!(
+        "  overhead over bare: {:.3} ms (ratio {:.2})",
+        (ours.as_secs_f64() - bare.as_secs_f64()) * 1e3,
+        ours.as_secs_f64() / bare.as_secs_f64()
+    );
+    if have_bwrap {
+        let bw = stats("bwrap --unshare-all", &mut bw);
+        println!(
+            "  bwrap / exec::run: {:.2}x",
+            bw.as_secs_f64() / ours.as_secs_f64()
+        );
+    } else {
+        println!("  bwrap: not installed (apt-get install bubblewrap), skipped");
+    }
+    Ok(())
+}
+
+async fn drain(rounds: usize, scope: &Path, temp: &Path) -> Result<(), Box<dyn Error>> {
+    let flood = "head -c 1073741824 /dev/zero";
+    let quiet = "head -c 1073741824 /dev/zero > /dev/null";
+    let (mut capped, mut null) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let (t, out) = timed_exec(job(scope, temp, Some(flood))?).await?;
+        if !out.stdout_truncated || out.stdout.len() != 64 * 1024 || out.exit_code != Some(0) {
+            return Err(format!("the flood did not run to the end: {:?}", out.exit_code).into());
+        }
+        capped.push(t);
+        let (t, out) = timed_exec(job(scope, temp, Some(quiet))?).await?;
+        if out.exit_code != Some(0) {
+            return Err("the /dev/null run failed".into());
+        }
+        null.push(t);
+    }
+    println!("drain: 1 GiB to stdout, 64 KiB kept (truncate), {rounds} rounds, alternating");
+    let a = stats("captured (64 KiB cap)", &mut capped);
+    let b = stats("to /dev/null", &mut null);
+    println!(
+        "  ratio (captured / dev-null, medians): {:.3}",
+        a.as_secs_f64() / b.as_secs_f64()
+    );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rounds = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(30);
+    let dir = std::env::temp_dir().join(format!("exec-bench-{}", std::process::id()));
+    let (scope, temp) = (dir.join("scope"), dir.join("tmp"));
+    std::fs::create_dir_all(&scope)?;
+    std::fs::create_dir_all(&temp)?;
+    let result = match args.first().map(String::as_str) {
+        Some("spawn") => spawn(rounds, &scope, &temp).await,
+        Some("drain") => drain(rounds, &scope, &temp).await,
+        _ => Err("usage: exec_bench spawn|drain [ROUNDS]".into()),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
