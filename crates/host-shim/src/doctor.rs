@@ -32,6 +32,7 @@ pub fn report() -> Value {
     };
     let pid_ns = proctree::pid_namespace_available();
     json!({
+        "ok": true,
         "platform": "linux",
         "landlock": landlock,
         "seccomp": probe.seccomp(),
@@ -51,6 +52,7 @@ pub fn report() -> Value {
 #[cfg(not(target_os = "linux"))]
 pub fn report() -> Value {
     json!({
+        "ok": true,
         "platform": std::env::consts::OS,
         "sandbox": {
             "enforced": false,

@@ -35,6 +35,9 @@ pub enum HostError {
     /// The agent configuration.
     #[error("agent configuration: {0}")]
     Config(#[from] ConfigError),
+    /// The configuration's workspace is not one of the plugin's folder grants (PERM-5).
+    #[error("{0}")]
+    NotGranted(ConfigError),
     /// The plugin is not installed.
     #[error(
         "plugin {0} is not installed; install it with `agent-exec grant plugin {0} --manifest <FILE>`"
@@ -206,7 +209,9 @@ impl Host {
             .plugins
             .get(&plugin)
             .ok_or_else(|| HostError::UnknownPlugin(plugin.clone()))?;
-        config.check_grants(&plugin, record)?;
+        config
+            .check_grants(&plugin, record)
+            .map_err(HostError::NotGranted)?;
         let folder = match config.workspace.kind {
             WorkspaceKind::AppPrivate => self.inner.store.private_dir(&plugin)?,
             _ => config.workspace.path.clone().unwrap_or_default(),

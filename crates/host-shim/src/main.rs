@@ -216,7 +216,9 @@ fn state_error(e: &StateError) -> ToolError {
 fn host_error(e: &HostError) -> ToolError {
     match e {
         HostError::State(s) => state_error(s),
-        HostError::UnknownPlugin(_) => ToolError::new(ErrorCode::PermissionDenied, e.to_string()),
+        HostError::UnknownPlugin(_) | HostError::NotGranted(_) => {
+            ToolError::new(ErrorCode::PermissionDenied, e.to_string())
+        }
         _ => ToolError::new(ErrorCode::ExecArgumentsInvalid, e.to_string()),
     }
 }

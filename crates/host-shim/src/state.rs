@@ -302,8 +302,16 @@ impl StateWatch {
         authority: Arc<MemoryAuthority>,
         overlay: impl Fn(&mut Grants) + Send + 'static,
     ) -> StateWatch {
+        // Stamp, then load: a change made after the stamp is seen by the first tick; one made
+        // before it is in what we load now. Either way nothing between the host's first load and
+        // the watch goes unseen.
+        let mut seen = store.stamp();
+        let grants = store.load().map(|s| s.grants).unwrap_or_default();
+        authority.update(|g| {
+            *g = grants;
+            overlay(g);
+        });
         let task = tokio::spawn(async move {
-            let mut seen = store.stamp();
             let mut tick = tokio::time::interval(WATCH_INTERVAL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {

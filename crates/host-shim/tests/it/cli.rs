@@ -1,0 +1,441 @@
+//! `agent-exec` end to end through the built binary: one JSON line, exit 0/1/2, the file tools,
+//! `run` with mirror write-back, `grant`/`revoke`/`status`, and a revocation from another
+//! process stopping a running call (TS-3).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::util::{Fixture, agent_exec, assert_no_survivors, sandbox_available, survivors};
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn call(f: &Fixture, tool: &str, args: serde_json::Value) -> crate::util::Output {
+    agent_exec(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "call",
+            tool,
+            "--workspace",
+            s(&f.folder),
+            "--json",
+            &args.to_string(),
+        ],
+        None,
+    )
+}
+
+#[test]
+fn call_prints_one_json_line_with_ok_merged_in() {
+    let f = Fixture::new();
+    f.write("data.csv", "a,b\n1,2\n");
+    let out = call(&f, "read", json!({"path": "data.csv"}));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.json,
+        json!({"ok": true, "content": "a,b\n1,2\n", "totalLines": 2, "truncated": false})
+    );
+    let out = call(
+        &f,
+        "write",
+        json!({"path": "new.txt", "content": "hello\n"}),
+    );
+    assert_eq!(out.json, json!({"ok": true, "bytesWritten": 6}));
+    assert_eq!(f.read("new.txt"), "hello\n");
+    let out = call(
+        &f,
+        "edit",
+        json!({"path": "new.txt", "oldString": "hello", "newString": "bye"}),
+    );
+    assert_eq!(out.json, json!({"ok": true, "replacements": 1}));
+    let out = call(&f, "grep", json!({"pattern": "^1,"}));
+    assert_eq!(
+        out.json,
+        json!({"ok": true, "matches": [{"path": "data.csv", "line": 2, "text": "1,2"}], "truncated": false})
+    );
+}
+
+#[test]
+fn arguments_come_from_stdin_when_json_is_absent() {
+    let f = Fixture::new();
+    f.write("a.txt", "x\n");
+    let out = agent_exec(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "call",
+            "read",
+            "--workspace",
+            s(&f.folder),
+            "--call-id",
+            "c-7",
+        ],
+        Some("{\"path\": \"a.txt\"}"),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.json["content"], "x\n");
+}
+
+#[test]
+fn failures_exit_1_with_the_error_object_and_usage_errors_exit_2() {
+    let f = Fixture::new();
+    f.write("a.txt", "x\n");
+    for (tool, args, code) in [
+        (
+            "read",
+            "{\"path\": \"../etc/passwd\"}",
+            "AGENT_EXEC_PATH_INVALID",
+        ),
+        (
+            "read",
+            "{\"path\": \"a.txt\", \"extra\": 1}",
+            "AGENT_EXEC_ARGUMENTS_INVALID",
+        ),
+        ("read", "not json", "AGENT_EXEC_ARGUMENTS_INVALID"),
+        ("read", "[\"a.txt\"]", "AGENT_EXEC_ARGUMENTS_INVALID"),
+        (
+            "write",
+            "{\"path\": \".GIT/x\", \"content\": \"\"}",
+            "AGENT_EXEC_PATH_INVALID",
+        ),
+    ] {
+        let out = agent_exec(
+            &[
+                "--state-dir",
+                s(&f.state),
+                "call",
+                tool,
+                "--workspace",
+                s(&f.folder),
+                "--json",
+                args,
+            ],
+            None,
+        );
+        assert_eq!(out.code, 1, "{args}");
+        assert_eq!(out.json["ok"], false);
+        assert_eq!(out.json["code"], code, "{args}: {}", out.stdout);
+        assert!(out.json["message"].as_str().unwrap().len() > 20);
+    }
+    let missing = f.tmp.path().join("nope");
+    let out = agent_exec(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "call",
+            "read",
+            "--workspace",
+            s(&missing),
+            "--json",
+            "{}",
+        ],
+        None,
+    );
+    assert_eq!(
+        (out.code, out.json["code"].as_str()),
+        (1, Some("AGENT_EXEC_PATH_INVALID"))
+    );
+    for args in [
+        vec!["call", "bash", "--workspace", s(&f.folder), "--json", "{}"],
+        vec!["call", "read", "--json", "{}"],
+        vec!["call"],
+        vec!["frobnicate"],
+    ] {
+        let out = agent_exec(&args, None);
+        assert_eq!(out.code, 2, "{args:?}");
+        assert!(
+            out.stdout.is_empty(),
+            "usage errors print nothing on stdout"
+        );
+    }
+    assert_eq!(f.read("a.txt"), "x\n");
+}
+
+#[test]
+fn doctor_prints_the_sandbox_facts_as_json() {
+    let out = agent_exec(&["doctor"], None);
+    assert_eq!(out.code, 0);
+    assert!(out.json["sandbox"]["enforced"].is_boolean());
+    if cfg!(target_os = "linux") {
+        let mode = out.json["cleanup"]["mode"].as_str().unwrap();
+        assert!(mode == "pid-namespace" || mode == "subreaper", "{mode}");
+        assert!(out.json["seccomp"].is_boolean());
+    }
+}
+
+#[test]
+fn run_writes_the_mirror_back_after_success_and_keeps_it_after_failure() {
+    // SPEC RUN-11 through `agent-exec call run` (a one-call turn).
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write("in.txt", "b\na\n");
+    f.write("ok.awk", "{ print > \"out.txt\" }\n");
+    f.write("bad.awk", "{ print > \"diag.txt\" } END { exit 3 }\n");
+    let out = call(
+        &f,
+        "run",
+        json!({"program": "awk", "args": ["-f", "ok.awk", "in.txt"]}),
+    );
+    assert_eq!(out.code, 0, "{} {}", out.stdout, out.stderr);
+    assert_eq!(out.json["exitCode"], 0);
+    assert_eq!(out.json["mirror"]["applied"], json!(["out.txt"]));
+    assert_eq!(out.json["mirror"]["kept"], false);
+    assert_eq!(f.read("out.txt"), "b\na\n");
+
+    let out = call(
+        &f,
+        "run",
+        json!({"program": "awk", "args": ["-f", "bad.awk", "in.txt"]}),
+    );
+    assert_eq!(out.code, 1);
+    assert_eq!(out.json["code"], "AGENT_EXEC_FAILED");
+    assert_eq!(out.json["exitCode"], 3);
+    assert_eq!(out.json["mirror"]["kept"], true);
+    assert_eq!(out.json["mirror"]["writtenBack"], false);
+    assert!(
+        !f.folder.join("diag.txt").exists(),
+        "nothing written back after a failure"
+    );
+    let kept = Path::new(out.json["mirror"]["path"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(kept.join("diag.txt")).unwrap(),
+        "b\na\n"
+    );
+    assert!(out.stderr.contains("mirror is kept at"), "{}", out.stderr);
+
+    let out = agent_exec(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "call",
+            "run",
+            "--workspace",
+            s(&f.folder),
+            "--keep-mirror",
+            "--json",
+            r#"{"program": "wc", "args": ["-l", "in.txt"]}"#,
+        ],
+        None,
+    );
+    assert_eq!(out.code, 0);
+    assert_eq!(out.json["stdout"], "2 in.txt\n");
+    assert_eq!(out.json["mirror"]["kept"], true);
+    assert!(Path::new(out.json["mirror"]["path"].as_str().unwrap()).is_dir());
+
+    // A refusal leaves no mirror behind: nothing ran, nothing to diagnose.
+    let out = call(&f, "run", json!({"program": "sh", "args": ["-c", "true"]}));
+    assert_eq!(out.json["code"], "AGENT_EXEC_PROGRAM_UNSUPPORTED");
+    assert_eq!(out.json["mirror"]["kept"], false);
+    assert!(!Path::new(out.json["mirror"]["path"].as_str().unwrap()).exists());
+    assert_no_survivors(f.tmp.path());
+}
+
+fn grant(f: &Fixture, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--state-dir", s(&f.state)];
+    all.extend_from_slice(args);
+    let out = agent_exec(&all, None);
+    assert_eq!(out.code, 0, "{args:?}: {} {}", out.stdout, out.stderr);
+    out.json
+}
+
+fn plugin_call(f: &Fixture, tool: &str, args: &str) -> crate::util::Output {
+    agent_exec(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "call",
+            tool,
+            "--plugin",
+            "notes",
+            "--workspace",
+            s(&f.folder),
+            "--json",
+            args,
+        ],
+        None,
+    )
+}
+
+#[test]
+fn grant_revoke_and_status_drive_what_a_plugin_may_do() {
+    // SPEC PERM-1, PERM-2, PERM-3, TS-5.
+    let f = Fixture::new();
+    f.write("a.txt", "x\n");
+    let read = r#"{"path": "a.txt"}"#;
+    let out = plugin_call(&f, "read", read);
+    assert_eq!(
+        out.json["code"], "AGENT_PERMISSION_DENIED",
+        "{}",
+        out.stdout
+    );
+    grant(
+        &f,
+        &[
+            "grant",
+            "plugin",
+            "notes",
+            "--package",
+            "notes@1",
+            "--declare",
+            "local.terminal.exec@1",
+        ],
+    );
+    let out = plugin_call(&f, "read", read);
+    assert!(
+        out.json["message"].as_str().unwrap().contains("folder"),
+        "{}",
+        out.stdout
+    );
+    grant(&f, &["grant", "folder", "notes", s(&f.folder)]);
+    let out = plugin_call(&f, "read", read);
+    assert!(
+        out.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("Agent service approval"),
+        "{}",
+        out.stdout
+    );
+    grant(&f, &["grant", "service", "notes"]);
+    grant(&f, &["grant", "consent", "notes"]);
+    assert_eq!(plugin_call(&f, "read", read).code, 0);
+    // run needs local.terminal.exec@1 approved by the platform and allowed by the user (TS-5).
+    let wc = r#"{"program": "wc", "args": ["a.txt"]}"#;
+    let out = plugin_call(&f, "run", wc);
+    assert!(
+        out.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("platform has not approved"),
+        "{}",
+        out.stdout
+    );
+    grant(&f, &["grant", "approve", "notes", "local.terminal.exec@1"]);
+    let out = plugin_call(&f, "run", wc);
+    assert!(
+        out.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("has not allowed"),
+        "{}",
+        out.stdout
+    );
+    grant(&f, &["grant", "allow", "notes", "local.terminal.exec@1"]);
+    let status = grant(&f, &["status", "--plugin", "notes"]);
+    let record = &status["plugins"]["notes"];
+    assert_eq!(record["userAllowed"], json!(["local.terminal.exec@1"]));
+    assert_eq!(record["folderGrants"], json!([{"path": f.folder}]));
+    if sandbox_available() {
+        assert_eq!(plugin_call(&f, "run", wc).code, 0);
+    }
+    grant(&f, &["revoke", "consent", "notes"]);
+    assert_eq!(
+        plugin_call(&f, "read", read).json["code"],
+        "AGENT_PERMISSION_DENIED"
+    );
+    grant(&f, &["grant", "all", "notes"]);
+    assert_eq!(plugin_call(&f, "read", read).code, 0);
+    grant(&f, &["revoke", "folder", "notes", s(&f.folder)]);
+    assert_eq!(
+        plugin_call(&f, "read", read).json["code"],
+        "AGENT_PERMISSION_DENIED"
+    );
+    grant(&f, &["revoke", "plugin", "notes"]);
+    assert_eq!(grant(&f, &["status"])["plugins"], json!({}));
+    // Bad input is refused with a reason and changes nothing.
+    for args in [
+        vec!["grant", "allow", "notes", "local.terminal.exec@1"],
+        vec!["grant", "plugin", "../x", "--package", "p"],
+        vec!["grant", "plugin", "local-user", "--package", "p"],
+        vec![
+            "grant",
+            "plugin",
+            "p2",
+            "--package",
+            "p",
+            "--declare",
+            "local.terminal.exec@2",
+        ],
+        vec!["grant", "plugin", "p3"],
+    ] {
+        let mut all = vec!["--state-dir", s(&f.state)];
+        all.extend_from_slice(&args);
+        let out = agent_exec(&all, None);
+        assert_eq!(out.code, 1, "{args:?}: {}", out.stdout);
+        assert_eq!(out.json["ok"], false);
+    }
+    assert_eq!(grant(&f, &["status"])["plugins"], json!({}));
+}
+
+#[test]
+fn revoke_from_another_process_stops_a_running_call_with_no_survivors() {
+    // SPEC TS-3 across processes: the state watch of the running `agent-exec call`.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write("spin.awk", "BEGIN { while (1) { } }\n");
+    f.write("in.txt", "x\n");
+    grant(
+        &f,
+        &[
+            "grant",
+            "plugin",
+            "notes",
+            "--package",
+            "notes@1",
+            "--declare",
+            "local.terminal.exec@1",
+        ],
+    );
+    grant(&f, &["grant", "all", "notes"]);
+    grant(&f, &["grant", "folder", "notes", s(&f.folder)]);
+    let args = r#"{"program": "awk", "args": ["-f", "spin.awk", "in.txt"], "timeoutMs": 30000}"#;
+    let child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args([
+            "--state-dir",
+            s(&f.state),
+            "call",
+            "run",
+            "--plugin",
+            "notes",
+            "--workspace",
+            s(&f.folder),
+            "--json",
+            args,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until awk runs (a process working in the mirror under the state dir).
+    let mirrors = f.state.join("mirrors");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while survivors(&mirrors).is_empty() {
+        assert!(Instant::now() < deadline, "awk never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let revoked = Instant::now();
+    grant(&f, &["revoke", "allow", "notes", "local.terminal.exec@1"]);
+    let out = child.wait_with_output().unwrap();
+    eprintln!(
+        "call ended {:?} after the revoke command started",
+        revoked.elapsed()
+    );
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(line["code"], "AGENT_PERMISSION_DENIED", "{line}");
+    assert!(
+        line["message"].as_str().unwrap().contains("revoked"),
+        "{line}"
+    );
+    assert_no_survivors(f.tmp.path());
+}

@@ -1,0 +1,317 @@
+//! The file tools on the edge cases of FILE-1…FILE-3: hard links and symlinks refused, a 2 MiB
+//! file marks grep truncated, a binary file is skipped without it, atomic replacement.
+
+use std::os::unix::fs::MetadataExt;
+
+use host_shim::{EditArguments, GrepArguments, ReadArguments, WriteArguments};
+use serde_json::json;
+use toolscope::ErrorCode;
+
+use crate::util::Fixture;
+
+fn lease(f: &Fixture) -> fsguard::RootLease {
+    fsguard::RootLease::acquire(&f.folder).unwrap()
+}
+
+fn read_args(path: &str) -> ReadArguments {
+    serde_json::from_value(json!({"path": path})).unwrap()
+}
+
+fn grep_args(v: serde_json::Value) -> GrepArguments {
+    serde_json::from_value(v).unwrap()
+}
+
+#[test]
+fn read_returns_lines_with_offset_limit_and_total() {
+    let f = Fixture::new();
+    f.write("a.txt", "one\ntwo\nthree\nfour");
+    let root = lease(&f);
+    let all = host_shim::read(&root, read_args("a.txt")).unwrap();
+    assert_eq!(all.content, "one\ntwo\nthree\nfour");
+    assert_eq!((all.total_lines, all.truncated), (4, false));
+    let mid = host_shim::read(
+        &root,
+        serde_json::from_value(json!({"path": "a.txt", "offset": 1, "limit": 2})).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(mid.content, "two\nthree\n");
+    assert_eq!((mid.total_lines, mid.truncated), (4, true));
+    let past = host_shim::read(
+        &root,
+        serde_json::from_value(json!({"path": "a.txt", "offset": 10})).unwrap(),
+    )
+    .unwrap();
+    assert_eq!((past.content.as_str(), past.truncated), ("", false));
+}
+
+#[test]
+fn hard_linked_file_is_refused_by_read_edit_and_passed_over_by_grep() {
+    // SPEC FILE-1.
+    let f = Fixture::new();
+    f.write("a.txt", "secret\n");
+    std::fs::hard_link(f.folder.join("a.txt"), f.folder.join("b.txt")).unwrap();
+    let root = lease(&f);
+    let err = host_shim::read(&root, read_args("a.txt")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{err}");
+    assert!(err.message().contains("hard links"), "{err}");
+    let edit: EditArguments = serde_json::from_value(
+        json!({"path": "b.txt", "oldString": "secret", "newString": "public"}),
+    )
+    .unwrap();
+    assert_eq!(
+        host_shim::edit(&root, edit).unwrap_err().code(),
+        ErrorCode::ExecPathInvalid
+    );
+    assert_eq!(f.read("a.txt"), "secret\n", "nothing changed");
+    let out = host_shim::grep(&root, grep_args(json!({"pattern": "secret"}))).unwrap();
+    assert!(out.matches.is_empty());
+    assert!(
+        out.truncated,
+        "a file grep may not read is not 'no match' (FILE-3)"
+    );
+}
+
+#[test]
+fn symlinks_are_refused_as_files_and_as_directories() {
+    let f = Fixture::new();
+    f.write("real/a.txt", "x\n");
+    let outside = f.tmp.path().join("outside.txt");
+    std::fs::write(&outside, "outside\n").unwrap();
+    std::os::unix::fs::symlink(&outside, f.folder.join("link.txt")).unwrap();
+    std::os::unix::fs::symlink(f.folder.join("real"), f.folder.join("dirlink")).unwrap();
+    let root = lease(&f);
+    for path in ["link.txt", "dirlink/a.txt"] {
+        let err = host_shim::read(&root, read_args(path)).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{path}: {err}");
+        assert!(err.message().contains("symbolic link"), "{err}");
+    }
+    let write: WriteArguments =
+        serde_json::from_value(json!({"path": "dirlink/new.txt", "content": "x"})).unwrap();
+    assert_eq!(
+        host_shim::write(&root, write).unwrap_err().code(),
+        ErrorCode::ExecPathInvalid
+    );
+    assert!(!f.folder.join("real/new.txt").exists());
+    // grep does not follow them, and they do not mark truncation.
+    let out = host_shim::grep(&root, grep_args(json!({"pattern": "outside|x"}))).unwrap();
+    let paths: Vec<&str> = out.matches.iter().map(|m| m.path.as_str()).collect();
+    assert_eq!(paths, ["real/a.txt"]);
+    assert!(!out.truncated);
+    let err =
+        host_shim::grep(&root, grep_args(json!({"pattern": "x", "path": "dirlink"}))).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecPathInvalid);
+}
+
+#[test]
+fn grep_marks_a_two_mib_file_truncated_and_skips_a_binary_file() {
+    // SPEC FILE-3.
+    let f = Fixture::new();
+    f.write("big.txt", "needle\n".repeat(2 * 1024 * 1024 / 7 + 1));
+    f.write("bin.dat", b"needle\0\x01\x02");
+    f.write("latin1.txt", b"needle caf\xe9\n");
+    let root = lease(&f);
+    let out = host_shim::grep(&root, grep_args(json!({"pattern": "needle"}))).unwrap();
+    assert!(out.matches.is_empty(), "{:?}", out.matches);
+    assert!(out.truncated, "the 2 MiB file was passed over");
+
+    let f2 = Fixture::new();
+    f2.write("bin.dat", b"needle\0\x01\x02");
+    f2.write("latin1.txt", b"needle caf\xe9\n");
+    f2.write("ok.txt", "a needle here\n");
+    let out = host_shim::grep(&lease(&f2), grep_args(json!({"pattern": "needle"}))).unwrap();
+    assert_eq!(out.matches.len(), 1);
+    assert_eq!(out.matches[0].path, "ok.txt");
+    assert_eq!(
+        (out.matches[0].line, out.matches[0].text.as_str()),
+        (1, "a needle here")
+    );
+    assert!(
+        !out.truncated,
+        "binary and non-UTF-8 files are skipped without truncation"
+    );
+}
+
+#[test]
+fn grep_honours_path_glob_max_results_and_never_enters_git() {
+    let f = Fixture::new();
+    for i in 0..5 {
+        f.write(&format!("d/{i}.csv"), "hit\nmiss\nhit\n");
+    }
+    f.write("d/x.txt", "hit\n");
+    f.write(".git/config", "hit\n");
+    f.write("sub/.GIT/x", "hit\n");
+    f.write(".hidden", "hit\n");
+    let root = lease(&f);
+    let out = host_shim::grep(
+        &root,
+        grep_args(json!({"pattern": "^hit$", "glob": "*.csv"})),
+    )
+    .unwrap();
+    assert_eq!(out.matches.len(), 10);
+    assert!(out.matches.iter().all(|m| m.path.ends_with(".csv")));
+    let out =
+        host_shim::grep(&root, grep_args(json!({"pattern": "hit", "maxResults": 3}))).unwrap();
+    assert_eq!(out.matches.len(), 3);
+    assert!(out.truncated, "stopping at maxResults is truncation");
+    let out = host_shim::grep(
+        &root,
+        grep_args(json!({"pattern": "hit", "path": "d/x.txt"})),
+    )
+    .unwrap();
+    assert_eq!(out.matches.len(), 1);
+    let all = host_shim::grep(
+        &root,
+        grep_args(json!({"pattern": "hit", "maxResults": 1000})),
+    )
+    .unwrap();
+    let paths: Vec<&str> = all.matches.iter().map(|m| m.path.as_str()).collect();
+    assert!(paths.contains(&".hidden"));
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p.to_ascii_lowercase().contains(".git")),
+        "{paths:?}"
+    );
+    for (args, code) in [
+        (json!({"pattern": "("}), ErrorCode::ExecArgumentsInvalid),
+        (
+            json!({"pattern": "a", "maxResults": 0}),
+            ErrorCode::ExecArgumentsInvalid,
+        ),
+        (
+            json!({"pattern": "a", "maxResults": 1001}),
+            ErrorCode::ExecArgumentsInvalid,
+        ),
+        (
+            json!({"pattern": "a", "path": "../"}),
+            ErrorCode::ExecPathInvalid,
+        ),
+        (
+            json!({"pattern": "a", "path": ".git"}),
+            ErrorCode::ExecPathInvalid,
+        ),
+        (
+            json!({"pattern": "a", "path": "/etc"}),
+            ErrorCode::ExecPathInvalid,
+        ),
+        (
+            json!({"pattern": "a", "glob": "["}),
+            ErrorCode::ExecArgumentsInvalid,
+        ),
+    ] {
+        let err = host_shim::grep(&root, grep_args(args.clone())).unwrap_err();
+        assert_eq!(err.code(), code, "{args}: {err}");
+    }
+}
+
+#[test]
+fn write_replaces_the_entry_atomically_and_keeps_the_mode() {
+    // SPEC FILE-2: a new inode, never a rewrite in place.
+    let f = Fixture::new();
+    f.write("a.txt", "old\n");
+    let path = f.folder.join("a.txt");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let before = std::fs::metadata(&path).unwrap();
+    let out = host_shim::write(
+        &lease(&f),
+        serde_json::from_value(json!({"path": "a.txt", "content": "new content\n"})).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(out.bytes_written, 12);
+    let after = std::fs::metadata(&path).unwrap();
+    assert_ne!(before.ino(), after.ino());
+    assert_eq!(after.mode() & 0o777, 0o640);
+    assert_eq!(f.read("a.txt"), "new content\n");
+    let leftovers: Vec<_> = std::fs::read_dir(&f.folder)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 1, "no temp file left: {leftovers:?}");
+}
+
+#[test]
+fn write_refusals_change_nothing() {
+    let f = Fixture::new();
+    f.write("a.txt", "old\n");
+    let root = lease(&f);
+    for (args, code) in [
+        (
+            json!({"path": "../a.txt", "content": "x"}),
+            ErrorCode::ExecPathInvalid,
+        ),
+        (
+            json!({"path": ".git/config", "content": "x"}),
+            ErrorCode::ExecPathInvalid,
+        ),
+        (
+            json!({"path": ".", "content": "x"}),
+            ErrorCode::ExecPathInvalid,
+        ),
+        (
+            json!({"path": "missing/dir.txt", "content": "x"}),
+            ErrorCode::ExecPathInvalid,
+        ),
+    ] {
+        let err =
+            host_shim::write(&root, serde_json::from_value(args.clone()).unwrap()).unwrap_err();
+        assert_eq!(err.code(), code, "{args}: {err}");
+    }
+    let big = "x".repeat(1024 * 1024 + 1);
+    let err = host_shim::write(
+        &root,
+        serde_json::from_value(json!({"path": "b.txt", "content": big})).unwrap(),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecArgumentsInvalid);
+    let names: Vec<_> = std::fs::read_dir(&f.folder)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names, ["a.txt"]);
+    assert_eq!(f.read("a.txt"), "old\n");
+}
+
+#[test]
+fn edit_needs_exactly_one_match_unless_replace_all() {
+    let f = Fixture::new();
+    f.write("a.txt", "x = 1\ny = 1\n");
+    let root = lease(&f);
+    let edit = |v: serde_json::Value| host_shim::edit(&root, serde_json::from_value(v).unwrap());
+    let err = edit(json!({"path": "a.txt", "oldString": "= 1", "newString": "= 2"})).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecArgumentsInvalid);
+    assert!(err.message().contains("2 times"), "{err}");
+    let err = edit(json!({"path": "a.txt", "oldString": "z", "newString": "w"})).unwrap_err();
+    assert!(err.message().contains("not found"), "{err}");
+    let err = edit(json!({"path": "a.txt", "oldString": "", "newString": "w"})).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecArgumentsInvalid);
+    assert_eq!(f.read("a.txt"), "x = 1\ny = 1\n", "refusals change nothing");
+    let one = edit(json!({"path": "a.txt", "oldString": "x = 1", "newString": "x = 3"})).unwrap();
+    assert_eq!(one.replacements, 1);
+    let all =
+        edit(json!({"path": "a.txt", "oldString": "1", "newString": "9", "replaceAll": true}))
+            .unwrap();
+    assert_eq!(all.replacements, 1);
+    assert_eq!(f.read("a.txt"), "x = 3\ny = 9\n");
+    let err = host_shim::run_file_tool(
+        host_shim::ToolName::Edit,
+        &root,
+        json!({"path": "a.txt", "old_string": "x", "newString": "y"}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.code(),
+        ErrorCode::ExecArgumentsInvalid,
+        "snake_case names are refused"
+    );
+}
+
+#[test]
+fn binary_file_is_refused_by_read() {
+    let f = Fixture::new();
+    f.write("bin.dat", b"\0\x01");
+    let err = host_shim::read(&lease(&f), read_args("bin.dat")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecArgumentsInvalid);
+    assert!(err.message().contains("binary"), "{err}");
+}

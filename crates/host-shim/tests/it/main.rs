@@ -1,0 +1,12 @@
+//! host-shim's integration tests, one binary (ripgrep's habit): configuration table, persisted
+//! grants, turns, file tools, and `agent-exec` end to end through the built binary.
+
+// Fixture helpers outside `#[test]` fns unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli;
+mod config;
+mod files;
+mod state;
+mod turns;
+mod util;

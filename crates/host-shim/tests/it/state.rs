@@ -1,0 +1,126 @@
+//! Host state: grants persisted and reloaded (PERM-1…PERM-3), written atomically, refused when
+//! corrupt, and followed by a running host (TS-3 across processes).
+
+use std::time::{Duration, Instant};
+
+use host_shim::{Host, StateStore};
+use toolscope::{Authority, Capability, Tool};
+
+use crate::util::{Fixture, PLUGIN};
+
+#[test]
+fn grants_are_persisted_and_reloaded() {
+    let f = Fixture::new();
+    let host = f.host();
+    drop(host);
+    let reopened = Host::open(f.store(), "alice".into()).unwrap();
+    let grants = reopened.authority().snapshot();
+    let record = &grants.plugins[&PLUGIN.into()];
+    assert!(record.service_approved && record.user_consent);
+    assert!(record.user_allowed.contains(&Capability::TerminalExec));
+    assert_eq!(record.folder_grants.iter().next().unwrap().path, f.folder);
+    let exec = Tool::new("run")
+        .requires(Capability::TerminalExec)
+        .requires_folder(&f.folder);
+    reopened.authority().check(&PLUGIN.into(), &exec).unwrap();
+    // The file is the documented JSON shape.
+    let text = std::fs::read_to_string(f.state.join("state.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["version"], 1);
+    assert_eq!(
+        v["grants"]["plugins"][PLUGIN]["userAllowed"],
+        serde_json::json!(["local.terminal.exec@1"])
+    );
+}
+
+#[test]
+fn a_failed_update_writes_nothing() {
+    let f = Fixture::new();
+    let host = f.host();
+    let before = std::fs::read(f.state.join("state.json")).unwrap();
+    let err = host
+        .update_grants(|g| {
+            g.plugins.clear();
+            Err::<(), _>(host_shim::StateError::Refused("no".into()))
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("no"));
+    assert_eq!(std::fs::read(f.state.join("state.json")).unwrap(), before);
+    assert!(
+        host.authority()
+            .snapshot()
+            .plugins
+            .contains_key(&PLUGIN.into())
+    );
+}
+
+#[test]
+fn a_corrupt_state_file_is_refused_with_what_to_do() {
+    let f = Fixture::new();
+    let store = f.store();
+    std::fs::write(
+        f.state.join("state.json"),
+        "{\"version\": 1, \"grants\": {\"plugins\": {}}, \"extra\": 1}",
+    )
+    .unwrap();
+    let err = store.load().unwrap_err();
+    assert!(err.to_string().contains("move it away"), "{err}");
+    std::fs::write(
+        f.state.join("state.json"),
+        "{\"version\": 9, \"grants\": {\"plugins\": {}}}",
+    )
+    .unwrap();
+    assert!(store.load().is_err());
+    std::fs::write(f.state.join("state.json"), "{\"version\": 1, \"grants\": {\"plugins\": {\"../x\": {\"manifest\": {\"package\": \"p\"}, \"serviceApproved\": true, \"userConsent\": true, \"platformApproval\": null, \"userAllowed\": [], \"folderGrants\": []}}}}").unwrap();
+    assert!(store.load().unwrap_err().to_string().contains("not valid"));
+}
+
+#[test]
+fn a_running_host_follows_changes_made_by_another_process() {
+    // TS-3 across processes: `agent-exec revoke` writes the file; the host's watch sees it.
+    let f = Fixture::new();
+    let host = f.host();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        host.watch_state();
+        let mut rx = host.authority().watch();
+        rx.mark_unchanged();
+        // Another writer: a separate store on the same directory.
+        let other = StateStore::open(&f.state).unwrap();
+        let start = Instant::now();
+        other
+            .update(|s| {
+                s.grants
+                    .plugins
+                    .get_mut(&PLUGIN.into())
+                    .unwrap()
+                    .user_consent = false;
+                Ok(())
+            })
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), rx.changed())
+            .await
+            .unwrap()
+            .unwrap();
+        eprintln!("state change seen after {:?}", start.elapsed());
+        assert!(!host.authority().snapshot().plugins[&PLUGIN.into()].user_consent);
+        assert!(
+            host.authority()
+                .check(&PLUGIN.into(), &Tool::new("read"))
+                .is_err()
+        );
+    });
+}
+
+#[test]
+fn plugin_ids_that_cannot_name_a_folder_are_refused() {
+    for bad in ["", ".hidden", "a/b", "..", "x y", &"a".repeat(65)] {
+        assert!(host_shim::check_plugin_id(bad).is_err(), "{bad:?}");
+    }
+    for good in ["notes", "com.example.notes", "a_b-c.1"] {
+        host_shim::check_plugin_id(good).unwrap();
+    }
+}

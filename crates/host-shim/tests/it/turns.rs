@@ -1,0 +1,425 @@
+//! Turns through the library: the 32-call budget and callId dedup (TS-1, TS-2), the checks made
+//! before the gate (PERM-3, PERM-4, CMD-1), mounted write-back, kept mirrors and conflicts
+//! (RUN-11), revocation of a running call (TS-3) and an account switch during one (CMD-12).
+
+use std::time::{Duration, Instant};
+
+use host_shim::{CallOptions, Host};
+use serde_json::json;
+use toolscope::{Capability, ErrorCode};
+
+use crate::util::{Fixture, PLUGIN, assert_no_survivors, sandbox_available};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_turn_admits_32_calls_and_refuses_the_33rd_without_running_it() {
+    // SPEC TS-2.
+    let f = Fixture::new();
+    f.write("a.txt", "x\n");
+    let host = f.host();
+    let session = host
+        .session(PLUGIN.into(), f.config("direct", &["read", "write"]))
+        .unwrap();
+    rt().block_on(async {
+        let turn = session.begin_turn().unwrap();
+        let opts = CallOptions::default();
+        for i in 0..32 {
+            turn.call(&format!("c{i}"), "read", json!({"path": "a.txt"}), &opts)
+                .await
+                .unwrap();
+        }
+        let err = turn
+            .call(
+                "c32",
+                "write",
+                json!({"path": "a.txt", "content": "y"}),
+                &opts,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::BudgetExhausted);
+        assert_eq!(turn.scope().admitted(), 32);
+        turn.finish(true, false);
+    });
+    assert_eq!(f.read("a.txt"), "x\n", "the 33rd call did not run");
+}
+
+#[test]
+fn a_duplicate_call_id_returns_the_recorded_result_and_never_runs_twice() {
+    // SPEC TS-1.
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    let host = f.host();
+    let session = host
+        .session(PLUGIN.into(), f.config("direct", &["edit", "read"]))
+        .unwrap();
+    rt().block_on(async {
+        let turn = session.begin_turn().unwrap();
+        let opts = CallOptions::default();
+        let args = json!({"path": "a.txt", "oldString": "one", "newString": "one one"});
+        let first = turn
+            .call("same", "edit", args.clone(), &opts)
+            .await
+            .unwrap();
+        // Ran twice, the file would be "one one one\n".
+        let again = turn.call("same", "edit", args, &opts).await.unwrap();
+        assert_eq!(first, again);
+        assert_eq!(turn.scope().admitted(), 1, "a duplicate costs no budget");
+        let reused = turn
+            .call("same", "read", json!({"path": "a.txt"}), &opts)
+            .await
+            .unwrap_err();
+        assert_eq!(reused.code(), ErrorCode::CallIdReused);
+        turn.finish(true, false);
+    });
+    assert_eq!(f.read("a.txt"), "one one\n");
+}
+
+#[test]
+fn checks_before_the_gate_name_the_configuration_fix() {
+    // SPEC PERM-3, PERM-4, CMD-1.
+    let f = Fixture::new();
+    f.write("a.txt", "x\n");
+    let host = f.host();
+    rt().block_on(async {
+        let opts = CallOptions::default();
+        let s = host
+            .session(PLUGIN.into(), f.config("direct", &["read", "run"]))
+            .unwrap();
+        let turn = s.begin_turn().unwrap();
+        let err = turn
+            .call("1", "write", json!({"path": "a.txt", "content": ""}), &opts)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::PermissionDenied);
+        assert!(err.message().contains("{\"ref\": \"write\"}"), "{err}");
+        let err = turn
+            .call(
+                "2",
+                "run",
+                json!({"program": "wc", "args": ["a.txt"]}),
+                &opts,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::PermissionDenied);
+        assert!(err.message().contains("mounted"), "{err}");
+        let err = turn.call("3", "bash", json!({}), &opts).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ExecArgumentsInvalid);
+        assert_eq!(
+            turn.scope().admitted(),
+            0,
+            "refused before the gate: no budget used"
+        );
+        turn.finish(true, false);
+
+        let mut config = f.config("mounted", &["run"]);
+        config.mode = None;
+        let s = host.session(PLUGIN.into(), config).unwrap();
+        let turn = s.begin_turn().unwrap();
+        let err = turn
+            .call(
+                "1",
+                "run",
+                json!({"program": "wc", "args": ["a.txt"]}),
+                &opts,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ExecYoloRequired);
+        turn.finish(false, false);
+
+        let s = host
+            .session(PLUGIN.into(), f.config("mounted", &["command"]))
+            .unwrap();
+        let turn = s.begin_turn().unwrap();
+        let err = turn
+            .call("1", "command", json!({"command": "true"}), &opts)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::PermissionDenied);
+        assert!(err.message().contains("direct or app-private"), "{err}");
+        turn.finish(false, false);
+    });
+}
+
+#[test]
+fn a_session_needs_an_installed_plugin_and_a_granted_folder() {
+    // SPEC PERM-5.
+    let f = Fixture::new();
+    let host = Host::open(f.store(), "alice".into()).unwrap();
+    let err = host
+        .session(PLUGIN.into(), f.config("direct", &["read"]))
+        .unwrap_err();
+    assert!(err.to_string().contains("not installed"), "{err}");
+    let host = f.host();
+    host.update_grants(|g| {
+        g.plugins
+            .get_mut(&PLUGIN.into())
+            .unwrap()
+            .folder_grants
+            .clear();
+        Ok(())
+    })
+    .unwrap();
+    let err = host
+        .session(PLUGIN.into(), f.config("direct", &["read"]))
+        .unwrap_err();
+    assert!(err.to_string().contains("workspace.path"), "{err}");
+}
+
+#[test]
+fn mounted_turn_success_writes_back_and_removes_the_mirror() {
+    // SPEC RUN-11.
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("mounted", &["write", "edit"]))
+        .unwrap();
+    let report = rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        assert_ne!(turn.root(), f.folder.as_path());
+        let opts = CallOptions::default();
+        turn.call(
+            "1",
+            "write",
+            json!({"path": "new.txt", "content": "hi\n"}),
+            &opts,
+        )
+        .await
+        .unwrap();
+        turn.call(
+            "2",
+            "edit",
+            json!({"path": "a.txt", "oldString": "one", "newString": "two"}),
+            &opts,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            f.read("a.txt"),
+            "one\n",
+            "the folder is untouched until the turn ends"
+        );
+        assert!(!f.folder.join("new.txt").exists());
+        turn.finish(true, false)
+    });
+    let mirror = report.mirror.unwrap();
+    assert!(mirror.written_back && !mirror.kept && mirror.conflicts.is_empty());
+    assert_eq!(mirror.applied, ["a.txt", "new.txt"]);
+    assert!(!mirror.path.exists());
+    assert_eq!(f.read("a.txt"), "two\n");
+    assert_eq!(f.read("new.txt"), "hi\n");
+}
+
+#[test]
+fn mounted_turn_failure_keeps_the_mirror_and_writes_nothing_back() {
+    // SPEC RUN-11.
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("mounted", &["write"]))
+        .unwrap();
+    let report = rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        turn.call(
+            "1",
+            "write",
+            json!({"path": "a.txt", "content": "diagnostic\n"}),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap();
+        turn.finish(false, false)
+    });
+    let mirror = report.mirror.unwrap();
+    assert!(mirror.kept && !mirror.written_back);
+    assert_eq!(
+        std::fs::read_to_string(mirror.path.join("a.txt")).unwrap(),
+        "diagnostic\n"
+    );
+    assert_eq!(f.read("a.txt"), "one\n");
+}
+
+#[test]
+fn a_conflicting_user_edit_is_reported_and_kept() {
+    // SPEC RUN-11, DESIGN invariant 7.
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    f.write("b.txt", "b\n");
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("mounted", &["write"]))
+        .unwrap();
+    let report = rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        let opts = CallOptions::default();
+        turn.call(
+            "1",
+            "write",
+            json!({"path": "a.txt", "content": "agent\n"}),
+            &opts,
+        )
+        .await
+        .unwrap();
+        turn.call(
+            "2",
+            "write",
+            json!({"path": "b.txt", "content": "agent b\n"}),
+            &opts,
+        )
+        .await
+        .unwrap();
+        f.write("a.txt", "user\n"); // the user edits the same file meanwhile
+        turn.finish(true, false)
+    });
+    let mirror = report.mirror.unwrap();
+    assert_eq!(
+        f.read("a.txt"),
+        "user\n",
+        "the user's edit is never overwritten"
+    );
+    assert_eq!(f.read("b.txt"), "agent b\n", "the rest is written back");
+    assert_eq!(mirror.conflicts.len(), 1);
+    assert_eq!(mirror.conflicts[0].path, "a.txt");
+    assert!(mirror.kept, "the agent's version stays in the kept mirror");
+    assert_eq!(
+        std::fs::read_to_string(mirror.path.join("a.txt")).unwrap(),
+        "agent\n"
+    );
+}
+
+#[test]
+fn app_private_workspace_is_a_private_folder_in_the_state_dir() {
+    let f = Fixture::new();
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("app-private", &["write"]))
+        .unwrap();
+    assert_eq!(s.folder(), f.state.join("private").join(PLUGIN));
+    rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        turn.call(
+            "1",
+            "write",
+            json!({"path": "n.txt", "content": "x"}),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap();
+        let report = turn.finish(true, false);
+        assert!(report.mirror.is_none());
+    });
+    assert_eq!(
+        std::fs::read_to_string(f.state.join("private/notes/n.txt")).unwrap(),
+        "x"
+    );
+}
+
+/// An awk program that never ends, in a mounted workspace: a blocking call to stop.
+fn spinning_run(f: &Fixture) -> serde_json::Value {
+    f.write("spin.awk", "BEGIN { while (1) { } }\n");
+    f.write("in.txt", "x\n");
+    json!({"program": "awk", "args": ["-f", "spin.awk", "in.txt"], "timeoutMs": 30000})
+}
+
+#[test]
+fn revocation_during_a_running_call_cancels_it_within_100_ms_with_no_survivors() {
+    // SPEC TS-3, PERM-2 ("re-checked during every run"), RUN-10.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let args = spinning_run(&f);
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("mounted", &["run"]))
+        .unwrap();
+    let (err, latency) = rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        let opts = CallOptions::default();
+        let call = turn.call("spin", "run", args, &opts);
+        let revoke = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let at = Instant::now();
+            host.update_grants(|g| {
+                g.plugins
+                    .get_mut(&PLUGIN.into())
+                    .unwrap()
+                    .user_allowed
+                    .remove(&Capability::TerminalExec);
+                Ok(())
+            })
+            .unwrap();
+            at
+        };
+        let (result, at) = tokio::join!(call, revoke);
+        let latency = at.elapsed();
+        turn.finish(false, false);
+        (result.unwrap_err(), latency)
+    });
+    assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
+    assert!(err.message().contains("revoked"), "{err}");
+    assert!(
+        latency < Duration::from_millis(100),
+        "cancelled after {latency:?}"
+    );
+    assert_no_survivors(f.tmp.path());
+}
+
+#[test]
+fn account_switch_during_a_running_call_cancels_it_and_waits_for_it_to_end() {
+    // SPEC CMD-12.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let args = spinning_run(&f);
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("mounted", &["run"]))
+        .unwrap();
+    rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        let old = host.generation();
+        let opts = CallOptions::default();
+        let call = turn.call("spin", "run", args, &opts);
+        let switch = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let next = host.switch_account("bob".into()).await;
+            // Published only once the old generation's work has truly ended.
+            assert_eq!(old.live_leases(), 0);
+            next
+        };
+        let (result, next) = tokio::join!(call, switch);
+        let err = result.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ExecCancelled, "{err}");
+        assert_eq!(next.number(), 2);
+        assert!(old.is_retired());
+        let late = turn
+            .call(
+                "late",
+                "run",
+                json!({"program": "wc", "args": ["in.txt"]}),
+                &opts,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(late.code(), ErrorCode::AccountRetired, "{late}");
+        turn.finish(false, false);
+        // A new turn runs under the new account.
+        let turn = s.begin_turn().unwrap();
+        assert_eq!(turn.scope().generation().account().0, "bob");
+        turn.finish(false, false);
+    });
+    assert_no_survivors(f.tmp.path());
+}
