@@ -437,7 +437,13 @@ impl<'a> Checker<'a> {
 
     fn launched_name<'w>(&self, launcher: &str, w: &'w Word) -> Result<&'w str, Refusal> {
         match w.fixed() {
-            Some(v) if is_bare_name(v) => Ok(v),
+            // Plain as in a script's own command word: no quotes or escapes (RC-2).
+            Some(v) if is_bare_name(v) && w.plain => Ok(v),
+            Some(v) if is_bare_name(v) => Err(not_static(format!(
+                "`{launcher}` starts `{}`, which is quoted or escaped; write the bare command \
+                 name",
+                w.raw
+            ))),
             Some(v) => {
                 let base = v.rsplit('/').next().unwrap_or(v);
                 if base == "rm" {
