@@ -4,7 +4,8 @@
 //! `std::process::Command` and against `bwrap --ro-bind / / --dev /dev --unshare-all
 //! --die-with-parent true`, alternating, N rounds; prints min/median/max and the ratios.
 //! `drain [N]`: a child writing 1 GiB to stdout with a 64 KiB cap in truncate mode, against the
-//! same child writing to `/dev/null`, both through `exec::run`.
+//! same child writing to `/dev/null`, and the same child piped into `cat > /dev/null`, all
+//! through `exec::run`.
 
 use std::error::Error;
 use std::path::Path;
@@ -127,7 +128,10 @@ async fn spawn(rounds: usize, scope: &Path, temp: &Path) -> Result<(), Box<dyn E
 async fn drain(rounds: usize, scope: &Path, temp: &Path) -> Result<(), Box<dyn Error>> {
     let flood = "head -c 1073741824 /dev/zero";
     let quiet = "head -c 1073741824 /dev/zero > /dev/null";
-    let (mut capped, mut null) = (Vec::new(), Vec::new());
+    // The same writes into a pipe whose reader is `cat` (a reader that does nothing else):
+    // what any pipe-based capture must pay for the child's small writes.
+    let piped = "head -c 1073741824 /dev/zero | cat > /dev/null";
+    let (mut capped, mut null, mut cat) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         let (t, out) = timed_exec(job(scope, temp, Some(flood))?).await?;
         if !out.stdout_truncated || out.stdout.len() != 64 * 1024 || out.exit_code != Some(0) {
@@ -139,13 +143,23 @@ async fn drain(rounds: usize, scope: &Path, temp: &Path) -> Result<(), Box<dyn E
             return Err("the /dev/null run failed".into());
         }
         null.push(t);
+        let (t, out) = timed_exec(job(scope, temp, Some(piped))?).await?;
+        if out.exit_code != Some(0) {
+            return Err("the piped run failed".into());
+        }
+        cat.push(t);
     }
     println!("drain: 1 GiB to stdout, 64 KiB kept (truncate), {rounds} rounds, alternating");
     let a = stats("captured (64 KiB cap)", &mut capped);
     let b = stats("to /dev/null", &mut null);
+    let c = stats("piped to cat (in sandbox)", &mut cat);
     println!(
         "  ratio (captured / dev-null, medians): {:.3}",
         a.as_secs_f64() / b.as_secs_f64()
+    );
+    println!(
+        "  ratio (captured / piped to cat, medians): {:.3}",
+        a.as_secs_f64() / c.as_secs_f64()
     );
     Ok(())
 }

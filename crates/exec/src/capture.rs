@@ -53,12 +53,61 @@ pub(crate) async fn drain(
         let room = cap - out.bytes.len();
         if n > room {
             out.bytes.extend_from_slice(&buf[..room]);
-            if !out.truncated {
-                out.truncated = true;
-                over_cap.notify_one();
-            }
-        } else {
-            out.bytes.extend_from_slice(&buf[..n]);
+            out.truncated = true;
+            over_cap.notify_one();
+            #[cfg(target_os = "linux")]
+            return discard_rest(rx, stop).await.map(|()| out);
+            #[cfg(not(target_os = "linux"))]
+            return discard_rest_by_reading(rx, &mut buf, stop)
+                .await
+                .map(|()| out);
+        }
+        out.bytes.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Past the cap nothing more is kept, but the pipe must still be emptied until EOF so the
+/// child never blocks. `splice` moves the pages to `/dev/null` inside the kernel, without
+/// copying them into our memory first (the `bench drain` flood is 1 GiB).
+#[cfg(target_os = "linux")]
+async fn discard_rest(rx: pipe::Receiver, stop: CancellationToken) -> io::Result<()> {
+    use rustix::pipe::{SpliceFlags, splice};
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    loop {
+        tokio::select! {
+            ready = rx.readable() => ready?,
+            () = stop.cancelled() => return Ok(()),
+        }
+        let moved = rx.try_io(|| {
+            splice(&rx, None, &null, None, 1 << 20, SpliceFlags::NONBLOCK).map_err(io::Error::from)
+        });
+        match moved {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The portable fallback of [`discard_rest`]: read and drop.
+#[cfg(not(target_os = "linux"))]
+async fn discard_rest_by_reading(
+    mut rx: pipe::Receiver,
+    buf: &mut [u8],
+    stop: CancellationToken,
+) -> io::Result<()> {
+    loop {
+        let read = tokio::select! {
+            r = rx.read(buf) => r,
+            () = stop.cancelled() => return Ok(()),
+        };
+        match read {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
 }
