@@ -142,3 +142,53 @@ pub fn candidate_paths(arg: &str, workdir: &Path, home: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_folds_dots_and_never_climbs_above_root() {
+        let w = Path::new("/home/u/proj");
+        assert_eq!(
+            normalize(w, Path::new("a/./b/../c")),
+            PathBuf::from("/home/u/proj/a/c")
+        );
+        assert_eq!(
+            normalize(w, Path::new("../../../../..")),
+            PathBuf::from("/")
+        );
+        assert_eq!(normalize(w, Path::new("/etc//x/")), PathBuf::from("/etc/x"));
+    }
+
+    #[test]
+    fn glob_matches_within_one_component() {
+        assert!(glob_match("id_*", "id_rsa"));
+        assert!(glob_match("*.pem", "a.b.pem"));
+        assert!(glob_match(".env.*", ".env.local"));
+        assert!(!glob_match(".env.*", ".env"));
+        assert!(!glob_match("*.pem", "pem"));
+        assert!(glob_match("a*b*c", "aXXbYYc"));
+        assert!(!glob_match("a*b*c", "aXXbYY"));
+    }
+
+    #[test]
+    fn patterns_match_consecutive_components_and_anchor_on_a_leading_slash() {
+        let p = SensitivePattern::parse(".config/gcloud/").unwrap();
+        assert!(p.matches(Path::new("/home/u/.config/gcloud/creds.json")));
+        assert!(!p.matches(Path::new("/home/u/.config/other/gcloud")));
+        let p = SensitivePattern::parse("/etc/shadow").unwrap();
+        assert!(p.matches(Path::new("/etc/shadow")));
+        assert!(!p.matches(Path::new("/backup/etc/shadow")));
+        assert!(SensitivePattern::parse("*").is_none());
+        assert!(SensitivePattern::parse("/").is_none());
+    }
+
+    #[test]
+    fn candidate_paths_expand_tilde_and_split_option_values() {
+        let c = candidate_paths("--file=~/.ssh/id", Path::new("/w"), Path::new("/home/u"));
+        assert!(c.contains(&PathBuf::from("/home/u/.ssh/id")));
+        let c = candidate_paths("host:.aws/x", Path::new("/w"), Path::new("/home/u"));
+        assert!(c.contains(&PathBuf::from("/w/.aws/x")));
+    }
+}
