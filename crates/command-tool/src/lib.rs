@@ -1,7 +1,60 @@
-//! The `command` tool (not implemented yet).
+//! The `command` tool: one `/bin/sh -c` command line in a `direct` or `app-private` work
+//! scope, under a deny-default sandbox. SPEC: CMD-1…CMD-11, CMD-13; DESIGN invariant 1.
 //!
-//! Will own: `/bin/sh -c` in the work scope, `extraPaths` with per-call approval, the hard-link
-//! pre-scan, lease checks while running, and `status` / `truncated` / `partialExecution` /
-//! `descendantsStopped`. SPEC: CMD-1…CMD-13.
+//! **Owns:** the wire types [`CommandArguments`] / [`CommandOutput`] (exact camelCase names,
+//! unknown fields refused, JSON Schemas) and [`Status`]; argument validation ([`validate`]);
+//! the [`Approver`] trait through which the host asks the user about each extra path, once,
+//! for this call (CMD-3); the hard-link pre-scan of the scope and of every writable extra path
+//! (CMD-9); the call's private temp dir and minimal environment (CMD-13); and the meaning of an
+//! [`exec::Outcome`]: `status`, `truncated`, `partialExecution`, `descendantsStopped` (CMD-5,
+//! CMD-6).
 //!
-//! Will refuse to know: other tools, the host, accounts.
+//! **Refuses to know:** other tools, the host, accounts and grants (the caller's `ToolScope`
+//! runs first, TS-*), how a question reaches the user (the [`Approver`] implementation's), and
+//! how the sandbox is built per platform (`exec`'s).
+//!
+//! **Environment (CMD-13).** Exactly: `PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin`
+//! (the program directories the sandbox makes readable), `HOME` and `TMPDIR` in the call's own
+//! temp dir (under the system temp dir, outside the scope, mode 0700, removed afterwards),
+//! `LANG=LC_ALL=C.UTF-8`, `TERM=dumb`. Nothing of the host's (no tokens, no `SSH_AUTH_SOCK`).
+//! Standard input is closed.
+//!
+//! **Limits.** This is not isolation from other native processes of the same user: one could
+//! hard-link an outside file into the scope, or swap a path component for a symbolic link,
+//! while a command runs; the pre-scan is not a continuous guarantee (CMD-11). The sandbox
+//! forbids the command itself from creating hard links.
+//!
+//! # Example
+//! ```no_run
+//! # async fn example() -> Result<(), toolscope::ToolError> {
+//! use std::sync::Arc;
+//! use command_tool::{CommandArguments, PreApproved};
+//!
+//! let scope = Arc::new(fsguard::RootLease::acquire("/home/me/project").unwrap());
+//! let args = CommandArguments::from_json(serde_json::json!({
+//!     "command": "wc -l *.csv | sort -n",
+//!     "extraPaths": [{"path": "/home/me/reference", "write": false}]
+//! }))?;
+//! let approver = PreApproved::new(["/home/me/reference"]);
+//! let (ctx, _cancel) = toolscope::CallContext::standalone();
+//! let out = command_tool::command(args, scope, &approver, &ctx).await?;
+//! println!("{:?} {}", out.status, out.stdout);
+//! # Ok(()) }
+//! ```
+//!
+//! Dependencies beyond the workspace's own crates: `serde`/`serde_json`/`schemars` for the wire
+//! types, `tempfile` for the private temp dir.
+#![deny(missing_docs)]
+
+mod approve;
+mod run;
+mod types;
+mod validate;
+
+pub use approve::{Approval, Approver, DenyAll, PreApproved};
+pub use run::{HARD_LINKS_SHOWN, OUTPUT_CAP, command};
+pub use types::{CommandArguments, CommandOutput, ExtraPath, Status};
+pub use validate::{
+    DEFAULT_TIMEOUT_MS, Extra, MAX_COMMAND_BYTES, MAX_EXTRA_PATHS, MAX_TIMEOUT_MS,
+    ValidatedCommand, validate,
+};

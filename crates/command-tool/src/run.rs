@@ -1,0 +1,435 @@
+//! One `command` call end to end: validate, lease check, hard-link pre-scan, approvals, the
+//! sandboxed `/bin/sh -c` through `exec`, and the result (CMD-1…CMD-9, CMD-13).
+
+use std::ffi::OsString;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use exec::{ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
+use fsguard::{RootLease, ScanError, ScanOptions, scan_hard_links, scan_hard_links_in};
+use toolscope::{CallContext, CancelReason, ErrorCode, ToolError};
+
+use crate::approve::Approver;
+use crate::types::{CommandArguments, CommandOutput, Status};
+use crate::validate::{Extra, validate};
+
+/// Bytes of stdout and of stderr kept; the command keeps running past them (CMD-5).
+pub const OUTPUT_CAP: usize = 64 * 1024;
+
+/// At most this many hard-linked paths are named in a refusal's message (the count is exact).
+pub const HARD_LINKS_SHOWN: usize = 20;
+
+/// The shell. Fixed, never looked up on `PATH` (CMD-1).
+const SHELL: &str = "/bin/sh";
+
+/// `PATH` inside the sandbox: the program directories the sandbox lets the command read and
+/// execute (CMD-10, CMD-13), and nothing from the host.
+const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+
+/// Runs one `command` call.
+///
+/// In order (DESIGN "One call, end to end"; nothing is asked, created or started before the
+/// step that needs it):
+/// 1. [`validate`] the arguments (`AGENT_EXEC_ARGUMENTS_INVALID`, `AGENT_EXEC_PATH_INVALID`).
+/// 2. Verify the work-root lease (CMD-8): a replaced root is `AGENT_EXEC_CANCELLED`.
+/// 3. Hard-link pre-scan (CMD-9) of the scope and of every writable extra path: any regular
+///    file with more than one link refuses the call (`AGENT_EXEC_PATH_INVALID`, at most
+///    [`HARD_LINKS_SHOWN`] paths in the message, all counted, the shown ones in `hardLinks`).
+/// 4. Ask `approver` about each extra path (CMD-3); a "no" is `AGENT_PERMISSION_DENIED` naming
+///    the path, and the call does not run. Cancelling the call stops the asking.
+/// 5. After approvals, scan again (a prompt can take a while) and verify the lease again.
+/// 6. Run `/bin/sh -c <command>` through `exec` in the sandbox of CMD-2 with the environment of
+///    CMD-13, stdin closed, output capped in truncate mode; `exec` verifies the lease before
+///    spawning, right after, every 200 ms, and before release.
+///
+/// A run that happened is a [`CommandOutput`] whatever its exit code, also when it timed out
+/// or was cancelled (`status`, `partialExecution`). Exceptions: a revoked permission is the
+/// public permission error (TS-3), and a replaced work root is `AGENT_EXEC_CANCELLED` with the
+/// partial result in the error's details (CMD-8: a re-resolved path is never accepted).
+///
+/// # Errors
+/// As listed above, plus `AGENT_EXEC_SANDBOX_UNAVAILABLE` / `AGENT_EXEC_UNSUPPORTED` (nothing
+/// runs, never unsandboxed) and `AGENT_EXEC_IO_FAILED`.
+pub async fn command(
+    args: CommandArguments,
+    scope: Arc<RootLease>,
+    approver: &dyn Approver,
+    ctx: &CallContext,
+) -> Result<CommandOutput, ToolError> {
+    ctx.check()?;
+    let validated = validate(&args, &scope)?;
+    verify_lease(&scope)?;
+    hard_link_scan(&scope, validated.extra_paths()).await?;
+
+    if !validated.extra_paths().is_empty() {
+        for extra in validated.extra_paths() {
+            let approved = tokio::select! {
+                yes = approver.approve_extra_path(extra.path(), extra.write()) => yes,
+                reason = ctx.cancelled() => return Err(reason.to_error()),
+            };
+            if !approved {
+                return Err(ToolError::new(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "the user did not allow {} ({}) for this call, so the command did not \
+                         run; work inside the workspace or ask the user to approve the path",
+                        extra.path().display(),
+                        if extra.write() {
+                            "read and write"
+                        } else {
+                            "read only"
+                        }
+                    ),
+                )
+                .with_detail("path", extra.path().to_string_lossy().into_owned()));
+            }
+        }
+        ctx.check()?;
+        verify_lease(&scope)?;
+        hard_link_scan(&scope, validated.extra_paths()).await?;
+    }
+
+    let temp = PrivateTemp::new(&scope)?;
+    let extra: Vec<(PathBuf, bool)> = validated
+        .extra_paths()
+        .iter()
+        .map(|e| (e.path().to_path_buf(), e.write()))
+        .collect();
+    let sandbox = SandboxSpec::for_command(scope.path(), temp.root(), &extra).map_err(|e| {
+        ToolError::new(
+            ErrorCode::ExecIoFailed,
+            format!("cannot describe the sandbox: {e}"),
+        )
+    })?;
+    let job = Job {
+        program: SHELL.into(),
+        args: vec!["-c".into(), validated.command().into()],
+        workdir: WorkDir {
+            lease: scope,
+            rel: validated.cwd().clone(),
+        },
+        env: temp.env(),
+        sandbox,
+        limits: Limits {
+            timeout: validated.timeout(),
+            stdout_cap: OUTPUT_CAP,
+            stderr_cap: OUTPUT_CAP,
+            on_cap: OnCap::Truncate,
+        },
+    };
+    let outcome = exec::run(job, ctx).await.map_err(exec_error);
+    // Removing a large temp dir is file-system work: keep it off the async threads.
+    let _ = tokio::task::spawn_blocking(move || temp.remove()).await;
+    interpret(outcome?)
+}
+
+fn verify_lease(scope: &RootLease) -> Result<(), ToolError> {
+    scope.verify().map_err(|e| {
+        ToolError::new(
+            ErrorCode::ExecCancelled,
+            format!("{e}; the command did not run"),
+        )
+    })
+}
+
+fn exec_error(e: ExecError) -> ToolError {
+    match e {
+        ExecError::Cancelled(reason) => reason.to_error(),
+        other => ToolError::new(other.code(), other.to_string()),
+    }
+}
+
+fn scan_error(e: ScanError) -> ToolError {
+    let code = match e {
+        ScanError::RootIo { .. } => ErrorCode::ExecIoFailed,
+        _ => ErrorCode::ExecPathInvalid,
+    };
+    ToolError::new(code, format!("{e}; the command did not run"))
+}
+
+/// CMD-9: refuses the call when the scope or a writable extra path holds a regular file with
+/// more than one link (a name inside for an inode that may also have a name outside).
+async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), ToolError> {
+    let scope = Arc::clone(scope);
+    let writable: Vec<Extra> = extra.iter().filter(|e| e.write()).cloned().collect();
+    let found = tokio::task::spawn_blocking(move || -> Result<Vec<PathBuf>, ToolError> {
+        // Mounts below the scope are inside the sandbox's grant too, so they are scanned.
+        let options = ScanOptions::new().cross_mounts(true);
+        let mut found: Vec<PathBuf> = scan_hard_links_in(&scope, &options)
+            .map_err(scan_error)?
+            .links
+            .into_iter()
+            .map(|l| l.path)
+            .collect();
+        let dirs: Vec<&Path> = writable
+            .iter()
+            .filter(|e| e.is_dir())
+            .map(Extra::path)
+            .collect();
+        if !dirs.is_empty() {
+            found.extend(
+                scan_hard_links(&dirs, &options)
+                    .map_err(scan_error)?
+                    .links
+                    .into_iter()
+                    .map(|l| l.path),
+            );
+        }
+        for file in writable.iter().filter(|e| !e.is_dir()) {
+            let meta = std::fs::symlink_metadata(file.path()).map_err(|e| {
+                ToolError::new(
+                    ErrorCode::ExecPathInvalid,
+                    format!(
+                        "cannot check {}: {e}; the command did not run",
+                        file.path().display()
+                    ),
+                )
+            })?;
+            if meta.is_file() && meta.nlink() > 1 {
+                found.push(file.path().to_path_buf());
+            }
+        }
+        Ok(found)
+    })
+    .await
+    .map_err(|e| {
+        ToolError::new(
+            ErrorCode::ExecIoFailed,
+            format!("the hard-link scan failed: {e}"),
+        )
+    })??;
+    if found.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = found
+        .iter()
+        .take(HARD_LINKS_SHOWN)
+        .map(|p| p.display().to_string())
+        .collect();
+    let more = found.len().saturating_sub(HARD_LINKS_SHOWN);
+    let mut list = shown.join(", ");
+    if more > 0 {
+        list.push_str(&format!(" and {more} more"));
+    }
+    Err(ToolError::new(
+        ErrorCode::ExecPathInvalid,
+        format!(
+            "{} hard-linked file(s) where the command could write: {list}. A hard link may be \
+             another name of a file outside the workspace, so the command did not run; replace \
+             each with a copy (e.g. `cp --remove-destination f f.copy && mv f.copy f`) or remove \
+             the extra name",
+            found.len()
+        ),
+    )
+    .with_detail("hardLinks", shown)
+    .with_detail("hardLinkCount", found.len()))
+}
+
+/// The call's own directory: `HOME` and `TMPDIR` inside it (CMD-2, CMD-13).
+struct PrivateTemp {
+    dir: Option<tempfile::TempDir>,
+    root: PathBuf,
+}
+
+impl PrivateTemp {
+    fn new(scope: &RootLease) -> Result<Self, ToolError> {
+        let io = |what: &str, e: std::io::Error| {
+            ToolError::new(
+                ErrorCode::ExecIoFailed,
+                format!("cannot {what} the call's private temp dir: {e}"),
+            )
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("agent-exec-command-")
+            .tempdir_in(std::env::temp_dir())
+            .map_err(|e| io("create", e))?;
+        let root = dir.path().canonicalize().map_err(|e| io("resolve", e))?;
+        let scope_real = scope
+            .path()
+            .canonicalize()
+            .unwrap_or_else(|_| scope.path().to_path_buf());
+        if root.starts_with(&scope_real) || scope_real.starts_with(&root) {
+            return Err(ToolError::new(
+                ErrorCode::ExecIoFailed,
+                format!(
+                    "the system temp dir {} overlaps the work scope {}; point TMPDIR elsewhere",
+                    root.display(),
+                    scope_real.display()
+                ),
+            ));
+        }
+        for sub in ["home", "tmp"] {
+            std::fs::create_dir(root.join(sub)).map_err(|e| io("fill", e))?;
+        }
+        Ok(PrivateTemp {
+            dir: Some(dir),
+            root,
+        })
+    }
+
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// CMD-13: a documented, minimal environment; nothing of the host's.
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            ("PATH".into(), SANDBOX_PATH.into()),
+            ("HOME".into(), self.root.join("home").into_os_string()),
+            ("TMPDIR".into(), self.root.join("tmp").into_os_string()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("LC_ALL".into(), "C.UTF-8".into()),
+            ("TERM".into(), "dumb".into()),
+        ]
+    }
+
+    /// Removes the directory, also when the command left directories without write or search
+    /// permission in it (`chmod 000 $TMPDIR/d` would otherwise make the removal fail).
+    fn remove(mut self) {
+        let Some(dir) = self.dir.take() else {
+            return;
+        };
+        let path = dir.keep();
+        if std::fs::remove_dir_all(&path).is_ok() {
+            return;
+        }
+        open_up(&path);
+        let _ = std::fs::remove_dir_all(&path);
+    }
+}
+
+/// Gives the owner full access to every directory below `dir` (never following a link).
+fn open_up(dir: &Path) {
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            open_up(&entry.path());
+        }
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// CMD-5, CMD-6, CMD-8: the outcome as the model sees it.
+fn interpret(out: exec::Outcome) -> Result<CommandOutput, ToolError> {
+    let status = match &out.cancelled {
+        Some(reason @ CancelReason::Revoked(_)) => return Err(reason.to_error()),
+        Some(CancelReason::Deadline) => Status::TimedOut,
+        Some(_) => Status::Cancelled,
+        None if out.timed_out => Status::TimedOut,
+        None if out.lease_lost => Status::Cancelled,
+        None if out.exit_code.is_some() => Status::Exited,
+        None => Status::Signaled,
+    };
+    let output = CommandOutput {
+        stdout: text(&out.stdout),
+        stderr: text(&out.stderr),
+        exit_code: if status == Status::Exited {
+            out.exit_code
+        } else {
+            None
+        },
+        status,
+        truncated: out.stdout_truncated || out.stderr_truncated,
+        partial_execution: matches!(status, Status::TimedOut | Status::Cancelled),
+        descendants_stopped: out.descendants_stopped,
+    };
+    if out.lease_lost {
+        let mut err = ToolError::new(
+            ErrorCode::ExecCancelled,
+            "the work root was replaced or moved while the command ran, so everything it started \
+             was stopped; changes already made stay. Start a new turn on the current folder",
+        );
+        if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&output) {
+            for (key, value) in fields {
+                err = err.with_detail(key, value);
+            }
+        }
+        err = err.with_detail("status", "cancelled").with_detail(
+            "partialExecution",
+            out.main_stopped || output.partial_execution,
+        );
+        return Err(err);
+    }
+    Ok(output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_are_results_not_errors() {
+        let mut out = exec::Outcome::default();
+        out.exit_code = Some(3);
+        out.stdout = b"partial".to_vec();
+        let r = interpret(out).unwrap();
+        assert_eq!(r.status, Status::Exited);
+        assert_eq!(r.exit_code, Some(3));
+        assert!(!r.partial_execution);
+    }
+
+    #[test]
+    fn timeout_and_cancellation_are_partial_with_no_exit_code() {
+        let mut out = exec::Outcome::default();
+        out.timed_out = true;
+        out.signal = Some(9);
+        out.main_stopped = true;
+        out.descendants_stopped = 2;
+        let r = interpret(out).unwrap();
+        assert_eq!(
+            (r.status, r.exit_code, r.partial_execution),
+            (Status::TimedOut, None, true)
+        );
+        assert_eq!(r.descendants_stopped, 2);
+
+        let mut out = exec::Outcome::default();
+        out.cancelled = Some(CancelReason::TurnEnded);
+        let r = interpret(out).unwrap();
+        assert_eq!((r.status, r.partial_execution), (Status::Cancelled, true));
+
+        let mut out = exec::Outcome::default();
+        out.cancelled = Some(CancelReason::Deadline);
+        assert_eq!(interpret(out).unwrap().status, Status::TimedOut);
+    }
+
+    #[test]
+    fn a_revocation_is_the_public_permission_error() {
+        let mut out = exec::Outcome::default();
+        out.cancelled = Some(CancelReason::Revoked(
+            toolscope::Denial::AuthorityUnavailable,
+        ));
+        let err = interpret(out).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::PermissionDenied);
+    }
+
+    #[test]
+    fn a_lost_lease_is_cancelled_with_the_partial_result_in_details() {
+        let mut out = exec::Outcome::default();
+        out.lease_lost = true;
+        out.main_stopped = true;
+        out.stdout = b"so far".to_vec();
+        let err = interpret(out).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ExecCancelled);
+        assert_eq!(err.details()["status"], "cancelled");
+        assert_eq!(err.details()["stdout"], "so far");
+        assert_eq!(err.details()["partialExecution"], true);
+    }
+
+    #[test]
+    fn a_signal_without_exit_is_signaled() {
+        let mut out = exec::Outcome::default();
+        out.signal = Some(31);
+        let r = interpret(out).unwrap();
+        assert_eq!(
+            (r.status, r.exit_code, r.partial_execution),
+            (Status::Signaled, None, false)
+        );
+    }
+}

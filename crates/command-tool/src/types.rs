@@ -1,0 +1,221 @@
+//! The wire types of `command` (CMD-4, CMD-5) with the exact camelCase names of the seed.
+//! Unknown fields are refused everywhere, including inside `extraPaths` items: a misspelt
+//! `writable` must not silently become a read-only grant the model did not mean, nor the
+//! reverse.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use toolscope::{ErrorCode, ToolError};
+
+/// The arguments of one `command` call (CMD-4).
+///
+/// ```
+/// let args: command_tool::CommandArguments =
+///     serde_json::from_str(r#"{"command":"wc -l *.csv | sort -n"}"#).unwrap();
+/// assert_eq!(args.cwd, None); // the work root
+/// assert!(args.extra_paths.is_empty());
+/// assert_eq!(args.timeout_ms, None); // 30 000 ms
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommandArguments {
+    /// One command line for `/bin/sh -c` (CMD-1); at most 65 536 bytes, no NUL.
+    pub command: String,
+    /// The working directory relative to the work root; default `.`. No absolute path, `..`,
+    /// symbolic link or `.git` in any letter case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Paths outside the work scope the command needs; the user confirms each one for this
+    /// call (CMD-3). At most 16.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub extra_paths: Vec<ExtraPath>,
+    /// Time limit in milliseconds, 1–300000; default 30000 (CMD-4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 300000))]
+    pub timeout_ms: Option<u64>,
+}
+
+/// One path outside the scope (CMD-3).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExtraPath {
+    /// Absolute, existing, no symbolic link in any component, outside the work scope.
+    pub path: String,
+    /// Whether the command may write beneath it; default `false` (read only).
+    #[serde(default)]
+    pub write: bool,
+}
+
+impl CommandArguments {
+    /// Parses the arguments from a JSON object; any shape error (unknown field, wrong type,
+    /// missing `command`, not an object) is `AGENT_EXEC_ARGUMENTS_INVALID`.
+    ///
+    /// ```
+    /// use command_tool::CommandArguments;
+    /// let err = CommandArguments::from_json(serde_json::json!({"command": "ls", "cwdRelative": "."}))
+    ///     .unwrap_err();
+    /// assert_eq!(err.code(), toolscope::ErrorCode::ExecArgumentsInvalid);
+    /// ```
+    pub fn from_json(value: serde_json::Value) -> Result<Self, ToolError> {
+        // serde also reads a struct from a JSON array; the wire form is an object.
+        if !value.is_object() {
+            return Err(ToolError::new(
+                ErrorCode::ExecArgumentsInvalid,
+                "the command arguments must be a JSON object with `command` and optionally \
+                 `cwd`, `extraPaths`, `timeoutMs`",
+            ));
+        }
+        serde_json::from_value(value).map_err(|e| {
+            ToolError::new(
+                ErrorCode::ExecArgumentsInvalid,
+                format!(
+                    "the command arguments do not match the schema: {e}; send an object with \
+                     `command` and optionally `cwd`, `extraPaths` ([{{\"path\", \"write\"}}]), \
+                     `timeoutMs`"
+                ),
+            )
+        })
+    }
+
+    /// The JSON Schema of the arguments (for tool listings such as MCP's `inputSchema`).
+    pub fn json_schema() -> schemars::Schema {
+        schemars::schema_for!(CommandArguments)
+    }
+}
+
+/// Why the command's run ended (CMD-5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Status {
+    /// The shell exited on its own; `exitCode` is its status (0 = success).
+    Exited,
+    /// The shell was ended by a signal it did not get from us (e.g. `kill -9 $$`, or the
+    /// sandbox refusing a system call with `SIGSYS`); `exitCode` is `null`.
+    Signaled,
+    /// `timeoutMs` passed; everything the command started was stopped. `exitCode` is `null`.
+    TimedOut,
+    /// The call was cancelled (by request, turn end or account switch) while the command ran;
+    /// everything it started was stopped. `exitCode` is `null`.
+    Cancelled,
+}
+
+/// The result of a `command` call (CMD-5). A non-zero exit is a result, not an error: the
+/// model reads `exitCode` and `stderr`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommandOutput {
+    /// The first 64 KiB of standard output (bytes that are not UTF-8 become U+FFFD).
+    pub stdout: String,
+    /// The first 64 KiB of standard error.
+    pub stderr: String,
+    /// The shell's exit code when `status` is `exited`, else `null`.
+    pub exit_code: Option<i32>,
+    /// Why the run ended.
+    pub status: Status,
+    /// Either stream passed 64 KiB; the command kept running and the rest was read and
+    /// dropped.
+    pub truncated: bool,
+    /// The command was stopped before it finished (timed out or cancelled), so some of its
+    /// work may be done and some not; file changes already made stay.
+    pub partial_execution: bool,
+    /// Processes other than the shell that were still alive when the command ended and were
+    /// stopped (CMD-6): background jobs, including ones that left with `setsid`.
+    pub descendants_stopped: usize,
+}
+
+impl CommandOutput {
+    /// The JSON Schema of the result.
+    pub fn json_schema() -> schemars::Schema {
+        schemars::schema_for!(CommandOutput)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_use_the_exact_camel_case_names() {
+        let args = CommandArguments {
+            command: "ls".into(),
+            cwd: Some("src".into()),
+            extra_paths: vec![ExtraPath {
+                path: "/data".into(),
+                write: true,
+            }],
+            timeout_ms: Some(1000),
+        };
+        assert_eq!(
+            serde_json::to_value(&args).unwrap(),
+            json!({"command": "ls", "cwd": "src", "extraPaths": [{"path": "/data", "write": true}], "timeoutMs": 1000})
+        );
+        let parsed =
+            CommandArguments::from_json(json!({"command": "ls", "extraPaths": [{"path": "/d"}]}))
+                .unwrap();
+        assert!(!parsed.extra_paths[0].write, "write defaults to false");
+    }
+
+    #[test]
+    fn output_uses_the_exact_names_and_status_strings() {
+        let out = CommandOutput {
+            stdout: "a".into(),
+            stderr: String::new(),
+            exit_code: None,
+            status: Status::TimedOut,
+            truncated: false,
+            partial_execution: true,
+            descendants_stopped: 2,
+        };
+        assert_eq!(
+            serde_json::to_value(&out).unwrap(),
+            json!({"stdout": "a", "stderr": "", "exitCode": null, "status": "timedOut",
+                   "truncated": false, "partialExecution": true, "descendantsStopped": 2})
+        );
+        let names: Vec<String> = [
+            Status::Exited,
+            Status::Signaled,
+            Status::TimedOut,
+            Status::Cancelled,
+        ]
+        .iter()
+        .map(|s| {
+            serde_json::to_value(s)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+        assert_eq!(names, ["exited", "signaled", "timedOut", "cancelled"]);
+    }
+
+    #[test]
+    fn malformed_arguments_are_invalid_arguments() {
+        for value in [
+            json!({"command": "ls", "cwdRelative": "."}),
+            json!({"command": "ls", "extraPaths": [{"path": "/d", "writable": true}]}),
+            json!({"command": "ls", "extraPaths": [{"write": true}]}),
+            json!({"command": "ls", "extraPaths": "/d"}),
+            json!({"command": "ls", "timeoutMs": -5}),
+            json!({"command": ["ls"]}),
+            json!({"cwd": "."}),
+            json!(["ls"]),
+            json!("ls"),
+        ] {
+            let err = CommandArguments::from_json(value.clone()).expect_err(&value.to_string());
+            assert_eq!(err.code(), ErrorCode::ExecArgumentsInvalid, "{value}");
+        }
+    }
+
+    #[test]
+    fn schema_refuses_additional_properties_and_bounds_the_timeout() {
+        let schema = serde_json::to_value(CommandArguments::json_schema()).unwrap();
+        assert_eq!(schema["additionalProperties"], json!(false));
+        assert_eq!(schema["properties"]["timeoutMs"]["maximum"], json!(300000));
+        assert_eq!(schema["required"], json!(["command"]));
+        let out = serde_json::to_value(CommandOutput::json_schema()).unwrap();
+        assert_eq!(out["additionalProperties"], json!(false));
+    }
+}

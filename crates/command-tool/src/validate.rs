@@ -1,0 +1,309 @@
+//! "Validate, then act" (DESIGN invariant 1) for `command`: CMD-4's inputs and CMD-3's extra
+//! paths, checked before anything is asked, created or started.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use fsguard::{OpenError, RelPath, RootLease};
+use toolscope::{ErrorCode, ToolError};
+
+use crate::types::CommandArguments;
+
+/// The longest `command`, in bytes. Linux refuses a single argument over 128 KiB
+/// (`MAX_ARG_STRLEN`); half of that keeps the refusal ours, with a clear message.
+pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
+/// `timeoutMs` when the call gives none (CMD-4).
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+/// The largest `timeoutMs` (CMD-4).
+pub const MAX_TIMEOUT_MS: u64 = 300_000;
+/// At most this many `extraPaths`: each one is a question to the user (CMD-3).
+pub const MAX_EXTRA_PATHS: usize = 16;
+
+/// One extra path that passed validation: absolute, normalised, existing, without a symbolic
+/// link in any component, a directory or a regular file, not inside the work scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Extra {
+    path: PathBuf,
+    write: bool,
+    is_dir: bool,
+}
+
+impl Extra {
+    /// The normalised absolute path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the command may write beneath it.
+    pub fn write(&self) -> bool {
+        self.write
+    }
+
+    /// Whether it is a directory (else a regular file).
+    pub fn is_dir(&self) -> bool {
+        self.is_dir
+    }
+}
+
+/// A `command` call that passed every check: only [`validate`] makes one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidatedCommand {
+    command: String,
+    cwd: RelPath,
+    extra: Vec<Extra>,
+    timeout_ms: u64,
+}
+
+impl ValidatedCommand {
+    /// The command line for `/bin/sh -c`.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    /// The working directory, relative to the work root.
+    pub fn cwd(&self) -> &RelPath {
+        &self.cwd
+    }
+
+    /// The extra paths, in the order given.
+    pub fn extra_paths(&self) -> &[Extra] {
+        &self.extra
+    }
+
+    /// The time limit.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    /// The time limit in milliseconds.
+    pub fn timeout_ms(&self) -> u64 {
+        self.timeout_ms
+    }
+}
+
+fn invalid(message: impl Into<String>) -> ToolError {
+    ToolError::new(ErrorCode::ExecArgumentsInvalid, message)
+}
+
+fn bad_path(message: impl Into<String>) -> ToolError {
+    ToolError::new(ErrorCode::ExecPathInvalid, message)
+}
+
+/// Checks `args` and opens the working directory through `scope`, asking nothing, creating
+/// nothing and starting nothing.
+///
+/// - `command`: not blank, no NUL byte, at most [`MAX_COMMAND_BYTES`]
+///   (`AGENT_EXEC_ARGUMENTS_INVALID`).
+/// - `timeoutMs`: 1–300000, default 30000 (`AGENT_EXEC_ARGUMENTS_INVALID`).
+/// - `cwd`: a [`RelPath`] opened through the lease without following symbolic links
+///   (`AGENT_EXEC_PATH_INVALID`). `.git` in any letter case is refused as a `cwd`, like every
+///   path the tools take from the model; this is consistency, not isolation — the sandbox grants
+///   the whole scope and the command itself can `cd .git`.
+/// - `extraPaths`: at most [`MAX_EXTRA_PATHS`], no duplicates (`AGENT_EXEC_ARGUMENTS_INVALID`);
+///   each absolute, without `..` or `.git`, existing, no symbolic link in any component, a
+///   directory or a regular file, not `/`, not inside the scope (`AGENT_EXEC_PATH_INVALID`).
+///   A path that *contains* the scope is allowed: the user is asked about it like any other.
+pub fn validate(args: &CommandArguments, scope: &RootLease) -> Result<ValidatedCommand, ToolError> {
+    if args.command.trim().is_empty() {
+        return Err(invalid(
+            "`command` is empty; give one command line for /bin/sh -c",
+        ));
+    }
+    if args.command.contains('\0') {
+        return Err(invalid(
+            "`command` contains a NUL byte, which no program argument can carry; remove it",
+        ));
+    }
+    if args.command.len() > MAX_COMMAND_BYTES {
+        return Err(invalid(format!(
+            "`command` is {} bytes; the limit is {MAX_COMMAND_BYTES}: put long scripts in a file \
+             in the workspace and run that",
+            args.command.len()
+        )));
+    }
+    let timeout_ms = match args.timeout_ms {
+        None => DEFAULT_TIMEOUT_MS,
+        Some(ms @ 1..=MAX_TIMEOUT_MS) => ms,
+        Some(ms) => {
+            return Err(invalid(format!(
+                "timeoutMs {ms} is out of range; give 1 to {MAX_TIMEOUT_MS} milliseconds, or \
+                 leave it out for {DEFAULT_TIMEOUT_MS}"
+            )));
+        }
+    };
+
+    let cwd_input = args.cwd.as_deref().unwrap_or(".");
+    let cwd = RelPath::new(cwd_input)
+        .map_err(|e| bad_path(format!("cwd `{cwd_input}` is refused: {e}")))?;
+    scope.open_dir(&cwd).map_err(|e| {
+        let code = match e {
+            OpenError::Io { .. } => ErrorCode::ExecIoFailed,
+            _ => ErrorCode::ExecPathInvalid,
+        };
+        ToolError::new(
+            code,
+            format!(
+                "cwd `{cwd_input}` cannot be used: {e}; name an existing directory in the workspace"
+            ),
+        )
+    })?;
+
+    if args.extra_paths.len() > MAX_EXTRA_PATHS {
+        return Err(invalid(format!(
+            "extraPaths has {} items; the limit is {MAX_EXTRA_PATHS}: ask for a common parent \
+             directory instead",
+            args.extra_paths.len()
+        )));
+    }
+    let mut extra: Vec<Extra> = Vec::with_capacity(args.extra_paths.len());
+    if !args.extra_paths.is_empty() {
+        let scope_real = scope.path().canonicalize().map_err(|e| {
+            ToolError::new(
+                ErrorCode::ExecIoFailed,
+                format!(
+                    "cannot resolve the work root {}: {e}",
+                    scope.path().display()
+                ),
+            )
+        })?;
+        for item in &args.extra_paths {
+            let checked = extra_path(&item.path, item.write, &scope_real)?;
+            if extra.iter().any(|e| e.path == checked.path) {
+                return Err(invalid(format!(
+                    "extraPaths names {} twice; list each path once (with `write: true` if it \
+                     must be writable)",
+                    checked.path.display()
+                )));
+            }
+            extra.push(checked);
+        }
+    }
+    Ok(ValidatedCommand {
+        command: args.command.clone(),
+        cwd,
+        extra,
+        timeout_ms,
+    })
+}
+
+/// CMD-3: one extra path.
+fn extra_path(input: &str, write: bool, scope_real: &Path) -> Result<Extra, ToolError> {
+    let shown = input.escape_debug();
+    let Some(rest) = input.strip_prefix('/') else {
+        return Err(bad_path(format!(
+            "extra path `{shown}` is not absolute; give the full path from `/`"
+        )));
+    };
+    if rest.trim_matches('/').is_empty() || rest.split('/').all(|c| c.is_empty() || c == ".") {
+        return Err(bad_path(
+            "extra path `/` would expose the whole file system; name the directory the command needs",
+        ));
+    }
+    // `RelPath` refuses `..`, `.git` in any case, NUL and over-long names, and normalises.
+    let rel = RelPath::new(rest)
+        .map_err(|e| bad_path(format!("extra path `{shown}` is refused: {e}")))?;
+    let path = Path::new("/").join(rel.as_path());
+
+    // Walk from `/`, refusing a symbolic link in any component (never follow, never
+    // re-resolve). The kernel's Landlock rule is made from this path when the sandbox is
+    // built; a same-user process that swaps a component for a link in between is outside what
+    // a path-based sandbox can stop (CMD-11).
+    let mut walked = PathBuf::from("/");
+    let mut last = None;
+    for comp in path.components() {
+        let Component::Normal(name) = comp else {
+            continue;
+        };
+        walked.push(name);
+        let meta = std::fs::symlink_metadata(&walked).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                bad_path(format!(
+                    "extra path `{shown}` does not exist ({} is missing); name an existing path",
+                    walked.display()
+                ))
+            } else {
+                bad_path(format!(
+                    "extra path `{shown}` cannot be checked at {}: {e}",
+                    walked.display()
+                ))
+            }
+        })?;
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            return Err(bad_path(format!(
+                "extra path `{shown}` goes through the symbolic link {}; name the real path",
+                walked.display()
+            )));
+        }
+        last = Some(ft);
+    }
+    let is_dir = match last {
+        Some(ft) if ft.is_dir() => true,
+        Some(ft) if ft.is_file() => false,
+        Some(ft) => {
+            let what = if ft.is_fifo() {
+                "a FIFO"
+            } else if ft.is_socket() {
+                "a socket"
+            } else {
+                "a device"
+            };
+            return Err(bad_path(format!(
+                "extra path `{shown}` is {what}; only directories and regular files can be granted"
+            )));
+        }
+        None => return Err(bad_path(format!("extra path `{shown}` names nothing"))),
+    };
+    if path.starts_with(scope_real) {
+        return Err(bad_path(format!(
+            "extra path `{shown}` is inside the work scope, which the command can already use; \
+             refer to it relative to the work root instead"
+        )));
+    }
+    Ok(Extra {
+        path,
+        write,
+        is_dir,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_path_is_normalised() {
+        let e = extra_path("/usr//share/./doc/", false, Path::new("/nonexistent-scope")).unwrap();
+        assert_eq!(e.path(), Path::new("/usr/share/doc"));
+        assert!(e.is_dir());
+        assert!(!e.write());
+    }
+
+    #[test]
+    fn extra_path_refusals_are_path_invalid() {
+        for bad in [
+            "relative/dir",
+            "",
+            "/",
+            "//",
+            "/./",
+            "/usr/../etc",
+            "/tmp/.GIT",
+            "/nonexistent-agent-exec-path",
+            "/dev/null",
+        ] {
+            let err = extra_path(bad, false, Path::new("/nonexistent-scope")).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn extra_path_inside_the_scope_is_refused_but_a_parent_is_not() {
+        let err = extra_path("/usr/share/doc", true, Path::new("/usr/share")).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ExecPathInvalid);
+        let err = extra_path("/usr/share", true, Path::new("/usr/share")).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ExecPathInvalid);
+        assert!(extra_path("/usr", false, Path::new("/usr/share")).is_ok());
+    }
+}

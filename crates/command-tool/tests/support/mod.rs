@@ -1,0 +1,179 @@
+//! Helpers shared by the integration tests: a scope fixture, a byte-exact snapshot of a tree,
+//! process markers and the sandbox probe.
+// Test helpers: a failed setup step is a test failure, so they unwrap (clippy.toml exempts
+// only `#[test]` functions themselves).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use fsguard::RootLease;
+
+/// A temp dir holding `scope/` (the leased root) and room beside it.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub scope: PathBuf,
+    pub lease: Arc<RootLease>,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let scope = dir.path().join("scope");
+        std::fs::create_dir(&scope).unwrap();
+        let scope = scope.canonicalize().unwrap();
+        let lease = Arc::new(RootLease::acquire(&scope).unwrap());
+        Fixture { dir, scope, lease }
+    }
+
+    /// Writes `contents` to `rel` under the scope, creating parents.
+    pub fn write(&self, rel: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.scope.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        snapshot(self.dir.path())
+    }
+}
+
+/// Every entry below a root: kind, mode, size, mtime, and content or link target.
+pub type Snapshot = BTreeMap<PathBuf, (String, u32, u64, i64, i64, Vec<u8>)>;
+
+pub fn snapshot(root: &Path) -> Snapshot {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let ft = meta.file_type();
+            let (kind, content) = if ft.is_symlink() {
+                (
+                    "link",
+                    std::fs::read_link(&path)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                )
+            } else if ft.is_dir() {
+                stack.push(path.clone());
+                ("dir", Vec::new())
+            } else if ft.is_file() {
+                ("file", std::fs::read(&path).unwrap())
+            } else {
+                ("other", Vec::new())
+            };
+            out.insert(
+                path.strip_prefix(root).unwrap().to_path_buf(),
+                (
+                    kind.to_owned(),
+                    meta.mode(),
+                    meta.len(),
+                    meta.mtime(),
+                    meta.mtime_nsec(),
+                    content,
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// A marker no other process on the machine carries.
+pub fn marker() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "100.{}{:04}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Processes whose command line contains `marker`.
+pub fn alive_with(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// Whether this machine can sandbox; prints why not.
+pub fn sandbox_available() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let probe = linux_sandbox::probe();
+        if !probe.can_sandbox() {
+            eprintln!("skipped: this kernel cannot sandbox: {probe}");
+        }
+        probe.can_sandbox()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        eprintln!("skipped: end-to-end runs are tested on Linux");
+        false
+    }
+}
+
+/// An approver that records what it was asked and answers from a fixed list.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    pub asked: std::sync::Mutex<Vec<(PathBuf, bool)>>,
+    pub allow: Vec<PathBuf>,
+}
+
+impl Recorder {
+    pub fn allowing(paths: &[&Path]) -> Recorder {
+        Recorder {
+            asked: Default::default(),
+            allow: paths.iter().map(|p| p.to_path_buf()).collect(),
+        }
+    }
+
+    pub fn asked(&self) -> Vec<(PathBuf, bool)> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+impl command_tool::Approver for Recorder {
+    fn approve_extra_path<'a>(&'a self, path: &'a Path, write: bool) -> command_tool::Approval<'a> {
+        self.asked.lock().unwrap().push((path.to_path_buf(), write));
+        let yes = self.allow.iter().any(|p| p == path);
+        Box::pin(async move { yes })
+    }
+}
+
+impl Fixture {
+    /// Writes `contents` to `rel` under `<dir>/outside`, creating parents; returns the path.
+    pub fn outside(&self, rel: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self
+            .dir
+            .path()
+            .canonicalize()
+            .unwrap()
+            .join("outside")
+            .join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    /// `<dir>/outside`, canonical.
+    pub fn outside_dir(&self) -> PathBuf {
+        self.dir.path().canonicalize().unwrap().join("outside")
+    }
+}
