@@ -57,6 +57,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod approve;
 mod config;
 pub mod doctor;
 mod files;
@@ -85,6 +86,12 @@ pub use state::{
 /// The `run` tool's wire types (RUN-14): what a host passes and gets back. There is no
 /// plugin-direct exec API; `run` is reachable only as a tool call through a [`Turn`].
 pub use run_tool::{AgentRunArguments, AgentRunOutput};
+
+pub use approve::TtyApprover;
+/// The `command` tool's wire types and the approver a host implements for its extra paths (CMD-3).
+pub use command_tool::{
+    Approval, Approver, CommandArguments, CommandOutput, DenyAll, ExtraPath, PreApproved, Status,
+};
 
 /// The gate's types a host needs alongside this crate (re-exported so one dependency is enough).
 pub use toolscope::{

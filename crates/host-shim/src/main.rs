@@ -18,7 +18,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use host_shim::{
     AgentConfig, CallOptions, Capability, ErrorCode, FolderGrant, Host, HostError,
     PlatformApproval, PluginId, PluginManifest, PluginRecord, StateError, StateStore, ToolError,
-    ToolName, WorkspaceKind, check_plugin_id, local_user_record,
+    ToolName, TtyApprover, WorkspaceKind, check_plugin_id, local_user_record,
 };
 use serde_json::{Value, json};
 
@@ -402,7 +402,9 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(&state_error(&e)),
     };
-    let host = match Host::open(store, "local".into()) {
+    // Extra paths: the --approve-extra-path list first, then a y/N on /dev/tty (CMD-3).
+    let registry = host_shim::Registry::with_approver(std::sync::Arc::new(TtyApprover));
+    let host = match Host::with_registry(store, "local".into(), registry) {
         Ok(h) => h,
         Err(e) => return fail(&host_error(&e)),
     };

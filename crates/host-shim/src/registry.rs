@@ -1,9 +1,8 @@
 //! The tool registry: each tool the host offers, by name, with its input schema, what the gate
 //! must check for it, and the body that runs it.
 //!
-//! A tool is a [`ToolHandler`]; the file tools are built in. `run` and `command` plug in the
-//! same way from their own crates; until this build links them, their handlers answer with an
-//! honest `AGENT_EXEC_UNSUPPORTED` instead of running anything.
+//! A tool is a [`ToolHandler`]; the file tools are built in, `run` and `command` come from
+//! their own crates and plug in the same way.
 
 use std::fmt;
 use std::future::Future;
@@ -15,6 +14,7 @@ use fsguard::RootLease;
 use serde_json::Value;
 use toolscope::{CallContext, ErrorCode, ToolError};
 
+use crate::approve::{CallApprover, DebugApprover};
 use crate::config::{ToolName, WorkspaceKind};
 use crate::files;
 
@@ -71,13 +71,25 @@ impl Default for Registry {
                 Arc::new(FileTool(ToolName::Edit)),
                 Arc::new(FileTool(ToolName::Grep)),
                 Arc::new(RunTool),
-                Arc::new(NotLinked(ToolName::Command)),
+                Arc::new(CommandTool {
+                    approver: DebugApprover(Arc::new(command_tool::DenyAll)),
+                }),
             ],
         }
     }
 }
 
 impl Registry {
+    /// The default tools, with `approver` answering `command`'s extra-path questions that the
+    /// call's pre-approvals do not cover (CMD-3). The default approver approves nothing.
+    pub fn with_approver(approver: Arc<dyn command_tool::Approver>) -> Self {
+        let mut registry = Registry::default();
+        registry.register(Arc::new(CommandTool {
+            approver: DebugApprover(approver),
+        }));
+        registry
+    }
+
     /// Replaces (or adds) the handler for its tool name.
     pub fn register(&mut self, handler: Arc<dyn ToolHandler>) {
         let name = handler.name();
@@ -177,29 +189,31 @@ impl ToolHandler for RunTool {
     }
 }
 
-/// A tool whose crate this build does not link yet: every call is refused, nothing runs.
+/// `command` (CMD-*), from `command-tool`: `/bin/sh -c` in the turn's `direct` or `app-private`
+/// root. Extra paths are approved by the call's pre-approvals, then the host's approver.
 #[derive(Debug)]
-struct NotLinked(ToolName);
+struct CommandTool {
+    approver: DebugApprover,
+}
 
-impl ToolHandler for NotLinked {
+impl ToolHandler for CommandTool {
     fn name(&self) -> ToolName {
-        self.0
+        ToolName::Command
     }
 
     fn input_schema(&self) -> Value {
-        serde_json::json!({"type": "object"})
+        serde_json::to_value(command_tool::CommandArguments::json_schema()).unwrap_or(Value::Null)
     }
 
-    fn call<'a>(&'a self, _args: Value, _env: ToolEnv<'a>) -> ToolFuture<'a> {
-        let name = self.0;
+    fn call<'a>(&'a self, args: Value, env: ToolEnv<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
-            Err(ToolError::new(
-                ErrorCode::ExecUnsupported,
-                format!(
-                    "the {name} tool is not part of this agent-exec build yet, so nothing ran; \
-                     use the file tools, or a build that includes {name}"
-                ),
-            ))
+            let args = command_tool::CommandArguments::from_json(args)?;
+            let approver = CallApprover {
+                pre: command_tool::PreApproved::new(env.options.approved_extra_paths.clone()),
+                host: &*self.approver.0,
+            };
+            let out = command_tool::command(args, env.root, &approver, &env.ctx).await?;
+            files::to_value(&out)
         })
     }
 }

@@ -439,3 +439,89 @@ fn revoke_from_another_process_stops_a_running_call_with_no_survivors() {
     );
     assert_no_survivors(f.tmp.path());
 }
+
+#[test]
+fn the_readme_main_job_runs_command_in_the_demo_folder() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write("a.csv", "1\n2\n3\n");
+    f.write("b.csv", "1\n");
+    let out = call(&f, "command", json!({"command": "wc -l *.csv | sort -n"}));
+    assert_eq!(out.code, 0, "{} {}", out.stdout, out.stderr);
+    assert_eq!(out.json["stdout"], "1 b.csv\n3 a.csv\n4 total\n");
+    assert_eq!(out.json["status"], "exited");
+    assert!(
+        out.json.get("mirror").is_none(),
+        "command works in the folder itself"
+    );
+    assert_no_survivors(f.tmp.path());
+}
+
+#[test]
+fn an_extra_path_needs_approval_and_a_non_interactive_caller_is_refused() {
+    // SPEC CMD-3: without --approve-extra-path and without a terminal, the call does not run.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let outside = f.tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("x.txt"), "outside\n").unwrap();
+    let args = json!({
+        "command": "touch ran && cat \"$0\"/x.txt",
+        "extraPaths": [{"path": outside, "write": false}],
+    });
+    // `setsid` leaves the controlling terminal behind: /dev/tty cannot be opened.
+    let out = Command::new("setsid")
+        .args([
+            "-w",
+            env!("CARGO_BIN_EXE_agent-exec"),
+            "--state-dir",
+            s(&f.state),
+            "call",
+            "command",
+            "--workspace",
+            s(&f.folder),
+            "--json",
+            &args.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{line}");
+    assert_eq!(line["code"], "AGENT_PERMISSION_DENIED");
+    assert!(
+        line["message"].as_str().unwrap().contains(s(&outside)),
+        "{line}"
+    );
+    assert!(
+        !f.folder.join("ran").exists(),
+        "refused before anything ran"
+    );
+
+    let approved = json!({
+        "command": format!("cat {}/x.txt", s(&outside)),
+        "extraPaths": [{"path": outside, "write": false}],
+    });
+    let out = agent_exec(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "call",
+            "command",
+            "--workspace",
+            s(&f.folder),
+            "--approve-extra-path",
+            s(&outside),
+            "--json",
+            &approved.to_string(),
+        ],
+        None,
+    );
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert_eq!(out.json["stdout"], "outside\n");
+    assert_no_survivors(f.tmp.path());
+}

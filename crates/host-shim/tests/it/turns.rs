@@ -423,3 +423,77 @@ fn account_switch_during_a_running_call_cancels_it_and_waits_for_it_to_end() {
     });
     assert_no_survivors(f.tmp.path());
 }
+
+#[test]
+fn revocation_during_a_running_command_cancels_it_within_100_ms_with_no_survivors() {
+    // SPEC TS-3, CMD-6: the test, on `command` with a background child.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("direct", &["command"]))
+        .unwrap();
+    let (err, latency) = rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        let opts = CallOptions::default();
+        let call = turn.call(
+            "c",
+            "command",
+            json!({"command": "sleep 60 & sleep 60"}),
+            &opts,
+        );
+        let revoke = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let at = Instant::now();
+            host.update_grants(|g| {
+                g.plugins.get_mut(&PLUGIN.into()).unwrap().user_consent = false;
+                Ok(())
+            })
+            .unwrap();
+            at
+        };
+        let (result, at) = tokio::join!(call, revoke);
+        let latency = at.elapsed();
+        turn.finish(false, false);
+        (result.unwrap_err(), latency)
+    });
+    assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
+    assert!(
+        latency < Duration::from_millis(100),
+        "cancelled after {latency:?}"
+    );
+    assert_no_survivors(f.tmp.path());
+}
+
+#[test]
+fn account_switch_during_a_running_command_cancels_it() {
+    // SPEC CMD-12.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("direct", &["command"]))
+        .unwrap();
+    rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        let old = host.generation();
+        let opts = CallOptions::default();
+        let call = turn.call("c", "command", json!({"command": "sleep 60"}), &opts);
+        let switch = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            host.switch_account("bob".into()).await
+        };
+        let (result, next) = tokio::join!(call, switch);
+        // command reports a cancellation as its own result (CMD-5 status `cancelled`).
+        let out = result.unwrap();
+        assert_eq!(out["status"], "cancelled", "{out}");
+        assert_eq!(out["partialExecution"], true);
+        assert_eq!((next.number(), old.live_leases()), (2, 0));
+        turn.finish(false, false);
+    });
+    assert_no_survivors(f.tmp.path());
+}
