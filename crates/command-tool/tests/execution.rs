@@ -1,0 +1,351 @@
+//! End to end: `/bin/sh -c` really runs under the sandbox through `command_tool::command`
+//! (CMD-1, CMD-2, CMD-3, CMD-5, CMD-6, CMD-8, CMD-13). Each test skips loudly when the machine
+//! cannot sandbox; each one that starts background processes marks them `sleep 100.<digits>`
+//! and checks that none survived (house rule 4).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use command_tool::{Approver, CommandArguments, CommandOutput, DenyAll, Status};
+use serde_json::{Value, json};
+use support::{Fixture, Recorder, alive_with, marker, sandbox_available};
+use toolscope::{CallContext, CancelReason, ErrorCode, ToolError};
+
+async fn call_with(
+    f: &Fixture,
+    args: Value,
+    approver: &dyn Approver,
+) -> Result<CommandOutput, ToolError> {
+    let (ctx, _h) = CallContext::standalone();
+    let args = CommandArguments::from_json(args).unwrap();
+    command_tool::command(args, f.lease.clone(), approver, &ctx).await
+}
+
+async fn call(f: &Fixture, command: &str) -> CommandOutput {
+    call_with(f, json!({"command": command}), &DenyAll)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn exit_code_stdout_and_stderr_are_returned_as_a_result() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let out = call(&f, "echo hi; echo oops >&2; exit 3").await;
+    assert_eq!(
+        out,
+        CommandOutput {
+            stdout: "hi\n".into(),
+            stderr: "oops\n".into(),
+            exit_code: Some(3),
+            status: Status::Exited,
+            truncated: false,
+            partial_execution: false,
+            descendants_stopped: 0,
+        }
+    );
+}
+
+#[tokio::test]
+async fn the_main_job_pipeline_runs_in_the_cwd() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write("data/a.csv", "1\n2\n3\n");
+    f.write("data/b.csv", "1\n");
+    let out = call_with(
+        &f,
+        json!({"command": "wc -l *.csv | sort -n", "cwd": "data"}),
+        &DenyAll,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim).collect();
+    assert_eq!(lines, ["1 b.csv", "3 a.csv", "4 total"]);
+}
+
+#[tokio::test]
+async fn environment_is_exactly_cmd_13() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let out = call(&f, "env; echo \"stdin: $(cat | wc -c)\"").await;
+    let mut vars: Vec<(&str, &str)> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| !["PWD", "SHLVL", "_", "OLDPWD"].contains(k))
+        .collect();
+    vars.sort_unstable();
+    let names: Vec<&str> = vars.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        names,
+        ["HOME", "LANG", "LC_ALL", "PATH", "TERM", "TMPDIR"],
+        "{}",
+        out.stdout
+    );
+    let get = |k: &str| vars.iter().find(|(n, _)| *n == k).unwrap().1;
+    assert_eq!(get("PATH"), "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin");
+    assert_eq!(get("LANG"), "C.UTF-8");
+    assert_eq!(get("TERM"), "dumb");
+    let home = PathBuf::from(get("HOME"));
+    assert!(home.ends_with("home") && !home.starts_with(&f.scope));
+    assert_eq!(
+        PathBuf::from(get("TMPDIR")),
+        home.parent().unwrap().join("tmp")
+    );
+    assert!(
+        out.stdout.contains("stdin: 0"),
+        "stdin reads see EOF: {}",
+        out.stdout
+    );
+    assert!(
+        !home.parent().unwrap().exists(),
+        "the call's temp dir is removed"
+    );
+}
+
+#[tokio::test]
+async fn home_and_tmpdir_are_writable_and_removed_even_when_locked() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let out = call(
+        &f,
+        "echo x > \"$HOME/f\" && mkdir \"$TMPDIR/d\" && touch \"$TMPDIR/d/f\" && chmod 000 \"$TMPDIR/d\" && echo \"$TMPDIR\"",
+    )
+    .await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let tmp = PathBuf::from(out.stdout.trim());
+    assert!(
+        !tmp.parent().unwrap().exists(),
+        "left behind: {}",
+        tmp.display()
+    );
+}
+
+#[tokio::test]
+async fn stdout_flood_keeps_64_kib_and_the_command_finishes() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let out = call(&f, "head -c 300000 /dev/zero | tr '\\0' x; echo done >&2").await;
+    assert_eq!(out.stdout.len(), 64 * 1024);
+    assert!(out.stdout.bytes().all(|b| b == b'x'));
+    assert_eq!(out.stderr, "done\n");
+    assert!(out.truncated);
+    assert_eq!(
+        (out.status, out.exit_code, out.partial_execution),
+        (Status::Exited, Some(0), false)
+    );
+}
+
+#[tokio::test]
+async fn timeout_stops_the_shell_and_its_descendants() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let m = marker();
+    let run = call_with(
+        &f,
+        json!({"command": format!("sleep {m} & sleep {m} & echo started; wait"), "timeoutMs": 400}),
+        &DenyAll,
+    );
+    let probe = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        alive_with(&m).len()
+    };
+    let (out, running) = tokio::join!(run, probe);
+    let out = out.unwrap();
+    // The shell's own command line carries the marker too: sh + 2 sleeps.
+    assert_eq!(running, 3);
+    assert_eq!(out.status, Status::TimedOut);
+    assert_eq!(out.exit_code, None);
+    assert!(out.partial_execution);
+    assert_eq!(out.descendants_stopped, 2);
+    assert_eq!(out.stdout, "started\n");
+    assert!(alive_with(&m).is_empty(), "survivors: {:?}", alive_with(&m));
+}
+
+#[tokio::test]
+async fn background_jobs_are_stopped_when_the_shell_exits() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let m = marker();
+    let out = call(&f, &format!("sleep {m} & setsid sleep {m} & echo left")).await;
+    assert_eq!((out.status, out.exit_code), (Status::Exited, Some(0)));
+    assert!(!out.partial_execution);
+    assert_eq!(out.stdout, "left\n");
+    assert!(out.descendants_stopped >= 1, "{out:?}");
+    assert!(alive_with(&m).is_empty(), "survivors: {:?}", alive_with(&m));
+}
+
+#[tokio::test]
+async fn cancellation_returns_a_cancelled_partial_result() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let m = marker();
+    let (ctx, handle) = CallContext::standalone();
+    let args =
+        CommandArguments::from_json(json!({"command": format!("echo begun; sleep {m}")})).unwrap();
+    let cancel = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let running = alive_with(&m).len();
+        handle.cancel(CancelReason::Requested);
+        running
+    };
+    let (out, running) = tokio::join!(
+        command_tool::command(args, f.lease.clone(), &DenyAll, &ctx),
+        cancel
+    );
+    let out = out.unwrap();
+    assert_eq!(running, 2, "sh and sleep were running when cancelled");
+    assert_eq!(
+        (out.status, out.exit_code, out.partial_execution),
+        (Status::Cancelled, None, true)
+    );
+    assert_eq!(out.stdout, "begun\n");
+    assert!(alive_with(&m).is_empty());
+}
+
+#[tokio::test]
+async fn a_revocation_while_running_is_the_permission_error() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let m = marker();
+    let (ctx, handle) = CallContext::standalone();
+    let args = CommandArguments::from_json(json!({"command": format!("sleep {m}")})).unwrap();
+    let revoke = async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        handle.cancel(CancelReason::Revoked(
+            toolscope::Denial::AuthorityUnavailable,
+        ));
+    };
+    let (out, ()) = tokio::join!(
+        command_tool::command(args, f.lease.clone(), &DenyAll, &ctx),
+        revoke
+    );
+    assert_eq!(out.unwrap_err().code(), ErrorCode::PermissionDenied);
+    assert!(alive_with(&m).is_empty());
+}
+
+#[tokio::test]
+async fn a_work_root_replaced_while_sleep_runs_cancels_the_call() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let m = marker();
+    let scope = f.scope.clone();
+    let moved = f.dir.path().join("moved");
+    let swap = async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        std::fs::rename(&scope, &moved).unwrap();
+        std::fs::create_dir(&scope).unwrap();
+    };
+    let (out, ()) = tokio::join!(
+        call_with(
+            &f,
+            json!({"command": format!("echo before; sleep {m}")}),
+            &DenyAll
+        ),
+        swap
+    );
+    let err = out.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecCancelled, "{err}");
+    assert_eq!(err.details()["status"], json!("cancelled"));
+    assert_eq!(err.details()["partialExecution"], json!(true));
+    assert_eq!(err.details()["stdout"], json!("before\n"));
+    assert!(alive_with(&m).is_empty(), "survivors: {:?}", alive_with(&m));
+}
+
+#[tokio::test]
+async fn a_shell_killed_by_a_signal_is_signaled() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let out = call(&f, "kill -9 $$").await;
+    assert_eq!(
+        (out.status, out.exit_code, out.partial_execution),
+        (Status::Signaled, None, false)
+    );
+}
+
+#[tokio::test]
+async fn extra_paths_are_read_only_or_writable_as_approved() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.outside("ro/in.txt", "read me\n");
+    f.outside("rw/keep.txt", "k\n");
+    let ro = f.outside_dir().join("ro");
+    let rw = f.outside_dir().join("rw");
+    let approver = Recorder::allowing(&[&ro, &rw]);
+    let script = format!(
+        "cat '{ro}/in.txt'; echo new > '{ro}/new.txt' 2>/dev/null || echo ro-denied; \
+         echo written > '{rw}/out.txt' && echo rw-ok",
+        ro = ro.display(),
+        rw = rw.display()
+    );
+    let out = call_with(
+        &f,
+        json!({"command": script, "extraPaths": [
+            {"path": ro.display().to_string()},
+            {"path": rw.display().to_string(), "write": true}
+        ]}),
+        &approver,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.stdout, "read me\nro-denied\nrw-ok\n", "{out:?}");
+    assert!(!ro.join("new.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(rw.join("out.txt")).unwrap(),
+        "written\n"
+    );
+    assert_eq!(approver.asked(), [(ro, false), (rw, true)]);
+}
+
+#[tokio::test]
+async fn outside_the_scope_is_denied_and_hard_links_cannot_be_made() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write("a.txt", "a\n");
+    let secret = f.outside("secret.txt", "secret\n");
+    let script = format!(
+        "cat '{s}' 2>/dev/null || echo read-denied; echo x > '{d}/new.txt' 2>/dev/null || echo write-denied; \
+         ln a.txt b.txt 2>/dev/null || echo link-denied; ls ~root >/dev/null 2>&1 || echo home-denied; \
+         echo in > inside.txt && echo inside-ok",
+        s = secret.display(),
+        d = f.outside_dir().display()
+    );
+    let out = call(&f, &script).await;
+    assert_eq!(
+        out.stdout, "read-denied\nwrite-denied\nlink-denied\nhome-denied\ninside-ok\n",
+        "{out:?}"
+    );
+    assert!(!f.outside_dir().join("new.txt").exists());
+    assert!(!f.scope.join("b.txt").exists());
+    assert!(f.scope.join("inside.txt").exists());
+}
