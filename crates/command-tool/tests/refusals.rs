@@ -304,3 +304,28 @@ async fn a_replaced_work_root_runs_nothing() {
     assert_eq!(f.snapshot(), before);
     assert!(!f.dir.path().join("moved/ran").exists());
 }
+
+#[tokio::test]
+async fn unreadable_directory_in_the_scope_fails_the_hard_link_scan_closed() {
+    if support::rerun_unprivileged(
+        "unreadable_directory_in_the_scope_fails_the_hard_link_scan_closed",
+    ) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    std::fs::create_dir(f.scope.join("locked")).unwrap();
+    std::fs::set_permissions(
+        f.scope.join("locked"),
+        std::fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
+    let err = refused(&f, json!({"command": RUN}), &DenyAll).await;
+    assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{err}");
+    assert!(err.message().contains("locked"), "{err}");
+    std::fs::set_permissions(
+        f.scope.join("locked"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+}

@@ -33,7 +33,10 @@ fn fixture() -> Fixture {
 
 /// Runs `args` and asserts the refusal `code` with nothing changed and nothing run.
 async fn check(args: Value, code: ErrorCode) {
-    let f = fixture();
+    check_in(&fixture(), args, code).await;
+}
+
+async fn check_in(f: &Fixture, args: Value, code: ErrorCode) {
     let before = f.snapshot();
     let (ctx, _h) = CallContext::standalone();
     let result = match run_tool::AgentRunArguments::from_json(args.clone()) {
@@ -229,4 +232,24 @@ fn validate_resolves_the_fixed_program_and_defaults() {
     );
     assert!(v.cwd().is_root());
     assert_eq!(v.timeout_ms(), 10_000);
+}
+
+#[tokio::test]
+async fn unreadable_file_is_refused_before_start() {
+    if support::rerun_unprivileged("unreadable_file_is_refused_before_start") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    std::fs::set_permissions(
+        f.mirror.join("c.txt"),
+        std::fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
+    check_in(
+        &f,
+        json!({"program": "awk", "args": ["-f", "s.awk", "c.txt"]}),
+        ErrorCode::ExecPathInvalid,
+    )
+    .await;
 }

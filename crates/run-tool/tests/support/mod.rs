@@ -49,7 +49,12 @@ pub fn snapshot(root: &Path) -> Snapshot {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
+        // A directory or file the test made unreadable is recorded as such (its metadata still
+        // counts), so tests that run unprivileged can snapshot too.
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
             let path = entry.unwrap().path();
             let meta = std::fs::symlink_metadata(&path).unwrap();
             let ft = meta.file_type();
@@ -65,7 +70,10 @@ pub fn snapshot(root: &Path) -> Snapshot {
                 stack.push(path.clone());
                 ("dir", Vec::new())
             } else if ft.is_file() {
-                ("file", std::fs::read(&path).unwrap())
+                (
+                    "file",
+                    std::fs::read(&path).unwrap_or_else(|_| b"<unreadable>".to_vec()),
+                )
             } else {
                 ("other", Vec::new())
             };
@@ -127,4 +135,47 @@ pub fn sandbox_available() -> bool {
         eprintln!("skipped: end-to-end runs are tested on Linux");
         false
     }
+}
+
+/// For a test whose outcome differs for root (root reads files whatever their mode): when we
+/// are root, runs `test` again in a copy of this test binary as `nobody` through `setpriv`,
+/// asserts it passed, and returns true (the caller then returns). When we are not root,
+/// returns false and the caller runs its body here.
+pub fn rerun_unprivileged(test: &str) -> bool {
+    if !rustix::process::geteuid().is_root() {
+        return false;
+    }
+    let setpriv = Path::new("/usr/bin/setpriv");
+    if !setpriv.exists() {
+        eprintln!("skipped: running as root and no setpriv to re-run {test} unprivileged");
+        return true;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let exe = dir.path().join("test-binary");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&exe)
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env_clear()
+        .env("HOME", dir.path())
+        .env("TMPDIR", dir.path())
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("re-ran {test} as nobody:\n{text}");
+    assert!(out.status.success(), "{test} failed as nobody:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "{test} did not run as nobody:\n{text}"
+    );
+    true
 }
