@@ -16,7 +16,8 @@
 //! **Environment (CMD-13).** Exactly: `PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin`
 //! (the program directories the sandbox makes readable), `HOME` and `TMPDIR` in the call's own
 //! temp dir (under the system temp dir, outside the scope, mode 0700, removed afterwards),
-//! `LANG=LC_ALL=C.UTF-8`, `TERM=dumb`. Nothing of the host's (no tokens, no `SSH_AUTH_SOCK`).
+//! `LANG=LC_ALL=C.UTF-8`, `TERM=dumb`, plus only the variables a host names in
+//! [`CommandOptions`]. Nothing of the host's otherwise (no tokens, no `SSH_AUTH_SOCK`).
 //! Standard input is closed.
 //!
 //! **Limits.** This is not isolation from other native processes of the same user: one could
@@ -52,7 +53,7 @@ mod types;
 mod validate;
 
 pub use approve::{Approval, Approver, DenyAll, PreApproved};
-pub use run::{HARD_LINKS_SHOWN, OUTPUT_CAP, command};
+pub use run::{CommandOptions, HARD_LINKS_SHOWN, OUTPUT_CAP, command, command_with};
 pub use types::{CommandArguments, CommandOutput, ExtraPath, Status};
 pub use validate::{
     DEFAULT_TIMEOUT_MS, Extra, MAX_COMMAND_BYTES, MAX_EXTRA_PATHS, MAX_TIMEOUT_MS,

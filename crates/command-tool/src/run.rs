@@ -57,7 +57,72 @@ pub async fn command(
     approver: &dyn Approver,
     ctx: &CallContext,
 ) -> Result<CommandOutput, ToolError> {
+    command_with(args, scope, approver, ctx, &CommandOptions::default()).await
+}
+
+/// What the host (not the model) adds to a call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CommandOptions {
+    /// Variables the host passes through explicitly (CMD-13), e.g. `("GIT_AUTHOR_NAME", …)`.
+    /// Names are `[A-Za-z_][A-Za-z0-9_]*` and may not replace the fixed ones (`PATH`, `HOME`,
+    /// `TMPDIR`, `LANG`, `LC_ALL`, `TERM`); values carry no NUL.
+    pub env: Vec<(String, String)>,
+}
+
+impl CommandOptions {
+    /// Adds one variable to pass through.
+    #[must_use]
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    fn check(&self) -> Result<(), ToolError> {
+        for (name, value) in &self.env {
+            let well_formed = name
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            let fixed = FIXED_ENV.contains(&name.as_str());
+            if !well_formed || fixed || value.contains('\0') {
+                return Err(ToolError::new(
+                    ErrorCode::ExecArgumentsInvalid,
+                    format!(
+                        "the host passes environment variable {:?}, which is {}; pass names of \
+                         letters, digits and `_` other than {FIXED_ENV:?}, with values without NUL",
+                        name,
+                        if fixed {
+                            "one of the fixed ones"
+                        } else {
+                            "not a valid name or value"
+                        }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The variables every command gets and no host may replace (CMD-13).
+const FIXED_ENV: [&str; 6] = ["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM"];
+
+/// [`command`] with host [`CommandOptions`] (the variables a host passes through, CMD-13).
+///
+/// # Errors
+/// As [`command`]; a malformed or fixed variable name in `options` is
+/// `AGENT_EXEC_ARGUMENTS_INVALID` before anything else happens.
+pub async fn command_with(
+    args: CommandArguments,
+    scope: Arc<RootLease>,
+    approver: &dyn Approver,
+    ctx: &CallContext,
+    options: &CommandOptions,
+) -> Result<CommandOutput, ToolError> {
     ctx.check()?;
+    options.check()?;
     let validated = validate(&args, &scope)?;
     verify_lease(&scope)?;
     hard_link_scan(&scope, validated.extra_paths()).await?;
@@ -109,7 +174,11 @@ pub async fn command(
             lease: scope,
             rel: validated.cwd().clone(),
         },
-        env: temp.env(),
+        env: temp
+            .env()
+            .into_iter()
+            .chain(options.env.iter().map(|(k, v)| (k.into(), v.into())))
+            .collect(),
         sandbox,
         limits: Limits {
             timeout: validated.timeout(),

@@ -349,3 +349,21 @@ async fn outside_the_scope_is_denied_and_hard_links_cannot_be_made() {
     assert!(!f.scope.join("b.txt").exists());
     assert!(f.scope.join("inside.txt").exists());
 }
+
+#[tokio::test]
+async fn a_host_passes_named_variables_through_and_nothing_else() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let (ctx, _h) = CallContext::standalone();
+    let args = CommandArguments::from_json(json!({"command": "echo \"$GREETING|$PATH\""})).unwrap();
+    let options = command_tool::CommandOptions::default().env("GREETING", "hello there");
+    let out = command_tool::command_with(args, f.lease.clone(), &DenyAll, &ctx, &options)
+        .await
+        .unwrap();
+    assert_eq!(
+        out.stdout,
+        "hello there|/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin\n"
+    );
+}

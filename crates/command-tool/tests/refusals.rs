@@ -329,3 +329,27 @@ async fn unreadable_directory_in_the_scope_fails_the_hard_link_scan_closed() {
     )
     .unwrap();
 }
+
+#[tokio::test]
+async fn a_host_cannot_replace_the_fixed_variables() {
+    let f = fixture();
+    let before = f.snapshot();
+    for (name, value) in [
+        ("PATH", "/tmp"),
+        ("HOME", "/root"),
+        ("1X", "v"),
+        ("A-B", "v"),
+        ("", "v"),
+        ("OK", "a\0b"),
+    ] {
+        let (ctx, _h) = CallContext::standalone();
+        let args = CommandArguments::from_json(json!({"command": RUN})).unwrap();
+        let options = command_tool::CommandOptions::default().env(name, value);
+        let err = command_tool::command_with(args, f.lease.clone(), &DenyAll, &ctx, &options)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ExecArgumentsInvalid, "{name}");
+    }
+    assert_eq!(f.snapshot(), before);
+    assert!(!f.scope.join("ran").exists());
+}
