@@ -367,3 +367,38 @@ async fn a_host_passes_named_variables_through_and_nothing_else() {
         "hello there|/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin\n"
     );
 }
+
+#[tokio::test]
+async fn a_single_file_can_be_granted_read_only_or_writable() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let ro = f.outside("ro.txt", "ro\n");
+    let rw = f.outside("rw.txt", "rw\n");
+    let approver = Recorder::allowing(&[&ro, &rw]);
+    let script = format!(
+        "cat '{ro}' '{rw}'; echo more >> '{ro}' 2>/dev/null || echo ro-denied; echo more >> '{rw}' && echo rw-ok; \
+         cat '{dir}/other.txt' 2>/dev/null || echo sibling-denied",
+        ro = ro.display(),
+        rw = rw.display(),
+        dir = f.outside_dir().display()
+    );
+    f.outside("other.txt", "no\n");
+    let out = call_with(
+        &f,
+        json!({"command": script, "extraPaths": [
+            {"path": ro.display().to_string()},
+            {"path": rw.display().to_string(), "write": true}
+        ]}),
+        &approver,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        out.stdout, "ro\nrw\nro-denied\nrw-ok\nsibling-denied\n",
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&ro).unwrap(), "ro\n");
+    assert_eq!(std::fs::read_to_string(&rw).unwrap(), "rw\nmore\n");
+}
