@@ -8,8 +8,10 @@
 //! cleared), `dlopen` at run time. A library it cannot find is an error, not a guess: the sandbox
 //! would otherwise fail at run time with a confusing loader message.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use object::Endianness;
 use object::elf::{DT_NEEDED, FileHeader64};
@@ -56,6 +58,56 @@ pub enum LibDepsError {
         /// The library's name as written in the ELF file.
         library: String,
     },
+}
+
+/// What identifies one version of a file: a package upgrade that replaces the program or a
+/// library changes at least one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(Stamp {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime: m.mtime(),
+        mtime_nsec: m.mtime_nsec(),
+    })
+}
+
+/// One cached answer: the stamps of the program and of every file in the answer.
+type Cached = (Vec<(PathBuf, Stamp)>, Arc<BTreeSet<PathBuf>>);
+
+static CACHE: LazyLock<Mutex<HashMap<PathBuf, Cached>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// [`loader_files`], remembered per program while the program and every file of the answer are
+/// unchanged (a few `stat`s instead of re-reading the ELF headers of libc on every run).
+pub fn loader_files_cached(program: &Path) -> Result<Arc<BTreeSet<PathBuf>>, LibDepsError> {
+    let fresh = |stamps: &[(PathBuf, Stamp)]| stamps.iter().all(|(p, s)| stamp(p) == Some(*s));
+    if let Ok(cache) = CACHE.lock() {
+        if let Some((stamps, files)) = cache.get(program) {
+            if fresh(stamps) {
+                return Ok(files.clone());
+            }
+        }
+    }
+    let files = Arc::new(loader_files(program)?);
+    let stamps: Option<Vec<(PathBuf, Stamp)>> = std::iter::once(program)
+        .chain(files.iter().map(PathBuf::as_path))
+        .map(|p| stamp(p).map(|s| (p.to_path_buf(), s)))
+        .collect();
+    if let (Some(stamps), Ok(mut cache)) = (stamps, CACHE.lock()) {
+        cache.insert(program.to_path_buf(), (stamps, files.clone()));
+    }
+    Ok(files)
 }
 
 /// The interpreter and every library `program` needs, canonicalized (symlinks resolved, since
@@ -148,6 +200,27 @@ mod tests {
         assert!(names.iter().any(|n| n == "libc.so.6"), "{names:?}");
         assert!(files.iter().all(|p| p.is_absolute() && p.is_file()));
         assert!(!files.contains(&awk));
+    }
+
+    #[test]
+    fn the_cache_answers_like_a_fresh_read_and_notices_a_replaced_program() {
+        let Ok(wc) = Path::new("/usr/bin/wc").canonicalize() else {
+            eprintln!("skipped: no /usr/bin/wc on this machine");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("prog");
+        std::fs::copy(&wc, &copy).unwrap();
+        let first = loader_files_cached(&copy).unwrap();
+        assert_eq!(*first, loader_files(&copy).unwrap());
+        assert!(Arc::ptr_eq(&first, &loader_files_cached(&copy).unwrap()));
+        // Replace the program with a different one: the cached answer must not be reused.
+        let ls = Path::new("/bin/ls").canonicalize().unwrap();
+        std::fs::remove_file(&copy).unwrap();
+        std::fs::copy(&ls, &copy).unwrap();
+        let second = loader_files_cached(&copy).unwrap();
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert_eq!(*second, loader_files(&copy).unwrap());
     }
 
     #[test]

@@ -113,13 +113,14 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
 /// One program, its loader's files read-only (the sandbox crate adds the ELF interpreter with
 /// execute), `/etc/ld.so.cache`, and nothing else (RUN-7).
 fn single_program(program: &Path) -> Result<Policy, BackendError> {
-    let loader = crate::libdeps::loader_files(program).map_err(|source| BackendError::Loader {
-        program: program.to_path_buf(),
-        source,
-    })?;
+    let loader =
+        crate::libdeps::loader_files_cached(program).map_err(|source| BackendError::Loader {
+            program: program.to_path_buf(),
+            source,
+        })?;
     let mut p = Policy::single_program(program);
-    for file in loader {
-        p = p.allow(file, LlAccess::READ);
+    for file in loader.iter() {
+        p = p.allow(file.clone(), LlAccess::READ);
     }
     Ok(p.allow_if_exists("/etc/ld.so.cache", LlAccess::READ))
 }
