@@ -256,6 +256,11 @@ impl Session {
         &self.folder
     }
 
+    /// The host this session belongs to.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
     fn folder_gate(&self) -> Option<&Path> {
         match self.config.workspace.kind {
             WorkspaceKind::AppPrivate => None,

@@ -10,7 +10,9 @@
 //! `ToolScope` per turn (TS-1, TS-2), workspaces `mounted` (a mirror, written back after a
 //! successful turn, kept after a failed one; RUN-11), `direct` (the folder under a lease; CMD-8)
 //! and `app-private`; the file tools `read`, `write`, `edit`, `grep` (FILE-1…FILE-3); the tool
-//! registry ([`Registry`], [`ToolHandler`]) into which `run` and `command` plug.
+//! registry ([`Registry`], [`ToolHandler`]) into which `run` and `command` plug; and the MCP
+//! server ([`McpServer`], `agent-exec mcp`) that offers a session's tools to any MCP client —
+//! one `tools/call` is one turn; its docs say how requests map to sessions, turns and callIds.
 //!
 //! **Refuses to know:** how a sandbox is built or a process stopped (the exec tools and their
 //! crates do that), and how a particular host shows prompts (it gets an approver). There is no
@@ -62,6 +64,7 @@ mod config;
 pub mod doctor;
 mod files;
 mod host;
+mod mcp;
 mod registry;
 mod state;
 
@@ -77,6 +80,7 @@ pub use files::{
 pub use host::{
     ConflictReport, Host, HostError, MirrorReport, Session, Turn, TurnReport, local_user_record,
 };
+pub use mcp::{McpError, McpServer};
 pub use registry::{CallOptions, Registry, ToolEnv, ToolFuture, ToolHandler, run_file_tool};
 pub use state::{
     HostState, STATE_FILE, STATE_VERSION, StateError, StateStore, StateWatch, WATCH_INTERVAL,

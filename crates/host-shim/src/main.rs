@@ -1,5 +1,6 @@
-//! `agent-exec`: one tool call from a shell (`call`), the machine's sandbox facts (`doctor`), and
-//! the user's grants (`grant`, `revoke`, `status`).
+//! `agent-exec`: one tool call from a shell (`call`), the tools served to an MCP client (`mcp`),
+//! a `run_command` decision without running anything (`check`), the machine's sandbox facts
+//! (`doctor`), and the user's grants (`grant`, `revoke`, `status`).
 //!
 //! `call` prints exactly one JSON object on one line on stdout — the tool's result with
 //! `"ok": true` merged in, or the error object — and exits 0 when `ok` is true, 1 when false, 2
@@ -9,6 +10,12 @@
 //! host's user and the `--workspace` they typed is their folder pick (nothing is persisted for
 //! it). With `--plugin ID` the call is made for an installed plugin and only with the grants the
 //! state directory holds for it; a `revoke` in another shell stops it while it runs (TS-3).
+//!
+//! `mcp` speaks MCP on stdin/stdout until the client hangs up; its diagnostics go to stderr
+//! only (stdout is the protocol). How requests map to sessions and turns: `host_shim::McpServer`.
+//!
+//! `check run_command` prints argv-tools' decision as one JSON line and exits 0 for `run`, 1 for
+//! `refuse`, 2 for usage errors; nothing is run and no file is touched.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -47,6 +54,13 @@ struct Cli {
 enum Command {
     /// Make one tool call (a one-call turn) and print its JSON result on one line.
     Call(CallArgs),
+    /// Serve the tools to an MCP client over stdio (one turn per tools/call).
+    Mcp(McpArgs),
+    /// Print a tool's decision on some arguments as one JSON line, without running anything.
+    Check {
+        #[command(subcommand)]
+        what: CheckWhat,
+    },
     /// Print, as JSON, which sandbox features this machine has and the cleanup mode.
     Doctor,
     /// Give a plugin something: install it, approve, consent, allow, or grant a folder.
@@ -132,6 +146,52 @@ struct CallArgs {
     /// Keep a `mounted` workspace's mirror after a successful call and print where it is.
     #[arg(long)]
     keep_mirror: bool,
+}
+
+#[derive(Args, Debug)]
+struct McpArgs {
+    /// The folder to work in. Without --config: `run` works on a mirror of it (written back
+    /// after each successful call), the other tools in it directly.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// An agent configuration (schema version 2): serve exactly its tools and workspace.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Serve for this installed plugin, with its persisted grants, instead of as the local user.
+    #[arg(long, value_name = "ID")]
+    plugin: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum CheckWhat {
+    /// The `run_command` decision (issue 9): `{"decision": "run"|"refuse", "via", "gate", …}`.
+    #[command(name = "run_command", alias = "run-command")]
+    RunCommand(CheckArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ModeArg {
+    Safe,
+    Auto,
+    AllowAll,
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// The working directory the command would run in.
+    #[arg(long, value_name = "DIR")]
+    workspace: PathBuf,
+    /// The approval mode; overrides the config file's `mode` (default: the file's, else safe).
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// The user's run_command configuration (JSON: denied_command, read_only_command,
+    /// sensitive_path, mode), merged with the shipped lists.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The tool's arguments as a JSON object, e.g. '{"argv": ["git", "status"]}'; read from
+    /// stdin when absent.
+    #[arg(long, value_name = "ARGS")]
+    json: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -252,6 +312,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Call(args) => call(cli.state_dir.as_deref(), args),
+        Command::Mcp(args) => mcp(cli.state_dir.as_deref(), args),
+        Command::Check {
+            what: CheckWhat::RunCommand(args),
+        } => check_run_command(args),
         Command::Grant { what } => change(cli.state_dir.as_deref(), what, true),
         Command::Revoke { what } => change(cli.state_dir.as_deref(), what, false),
         Command::Status { plugin } => status(cli.state_dir.as_deref(), plugin.as_deref()),
@@ -265,7 +329,8 @@ fn schema_of(tool: ToolName) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn read_args(json: Option<String>) -> Result<Value, ToolError> {
+/// The arguments' text: `--json`, else stdin (bounded).
+fn read_args_text(json: Option<String>) -> Result<String, ToolError> {
     let text = match json {
         Some(t) => t,
         None => {
@@ -290,6 +355,11 @@ fn read_args(json: Option<String>) -> Result<Value, ToolError> {
             "the arguments are over 4 MiB; send less",
         ));
     }
+    Ok(text)
+}
+
+fn read_args(json: Option<String>) -> Result<Value, ToolError> {
+    let text = read_args_text(json)?;
     let value: Value = serde_json::from_str(&text).map_err(|e| {
         ToolError::new(
             ErrorCode::ExecArgumentsInvalid,
@@ -331,41 +401,61 @@ fn canonical_dir(dir: &Path) -> Result<PathBuf, ToolError> {
 /// alone, `mounted` for `run`, `direct` otherwise, mode yolo).
 fn call_config(args: &CallArgs, workspace: Option<&Path>) -> Result<AgentConfig, ToolError> {
     let config = match &args.config {
-        Some(file) => {
-            let text = std::fs::read_to_string(file).map_err(|e| {
-                ToolError::new(
-                    ErrorCode::ExecArgumentsInvalid,
-                    format!(
-                        "--config {}: {e}; give a readable agent configuration file",
-                        file.display()
-                    ),
-                )
-            })?;
-            AgentConfig::parse(&text).map_err(|e| {
-                ToolError::new(
-                    ErrorCode::ExecArgumentsInvalid,
-                    format!("--config {}: {e}", file.display()),
-                )
-            })?
-        }
+        Some(file) => read_config(file)?,
         None => {
             let tool = args.tool.name();
             let kind = if tool == ToolName::Run {
-                "mounted"
+                WorkspaceKind::Mounted
             } else {
-                "direct"
+                WorkspaceKind::Direct
             };
-            AgentConfig::from_value(&json!({
-                "schemaVersion": 2,
-                "systemPrompt": "",
-                "tools": [{"ref": tool.as_str()}],
-                "workspace": {"kind": kind, "path": workspace},
-                "memory": "session",
-                "mode": "yolo",
-            }))
-            .map_err(|e| ToolError::new(ErrorCode::ExecArgumentsInvalid, e.to_string()))?
+            generated_config(&[tool], kind, workspace)?
         }
     };
+    check_same_workspace(workspace, &config)?;
+    Ok(config)
+}
+
+/// The agent configuration in `file`.
+fn read_config(file: &Path) -> Result<AgentConfig, ToolError> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        ToolError::new(
+            ErrorCode::ExecArgumentsInvalid,
+            format!(
+                "--config {}: {e}; give a readable agent configuration file",
+                file.display()
+            ),
+        )
+    })?;
+    AgentConfig::parse(&text).map_err(|e| {
+        ToolError::new(
+            ErrorCode::ExecArgumentsInvalid,
+            format!("--config {}: {e}", file.display()),
+        )
+    })
+}
+
+/// A configuration made for the command line: `tools` in a `kind` workspace on `workspace`,
+/// mode yolo.
+fn generated_config(
+    tools: &[ToolName],
+    kind: WorkspaceKind,
+    workspace: Option<&Path>,
+) -> Result<AgentConfig, ToolError> {
+    let refs: Vec<Value> = tools.iter().map(|t| json!({"ref": t.as_str()})).collect();
+    AgentConfig::from_value(&json!({
+        "schemaVersion": 2,
+        "systemPrompt": "",
+        "tools": refs,
+        "workspace": {"kind": kind.as_str(), "path": workspace},
+        "memory": "session",
+        "mode": "yolo",
+    }))
+    .map_err(|e| ToolError::new(ErrorCode::ExecArgumentsInvalid, e.to_string()))
+}
+
+/// `--workspace` and the configuration's `workspace.path`, when both are given, name one folder.
+fn check_same_workspace(workspace: Option<&Path>, config: &AgentConfig) -> Result<(), ToolError> {
     if let (Some(ws), Some(path)) = (workspace, &config.workspace.path) {
         if ws != path {
             return Err(ToolError::new(
@@ -379,7 +469,7 @@ fn call_config(args: &CallArgs, workspace: Option<&Path>) -> Result<AgentConfig,
             ));
         }
     }
-    Ok(config)
+    Ok(())
 }
 
 fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
@@ -408,35 +498,13 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
         Ok(h) => h,
         Err(e) => return fail(&host_error(&e)),
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(r) => r,
-        Err(e) => {
-            return fail(&ToolError::new(
-                ErrorCode::ExecIoFailed,
-                format!("could not start the runtime: {e}"),
-            ));
-        }
+        Err(e) => return fail(&e),
     };
     let (code, line) = runtime.block_on(async move {
         host.watch_state();
-        let plugin: PluginId = match &args.plugin {
-            Some(p) => p.as_str().into(),
-            None => {
-                let folder = match (&config.workspace.path, config.workspace.kind) {
-                    (Some(p), _) => p.clone(),
-                    (None, _) => PathBuf::new(),
-                };
-                let mut record = local_user_record(&folder);
-                if config.workspace.kind == WorkspaceKind::AppPrivate {
-                    record.folder_grants.clear();
-                }
-                host.insert_memory_record(LOCAL_USER.into(), record);
-                LOCAL_USER.into()
-            }
-        };
+        let plugin = calling_plugin(&host, args.plugin.as_deref(), &config);
         let session = match host.session(plugin, config) {
             Ok(s) => s,
             Err(e) => return (1, serde_json::to_value(host_error(&e)).unwrap_or_default()),
@@ -481,6 +549,178 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
     });
     print_line(&line);
     ExitCode::from(code)
+}
+
+/// The plugin calls are made for: `--plugin`, else the person at the terminal, whose one folder
+/// pick is the configuration's folder (none for `app-private`), held in memory only.
+fn calling_plugin(host: &Host, plugin: Option<&str>, config: &AgentConfig) -> PluginId {
+    if let Some(p) = plugin {
+        return p.into();
+    }
+    let folder = config.workspace.path.clone().unwrap_or_default();
+    let mut record = local_user_record(&folder);
+    if config.workspace.kind == WorkspaceKind::AppPrivate {
+        record.folder_grants.clear();
+    }
+    host.insert_memory_record(LOCAL_USER.into(), record);
+    LOCAL_USER.into()
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ToolError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            ToolError::new(
+                ErrorCode::ExecIoFailed,
+                format!("could not start the runtime: {e}"),
+            )
+        })
+}
+
+/// `agent-exec mcp`: stdout is the protocol, so every complaint goes to stderr.
+fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
+    if args.workspace.is_none() && args.config.is_none() {
+        return usage("mcp needs --workspace DIR (or --config FILE); see agent-exec mcp --help");
+    }
+    let complain = |e: &ToolError| {
+        eprintln!("agent-exec mcp: {} ({})", e.message(), e.code());
+        ExitCode::from(1)
+    };
+    let workspace = match args.workspace.as_deref().map(canonical_dir).transpose() {
+        Ok(w) => w,
+        Err(e) => return complain(&e),
+    };
+    // Without a configuration: the tools on the workspace kinds `call` uses for each — `run` on
+    // a mirror, the others on the folder itself (see host_shim::McpServer).
+    let configs = match &args.config {
+        Some(file) => read_config(file)
+            .and_then(|c| check_same_workspace(workspace.as_deref(), &c).map(|()| vec![c])),
+        None => generated_config(
+            &[
+                ToolName::Read,
+                ToolName::Write,
+                ToolName::Edit,
+                ToolName::Grep,
+                ToolName::Command,
+            ],
+            WorkspaceKind::Direct,
+            workspace.as_deref(),
+        )
+        .and_then(|direct| {
+            let mounted = generated_config(
+                &[ToolName::Run],
+                WorkspaceKind::Mounted,
+                workspace.as_deref(),
+            )?;
+            Ok(vec![direct, mounted])
+        }),
+    };
+    let configs = match configs {
+        Ok(c) => c,
+        Err(e) => return complain(&e),
+    };
+    if let Some(p) = &args.plugin {
+        if let Err(e) = check_plugin_id(p) {
+            return complain(&state_error(&e));
+        }
+    }
+    let host = match open_store(state_dir)
+        .map_err(|e| state_error(&e))
+        .and_then(|store| Host::open(store, "local".into()).map_err(|e| host_error(&e)))
+    {
+        Ok(h) => h,
+        Err(e) => return complain(&e),
+    };
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(e) => return complain(&e),
+    };
+    let code = runtime.block_on(async {
+        host.watch_state();
+        let mut server = host_shim::McpServer::new("agent-exec");
+        for config in configs {
+            let plugin = calling_plugin(&host, args.plugin.as_deref(), &config);
+            let session = match host.session(plugin, config) {
+                Ok(s) => s,
+                Err(e) => return complain(&host_error(&e)),
+            };
+            for line in server.add_session(&session) {
+                eprintln!("agent-exec mcp: {line}");
+            }
+        }
+        let tools = server.tools();
+        if tools.is_empty() {
+            eprintln!(
+                "agent-exec mcp: no tool to serve; list tools in the configuration's \"tools\" \
+                 that its workspace and mode allow"
+            );
+            return ExitCode::from(1);
+        }
+        let names: Vec<&str> = tools.iter().map(|t| t.as_str()).collect();
+        eprintln!("agent-exec mcp: serving {} on stdio", names.join(", "));
+        match server.serve_stdio().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("agent-exec mcp: {e}");
+                ExitCode::from(1)
+            }
+        }
+    });
+    // A call still running when the client hung up was dropped (its process tree stopped);
+    // do not wait on a blocked stdin read.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    code
+}
+
+/// `agent-exec check run_command`: argv-tools' decision, one JSON line, nothing run.
+fn check_run_command(args: CheckArgs) -> ExitCode {
+    let workdir = match canonical_dir(&args.workspace) {
+        Ok(w) => w,
+        Err(e) => return usage(e.message()),
+    };
+    let home = match std::env::var_os("HOME").map(PathBuf::from) {
+        Some(h) if h.is_absolute() => h,
+        _ => return usage("HOME is not set to an absolute path; set HOME to your home folder"),
+    };
+    let user_json = match &args.config {
+        Some(file) => match std::fs::read_to_string(file) {
+            Ok(text) => Some(text),
+            Err(e) => {
+                return usage(&format!(
+                    "--config {}: {e}; give a readable run_command configuration file",
+                    file.display()
+                ));
+            }
+        },
+        None => None,
+    };
+    let policy = match argv_tools::Policy::load(argv_tools::Mode::Safe, user_json.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            let name = args.config.as_deref().unwrap_or(Path::new("")).display();
+            return usage(&format!("--config {name}: {e}"));
+        }
+    };
+    // An explicit --mode wins over the file's `mode`, which wins over the default (safe).
+    let policy = match args.mode {
+        Some(ModeArg::Safe) => policy.with_mode(argv_tools::Mode::Safe),
+        Some(ModeArg::Auto) => policy.with_mode(argv_tools::Mode::Auto),
+        Some(ModeArg::AllowAll) => policy.with_mode(argv_tools::Mode::AllowAll),
+        None => policy,
+    };
+    let text = match read_args_text(args.json) {
+        Ok(t) => t,
+        Err(e) => return usage(e.message()),
+    };
+    let ctx = argv_tools::Context::new(workdir, home);
+    let line = argv_tools::check_json_line(&text, &policy, &ctx);
+    let run = serde_json::from_str::<Value>(&line)
+        .is_ok_and(|v| v["decision"] == Value::String("run".into()));
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+    ExitCode::from(if run { 0 } else { 1 })
 }
 
 fn parse_capability(text: &str) -> Result<Capability, StateError> {

@@ -1,0 +1,458 @@
+//! `agent-exec mcp` end to end: a real MCP client nobody here wrote (the Python `mcp` package
+//! from PyPI, driven by `mcp_client.py`) lists the tools with their schemas and calls `read`,
+//! `run` and `command`; raw JSON-RPC lines pin cancellation (no survivors) and the CLI's refusals.
+//!
+//! The Python client comes from `$AGENT_EXEC_MCP_PYTHON`, else `<target>/mcp-venv/bin/python`
+//! (`.ci/run` makes it: `python3 -m venv target/mcp-venv && target/mcp-venv/bin/pip install mcp`),
+//! else the test makes that venv itself; when `mcp` still cannot be imported it skips loudly.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::util::{Fixture, agent_exec, assert_no_survivors, sandbox_available};
+
+const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client.py");
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The cargo target directory (`<target>/<profile>/agent-exec`).
+fn target_dir() -> PathBuf {
+    let exe = Path::new(env!("CARGO_BIN_EXE_agent-exec"));
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+fn imports_mcp(python: &Path) -> bool {
+    Command::new(python)
+        .args(["-c", "import mcp.client.stdio"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs `cmd` to completion within `limit`, killing it past that.
+fn run_bounded(cmd: &mut Command, limit: Duration) -> bool {
+    let Ok(mut child) = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn() else {
+        return false;
+    };
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.success(),
+            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(100)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+        }
+    }
+}
+
+/// A Python that imports the `mcp` package, installing it into `<target>/mcp-venv` if needed.
+fn mcp_python() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("AGENT_EXEC_MCP_PYTHON") {
+        let p = PathBuf::from(p);
+        if imports_mcp(&p) {
+            return Some(p);
+        }
+        eprintln!(
+            "skipped: AGENT_EXEC_MCP_PYTHON={} cannot import mcp",
+            p.display()
+        );
+        return None;
+    }
+    let venv = target_dir().join("mcp-venv");
+    let python = venv.join("bin/python");
+    if imports_mcp(&python) {
+        return Some(python);
+    }
+    let made = run_bounded(
+        Command::new("python3").args(["-m", "venv", s(&venv)]),
+        Duration::from_secs(120),
+    ) && run_bounded(
+        Command::new(venv.join("bin/pip")).args(["install", "-q", "mcp"]),
+        Duration::from_secs(300),
+    );
+    if made && imports_mcp(&python) {
+        return Some(python);
+    }
+    eprintln!(
+        "skipped: the Python MCP client is not available: could not make {} with `pip install \
+         mcp` (needs python3 with venv and PyPI); install it, or point AGENT_EXEC_MCP_PYTHON at \
+         a python that imports mcp",
+        venv.display()
+    );
+    None
+}
+
+/// Runs the Python client against `agent-exec <args>` (cwd: the fixture's folder, so a server
+/// that lingered would count as a survivor) and returns what it printed.
+fn python_client(python: &Path, cwd: &Path, args: &[&str], calls: Value) -> Value {
+    let plan = json!({
+        "command": env!("CARGO_BIN_EXE_agent-exec"),
+        "args": args,
+        "calls": calls,
+    });
+    let out = Command::new(python)
+        .arg(CLIENT)
+        .arg(plan.to_string())
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the MCP client failed: {}\nstdout: {stdout}\nstderr: {stderr}",
+        out.status
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\nstderr: {stderr}"))
+}
+
+/// The tool's JSON result as the agent reads it: the text block, which must equal the
+/// structured content.
+fn result_of(call: &Value) -> Value {
+    let text = call["content"][0]["text"].as_str().unwrap();
+    let value: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(call["content"].as_array().unwrap().len(), 1, "{call}");
+    assert_eq!(value, call["structuredContent"], "{call}");
+    value
+}
+
+#[test]
+fn python_mcp_client_lists_the_tools_and_calls_read_run_and_command() {
+    // SPEC PERM-4 (the tools offered), RUN-11 (run's mirror written back per call), CMD-1,
+    // CMD-3 (no approval channel: extra paths refused), TS-1 (callId per request).
+    if !sandbox_available() {
+        return;
+    }
+    let Some(python) = mcp_python() else {
+        return;
+    };
+    let f = Fixture::new();
+    f.write("b.csv", "x\ny\n");
+    f.write("a.csv", "1\n2\n3\n");
+    f.write(
+        "prog.awk",
+        "{ n += $1 } END { print n > \"sum.txt\"; print n }\n",
+    );
+    let calls = json!([
+        ["read", {"path": "a.csv"}],
+        ["run", {"program": "awk", "args": ["-f", "prog.awk", "a.csv"]}],
+        ["command", {"command": "wc -l *.csv | sort -n"}],
+        ["read", {"path": "sum.txt"}],
+        ["read", {"path": "../etc/passwd"}],
+        ["run", {"program": "sh", "args": ["-c", "true"]}],
+        ["command", {"command": "cat /etc/hostname", "extraPaths": [{"path": "/etc", "write": false}]}],
+    ]);
+    let args = [
+        "--state-dir",
+        s(&f.state),
+        "mcp",
+        "--workspace",
+        s(&f.folder),
+    ];
+    let out = python_client(&python, &f.folder, &args, calls);
+
+    assert_eq!(out["serverInfo"]["name"], "agent-exec");
+    let tools = out["tools"].as_object().unwrap();
+    let mut names: Vec<&str> = tools.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["command", "edit", "grep", "read", "run", "write"]);
+    let registry = host_shim::Registry::default();
+    for (name, tool) in tools {
+        let handler = registry
+            .get(host_shim::ToolName::from_name(name).unwrap())
+            .unwrap();
+        assert_eq!(tool["inputSchema"], handler.input_schema(), "{name}");
+        assert_eq!(tool["inputSchema"]["type"], "object", "{name}");
+        assert!(tool["description"].as_str().unwrap().len() > 40, "{name}");
+    }
+
+    let calls = out["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 7);
+    // read: the file tool's result with ok merged in.
+    assert_eq!(calls[0]["isError"], false);
+    assert_eq!(
+        result_of(&calls[0]),
+        json!({"ok": true, "content": "1\n2\n3\n", "totalLines": 3, "truncated": false})
+    );
+    // run: awk on the mirror, whose new file is written back after the successful call.
+    assert_eq!(calls[1]["isError"], false, "{}", calls[1]);
+    let run = result_of(&calls[1]);
+    assert_eq!(run["ok"], true);
+    assert_eq!(run["program"], "awk");
+    assert_eq!(run["stdout"], "6\n");
+    assert_eq!(run["mirror"]["writtenBack"], true);
+    assert_eq!(run["mirror"]["kept"], false);
+    assert_eq!(run["mirror"]["applied"], json!(["sum.txt"]));
+    assert_eq!(f.read("sum.txt"), "6\n");
+    // command: a shell pipeline in the folder.
+    assert_eq!(calls[2]["isError"], false, "{}", calls[2]);
+    let command = result_of(&calls[2]);
+    assert_eq!(command["stdout"], " 2 b.csv\n 3 a.csv\n 5 total\n");
+    assert_eq!(command["status"], "exited");
+    assert_eq!(command["exitCode"], 0);
+    // The written-back file is there for the next call.
+    assert_eq!(result_of(&calls[3])["content"], "6\n");
+    // Failures are MCP tool errors carrying the error object.
+    for (i, code) in [
+        (4, "AGENT_EXEC_PATH_INVALID"),
+        (5, "AGENT_EXEC_PROGRAM_UNSUPPORTED"),
+        (6, "AGENT_PERMISSION_DENIED"),
+    ] {
+        assert_eq!(calls[i]["isError"], true, "{}", calls[i]);
+        let err = result_of(&calls[i]);
+        assert_eq!(err["ok"], false, "{err}");
+        assert_eq!(err["code"], code, "{err}");
+        assert!(err["message"].as_str().unwrap().len() > 20, "{err}");
+    }
+    // A refused run leaves no mirror behind; a successful one was removed after write-back.
+    let mirrors = f.state.join("mirrors");
+    let left: Vec<_> = std::fs::read_dir(&mirrors)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "mirrors left: {left:?}");
+    // The whole fixture: the folder, and the mirrors `run` worked in.
+    assert_no_survivors(f.folder.parent().unwrap());
+}
+
+/// A raw MCP session over the binary's stdio: JSON-RPC lines, no SDK.
+struct Raw {
+    child: Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Raw {
+    fn start(args: &[&str], cwd: &Path) -> Raw {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+            .args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut raw = Raw { child, lines };
+        raw.send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw-test", "version": "0"}}}),
+        );
+        let init = raw.recv();
+        assert_eq!(init["id"], 0, "{init}");
+        assert_eq!(init["result"]["serverInfo"]["name"], "agent-exec", "{init}");
+        raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        raw
+    }
+
+    fn send(&mut self, msg: Value) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn recv(&mut self) -> Value {
+        let line = self.lines.next().unwrap().unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Closes stdin and waits for the server to exit.
+    fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.child.stdin.take());
+        self.child.wait().unwrap()
+    }
+}
+
+fn has_process_with_arg(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == needle.as_bytes()))
+    })
+}
+
+#[test]
+fn cancelling_a_running_call_stops_its_processes_and_the_server_keeps_serving() {
+    // SPEC CMD-6, RUN-10: notifications/cancelled drops the call, which stops the tree.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write("a.txt", "x\n");
+    let args = [
+        "--state-dir",
+        s(&f.state),
+        "mcp",
+        "--workspace",
+        s(&f.folder),
+    ];
+    let mut raw = Raw::start(&args, &f.folder);
+    // A unique sleep length marks this test's processes in /proc.
+    let marker = "271.828";
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "command", "arguments": {"command": format!("sleep {marker} & sleep {marker}")}}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !has_process_with_arg(marker) {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    raw.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "test"}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while has_process_with_arg(marker) {
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled command's processes survived"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The server still answers, and the cancelled request got no response before this one.
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "read", "arguments": {"path": "a.txt"}}}),
+    );
+    let reply = raw.recv();
+    assert_eq!(reply["id"], 2, "{reply}");
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    assert_eq!(reply["result"]["structuredContent"]["content"], "x\n");
+    // An unknown tool is a protocol error, not a tool result.
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "rm", "arguments": {}}}),
+    );
+    let reply = raw.recv();
+    assert_eq!(reply["id"], 3, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no tool \"rm\""),
+        "{reply}"
+    );
+    assert!(raw.finish().success());
+    assert_no_survivors(&f.folder);
+}
+
+#[test]
+fn hanging_up_during_a_call_stops_its_processes() {
+    // SPEC CMD-6: the client going away ends the connection and every call in it.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let args = [
+        "--state-dir",
+        s(&f.state),
+        "mcp",
+        "--workspace",
+        s(&f.folder),
+    ];
+    let mut raw = Raw::start(&args, &f.folder);
+    let marker = "314.159";
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "command", "arguments": {"command": format!("sleep {marker}")}}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !has_process_with_arg(marker) {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = Instant::now();
+    raw.finish();
+    assert!(!has_process_with_arg(marker), "sleep survived the server");
+    // Generous: the server drains in-flight responses for a while before it gives up on them.
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_no_survivors(&f.folder);
+}
+
+#[test]
+fn a_configuration_serves_only_the_tools_its_workspace_can_run() {
+    // SPEC PERM-4, PERM-3, CMD-1: run needs mounted; the reason goes to stderr, stdout stays
+    // the protocol channel (empty here: the client hangs up before the handshake).
+    let f = Fixture::new();
+    let config = json!({
+        "schemaVersion": 2, "systemPrompt": "notes",
+        "tools": [{"ref": "read"}, {"ref": "run"}, {"ref": "command"}],
+        "workspace": {"kind": "direct", "path": f.folder},
+        "memory": "session", "mode": "yolo",
+    });
+    let file = f.tmp.path().join("agent.json");
+    std::fs::write(&file, config.to_string()).unwrap();
+    let out = agent_exec(
+        &["--state-dir", s(&f.state), "mcp", "--config", s(&file)],
+        None,
+    );
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr
+            .contains("run is not served: run needs a mounted workspace, this one is direct"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("serving read, command on stdio"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.code, 1, "no handshake: {}", out.stderr);
+}
+
+#[test]
+fn mcp_refusals_go_to_stderr_with_exit_1_or_2() {
+    // Usage errors exit 2; a plugin that is not installed, 1; stdout stays empty either way.
+    let f = Fixture::new();
+    let out = agent_exec(&["--state-dir", s(&f.state), "mcp"], None);
+    assert_eq!((out.code, out.stdout.as_str()), (2, ""));
+    assert!(
+        out.stderr.contains("mcp needs --workspace"),
+        "{}",
+        out.stderr
+    );
+    let out = agent_exec(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "mcp",
+            "--workspace",
+            s(&f.folder),
+            "--plugin",
+            "ghost",
+        ],
+        None,
+    );
+    assert_eq!((out.code, out.stdout.as_str()), (1, ""));
+    assert!(
+        out.stderr.contains("plugin ghost is not installed"),
+        "{}",
+        out.stderr
+    );
+    let out = agent_exec(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "mcp",
+            "--workspace",
+            s(&f.folder.join("missing")),
+        ],
+        None,
+    );
+    assert_eq!((out.code, out.stdout.as_str()), (1, ""));
+    assert!(
+        out.stderr.contains("give an existing folder"),
+        "{}",
+        out.stderr
+    );
+}
