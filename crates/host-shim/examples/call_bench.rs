@@ -1,0 +1,216 @@
+//! Whole-process cost of `agent-exec call` against baselines in the same run (issue 6
+//! "Benchmark"; STYLE practice 9), rounds alternating so drift hits every column alike:
+//!
+//! 1. `agent-exec call command` running `true`, against
+//!    `bwrap --ro-bind / / --dev /dev --unshare-all --die-with-parent sh -c true` (if bwrap is
+//!    installed) and bare `sh -c true`;
+//! 2. `agent-exec call run` with `wc -l` on a generated file (200 MB by default), against bare
+//!    `wc -l` on it (issue target: at most 1.1x). `run` is a one-call turn on a `mounted`
+//!    workspace, so this includes mirroring the folder and the write-back check (RUN-11).
+//!
+//! Prints min/median/max per column and the ratios of the medians. What `cargo xtask bench call`
+//! would run:
+//!
+//! ```text
+//! cargo build --release -p host-shim
+//! cargo run --release -p host-shim --example call_bench -- target/release/agent-exec [MB] [rounds]
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failure is a crash
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `cmd` to completion with its output captured; panics unless it succeeded.
+fn timed(cmd: &mut Command) -> (Duration, String) {
+    let t = Instant::now();
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    let elapsed = t.elapsed();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (elapsed, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+struct Column {
+    name: &'static str,
+    samples: Vec<Duration>,
+}
+
+impl Column {
+    fn new(name: &'static str) -> Column {
+        Column {
+            name,
+            samples: Vec::new(),
+        }
+    }
+
+    fn sorted(&self) -> Vec<Duration> {
+        let mut v = self.samples.clone();
+        v.sort_unstable();
+        v
+    }
+
+    fn median(&self) -> Duration {
+        let v = self.sorted();
+        v[v.len() / 2]
+    }
+
+    fn print(&self) {
+        let v = self.sorted();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        println!(
+            "  {:<58} min {:>9.2} ms  median {:>9.2} ms  max {:>9.2} ms  (n={})",
+            self.name,
+            ms(v[0]),
+            ms(v[v.len() / 2]),
+            ms(v[v.len() - 1]),
+            v.len()
+        );
+    }
+}
+
+fn ratio(a: &Column, b: &Column) {
+    println!(
+        "  ratio {} / {} = {:.2}x",
+        a.name,
+        b.name,
+        a.median().as_secs_f64() / b.median().as_secs_f64()
+    );
+}
+
+fn find(candidates: &[&str]) -> Option<PathBuf> {
+    candidates.iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+fn main() {
+    let mut argv = std::env::args().skip(1);
+    let Some(agent_exec) = argv.next().map(PathBuf::from) else {
+        eprintln!(
+            "usage: call_bench <path to a release-built agent-exec> [MB, default 200] [rounds, default 15]"
+        );
+        std::process::exit(2);
+    };
+    let agent_exec = agent_exec.canonicalize().unwrap();
+    let mb: usize = argv.next().map_or(200, |s| s.parse().unwrap());
+    let rounds: usize = argv.next().map_or(15, |s| s.parse().unwrap());
+
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let state = base.join("state");
+    let empty = base.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let big = base.join("big");
+    std::fs::create_dir(&big).unwrap();
+    {
+        let line = b"2024-01-01,some text in a csv column,12345,more,fields\n";
+        let mut f = std::io::BufWriter::new(std::fs::File::create(big.join("big.csv")).unwrap());
+        let mut written = 0;
+        while written < mb * 1_000_000 {
+            f.write_all(line).unwrap();
+            written += line.len();
+        }
+        f.flush().unwrap();
+    }
+    let sh = find(&["/bin/sh", "/usr/bin/sh"]).unwrap();
+    let wc = find(&["/usr/bin/wc", "/bin/wc"]).unwrap();
+    let bwrap = find(&["/usr/bin/bwrap", "/bin/bwrap"]);
+
+    let call = |tool: &str, workspace: &Path, json: &str| {
+        let mut cmd = Command::new(&agent_exec);
+        cmd.arg("--state-dir")
+            .arg(&state)
+            .args(["call", tool, "--workspace"])
+            .arg(workspace)
+            .args(["--json", json]);
+        cmd
+    };
+
+    println!(
+        "call_bench: {} ; {rounds} rounds, alternating; {mb} MB file",
+        agent_exec.display()
+    );
+
+    // 1. One `true`, whole process each.
+    let mut command = Column::new("agent-exec call command {\"command\":\"true\"}");
+    let mut bw = Column::new("bwrap --ro-bind / / --dev /dev --unshare-all sh -c true");
+    let mut bare_sh = Column::new("sh -c true");
+    // Warm-up: page cache, the state directory, the loader.
+    timed(&mut call("command", &empty, r#"{"command":"true"}"#));
+    for _ in 0..rounds {
+        let (d, out) = timed(&mut call("command", &empty, r#"{"command":"true"}"#));
+        assert!(out.contains("\"ok\":true"), "{out}");
+        command.samples.push(d);
+        if let Some(bwrap) = &bwrap {
+            let (d, _) = timed(
+                Command::new(bwrap)
+                    .args(["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-all"])
+                    .args(["--die-with-parent"])
+                    .arg(&sh)
+                    .args(["-c", "true"]),
+            );
+            bw.samples.push(d);
+        }
+        let (d, _) = timed(Command::new(&sh).args(["-c", "true"]));
+        bare_sh.samples.push(d);
+    }
+    println!("command:");
+    command.print();
+    if bwrap.is_some() {
+        bw.print();
+    } else {
+        println!("  bwrap: not installed (apt-get install bubblewrap), column skipped");
+    }
+    bare_sh.print();
+    if bwrap.is_some() {
+        ratio(&command, &bw);
+    }
+    ratio(&command, &bare_sh);
+
+    // 2. wc -l on the big file, whole process each.
+    let run_json = r#"{"program":"wc","args":["-l","big.csv"]}"#;
+    let mut run = Column::new("agent-exec call run wc -l big.csv (mirror + write-back)");
+    let mut bare_wc = Column::new("wc -l big.csv");
+    // Where `run`'s time goes: the turn's mirror alone (copy + baseline, then finalize with its
+    // change scan and removal), in process.
+    let mut mirror_only = Column::new("  of which fsguard::Mirror create + finalize + remove");
+    let wc_rounds = rounds.clamp(1, 7);
+    timed(Command::new(&wc).args(["-l", "big.csv"]).current_dir(&big));
+    for _ in 0..wc_rounds {
+        let (d, out) = timed(&mut call("run", &big, run_json));
+        assert!(out.contains("\"ok\":true"), "{out}");
+        run.samples.push(d);
+        let (d, _) = timed(
+            Command::new(&wc)
+                .args(["-l", "big.csv"])
+                .current_dir(&big)
+                .env_clear()
+                .env("LC_ALL", "C"),
+        );
+        bare_wc.samples.push(d);
+        let dest = base.join("bench-mirror");
+        let t = Instant::now();
+        let mut mirror = fsguard::Mirror::create(&big, &dest).unwrap();
+        mirror.finalize().unwrap();
+        drop(mirror);
+        std::fs::remove_dir_all(&dest).unwrap();
+        mirror_only.samples.push(t.elapsed());
+    }
+    println!("run (target <= 1.1x):");
+    run.print();
+    bare_wc.print();
+    mirror_only.print();
+    ratio(&run, &bare_wc);
+    let rest = run.median().saturating_sub(mirror_only.median());
+    println!(
+        "  without the mirror: ({} - mirror) / {} = {:.2}x",
+        run.name,
+        bare_wc.name,
+        rest.as_secs_f64() / bare_wc.median().as_secs_f64()
+    );
+}
