@@ -39,7 +39,7 @@ const MAX_ARGS_BYTES: u64 = 4 * 1024 * 1024;
 #[command(
     name = "agent-exec",
     version,
-    about = "Scoped tools for AI agents: one call from a shell, and the user's grants."
+    about = "Scoped tools for AI agents: one call from a shell, an MCP server, and the user's grants."
 )]
 struct Cli {
     /// The state directory (grants, mirrors, private folders). Default: $AGENT_EXEC_STATE_DIR,
@@ -164,7 +164,7 @@ struct McpArgs {
 
 #[derive(Subcommand, Debug)]
 enum CheckWhat {
-    /// The `run_command` decision (issue 9): `{"decision": "run"|"refuse", "via", "gate", …}`.
+    /// The `run_command` decision: `{"decision": "run"|"refuse", "via", "gate", …}`.
     #[command(name = "run_command", alias = "run-command")]
     RunCommand(CheckArgs),
 }

@@ -456,3 +456,87 @@ fn mcp_refusals_go_to_stderr_with_exit_1_or_2() {
         out.stderr
     );
 }
+
+fn grant(f: &Fixture, args: &[&str]) {
+    let mut all = vec!["--state-dir", s(&f.state)];
+    all.extend_from_slice(args);
+    let out = agent_exec(&all, None);
+    assert_eq!(out.code, 0, "{args:?}: {} {}", out.stdout, out.stderr);
+}
+
+#[test]
+fn a_revocation_from_another_process_reaches_a_plugins_mcp_call() {
+    // SPEC TS-3, TS-5 over MCP: `--plugin` serves with the persisted grants only, and
+    // `agent-exec revoke` in another process cancels the running call, which answers with the
+    // permission error as a tool error; its processes are gone.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write("a.txt", "x\n");
+    grant(
+        &f,
+        &[
+            "grant",
+            "plugin",
+            "notes",
+            "--package",
+            "notes@1",
+            "--declare",
+            "local.terminal.exec@1",
+        ],
+    );
+    grant(&f, &["grant", "all", "notes"]);
+    grant(&f, &["grant", "folder", "notes", s(&f.folder)]);
+    let args = [
+        "--state-dir",
+        s(&f.state),
+        "mcp",
+        "--workspace",
+        s(&f.folder),
+        "--plugin",
+        "notes",
+    ];
+    let mut raw = Raw::start(&args, &f.folder);
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "read", "arguments": {"path": "a.txt"}}}),
+    );
+    let reply = raw.recv();
+    assert_eq!(
+        reply["result"]["structuredContent"]["content"], "x\n",
+        "{reply}"
+    );
+    let marker = "161.803";
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "command", "arguments": {"command": format!("sleep {marker}")}}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !has_process_with_arg(marker) {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    grant(&f, &["revoke", "allow", "notes", "local.terminal.exec@1"]);
+    let reply = raw.recv();
+    assert_eq!(reply["id"], 2, "{reply}");
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    let err = &reply["result"]["structuredContent"];
+    assert_eq!(err["code"], "AGENT_PERMISSION_DENIED", "{reply}");
+    assert!(
+        !has_process_with_arg(marker),
+        "sleep survived the revocation"
+    );
+    // Later calls of the exec tools are refused before anything runs; read still works.
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "command", "arguments": {"command": "true"}}}),
+    );
+    let reply = raw.recv();
+    assert_eq!(
+        reply["result"]["structuredContent"]["code"], "AGENT_PERMISSION_DENIED",
+        "{reply}"
+    );
+    assert!(raw.finish().success());
+    assert_no_survivors(f.folder.parent().unwrap());
+}
