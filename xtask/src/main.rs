@@ -33,6 +33,10 @@ const TASKS: &[(&str, &str)] = &[
         "stop a 500-process tree with 100 setsid escapees, both proctree modes",
     ),
     (
+        "check-macos",
+        "type-check the macOS code paths from Linux (needs `rustup target add aarch64-apple-darwin`)",
+    ),
+    (
         "macos",
         "the macOS-only suite (Seatbelt against sandbox-exec); prints `skipped: not macOS` elsewhere",
     ),
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("bench") => bench::run(&args[1..]),
         Some("macos") => macos(),
+        Some("check-macos") => check_macos(),
         Some(other) => {
             print_tasks();
             Err(format!(
@@ -101,6 +106,40 @@ fn macos() -> Result<(), String> {
 
 /// One `cargo xtask ci` step: its name, cargo's arguments, extra environment.
 type Step<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+
+/// `cargo check` of every crate with macOS code for `aarch64-apple-darwin`, so the `cfg(macos)`
+/// paths (Seatbelt launch, libproc identity) at least type-check without a Mac. C build scripts
+/// cannot cross-compile here, so blake3 is told to use its pure-Rust code for the check
+/// (`CARGO_FEATURE_PURE`); crates that pull in other C code (argv-tools' parser stack) are left
+/// out.
+fn check_macos() -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["check", "--target", "aarch64-apple-darwin"]);
+    for krate in [
+        "toolscope",
+        "fsguard",
+        "seatbelt",
+        "proctree",
+        "exec",
+        "run-tool",
+        "command-tool",
+    ] {
+        cmd.args(["-p", krate]);
+    }
+    let status = cmd
+        .env("CARGO_FEATURE_PURE", "1")
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("cannot start cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err("the macOS type-check failed (is the target installed? \
+             `rustup target add aarch64-apple-darwin`)"
+            .to_owned())
+    }
+}
 
 fn ci() -> Result<(), String> {
     let steps: &[Step] = &[

@@ -53,6 +53,8 @@ pub mod libdeps;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod macos;
+#[cfg(target_os = "macos")]
+mod macos_run;
 mod run;
 mod spec;
 

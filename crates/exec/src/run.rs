@@ -11,23 +11,27 @@
 //! everything in its `Drop`.
 
 use std::ffi::OsString;
-use std::io;
-use std::os::fd::OwnedFd;
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fsguard::{RelPath, RootLease};
-use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
-use tokio::net::unix::pipe;
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 use toolscope::{CallContext, CancelReason, ErrorCode};
 
-use crate::capture::{Captured, drain};
 use crate::spec::SandboxSpec;
+
+#[cfg(target_os = "linux")]
+use {
+    crate::capture::{Captured, drain},
+    std::io,
+    std::os::fd::OwnedFd,
+    std::os::unix::process::ExitStatusExt,
+    tokio::io::Interest,
+    tokio::io::unix::AsyncFd,
+    tokio::net::unix::pipe,
+    tokio::sync::Notify,
+    tokio_util::sync::CancellationToken,
+};
 
 /// How often the root lease is re-verified while a command runs (CMD-8: at least every 250 ms).
 pub const LEASE_TICK: Duration = Duration::from_millis(200);
@@ -35,7 +39,7 @@ pub const LEASE_TICK: Duration = Duration::from_millis(200);
 /// How long the pipes may stay open after the tree was stopped. Every writer is dead by then,
 /// so EOF is immediate unless a descriptor escaped the tree (e.g. passed over a unix socket);
 /// the call must not hang on that.
-const DRAIN_GRACE: Duration = Duration::from_millis(500);
+pub(crate) const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 /// What to do when a stream passes its cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +168,7 @@ impl ExecError {
 }
 
 /// Why the wait for the main process ended.
+#[cfg(target_os = "linux")]
 enum Ended {
     Exited,
     TimedOut,
@@ -272,11 +277,20 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     })
 }
 
-/// Runs `job`: on this platform there is no sandbox provider yet, so nothing runs (RUN-6).
+/// Runs `job` under Seatbelt (`sandbox-exec`) and returns once its process group is gone.
+///
+/// # Errors
+/// As on Linux; see the `macos_run` module for what macOS does not track yet.
+#[cfg(target_os = "macos")]
+pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
+    crate::macos_run::run(job, ctx).await
+}
+
+/// Runs `job`: on this platform there is no sandbox provider, so nothing runs (RUN-6).
 ///
 /// # Errors
 /// Always [`ExecError::Unsupported`].
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 pub async fn run(_job: Job, _ctx: &CallContext) -> Result<Outcome, ExecError> {
     Err(ExecError::Unsupported)
 }

@@ -119,7 +119,7 @@ pub(crate) fn write_entry(
     };
     let mut file = File::from(tmp);
     if let Some(m) = final_mode {
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(m))
+        rustix::fs::fchmod(&file, crate::sys::perm(m))
             .map_err(|e| cleanup(io_err("chmod temp", e.into())))?;
     }
     if let Some(o) = old {

@@ -336,7 +336,7 @@ impl Mirror {
         dir_modes.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
         for (rel, mode) in dir_modes {
             let fd = open_rel_dir(self.mirror.as_fd(), &rel).map_err(io_err("open", &rel))?;
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o1777))
+            rustix::fs::fchmod(&fd, crate::sys::perm(mode & 0o1777))
                 .map_err(|e| io_err("chmod", &rel)(e.into()))?;
         }
         Ok(())
@@ -435,7 +435,7 @@ impl Mirror {
         let mut out = File::from(out);
         let hash =
             copy_hashing(&mut File::from(fd), Some(&mut out)).map_err(io_err("copy", &rel))?;
-        rustix::fs::fchmod(&out, Mode::from_raw_mode(meta.mode & 0o1777))
+        rustix::fs::fchmod(&out, crate::sys::perm(meta.mode & 0o1777))
             .map_err(|e| io_err("chmod", &rel)(e.into()))?;
         self.record(rel, EntryKind::File, Some(&meta), Some(hash));
         Ok(())
@@ -521,7 +521,7 @@ impl Mirror {
         dir_modes.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
         for (rel, mode) in dir_modes {
             let fd = open_rel_dir(self.source.as_fd(), &rel).map_err(io_err("open", &rel))?;
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o1777))
+            rustix::fs::fchmod(&fd, crate::sys::perm(mode & 0o1777))
                 .map_err(|e| io_err("chmod", &rel)(e.into()))?;
         }
         for c in &report.applied {

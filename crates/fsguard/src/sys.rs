@@ -46,6 +46,12 @@ pub(crate) struct Meta {
     pub(crate) ctime: (i64, u32),
 }
 
+/// Permission bits as rustix takes them: `mode_t` is `u32` on Linux but `u16` on macOS, and
+/// our metadata keeps `u32` everywhere.
+pub(crate) fn perm(bits: u32) -> rustix::fs::Mode {
+    rustix::fs::Mode::from_raw_mode((bits & 0o7777) as _)
+}
+
 // The field types of `struct stat` differ between architectures (`st_nlink` is u32 on aarch64,
 // u64 on x86_64); the casts widen losslessly on every 64-bit target and are no-ops on some.
 #[allow(

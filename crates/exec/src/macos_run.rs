@@ -1,0 +1,155 @@
+//! The macOS runner: the job under `/usr/bin/sandbox-exec` with the Seatbelt profile from
+//! [`crate::macos::profile_spec`], in its own process group.
+//!
+//! Compiled only on macOS and checked here with `cargo check --target aarch64-apple-darwin`;
+//! it runs only on a Mac (`cargo xtask macos`). What it does not do yet, and says so: it stops
+//! the command's *process group* (RUN-10's floor), not an identity-tracked tree — a
+//! descendant that left the group with `setsid` is not found again (the seed admits this on
+//! macOS; `proctree`'s libproc tracking is not wired), and `descendants_stopped` is therefore
+//! reported as 0.
+
+use std::process::Stdio;
+use std::sync::Arc;
+
+use tokio::net::unix::pipe;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use toolscope::{CallContext, CancelReason, ErrorCode};
+
+use crate::capture::drain;
+use crate::run::{DRAIN_GRACE, ExecError, Job, LEASE_TICK, OnCap, Outcome};
+
+pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
+    if let Some(reason) = ctx.reason() {
+        return Err(ExecError::Cancelled(reason));
+    }
+    let _generation = ctx.lease().map_err(|e| {
+        ExecError::Cancelled(match e.code() {
+            ErrorCode::AccountRetired => CancelReason::AccountSwitched,
+            _ => CancelReason::Requested,
+        })
+    })?;
+    let lease = job.workdir.lease.clone();
+    lease.verify().map_err(ExecError::LeaseLost)?;
+    if !std::path::Path::new(seatbelt::SANDBOX_EXEC).exists() {
+        return Err(ExecError::SandboxUnavailable(format!(
+            "{} is missing",
+            seatbelt::SANDBOX_EXEC
+        )));
+    }
+    let bound = crate::macos::profile_spec(&job.sandbox)
+        .build()
+        .map_err(|e| ExecError::SandboxUnavailable(e.to_string()))?;
+    // Open the directory through the lease first: a symlink on the way is refused here. std
+    // has no fchdir-before-exec, so the (just verified) path is what the child enters.
+    drop(
+        lease
+            .open_dir(&job.workdir.rel)
+            .map_err(ExecError::WorkDir)?,
+    );
+    let cwd = lease.path().join(job.workdir.rel.as_path());
+    let mut command = bound
+        .command(&job.program, &job.args)
+        .map_err(|e| ExecError::SandboxUnavailable(e.to_string()))?;
+    command
+        .env_clear()
+        .envs(job.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = tokio::process::Command::from(command)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| ExecError::Io(format!("cannot start sandbox-exec: {e}")))?;
+    let group = child.id().map(|pid| pid as libc::pid_t);
+    let io = |e: std::io::Error| ExecError::Io(format!("cannot watch the output: {e}"));
+    let out_rx = child
+        .stdout
+        .take()
+        .ok_or_else(|| ExecError::Io("no stdout pipe".into()))?
+        .into_owned_fd()
+        .map_err(io)?;
+    let err_rx = child
+        .stderr
+        .take()
+        .ok_or_else(|| ExecError::Io("no stderr pipe".into()))?
+        .into_owned_fd()
+        .map_err(io)?;
+    let out_rx = pipe::Receiver::from_owned_fd(out_rx).map_err(io)?;
+    let err_rx = pipe::Receiver::from_owned_fd(err_rx).map_err(io)?;
+    let over_cap = Arc::new(Notify::new());
+    let stop_draining = CancellationToken::new();
+    let out_task = tokio::spawn(drain(
+        out_rx,
+        job.limits.stdout_cap,
+        over_cap.clone(),
+        stop_draining.clone(),
+    ));
+    let err_task = tokio::spawn(drain(
+        err_rx,
+        job.limits.stderr_cap,
+        over_cap.clone(),
+        stop_draining.clone(),
+    ));
+
+    let deadline = tokio::time::sleep(job.limits.timeout);
+    tokio::pin!(deadline);
+    let mut tick = tokio::time::interval(LEASE_TICK);
+    tick.tick().await;
+    let kill_on_cap = job.limits.on_cap == OnCap::Kill;
+    let mut outcome = Outcome::default();
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break Some(status.map_err(|e| ExecError::Io(e.to_string()))?),
+            () = &mut deadline => { outcome.timed_out = true; break None }
+            reason = ctx.cancelled() => { outcome.cancelled = Some(reason); break None }
+            () = over_cap.notified(), if kill_on_cap => { outcome.output_limit_hit = true; break None }
+            _ = tick.tick() => {
+                if lease.verify().is_err() {
+                    outcome.lease_lost = true;
+                    break None;
+                }
+            }
+        }
+    };
+    outcome.main_stopped = status.is_none();
+    // Stop the whole group whether or not the main process ended on its own (CMD-6).
+    if let Some(group) = group {
+        // SAFETY: killpg with a group id we created (process_group(0) made the child leader).
+        unsafe { libc::killpg(group, libc::SIGKILL) };
+    }
+    let status = match status {
+        Some(s) => s,
+        None => child
+            .wait()
+            .await
+            .map_err(|e| ExecError::Io(e.to_string()))?,
+    };
+    outcome.lease_lost |= lease.verify().is_err();
+
+    let grace = tokio::time::sleep(DRAIN_GRACE);
+    tokio::pin!(grace);
+    let drained = async move { (out_task.await, err_task.await) };
+    tokio::pin!(drained);
+    let (out, err) = tokio::select! {
+        r = &mut drained => r,
+        () = &mut grace => { stop_draining.cancel(); drained.await }
+    };
+    let fail = |e: String| ExecError::Io(format!("reading output failed: {e}"));
+    let out = out
+        .map_err(|e| fail(e.to_string()))?
+        .map_err(|e| fail(e.to_string()))?;
+    let err = err
+        .map_err(|e| fail(e.to_string()))?
+        .map_err(|e| fail(e.to_string()))?;
+    use std::os::unix::process::ExitStatusExt;
+    outcome.exit_code = status.code();
+    outcome.signal = status.signal();
+    outcome.stdout = out.bytes;
+    outcome.stderr = err.bytes;
+    outcome.stdout_truncated = out.truncated;
+    outcome.stderr_truncated = err.truncated;
+    Ok(outcome)
+}
