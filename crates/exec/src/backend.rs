@@ -1,6 +1,6 @@
 //! The Linux seam: turn a [`SandboxSpec`] into a prepared Landlock + seccomp sandbox, and spawn
-//! a [`Job`] under it with `proctree`'s supervisor. On every other platform [`crate::run`]
-//! fails with [`ExecError::Unsupported`] — never an unsandboxed run.
+//! a [`Job`] under it with `proctree`'s supervisor. macOS has its own runner (`macos_run`);
+//! every other platform gets [`ExecError::Unsupported`] — never an unsandboxed run.
 
 use std::os::fd::OwnedFd;
 

@@ -1,8 +1,8 @@
 //! The macOS translation: a [`SandboxSpec`] becomes a `seatbelt::ProfileSpec`.
 //!
 //! Portable on purpose, so it is tested on Linux; the system locations (libraries, program
-//! directories, sysctls) are the `seatbelt` crate's, not ours. Launching `sandbox-exec` from
-//! [`crate::run`] is not wired yet: on macOS `run` returns `AGENT_EXEC_UNSUPPORTED` until it is.
+//! directories, sysctls) are the `seatbelt` crate's, not ours. On macOS, [`crate::run`] launches
+//! `/usr/bin/sandbox-exec` with this profile (the `macos_run` module).
 
 use seatbelt::{DotGit, Network as SbNetwork, Processes, ProfileSpec};
 
