@@ -23,6 +23,34 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 &[which.to_owned(), rounds.to_string()],
             )
         }
+        Some("call") => {
+            let rounds = flag(&args[1..], "--runs", 21)?;
+            let mb = flag(&args[1..], "--mb", 200)?;
+            let status = cargo()
+                .args([
+                    "build",
+                    "--release",
+                    "-p",
+                    "host-shim",
+                    "--bin",
+                    "agent-exec",
+                ])
+                .status()
+                .map_err(|e| format!("cannot start cargo: {e}"))?;
+            if !status.success() {
+                return Err("building agent-exec failed".to_owned());
+            }
+            let agent_exec = target_dir().join("release").join("agent-exec");
+            example(
+                "host-shim",
+                "call_bench",
+                &[
+                    agent_exec.display().to_string(),
+                    mb.to_string(),
+                    rounds.to_string(),
+                ],
+            )
+        }
         Some("stop") => {
             let runs = flag(&args[1..], "--runs", 7)?;
             for mode in ["subreaper", "pid-namespace"] {
@@ -35,9 +63,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             Ok(())
         }
         Some(other) => Err(format!(
-            "unknown benchmark `{other}`; available: scan, spawn, drain, stop"
+            "unknown benchmark `{other}`; available: scan, spawn, drain, stop, call"
         )),
-        None => Err("name a benchmark: scan, spawn, drain or stop".to_owned()),
+        None => Err("name a benchmark: scan, spawn, drain, stop or call".to_owned()),
     }
 }
 
@@ -68,10 +96,13 @@ fn release_example(package: &str, example: &str) -> Result<PathBuf, String> {
     if !status.success() {
         return Err(format!("building example {package}/{example} failed"));
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+    Ok(target_dir().join("release").join("examples").join(example))
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
-    Ok(target.join("release").join("examples").join(example))
+        .unwrap_or_else(|| workspace_root().join("target"))
 }
 
 /// Builds `package`'s example in release mode and runs it with `args`, its output shown as is

@@ -29,6 +29,10 @@ const TASKS: &[(&str, &str)] = &[
         "1 GiB to stdout with a 64 KiB cap vs the same child writing to /dev/null",
     ),
     (
+        "bench call [--runs N] [--mb N]",
+        "agent-exec call command/run as whole processes vs bwrap, sh -c true and bare wc -l",
+    ),
+    (
         "bench stop [--runs N]",
         "stop a 500-process tree with 100 setsid escapees, both proctree modes",
     ),
