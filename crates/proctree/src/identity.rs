@@ -64,6 +64,8 @@ pub(crate) struct Stat {
     pub(crate) state: ProcessState,
     pub(crate) ppid: u32,
     pub(crate) pgid: u32,
+    /// Field 20: how many threads the process has (each may have children of its own).
+    pub(crate) threads: u32,
     pub(crate) start_time: u64,
 }
 
@@ -84,6 +86,7 @@ pub(crate) fn parse_stat(text: &[u8]) -> Option<Stat> {
     let mut state = None;
     let mut ppid = None;
     let mut pgid = None;
+    let mut threads = None;
     let mut start_time = None;
     for (index, field) in rest
         .split(|&b| b == b' ' || b == b'\n')
@@ -100,6 +103,7 @@ pub(crate) fn parse_stat(text: &[u8]) -> Option<Stat> {
             }
             1 => ppid = Some(parse_u64(field)?),
             2 => pgid = Some(parse_u64(field)?),
+            17 => threads = Some(parse_u64(field)?),
             19 => {
                 start_time = Some(parse_u64(field)?);
                 break;
@@ -112,6 +116,7 @@ pub(crate) fn parse_stat(text: &[u8]) -> Option<Stat> {
         state: state?,
         ppid: u32::try_from(ppid?).ok()?,
         pgid: u32::try_from(pgid?).ok()?,
+        threads: u32::try_from(threads?).ok()?,
         start_time: start_time?,
     })
 }
@@ -170,6 +175,18 @@ mod tests {
         check(
             &format!("45 ()) X 1 1 1 {TAIL}\n"),
             Some((45, ProcessState::Dead, 1, 1, 98765)),
+        );
+    }
+
+    #[test]
+    fn thread_count_is_field_twenty() {
+        let stat = parse_stat(format!("42 (sleep) S 7 42 7 {TAIL}").as_bytes()).unwrap();
+        assert_eq!(stat.threads, 1);
+        // A process without a controlling terminal has tpgid -1 (field 8), which is not read.
+        let text = "9 (java) S 1 9 9 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 37 0 555 1 1";
+        assert_eq!(
+            parse_stat(text.as_bytes()).map(|s| (s.threads, s.start_time)),
+            Some((37, 555))
         );
     }
 

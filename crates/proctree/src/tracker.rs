@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::identity::ProcessId;
-use crate::table::ProcessTable;
+use crate::table::{ProcessEntry, ProcessTable};
 
 /// The set of processes observed to belong to one command, with the rules above.
 ///
@@ -92,6 +92,34 @@ impl Tracker {
                 return new;
             }
         }
+    }
+
+    /// Records `child` from one parent link read on the live system — the caller listed it
+    /// under `parent` and checked, while `parent` provably still held its PID, that the
+    /// child's own row names it (`child.ppid == parent.pid()`) — and returns whether `child` is
+    /// tracked. The rule is [`observe`](Self::observe)'s: the parent must be the root or
+    /// tracked, and the child cannot be older than its parent. Walking from a subreaper root
+    /// this way reaches every descendant (the walk's completeness argument is in the Linux
+    /// backend), so no group expansion is needed on this path.
+    pub fn adopt(&mut self, parent: ProcessId, child: &ProcessEntry) -> bool {
+        if child.id == self.root {
+            return false;
+        }
+        if self.known.contains_key(&child.id) {
+            return true;
+        }
+        let parent_is_ours = parent == self.root || self.known.contains_key(&parent);
+        if !parent_is_ours
+            || child.ppid != parent.pid()
+            || child.id.start_time() < parent.start_time()
+        {
+            return false;
+        }
+        self.known.insert(child.id, child.pgid);
+        if !self.retired_groups.contains(&child.pgid) {
+            self.live_groups.insert(child.pgid);
+        }
+        true
     }
 
     fn follow_parent_links(&mut self, table: &ProcessTable, new: &mut Vec<ProcessId>) -> bool {
@@ -199,7 +227,6 @@ mod tests {
 
     use super::*;
     use crate::identity::ProcessState;
-    use crate::table::ProcessEntry;
 
     fn row(pid: u32, start: u64, ppid: u32, pgid: u32) -> ProcessEntry {
         ProcessEntry {
@@ -272,6 +299,25 @@ mod tests {
         );
     }
 
+    #[test]
+    fn adopt_accepts_only_a_verified_link_from_a_tracked_parent() {
+        let mut t = Tracker::new(ROOT);
+        // Listed under the root, but its own row names another parent: refused.
+        assert!(!t.adopt(ROOT, &row(11, 101, 12, 11)));
+        // Under an untracked parent: refused.
+        assert!(!t.adopt(ProcessId::new(12, 102), &row(13, 103, 12, 13)));
+        // Older than its parent (a recycled PID's stale link): refused.
+        assert!(!t.adopt(ROOT, &row(14, 99, 10, 14)));
+        // The root itself is never tracked.
+        assert!(!t.adopt(ROOT, &row(10, 100, 10, 10)));
+        assert!(t.adopt(ROOT, &row(11, 101, 10, 11)));
+        assert!(t.adopt(ProcessId::new(11, 101), &row(15, 105, 11, 11)));
+        assert_eq!(
+            t.tracked().collect::<Vec<_>>(),
+            vec![ProcessId::new(11, 101), ProcessId::new(15, 105)]
+        );
+    }
+
     // ---- A model of the kernel's process table, for the property test -------------------
 
     const INIT: u32 = 1;
@@ -303,6 +349,9 @@ mod tests {
         Setsid(usize),
         Setpgid(usize, usize),
         Observe,
+        /// What the Linux backend does: walk the children lists down from the root and adopt
+        /// each parent link.
+        Walk,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -313,6 +362,7 @@ mod tests {
             1 => any::<usize>().prop_map(Op::Setsid),
             1 => (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Op::Setpgid(a, b)),
             2 => Just(Op::Observe),
+            2 => Just(Op::Walk),
         ]
     }
 
@@ -441,6 +491,18 @@ mod tests {
                     tracker.observe(&table, &mut |id| table.contains(id));
                     self.check(tracker, &table);
                 }
+                Op::Walk => {
+                    let table = self.snapshot();
+                    let mut stack = vec![self.root];
+                    while let Some(parent) = stack.pop() {
+                        for e in table.entries().iter().filter(|e| e.ppid == parent.pid()) {
+                            if tracker.adopt(parent, e) {
+                                stack.push(e.id);
+                            }
+                        }
+                    }
+                    self.check(tracker, &table);
+                }
             }
         }
 
@@ -483,7 +545,8 @@ mod tests {
 
         /// CMD-7 and DESIGN invariant 3: whatever the process table does, with or without a
         /// subreaper, nothing that the command did not start is ever tracked (so never
-        /// signalled), and with a subreaper every live descendant is found.
+        /// signalled), and with a subreaper every live descendant is found — by a full scan
+        /// with group expansion and by a walk down the children lists alike, in any mix.
         #[test]
         fn tracker_never_offers_an_identity_it_did_not_observe_as_a_descendant(
             subreaper in any::<bool>(),

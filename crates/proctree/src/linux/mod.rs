@@ -1,9 +1,11 @@
 //! Linux: `/proc` for identity and parent links, pidfds for signals, and a supervisor that is a
 //! child subreaper or PID 1 of a PID namespace.
 
+mod scanner;
 mod supervisor;
 mod sys;
 mod tree;
+mod walk;
 
 pub(crate) use sys::read_stat;
 pub use tree::{

@@ -334,7 +334,9 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     }
 
     // 3. Signals: default dispositions (the host's handlers are not ours, and an ignored
-    //    SIGPIPE must not leak into the command); SIGCHLD blocked and read from a signalfd.
+    //    SIGPIPE must not leak into the command); SIGCHLD blocked and read from a signalfd,
+    //    and not raised when a child merely stops (SA_NOCLDSTOP): the host freezes hundreds of
+    //    processes at a stop, and each would wake us for nothing. `execve` clears the flag.
     for sig in 1..=64 {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
@@ -344,6 +346,9 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         unsafe {
             let mut act: libc::sigaction = std::mem::zeroed();
             act.sa_sigaction = libc::SIG_DFL;
+            if sig == libc::SIGCHLD {
+                act.sa_flags = libc::SA_NOCLDSTOP;
+            }
             libc::sigaction(sig, &act, std::ptr::null_mut());
         }
     }

@@ -1,18 +1,113 @@
 //! Thin safe wrappers over the few Linux system calls the host side needs: pidfds, `/proc`
 //! reads, `poll`. Everything here may allocate; none of it runs between `fork` and `exec`.
 
-use std::fs::File;
-use std::io::{self, Read};
+use std::ffi::CStr;
+use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use crate::identity::{ProcessId, ProcessState, Stat, parse_stat};
 
+/// `/proc/<pid>` followed by `suffix`, NUL-terminated, in `path` (reused between calls).
+fn proc_path<'a>(path: &'a mut Vec<u8>, pid: u32, suffix: &[u8]) -> Option<&'a CStr> {
+    use std::io::Write as _;
+    path.clear();
+    write!(path, "/proc/{pid}").ok()?;
+    path.extend_from_slice(suffix);
+    path.push(0);
+    CStr::from_bytes_with_nul(path).ok()
+}
+
+/// Reads a whole `/proc` file into `buf` with one `open`, as few `read`s as the text needs and
+/// one `close`: no `statx`, no small first reads, no path allocation (the stat of a process is
+/// read hundreds of times per stop, so this is the hot path of a scan).
+fn read_proc(path: &CStr, buf: &mut Vec<u8>) -> io::Result<()> {
+    buf.clear();
+    // SAFETY: a NUL-terminated path and plain flags; the result is checked before use.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    loop {
+        let len = buf.len();
+        buf.resize(len + 4096, 0);
+        let spare = buf.get_mut(len..).unwrap_or(&mut []);
+        // SAFETY: `spare` is a live, writable buffer of that length.
+        let n = unsafe { libc::read(fd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            buf.truncate(len);
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = usize::try_from(n).unwrap_or(0);
+        buf.truncate(len + n);
+        if n == 0 {
+            return Ok(());
+        }
+    }
+}
+
 /// Reads and parses `/proc/<pid>/stat`; `None` when the process is gone or unreadable.
 pub(crate) fn read_stat(pid: u32, buf: &mut Vec<u8>) -> Option<Stat> {
-    buf.clear();
-    let mut file = File::open(format!("/proc/{pid}/stat")).ok()?;
-    file.read_to_end(buf).ok()?;
+    let mut path = Vec::with_capacity(32);
+    read_proc(proc_path(&mut path, pid, b"/stat")?, buf).ok()?;
     parse_stat(buf).filter(|s| s.pid == pid)
+}
+
+/// Appends the PIDs listed in `/proc/<pid>/task/<tid>/children` (the children of that one
+/// thread, in `/proc`'s PID namespace) to `out`.
+pub(crate) fn read_children(
+    pid: u32,
+    tid: u32,
+    path: &mut Vec<u8>,
+    buf: &mut Vec<u8>,
+    out: &mut Vec<u32>,
+) -> io::Result<()> {
+    use std::io::Write as _;
+    path.clear();
+    write!(path, "/proc/{pid}/task/{tid}/children\0")?;
+    let cpath = CStr::from_bytes_with_nul(path).map_err(io::Error::other)?;
+    read_proc(cpath, buf)?;
+    for word in buf.split(|b| *b == b' ' || *b == b'\n') {
+        if word.is_empty() {
+            continue;
+        }
+        match crate::identity::parse_u64(word).and_then(|n| u32::try_from(n).ok()) {
+            Some(child) => out.push(child),
+            None => return Err(io::Error::from(io::ErrorKind::InvalidData)),
+        }
+    }
+    Ok(())
+}
+
+/// The thread ids of `pid`, from `/proc/<pid>/task`.
+pub(crate) fn read_tasks(pid: u32, out: &mut Vec<u32>) -> io::Result<()> {
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let entry = entry?;
+        if let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) {
+            out.push(tid);
+        }
+    }
+    Ok(())
+}
+
+/// Whether `/proc/<pid>/task/<tid>/children` exists on this kernel (`CONFIG_PROC_CHILDREN`),
+/// probed once on the host's own main thread.
+pub(crate) fn children_files_exist() -> bool {
+    static PROBE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PROBE.get_or_init(|| {
+        let pid = std::process::id();
+        std::path::Path::new(&format!("/proc/{pid}/task/{pid}/children")).exists()
+    })
+}
+
+/// Whether the process a pidfd names has exited (a pidfd polls readable from its exit on).
+pub(crate) fn has_exited(fd: BorrowedFd<'_>) -> bool {
+    poll_in(fd, 0).unwrap_or(true)
 }
 
 /// Opens a pidfd for `pid` (Linux 5.3+), close-on-exec.
@@ -101,36 +196,45 @@ pub(crate) fn poll_in(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
     }
 }
 
-/// Waits until every pidfd in `fds` reports its process exited, or `timeout` passes.
-/// Returns how many did not exit in time.
-pub(crate) fn wait_exited(fds: &[BorrowedFd<'_>], timeout: std::time::Duration) -> usize {
-    let deadline = std::time::Instant::now() + timeout;
-    let mut pending: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    while !pending.is_empty() {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            break;
+/// `poll(2)` with a zero timeout on `fds`, filling their `revents`; `true` when any is ready.
+pub(crate) fn poll_now(fds: &mut [libc::pollfd]) -> bool {
+    if fds.is_empty() {
+        return false;
+    }
+    let n = libc::nfds_t::try_from(fds.len()).unwrap_or(libc::nfds_t::MAX);
+    loop {
+        // SAFETY: `fds` is a live array of `n` pollfds for the duration of the call.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), n, 0) };
+        if r >= 0 {
+            return r > 0;
         }
-        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
-        let n = libc::nfds_t::try_from(pending.len()).unwrap_or(libc::nfds_t::MAX);
-        // SAFETY: `pending` is a live array of `n` pollfds for the duration of the call.
-        let r = unsafe { libc::poll(pending.as_mut_ptr(), n, ms) };
-        if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            break;
-        }
-        pending.retain(|p| p.revents == 0);
-        for p in &mut pending {
-            p.revents = 0;
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            // Fail towards "something changed": callers then look again.
+            for p in fds.iter_mut() {
+                p.revents = libc::POLLERR;
+            }
+            return true;
         }
     }
-    pending.len()
+}
+
+/// Waits until every pidfd in `fds` reports its process exited, or `timeout` passes.
+/// Returns how many did not exit in time.
+///
+/// One descriptor at a time: they were all killed together and die together, so after the
+/// first wait the rest are mostly ready already, and a `poll` over one descriptor costs the
+/// kernel one wait-queue entry instead of one per process on every wake-up.
+pub(crate) fn wait_exited(fds: &[BorrowedFd<'_>], timeout: std::time::Duration) -> usize {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut left_over = 0;
+    for fd in fds {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        if !poll_in(*fd, ms).unwrap_or(false) {
+            left_over += 1;
+        }
+    }
+    left_over
 }
 
 /// Sets `O_NONBLOCK` on a descriptor.

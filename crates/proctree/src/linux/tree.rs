@@ -11,13 +11,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::scanner;
 use super::supervisor::{self, Cwd, Plan, PreExec, RECORD, stage};
 use super::sys::{self, Pin};
+use super::walk::{Adopt, Seen, Walk};
 use crate::identity::{ProcessId, ProcessState};
 use crate::table::ProcessTable;
 use crate::tracker::Tracker;
@@ -452,10 +453,13 @@ impl Command {
             Ok(Some((supervisor::MSG_STARTED, pid, start))) => {
                 let _ = sys::set_nonblocking(channel.fd.as_fd());
                 let main = ProcessId::new(pid, start);
-                let tracker = Arc::new(Mutex::new(Tracker::new(supervisor)));
-                let scanner = self
-                    .scan_interval
-                    .map(|every| Scanner::start(Arc::clone(&tracker), every));
+                let shared = Arc::new(Shared {
+                    tracker: Mutex::new(Tracker::new(supervisor)),
+                    closed: AtomicBool::new(false),
+                });
+                if let Some(every) = self.scan_interval {
+                    scanner::register(&shared, every);
+                }
                 Ok(ProcessTree {
                     mode,
                     supervisor,
@@ -463,8 +467,7 @@ impl Command {
                     channel,
                     main_status: None,
                     late: None,
-                    tracker,
-                    scanner,
+                    shared,
                     report: None,
                 })
             }
@@ -682,27 +685,24 @@ impl Channel {
     }
 }
 
-/// The background recorder of descendants while the command runs.
+/// What the host and the background scanner share about one tree.
 #[derive(Debug)]
-struct Scanner {
-    stop: mpsc::Sender<()>,
-    thread: JoinHandle<()>,
+pub(super) struct Shared {
+    tracker: Mutex<Tracker>,
+    /// Set by [`ProcessTree::stop`] before the supervisor is reaped: from then on its PID may
+    /// name another process, so nothing may walk from it again.
+    closed: AtomicBool,
 }
 
-impl Scanner {
-    fn start(tracker: Arc<Mutex<Tracker>>, every: Duration) -> Self {
-        let (stop, rx) = mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
-                let _ = scan_into(&tracker);
-            }
-        });
-        Self { stop, thread }
+impl Shared {
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
     }
 
-    fn finish(self) {
-        drop(self.stop);
-        let _ = self.thread.join();
+    fn lock(&self) -> io::Result<std::sync::MutexGuard<'_, Tracker>> {
+        self.tracker
+            .lock()
+            .map_err(|_| io::Error::other("tracker lock poisoned"))
     }
 }
 
@@ -712,12 +712,63 @@ fn still_same(id: ProcessId) -> bool {
     sys::read_stat(id.pid(), &mut buf).is_some_and(|s| s.start_time == id.start_time())
 }
 
-fn scan_into(tracker: &Mutex<Tracker>) -> io::Result<Vec<ProcessId>> {
-    let table = ProcessTable::read()?;
-    let mut t = tracker
-        .lock()
-        .map_err(|_| io::Error::other("tracker lock poisoned"))?;
-    Ok(t.observe(&table, &mut still_same))
+/// Records what is below the supervisor now; returns the identities tracked for the first
+/// time. The walk runs without the lock, so a stop never waits for a background walk; its
+/// links are adopted only if the tree was not closed meanwhile (then the supervisor was not
+/// reaped during the walk, so its PID named it throughout).
+pub(super) fn scan_into(shared: &Shared) -> io::Result<Vec<ProcessId>> {
+    if shared.is_closed() {
+        return Ok(Vec::new());
+    }
+    let root = shared.lock()?.root();
+    if !sys::children_files_exist() {
+        let table = ProcessTable::read()?;
+        let mut tracker = shared.lock()?;
+        if shared.is_closed() {
+            return Ok(Vec::new());
+        }
+        return Ok(tracker.observe(&table, &mut still_same));
+    }
+    let mut links = Vec::new();
+    Walk::default().round(root, &mut |parent, child| {
+        if shared.is_closed() {
+            return Adopt::No;
+        }
+        links.push((parent, child.entry(parent.pid())));
+        Adopt::Yes { still: false }
+    })?;
+    let mut tracker = shared.lock()?;
+    if shared.is_closed() {
+        return Ok(Vec::new());
+    }
+    let mut new = Vec::new();
+    for (parent, entry) in links {
+        let known = tracker.is_tracked(entry.id);
+        if tracker.adopt(parent, &entry) && !known {
+            new.push(entry.id);
+        }
+    }
+    Ok(new)
+}
+
+/// Sends `sig` to a walked process: through its pidfd, or, without one, by PID right after
+/// re-reading its identity (a window of one system call).
+fn signal_seen(seen: &Seen, sig: libc::c_int, buf: &mut Vec<u8>) -> io::Result<()> {
+    if let Some(fd) = &seen.fd {
+        return sys::pidfd_send_signal(fd.as_fd(), sig);
+    }
+    let same = sys::read_stat(seen.id.pid(), buf)
+        .is_some_and(|s| s.start_time == seen.id.start_time() && s.state == ProcessState::Alive);
+    let pid = libc::pid_t::try_from(seen.id.pid()).map_err(io::Error::other)?;
+    if !same {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    // SAFETY: kill with integers, right after the identity check.
+    if unsafe { libc::kill(pid, sig) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// A command running under its supervisor. Dropping it stops everything (as [`stop`]).
@@ -731,8 +782,7 @@ pub struct ProcessTree {
     channel: Channel,
     main_status: Option<ExitStatus>,
     late: Option<usize>,
-    tracker: Arc<Mutex<Tracker>>,
-    scanner: Option<Scanner>,
+    shared: Arc<Shared>,
     report: Option<StopReport>,
 }
 
@@ -821,7 +871,7 @@ impl ProcessTree {
     /// # Errors
     /// When `/proc` cannot be read.
     pub fn scan(&self) -> io::Result<Vec<ProcessId>> {
-        scan_into(&self.tracker)
+        scan_into(&self.shared)
     }
 
     /// Stops everything the command started: freeze (SIGSTOP) every tracked process, rescan
@@ -837,9 +887,6 @@ impl ProcessTree {
             return Ok(report.clone());
         }
         let started = Instant::now();
-        if let Some(scanner) = self.scanner.take() {
-            scanner.finish();
-        }
         let frozen = self.freeze_and_kill();
         // Whatever happened above, the supervisor now kills anything left and reaps all.
         self.finish_supervisor();
@@ -858,14 +905,117 @@ impl ProcessTree {
 
     /// Returns (descendants frozen and killed, refused, main stopped).
     fn freeze_and_kill(&mut self) -> Result<(usize, Vec<ProcessId>, bool), StopError> {
+        // The background scanner checks this flag before and after every walk.
+        self.shared.closed.store(true, Ordering::SeqCst);
         let mut tracker = self
-            .tracker
+            .shared
             .lock()
-            .map_err(|_| StopError::Io {
+            .map_err(|source| StopError::Io {
                 what: "tracker lock",
-                source: io::Error::other("poisoned"),
+                source,
             })?
             .clone();
+        if !sys::children_files_exist() {
+            return self.freeze_by_scan(tracker);
+        }
+        let root = tracker.root();
+        let main = self.main;
+        let mut walk = Walk::default();
+        let mut frozen: Vec<ProcessId> = Vec::new();
+        let mut refused = Vec::new();
+        let mut counted = 0usize;
+        let mut main_stopped = false;
+        let mut buf = Vec::new();
+        // Walk, freezing each process as it is reached (before its own children are read), and
+        // walk again until a settled round freezes nothing new (see `walk` for why that
+        // closes the set).
+        for _round in 0..10_000 {
+            let first_new = frozen.len();
+            let unsettled = walk
+                .round(root, &mut |parent, child| {
+                    if !tracker.adopt(parent, &child.entry(parent.pid())) {
+                        return Adopt::No;
+                    }
+                    if child.state != ProcessState::Alive {
+                        return Adopt::Yes { still: true };
+                    }
+                    match signal_seen(child, libc::SIGSTOP, &mut buf) {
+                        Ok(()) => {
+                            frozen.push(child.id);
+                            Adopt::Yes { still: true }
+                        }
+                        Err(e) => {
+                            if e.raw_os_error() == Some(libc::EPERM) {
+                                refused.push(child.id);
+                            }
+                            Adopt::Yes { still: false }
+                        }
+                    }
+                })
+                .map_err(|source| StopError::ProcessTable { source })?;
+            // Count what was alive when the stop signal reached it: a pidfd that does not poll
+            // readable after the signal names a process that has not exited, so we stopped it;
+            // one that exited on its own since its state was read is not counted.
+            let new = frozen.get(first_new..).unwrap_or(&[]);
+            let mut polls: Vec<libc::pollfd> = new
+                .iter()
+                .map(|id| libc::pollfd {
+                    fd: pinned_by(&walk, *id).map_or(-1, |fd| fd.as_raw_fd()),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            sys::poll_now(&mut polls);
+            for (id, p) in new.iter().zip(&polls) {
+                if p.revents != 0 {
+                    continue;
+                }
+                if *id == main {
+                    main_stopped = true;
+                } else {
+                    counted += 1;
+                }
+            }
+            if new.is_empty() && !unsettled {
+                break;
+            }
+        }
+        // Children first: a child killed while its parent is still frozen becomes the parent's
+        // zombie without waking anyone, and the parent's death then hands the supervisor all of
+        // them at once instead of one wake-up per child.
+        for id in frozen.iter().rev() {
+            if let Some(seen) = walk.seen.get(&id.pid()).filter(|s| s.id == *id) {
+                // A pidfd names exactly the process it was opened for (CMD-7).
+                let _ = signal_seen(seen, libc::SIGKILL, &mut buf);
+            }
+        }
+        // Wait for each to exit, so the supervisor's final sweep finds only corpses (and does
+        // not count them a second time).
+        let fds: Vec<BorrowedFd<'_>> = frozen
+            .iter()
+            .filter_map(|id| pinned_by(&walk, *id))
+            .collect();
+        sys::wait_exited(&fds, Duration::from_secs(10));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let unpinned = frozen.iter().filter(|id| pinned_by(&walk, **id).is_none());
+        for id in unpinned {
+            while Instant::now() < deadline
+                && sys::read_stat(id.pid(), &mut buf).is_some_and(|s| {
+                    s.start_time == id.start_time() && s.state == ProcessState::Alive
+                })
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok((counted, refused, main_stopped))
+    }
+
+    /// [`freeze_and_kill`](Self::freeze_and_kill) where the kernel has no children files:
+    /// scan all of `/proc` each round and let the Tracker expand process groups.
+    fn freeze_by_scan(
+        &mut self,
+        mut tracker: Tracker,
+    ) -> Result<(usize, Vec<ProcessId>, bool), StopError> {
         let mut decided: HashSet<ProcessId> = HashSet::new();
         let mut frozen: Vec<Frozen> = Vec::new();
         let mut refused = Vec::new();
@@ -945,6 +1095,15 @@ impl ProcessTree {
             wait_for(pid);
         }
     }
+}
+
+/// The walk's pidfd for exactly `id`, if it still holds one.
+fn pinned_by(walk: &Walk, id: ProcessId) -> Option<BorrowedFd<'_>> {
+    walk.seen
+        .get(&id.pid())
+        .filter(|s| s.id == id)
+        .and_then(|s| s.fd.as_ref())
+        .map(|fd| fd.as_fd())
 }
 
 impl Drop for ProcessTree {
