@@ -174,7 +174,7 @@ impl Policy {
 
         let opened = self.open_paths()?;
         let ruleset = build_ruleset(self, abi, &opened)?;
-        let filter = seccomp::build(FilterOptions {
+        let filter = seccomp::build_cached(FilterOptions {
             network: self.network,
             may_spawn: self.may_spawn(),
             landlock_restricts_unix_connect: abi >= 9,

@@ -18,6 +18,7 @@
 //!    arch value and seccompiler's arch check kills the process.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use seccompiler::{
     SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
@@ -28,7 +29,7 @@ use crate::SandboxError;
 use crate::policy::Network;
 
 /// Inputs of the filter that vary between policies.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FilterOptions {
     pub(crate) network: Network,
     pub(crate) may_spawn: bool,
@@ -232,6 +233,28 @@ pub(crate) fn eperm_rules(
     Ok(rules)
 }
 
+/// [`build`], computed once per option set and copied out after that: the program depends
+/// only on the options and the architecture, while `prepare` runs for every command (the
+/// ruleset, by contrast, is built per call: its paths differ).
+pub(crate) fn build_cached(options: FilterOptions) -> Result<Vec<libc::sock_filter>, SandboxError> {
+    type Cache = Vec<(FilterOptions, Vec<libc::sock_filter>)>;
+    static CACHE: Mutex<Cache> = Mutex::new(Vec::new());
+    let hit = CACHE.lock().ok().and_then(|cache| {
+        cache
+            .iter()
+            .find(|(o, _)| *o == options)
+            .map(|(_, filter)| filter.clone())
+    });
+    if let Some(filter) = hit {
+        return Ok(filter);
+    }
+    let filter = build(options)?;
+    if let Ok(mut cache) = CACHE.lock() {
+        cache.push((options, filter.clone()));
+    }
+    Ok(filter)
+}
+
 /// The whole filter as one BPF program.
 pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, SandboxError> {
     let arch = target_arch()?;
@@ -404,6 +427,27 @@ mod tests {
     use super::*;
 
     const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+
+    #[test]
+    fn cached_program_is_the_program_built_for_the_same_options() {
+        let key = |p: &[libc::sock_filter]| -> Vec<(u16, u8, u8, u32)> {
+            p.iter().map(|i| (i.code, i.jt, i.jf, i.k)).collect()
+        };
+        for network in [Network::None, Network::All] {
+            for may_spawn in [false, true] {
+                for landlock_restricts_unix_connect in [false, true] {
+                    let options = FilterOptions {
+                        network,
+                        may_spawn,
+                        landlock_restricts_unix_connect,
+                    };
+                    let built = key(&build(options).unwrap());
+                    assert_eq!(key(&build_cached(options).unwrap()), built);
+                    assert_eq!(key(&build_cached(options).unwrap()), built);
+                }
+            }
+        }
+    }
     const EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
     const ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
     const KILL: u32 = libc::SECCOMP_RET_KILL_PROCESS;
