@@ -717,10 +717,8 @@ unsafe fn main_child(plan: &Plan, report: RawFd) -> ! {
     if cwd < 0 {
         die_with(report, errno(), stage::CWD);
     }
-    if let Some(hook) = &plan.pre_exec {
-        if let Err(e) = hook() {
-            die_with(report, e, stage::PRE_EXEC);
-        }
+    if let Some(Err(e)) = plan.pre_exec.as_ref().map(|hook| hook()) {
+        die_with(report, e, stage::PRE_EXEC);
     }
     // SAFETY: program, argv and envp are NUL-terminated strings and NULL-terminated arrays
     // built and sealed before the fork.
