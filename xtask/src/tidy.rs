@@ -101,10 +101,12 @@ fn no_ignored_tests() {
     );
 }
 
-/// The layer of each workspace member, as in DESIGN.md: arrows only point down.
+/// The layer of each workspace member, as in DESIGN.md: arrows only point down. `testkit` is
+/// test-only: it depends on no workspace crate and may be only a dev-dependency (checked in
+/// `workspace_dependency_arrows_point_down`).
 fn layer(name: &str) -> Option<u8> {
     Some(match name {
-        "toolscope" | "fsguard" | "seatbelt" | "linux-sandbox" | "proctree" => 0,
+        "toolscope" | "fsguard" | "seatbelt" | "linux-sandbox" | "proctree" | "testkit" => 0,
         "exec" => 1,
         "run-tool" | "command-tool" | "argv-tools" => 2,
         "host-shim" => 3,
@@ -126,7 +128,11 @@ fn metadata(no_deps: bool) -> serde_json::Value {
 }
 
 /// `Some(violation)` when a dependency edge between two workspace crates breaks DESIGN's layering.
-fn forbidden_edge(from: &str, to: &str) -> Option<String> {
+/// `dev` edges to `testkit` are allowed from anywhere; any other edge to it is not.
+fn forbidden_edge(from: &str, to: &str, dev: bool) -> Option<String> {
+    if to == "testkit" {
+        return (!dev).then(|| format!("{from} may use testkit only as a dev-dependency"));
+    }
     let (lf, lt) = (layer(from)?, layer(to)?);
     if lf == 0 {
         return Some(format!(
@@ -144,13 +150,17 @@ fn forbidden_edge(from: &str, to: &str) -> Option<String> {
 
 #[test]
 fn layering_rule_rejects_sideways_and_upward_edges() {
-    assert!(forbidden_edge("fsguard", "toolscope").is_some());
-    assert!(forbidden_edge("run-tool", "command-tool").is_some());
-    assert!(forbidden_edge("exec", "run-tool").is_some());
-    assert!(forbidden_edge("exec", "exec").is_some());
-    assert!(forbidden_edge("run-tool", "exec").is_none());
-    assert!(forbidden_edge("host-shim", "fsguard").is_none());
-    assert!(forbidden_edge("tests", "host-shim").is_none());
+    assert!(forbidden_edge("fsguard", "toolscope", false).is_some());
+    assert!(forbidden_edge("fsguard", "toolscope", true).is_some());
+    assert!(forbidden_edge("run-tool", "command-tool", false).is_some());
+    assert!(forbidden_edge("exec", "run-tool", false).is_some());
+    assert!(forbidden_edge("exec", "exec", false).is_some());
+    assert!(forbidden_edge("testkit", "fsguard", false).is_some());
+    assert!(forbidden_edge("run-tool", "exec", false).is_none());
+    assert!(forbidden_edge("host-shim", "fsguard", false).is_none());
+    assert!(forbidden_edge("tests", "host-shim", false).is_none());
+    assert!(forbidden_edge("fsguard", "testkit", true).is_none());
+    assert!(forbidden_edge("exec", "testkit", false).is_some());
 }
 
 #[test]
@@ -166,7 +176,8 @@ fn workspace_dependency_arrows_point_down() {
         for dep in pkg["dependencies"].as_array().unwrap() {
             if dep["path"].is_string() {
                 let to = dep["name"].as_str().unwrap();
-                bad.extend(forbidden_edge(from, to));
+                let dev = dep["kind"].as_str() == Some("dev");
+                bad.extend(forbidden_edge(from, to, dev));
             }
         }
     }

@@ -456,8 +456,8 @@ fn generated_config(
 
 /// `--workspace` and the configuration's `workspace.path`, when both are given, name one folder.
 fn check_same_workspace(workspace: Option<&Path>, config: &AgentConfig) -> Result<(), ToolError> {
-    if let (Some(ws), Some(path)) = (workspace, &config.workspace.path) {
-        if ws != path {
+    if let (Some(ws), Some(path)) = (workspace, &config.workspace.path)
+        && ws != path {
             return Err(ToolError::new(
                 ErrorCode::ExecPathInvalid,
                 format!(
@@ -468,7 +468,6 @@ fn check_same_workspace(workspace: Option<&Path>, config: &AgentConfig) -> Resul
                 ),
             ));
         }
-    }
     Ok(())
 }
 
@@ -620,11 +619,10 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return complain(&e),
     };
-    if let Some(p) = &args.plugin {
-        if let Err(e) = check_plugin_id(p) {
+    if let Some(p) = &args.plugin
+        && let Err(e) = check_plugin_id(p) {
             return complain(&state_error(&e));
         }
-    }
     let host = match open_store(state_dir)
         .map_err(|e| state_error(&e))
         .and_then(|store| Host::open(store, "local".into()).map_err(|e| host_error(&e)))
