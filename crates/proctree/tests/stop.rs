@@ -560,3 +560,20 @@ fn a_kept_descriptor_is_open_in_the_hook_and_closed_in_the_program() {
     assert_eq!(status.code(), Some(0), "kept fd leaked into the program");
     tree.stop().unwrap();
 }
+
+/// Issue 5: every test above also passes as an unprivileged user (then the PID-namespace mode
+/// runs inside a new user namespace). When the suite runs as root, this re-runs the whole
+/// binary as uid 65534; in that run it does nothing.
+#[test]
+fn every_test_also_holds_unprivileged() {
+    const NESTED: &str = "PROCTREE_UNPRIVILEGED_RUN";
+    if std::env::var_os(NESTED).is_some() || !testkit::is_root() {
+        eprintln!("not root, or already the unprivileged run");
+        return;
+    }
+    let out = testkit::run_as_nobody(
+        &["--skip", "every_test_also_holds_unprivileged", "--test-threads=2"],
+        &[(NESTED, "1")],
+    );
+    assert!(out.is_empty() || out.contains("test result: ok"), "{out}");
+}
