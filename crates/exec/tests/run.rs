@@ -358,3 +358,23 @@ async fn a_command_that_exits_at_once_is_never_mistaken_for_a_timeout() {
         assert_eq!(out.exit_code, Some(3));
     }
 }
+
+/// Every test above also passes as an unprivileged user: when the suite runs as root, this
+/// re-runs the whole binary as uid 65534; in that run it does nothing.
+#[test]
+fn every_test_also_holds_unprivileged() {
+    const NESTED: &str = "EXEC_UNPRIVILEGED_RUN";
+    if std::env::var_os(NESTED).is_some() || !testkit::is_root() {
+        eprintln!("not root, or already the unprivileged run");
+        return;
+    }
+    let out = testkit::run_as_nobody(
+        &[
+            "--skip",
+            "every_test_also_holds_unprivileged",
+            "--test-threads=2",
+        ],
+        &[(NESTED, "1")],
+    );
+    assert!(out.is_empty() || out.contains("test result: ok"), "{out}");
+}
