@@ -457,17 +457,18 @@ fn generated_config(
 /// `--workspace` and the configuration's `workspace.path`, when both are given, name one folder.
 fn check_same_workspace(workspace: Option<&Path>, config: &AgentConfig) -> Result<(), ToolError> {
     if let (Some(ws), Some(path)) = (workspace, &config.workspace.path)
-        && ws != path {
-            return Err(ToolError::new(
-                ErrorCode::ExecPathInvalid,
-                format!(
-                    "--workspace is {} but the configuration's workspace.path is {}; give the \
+        && ws != path
+    {
+        return Err(ToolError::new(
+            ErrorCode::ExecPathInvalid,
+            format!(
+                "--workspace is {} but the configuration's workspace.path is {}; give the \
                      same folder (or leave --workspace out)",
-                    ws.display(),
-                    path.display()
-                ),
-            ));
-        }
+                ws.display(),
+                path.display()
+            ),
+        ));
+    }
     Ok(())
 }
 
@@ -620,9 +621,10 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
         Err(e) => return complain(&e),
     };
     if let Some(p) = &args.plugin
-        && let Err(e) = check_plugin_id(p) {
-            return complain(&state_error(&e));
-        }
+        && let Err(e) = check_plugin_id(p)
+    {
+        return complain(&state_error(&e));
+    }
     let host = match open_store(state_dir)
         .map_err(|e| state_error(&e))
         .and_then(|store| Host::open(store, "local".into()).map_err(|e| host_error(&e)))
