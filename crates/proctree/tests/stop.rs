@@ -572,7 +572,11 @@ fn every_test_also_holds_unprivileged() {
         return;
     }
     let out = testkit::run_as_nobody(
-        &["--skip", "every_test_also_holds_unprivileged", "--test-threads=2"],
+        &[
+            "--skip",
+            "every_test_also_holds_unprivileged",
+            "--test-threads=2",
+        ],
         &[(NESTED, "1")],
     );
     assert!(out.is_empty() || out.contains("test result: ok"), "{out}");
