@@ -62,7 +62,7 @@ pub use checked::{
 pub use lease::{FileId, LeaseError, RootLease};
 pub use mirror::{
     BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport, Mirror,
-    MirrorError,
+    MirrorError, MirrorOptions, RACY_WINDOW,
 };
 pub use relpath::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, OpenError, RelPath, RelPathError};
 pub use scan::{

@@ -1,5 +1,54 @@
 //! `Mirror`: a private copy of a user's folder, written back only where the folder still
 //! matches what was copied (RUN-11, DESIGN invariant 7).
+//!
+//! # How "unchanged" is decided without reading every file
+//!
+//! A mirror is taken and finalized around every one-call turn, so its cost is paid per call.
+//! Hashing every file at create and again at finalize made that cost proportional to the size
+//! of the folder; metadata decides instead wherever it can, and contents are read only where
+//! metadata cannot decide.
+//!
+//! **The folder's side.** For every entry the baseline records type, device, inode, size,
+//! permission bits, mtime and ctime, from the `fstat` of the descriptor the copy is read from,
+//! taken *before* the first byte is read. At finalize a file counts as unchanged only if all of
+//! them are equal. The argument: every change to a file's content or mode — `write`, `truncate`,
+//! `chmod`, `utimensat`, a rename over it (a new inode), even a link or unlink — sets its ctime
+//! to the current time, and user space cannot set a ctime at all (`utimensat` sets atime and
+//! mtime, and itself moves ctime to now). So a rewrite that restores the size and the mtime is
+//! still caught by the ctime, and a replacement by rename by the inode. A write during the copy
+//! moves the ctime past the recorded one, so a torn copy is never mistaken for the folder's
+//! file either.
+//!
+//! **Racily clean files.** Timestamps have a granularity: the kernel stamps files from a coarse
+//! clock (one tick, 1–10 ms, where the file system does not hand out fine-grained times; Linux
+//! 6.13+ "multigrain" timestamps do for files whose ctime was read), some file systems store
+//! seconds or two seconds (FAT). A file changed in the same tick as the change the baseline saw
+//! can keep every field. As in git's "racy clean" index entries, a file whose mtime or ctime is
+//! within [`RACY_WINDOW`] (3 s) of the snapshot — or after it — is hashed (BLAKE3) while it is
+//! copied, and finalize compares its content as well. Everything older is decided by metadata.
+//!
+//! **The mirror's side.** After a file is copied and its mode set, its metadata (the same
+//! fields) is recorded. Then the mirror's own clock is read — the root of the mirror is
+//! `chmod`-ed to its own mode and its ctime read back — until it is past every recorded ctime
+//! (one tick at most, nothing with multigrain timestamps; at most 50 ms). From then
+//! on any change to a copy gets a later ctime, so a copy whose metadata is still equal was not
+//! written to, and it is neither read nor written back. A copy the clock could not vouch for
+//! within the wait is hashed instead. A copy whose metadata changed is compared by content: with
+//! the recorded hash if there is one, else with the folder's file if that still matches the
+//! baseline (byte for byte, so a copy only touched is no change); when the folder's file has
+//! changed too, the copy's original content is no longer known and the copy counts as modified
+//! — finalize then reports a conflict rather than guess, and overwrites nothing.
+//!
+//! **What is assumed.** (1) The file systems maintain ctime (every POSIX local file system,
+//! NFS and SMB servers do; a FUSE file system that reports a constant ctime weakens the check
+//! to inode, size, mode and mtime). (2) The system clock does not step backwards between the
+//! snapshot and finalize: setting it needs `CAP_SYS_TIME`, so a process of the same user cannot
+//! make a change land on the old ctime; nor can it without root (writing the block device, or
+//! `debugfs`). (3) A network file system's server clock is not more than [`RACY_WINDOW`] behind
+//! this machine's, or a just-changed file may not count as recent; and its attributes are
+//! revalidated on open (NFS close-to-open), which is why finalize opens the folder's file before
+//! `fstat`. (4) As before, a process of the same user racing the re-check right before a write
+//! is outside what this guards (CMD-11).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -9,6 +58,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
@@ -49,8 +99,12 @@ impl EntryKind {
     }
 }
 
-/// One path's recorded state: type, permission bits, size, mtime and, for files, a BLAKE3 hash
-/// of the content.
+/// A file time: seconds and nanoseconds since the epoch, ordered as a pair.
+type Time = (i64, u32);
+
+/// One path's recorded state in the folder: type, identity (device, inode), permission bits,
+/// size, mtime, ctime and, for a file changed within [`RACY_WINDOW`] of the snapshot, a BLAKE3
+/// hash of its content (see the module docs for why metadata decides everywhere else).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BaselineEntry {
@@ -62,7 +116,15 @@ pub struct BaselineEntry {
     pub size: u64,
     /// Modification time, seconds and nanoseconds.
     pub mtime: (i64, u32),
-    /// BLAKE3 of the content (files only).
+    /// Status-change time, seconds and nanoseconds: moved by the kernel on every write, chmod,
+    /// rename, link or `utimensat`, and not settable from user space.
+    pub ctime: (i64, u32),
+    /// Device of the file system holding the entry.
+    pub dev: u64,
+    /// Inode number: a file replaced by another (an editor's save-by-rename) has a new one.
+    pub ino: u64,
+    /// BLAKE3 of the content, recorded only for a file whose mtime or ctime was within
+    /// [`RACY_WINDOW`] of the snapshot; `None` for every other entry.
     pub hash: Option<[u8; 32]>,
 }
 
@@ -73,18 +135,160 @@ impl BaselineEntry {
             mode: meta.map_or(0, |m| m.mode),
             size: meta.map_or(0, |m| m.size),
             mtime: meta.map_or((0, 0), |m| m.mtime),
+            ctime: meta.map_or((0, 0), |m| m.ctime),
+            dev: meta.map_or(0, |m| m.dev),
+            ino: meta.map_or(0, |m| m.ino),
             hash,
         }
     }
 
+    /// Whether a file's metadata `m` is what was recorded (all but the hash).
+    fn same_meta(&self, m: &Meta) -> bool {
+        EntryKind::from_kind(m.kind) == self.kind
+            && m.mode == self.mode
+            && m.size == self.size
+            && m.mtime == self.mtime
+            && m.ctime == self.ctime
+            && m.dev == self.dev
+            && m.ino == self.ino
+    }
+
     /// Whether the folder's current `now` is still what was recorded. Directories compare by
-    /// kind and mode only (their mtime moves with every entry added or removed); files also by
-    /// size, mtime and content, so a `touch` counts as a change — conservative on purpose.
+    /// kind and mode only (their mtime moves with every entry added or removed); everything
+    /// else by kind, identity, mode, size, mtime and ctime, and a recent file also by content
+    /// ([`source_state`] hashes `now` exactly when this entry has a hash and the metadata
+    /// matched). A `touch`, a chmod back and forth, or a rewrite that restores the mtime all
+    /// count as changes: conservative on purpose.
     fn matches(&self, now: &BaselineEntry) -> bool {
         match self.kind {
             EntryKind::Dir => now.kind == EntryKind::Dir && now.mode == self.mode,
             _ => self == now,
         }
+    }
+}
+
+/// A file whose mtime or ctime is this close to the snapshot (or later) is "racily clean":
+/// a change made within the same tick of the file system's clock could leave every metadata
+/// field as it was, so its content is hashed too. Three seconds cover the coarsest common
+/// timestamp granularity (FAT's two seconds) plus the kernel's coarse-clock lag.
+pub const RACY_WINDOW: Duration = Duration::from_secs(3);
+
+/// How [`Mirror::create_with`] takes its baseline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MirrorOptions {
+    /// Files whose mtime or ctime is within this of the snapshot are hashed (module docs,
+    /// "Racily clean files"). Default [`RACY_WINDOW`].
+    pub racy_window: Duration,
+}
+
+impl MirrorOptions {
+    /// The defaults [`Mirror::create`] uses.
+    pub fn new() -> MirrorOptions {
+        MirrorOptions {
+            racy_window: RACY_WINDOW,
+        }
+    }
+
+    /// Sets [`racy_window`](Self::racy_window). A shorter window hashes fewer files and is
+    /// only as safe as the promise behind it: that no file in the folder changed within the
+    /// folder file system's timestamp granularity before the mirror is taken. Tests keep that
+    /// promise by waiting for the clock to tick, then use zero to exercise the metadata path.
+    #[must_use]
+    pub fn racy_window(mut self, window: Duration) -> MirrorOptions {
+        self.racy_window = window;
+        self
+    }
+}
+
+impl Default for MirrorOptions {
+    fn default() -> MirrorOptions {
+        MirrorOptions::new()
+    }
+}
+
+/// Times at or after the returned one are recent (within `window` of now). A clock before
+/// 1970 makes every time recent: hashing more is the safe side.
+fn recent_since(window: Duration) -> Time {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(now) => {
+            let since = now.saturating_sub(window);
+            (
+                i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
+                since.subsec_nanos(),
+            )
+        }
+        Err(_) => (i64::MIN, 0),
+    }
+}
+
+fn is_recent(m: &Meta, since: Time) -> bool {
+    m.mtime >= since || m.ctime >= since
+}
+
+/// How long [`Mirror::settle_copies`] waits for the mirror's clock to tick.
+const SETTLE_WAIT: Duration = Duration::from_millis(50);
+
+/// The mirror file system's clock now, read as a ctime: `fchmod` of the mirror's root to its
+/// own mode sets the root's ctime to the current time of that file system, which `fstat` reads.
+fn fs_clock(root: BorrowedFd<'_>) -> io::Result<Time> {
+    let fd = sys::reopen_dir(root)?;
+    let mode = sys::fstat(&fd)?.mode;
+    rustix::fs::fchmod(&fd, sys::perm(mode))?;
+    Ok(sys::fstat(&fd)?.ctime)
+}
+
+/// The mirror's copy of a file as [`Mirror::create`] (or a write-back) left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CopyStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mode: u32,
+    mtime: Time,
+    ctime: Time,
+    trust: Trust,
+    /// BLAKE3 of an untrusted copy, taken when it was found untrusted.
+    hash: Option<[u8; 32]>,
+}
+
+/// Whether equal metadata proves a copy untouched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trust {
+    /// Just recorded; the next [`Mirror::settle_copies`] decides.
+    Pending,
+    /// The mirror file system's clock was seen past the copy's ctime right after it was
+    /// recorded: any later change to the copy gets a later ctime.
+    Trusted,
+    /// The clock was not seen past it: a change in the same tick could keep every field, so
+    /// the copy's content was hashed instead.
+    Untrusted,
+}
+
+impl CopyStamp {
+    fn of(m: &Meta) -> CopyStamp {
+        CopyStamp {
+            dev: m.dev,
+            ino: m.ino,
+            size: m.size,
+            mode: m.mode,
+            mtime: m.mtime,
+            ctime: m.ctime,
+            trust: Trust::Pending,
+            hash: None,
+        }
+    }
+
+    /// True only when the copy provably was not written, chmod-ed, replaced or touched.
+    fn untouched(&self, m: &Meta) -> bool {
+        self.trust == Trust::Trusted
+            && m.kind == Kind::File
+            && m.dev == self.dev
+            && m.ino == self.ino
+            && m.size == self.size
+            && m.mode == self.mode
+            && m.mtime == self.mtime
+            && m.ctime == self.ctime
     }
 }
 
@@ -187,8 +391,9 @@ pub enum MirrorError {
 ///
 /// [`create`](Mirror::create) copies the folder — leaving out `.git` in any letter case, never
 /// following a symlink (links, FIFOs and unreadable entries are recorded, not copied) — and
-/// records each path's type, mode, size, mtime and content hash. [`changes`](Mirror::changes)
-/// compares the mirror with that baseline. [`finalize`](Mirror::finalize) writes the mirror's
+/// records each path's type, identity, mode, size, mtime and ctime (and a content hash for a
+/// recently changed file; see the module docs). [`changes`](Mirror::changes) compares the
+/// mirror with that baseline. [`finalize`](Mirror::finalize) writes the mirror's
 /// changes into the folder, each file atomically, only where the folder still matches the
 /// baseline; everything else comes back as a [`Conflict`], with both sides left untouched.
 ///
@@ -212,6 +417,9 @@ pub struct Mirror {
     source: RootLease,
     mirror: RootLease,
     baseline: BTreeMap<PathBuf, BaselineEntry>,
+    /// The mirror side of every copied file, by the same relative path.
+    copies: BTreeMap<PathBuf, CopyStamp>,
+    options: MirrorOptions,
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> MirrorError + 'a {
@@ -237,6 +445,15 @@ impl Mirror {
         source: impl AsRef<Path>,
         destination: impl AsRef<Path>,
     ) -> Result<Mirror, MirrorError> {
+        Mirror::create_with(source, destination, &MirrorOptions::new())
+    }
+
+    /// [`create`](Mirror::create) with explicit [`MirrorOptions`].
+    pub fn create_with(
+        source: impl AsRef<Path>,
+        destination: impl AsRef<Path>,
+        options: &MirrorOptions,
+    ) -> Result<Mirror, MirrorError> {
         let source = RootLease::acquire(source)?;
         let dst = destination.as_ref();
         if !dst.is_absolute() {
@@ -259,8 +476,11 @@ impl Mirror {
             source,
             mirror,
             baseline: BTreeMap::new(),
+            copies: BTreeMap::new(),
+            options: options.clone(),
         };
         this.copy_all()?;
+        this.settle_copies()?;
         Ok(this)
     }
 
@@ -281,6 +501,7 @@ impl Mirror {
 
     fn copy_all(&mut self) -> Result<(), MirrorError> {
         let own = self.mirror.id();
+        let since = recent_since(self.options.racy_window);
         let src_root =
             Arc::new(sys::reopen_dir(self.source.as_fd()).map_err(io_err("open", Path::new(".")))?);
         let dst_root =
@@ -326,7 +547,9 @@ impl Mirror {
                         src_parent: Arc::clone(&src_dir),
                         dst_parent: Arc::clone(&dst_dir),
                     }),
-                    Kind::File => self.copy_file(src_dir.as_fd(), dst_dir.as_fd(), &name, child)?,
+                    Kind::File => {
+                        self.copy_file(src_dir.as_fd(), dst_dir.as_fd(), &name, child, since)?;
+                    }
                     other => self.record(child, EntryKind::from_kind(other), Some(&meta), None),
                 }
             }
@@ -408,6 +631,7 @@ impl Mirror {
         dst_dir: BorrowedFd<'_>,
         name: &OsStr,
         rel: PathBuf,
+        since: Time,
     ) -> Result<(), MirrorError> {
         let fd = match sys::open_file_child(src_dir, name) {
             Ok(fd) => fd,
@@ -433,11 +657,69 @@ impl Mirror {
         )
         .map_err(|e| io_err("create", &rel)(e.into()))?;
         let mut out = File::from(out);
-        let hash =
-            copy_hashing(&mut File::from(fd), Some(&mut out)).map_err(io_err("copy", &rel))?;
+        let mut from = File::from(fd);
+        // `meta` was taken before the first byte was read: a write during the copy moves the
+        // folder's ctime past it, and finalize then sees the file as changed (module docs).
+        let hash = if is_recent(&meta, since) {
+            Some(copy_hashing(&mut from, Some(&mut out)).map_err(io_err("copy", &rel))?)
+        } else {
+            copy_plain(&mut from, &mut out).map_err(io_err("copy", &rel))?;
+            None
+        };
         rustix::fs::fchmod(&out, crate::sys::perm(meta.mode & 0o1777))
             .map_err(|e| io_err("chmod", &rel)(e.into()))?;
-        self.record(rel, EntryKind::File, Some(&meta), Some(hash));
+        let copied = sys::fstat(&out).map_err(io_err("stat", &rel))?;
+        self.copies.insert(rel.clone(), CopyStamp::of(&copied));
+        self.record(rel, EntryKind::File, Some(&meta), hash);
+        Ok(())
+    }
+
+    /// Marks the copies recorded so far as trusted once the mirror file system's clock has
+    /// moved past their ctimes (module docs, "The mirror side"). Waits for that at most
+    /// [`SETTLE_WAIT`]: a tick of the kernel's coarse clock (1–10 ms), or nothing at all where
+    /// the file system hands out fine-grained timestamps to files whose ctime was read (Linux
+    /// 6.13+ multigrain timestamps on ext4, xfs, btrfs, tmpfs). A copy left untrusted (a
+    /// coarse-grained mirror file system) is hashed now, and `changes` compares its content.
+    ///
+    /// Only the probe right after a copy was recorded may vouch for it: a later probe would
+    /// also vouch for a change made in the copy's own tick in between.
+    fn settle_copies(&mut self) -> Result<(), MirrorError> {
+        let pending = |c: &&CopyStamp| c.trust == Trust::Pending;
+        let Some(latest) = self.copies.values().filter(pending).map(|c| c.ctime).max() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let clock = loop {
+            match fs_clock(self.mirror.as_fd()) {
+                Ok(now) if now > latest => break Some(now),
+                Ok(now) if started.elapsed() >= SETTLE_WAIT => break Some(now),
+                Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+                Err(_) => break None,
+            }
+        };
+        self.judge_copies(clock)
+    }
+
+    /// Trusts each pending copy whose ctime is before `clock` (the mirror file system's clock
+    /// read after it was recorded); hashes the others. `None`: the clock could not be read.
+    fn judge_copies(&mut self, clock: Option<Time>) -> Result<(), MirrorError> {
+        for (rel, copy) in &mut self.copies {
+            if copy.trust != Trust::Pending {
+                continue;
+            }
+            if clock.is_some_and(|clock| copy.ctime < clock) {
+                copy.trust = Trust::Trusted;
+                continue;
+            }
+            copy.trust = Trust::Untrusted;
+            copy.hash = match open_regular(self.mirror.as_fd(), rel)? {
+                Some((mut file, _)) => {
+                    Some(copy_hashing(&mut file, None).map_err(io_err("read", rel))?)
+                }
+                // Gone or replaced already: `changes` reports it whatever the hash.
+                None => None,
+            };
+        }
         Ok(())
     }
 
@@ -452,16 +734,21 @@ impl Mirror {
             }
             match now.get(path) {
                 None => out.push(change(path, ChangeKind::Deleted, base.kind)),
-                Some(cur) if cur.kind != base.kind => {
+                Some(cur) if EntryKind::from_kind(cur.kind) != base.kind => {
                     out.push(change(path, ChangeKind::Deleted, base.kind));
-                    out.push(change(path, ChangeKind::Added, cur.kind));
+                    out.push(change(
+                        path,
+                        ChangeKind::Added,
+                        EntryKind::from_kind(cur.kind),
+                    ));
                 }
                 Some(cur) => {
                     // The copy never carried set-id bits (see `copy_file`).
-                    let same = cur.mode == base.mode & 0o1777
-                        && (cur.kind == EntryKind::Dir || cur.hash == base.hash);
-                    if !same {
-                        out.push(change(path, ChangeKind::Modified, cur.kind));
+                    let modified = cur.mode != base.mode & 0o1777
+                        || (base.kind == EntryKind::File
+                            && self.content_changed(path, base, cur)?);
+                    if modified {
+                        out.push(change(path, ChangeKind::Modified, base.kind));
                     }
                 }
             }
@@ -469,11 +756,51 @@ impl Mirror {
         for (path, cur) in &now {
             match self.baseline.get(path) {
                 Some(base) if base.kind.is_copied() => {}
-                _ => out.push(change(path, ChangeKind::Added, cur.kind)),
+                _ => out.push(change(
+                    path,
+                    ChangeKind::Added,
+                    EntryKind::from_kind(cur.kind),
+                )),
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path).then(b.kind.cmp(&a.kind)));
         Ok(out)
+    }
+
+    /// Whether the mirror's file at `rel` (metadata `cur`) holds other content than was copied.
+    /// Metadata decides when the copy is provably untouched; otherwise the content is compared
+    /// with the recorded hash (a recent file), or with the folder's file while that still
+    /// matches the baseline. When neither is available the copy's content is no longer known
+    /// and a written-to copy counts as modified: finalize then reports it as a conflict rather
+    /// than guess.
+    fn content_changed(
+        &self,
+        rel: &Path,
+        base: &BaselineEntry,
+        cur: &Meta,
+    ) -> Result<bool, MirrorError> {
+        let Some(copy) = self.copies.get(rel) else {
+            return Ok(true);
+        };
+        if copy.untouched(cur) {
+            return Ok(false);
+        }
+        if cur.size != copy.size {
+            return Ok(true);
+        }
+        let Some(mut ours) = open_regular(self.mirror.as_fd(), rel)? else {
+            return Ok(true);
+        };
+        if let Some(hash) = copy.hash.or(base.hash) {
+            return Ok(copy_hashing(&mut ours.0, None).map_err(io_err("read", rel))? != hash);
+        }
+        let Some(mut theirs) = open_regular(self.source.as_fd(), rel)? else {
+            return Ok(true);
+        };
+        if !base.same_meta(&theirs.1) {
+            return Ok(true);
+        }
+        Ok(!same_content(&mut ours.0, &mut theirs.0).map_err(io_err("read", rel))?)
     }
 
     /// Writes the mirror's changes back into the folder where the folder still matches the
@@ -504,11 +831,12 @@ impl Mirror {
         });
         let mut report = FinalizeReport::default();
         let mut dir_modes: Vec<(PathBuf, u32)> = Vec::new();
+        let mut written: Vec<(PathBuf, Meta)> = Vec::new();
         for i in order {
             let c = &changes[i];
             let reason = match verdict[i].take() {
                 Some(r) => Some(r),
-                None => self.apply(c, &mut dir_modes)?,
+                None => self.apply(c, &mut dir_modes, &mut written)?,
             };
             match reason {
                 Some(reason) => report.conflicts.push(Conflict {
@@ -524,8 +852,12 @@ impl Mirror {
             rustix::fs::fchmod(&fd, crate::sys::perm(mode & 0o1777))
                 .map_err(|e| io_err("chmod", &rel)(e.into()))?;
         }
+        // What was written is the new baseline: the folder's side (recent by construction, so
+        // hashed — whatever the options promised about the folder at create, these files were
+        // changed just now) and the mirror's side (the copy as it was read for the write-back).
+        let since = recent_since(self.options.racy_window.max(RACY_WINDOW));
         for c in &report.applied {
-            match source_state(self.source.as_fd(), &c.path)? {
+            match source_state(self.source.as_fd(), &c.path, |m| is_recent(m, since))? {
                 SourceState::Present(now) => {
                     self.baseline.insert(c.path.clone(), now);
                 }
@@ -533,7 +865,14 @@ impl Mirror {
                     self.baseline.remove(&c.path);
                 }
             }
+            if c.kind == ChangeKind::Deleted {
+                self.copies.remove(&c.path);
+            }
         }
+        for (rel, meta) in written {
+            self.copies.insert(rel, CopyStamp::of(&meta));
+        }
+        self.settle_copies()?;
         report
             .applied
             .sort_by(|a, b| a.path.cmp(&b.path).then(b.kind.cmp(&a.kind)));
@@ -554,8 +893,8 @@ impl Mirror {
         {
             return Ok(Some(ConflictReason::ForbiddenName));
         }
-        let state = source_state(self.source.as_fd(), &c.path)?;
         let base = self.baseline.get(&c.path);
+        let state = source_state_for(self.source.as_fd(), &c.path, base)?;
         Ok(match c.kind {
             ChangeKind::Added => {
                 if !c.entry.is_copied() {
@@ -642,6 +981,7 @@ impl Mirror {
         &self,
         c: &Change,
         dir_modes: &mut Vec<(PathBuf, u32)>,
+        written: &mut Vec<(PathBuf, Meta)>,
     ) -> Result<Option<ConflictReason>, MirrorError> {
         let Some(name) = c.path.file_name() else {
             return Ok(Some(ConflictReason::UnsafePath));
@@ -656,11 +996,9 @@ impl Mirror {
         };
         let shown = self.source.path().join(&c.path);
         let still_baseline = || -> Result<bool, MirrorError> {
+            let base = self.baseline.get(&c.path);
             Ok(
-                match (
-                    source_state(self.source.as_fd(), &c.path)?,
-                    self.baseline.get(&c.path),
-                ) {
+                match (source_state_for(self.source.as_fd(), &c.path, base)?, base) {
                     (SourceState::Present(now), Some(base)) => base.matches(&now),
                     _ => false,
                 },
@@ -669,7 +1007,7 @@ impl Mirror {
         match (c.kind, c.entry) {
             (ChangeKind::Deleted, kind) => {
                 if matches!(
-                    source_state(self.source.as_fd(), &c.path)?,
+                    source_state(self.source.as_fd(), &c.path, |_| false)?,
                     SourceState::Absent
                 ) {
                     return Ok(None);
@@ -714,14 +1052,24 @@ impl Mirror {
                 if kind == ChangeKind::Modified && !still_baseline()? {
                     return Ok(Some(ConflictReason::ChangedInSource));
                 }
-                let (contents, mode) = self.mirror_file(&c.path)?;
+                let (contents, copy) = self.mirror_file(&c.path)?;
                 let replace = if kind == ChangeKind::Added {
                     Replace::Never
                 } else {
                     Replace::Allow
                 };
-                match write_entry(parent.as_fd(), name, &contents, Some(mode), replace, shown) {
-                    Ok(()) => Ok(None),
+                match write_entry(
+                    parent.as_fd(),
+                    name,
+                    &contents,
+                    Some(copy.mode),
+                    replace,
+                    shown,
+                ) {
+                    Ok(()) => {
+                        written.push((c.path.clone(), copy));
+                        Ok(None)
+                    }
                     Err(WriteError::AlreadyExists { .. }) => {
                         Ok(Some(ConflictReason::CreatedInSource))
                     }
@@ -743,7 +1091,8 @@ impl Mirror {
         sys::stat_at(dir.as_fd(), name).map_err(io_err("stat", rel))
     }
 
-    fn mirror_file(&self, rel: &Path) -> Result<(Vec<u8>, u32), MirrorError> {
+    /// The mirror's file at `rel`: its content and its metadata from before the first read.
+    fn mirror_file(&self, rel: &Path) -> Result<(Vec<u8>, Meta), MirrorError> {
         let (dir, name) = open_rel_parent(self.mirror.as_fd(), rel).map_err(io_err("open", rel))?;
         let fd = sys::open_file_child(dir.as_fd(), name).map_err(io_err("open", rel))?;
         let meta = sys::fstat(&fd).map_err(io_err("stat", rel))?;
@@ -757,7 +1106,7 @@ impl Mirror {
         File::from(fd)
             .read_to_end(&mut contents)
             .map_err(io_err("read", rel))?;
-        Ok((contents, meta.mode))
+        Ok((contents, meta))
     }
 }
 
@@ -825,7 +1174,12 @@ enum SourceState {
     Present(BaselineEntry),
 }
 
-fn source_state(root: BorrowedFd<'_>, rel: &Path) -> Result<SourceState, MirrorError> {
+/// The folder's entry at `rel`, its content hashed when `hash_if` says so for its metadata.
+fn source_state(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    hash_if: impl FnOnce(&Meta) -> bool,
+) -> Result<SourceState, MirrorError> {
     let (dir, name) = match open_rel_parent(root, rel) {
         Ok(x) => x,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(SourceState::ParentAbsent),
@@ -843,6 +1197,8 @@ fn source_state(root: BorrowedFd<'_>, rel: &Path) -> Result<SourceState, MirrorE
             None,
         )));
     }
+    // Opened, not only stat-ed: on NFS the open revalidates the attributes (close-to-open
+    // consistency), and an unreadable file is `Unsafe` rather than silently "unchanged".
     let fd = match sys::open_file_child(dir.as_fd(), name) {
         Ok(fd) => fd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(SourceState::Absent),
@@ -856,18 +1212,51 @@ fn source_state(root: BorrowedFd<'_>, rel: &Path) -> Result<SourceState, MirrorE
             None,
         )));
     }
-    sys::set_blocking(fd.as_fd()).map_err(io_err("open", rel))?;
-    let hash = copy_hashing(&mut File::from(fd), None).map_err(io_err("read", rel))?;
+    let hash = if hash_if(&meta) {
+        sys::set_blocking(fd.as_fd()).map_err(io_err("open", rel))?;
+        Some(copy_hashing(&mut File::from(fd), None).map_err(io_err("read", rel))?)
+    } else {
+        None
+    };
     Ok(SourceState::Present(BaselineEntry::recorded(
         EntryKind::File,
         Some(&meta),
-        Some(hash),
+        hash,
     )))
 }
 
-/// Every entry of the mirror with its kind, mode and (files) content hash. Entries named `.git`
-/// in any case are listed but not descended.
-fn snapshot_tree(root: BorrowedFd<'_>) -> Result<BTreeMap<PathBuf, BaselineEntry>, MirrorError> {
+/// The folder's entry at `rel` in the form `base` can be compared with: hashed exactly when
+/// `base` has a hash and the metadata already matched.
+fn source_state_for(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    base: Option<&BaselineEntry>,
+) -> Result<SourceState, MirrorError> {
+    source_state(root, rel, |m| {
+        base.is_some_and(|b| b.hash.is_some() && b.same_meta(m))
+    })
+}
+
+/// Opens the regular file `rel` under `root` for reading, without following a symlink, with
+/// its metadata; `None` when it is missing, not a regular file, or cannot be opened.
+fn open_regular(root: BorrowedFd<'_>, rel: &Path) -> Result<Option<(File, Meta)>, MirrorError> {
+    let Ok((dir, name)) = open_rel_parent(root, rel) else {
+        return Ok(None);
+    };
+    let Ok(fd) = sys::open_file_child(dir.as_fd(), name) else {
+        return Ok(None);
+    };
+    let meta = sys::fstat(&fd).map_err(io_err("stat", rel))?;
+    if meta.kind != Kind::File {
+        return Ok(None);
+    }
+    sys::set_blocking(fd.as_fd()).map_err(io_err("open", rel))?;
+    Ok(Some((File::from(fd), meta)))
+}
+
+/// Every entry of the mirror with its metadata. Entries named `.git` in any case are listed
+/// but not descended. Nothing is read: `changes` decides from metadata first.
+fn snapshot_tree(root: BorrowedFd<'_>) -> Result<BTreeMap<PathBuf, Meta>, MirrorError> {
     let mut out = BTreeMap::new();
     // Paths, not fds, wait on the stack so a wide tree does not hold a descriptor per
     // directory; each is re-opened from the root without following links.
@@ -888,23 +1277,49 @@ fn snapshot_tree(root: BorrowedFd<'_>) -> Result<BTreeMap<PathBuf, BaselineEntry
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(io_err("stat", &child)(e)),
             };
-            let kind = EntryKind::from_kind(meta.kind);
-            let mut hash = None;
-            if is_git_name(name.as_bytes()) {
-                // Listed so finalize can refuse it by name; never read.
-            } else if meta.kind == Kind::Dir {
+            // A `.git` entry is listed so finalize can refuse it by name; never descended.
+            if meta.kind == Kind::Dir && !is_git_name(name.as_bytes()) {
                 stack.push(child.clone());
-            } else if meta.kind == Kind::File {
-                let fd = sys::open_file_child(dir.as_fd(), name.as_os_str())
-                    .map_err(io_err("open", &child))?;
-                sys::set_blocking(fd.as_fd()).map_err(io_err("open", &child))?;
-                hash =
-                    Some(copy_hashing(&mut File::from(fd), None).map_err(io_err("read", &child))?);
             }
-            out.insert(child, BaselineEntry::recorded(kind, Some(&meta), hash));
+            out.insert(child, meta);
         }
     }
     Ok(out)
+}
+
+/// Copies `from` to `to` without looking at the bytes.
+fn copy_plain(from: &mut File, to: &mut File) -> io::Result<()> {
+    io::copy(from, to).map(|_| ())
+}
+
+/// Whether two files have the same bytes (read to the end of both).
+fn same_content(a: &mut File, b: &mut File) -> io::Result<bool> {
+    let mut buf_a = vec![0u8; 64 * 1024];
+    let mut buf_b = vec![0u8; 64 * 1024];
+    loop {
+        let n = read_full(a, &mut buf_a)?;
+        let m = read_full(b, &mut buf_b)?;
+        if n != m || buf_a[..n] != buf_b[..m] {
+            return Ok(false);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+/// Fills `buf` as far as the file goes; fewer bytes only at the end.
+fn read_full(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match f.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
 }
 
 /// Reads `from` to the end, hashing it and, if given, writing it to `to`.
@@ -950,4 +1365,50 @@ fn open_rel_parent<'p>(root: BorrowedFd<'_>, rel: &'p Path) -> io::Result<(Owned
         .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
     let dir = open_rel_dir(root, rel.parent().unwrap_or(Path::new("")))?;
     Ok((dir, name))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// Where the mirror's clock cannot be seen to tick (a coarse-grained file system), the
+    /// copies are hashed instead and changes are decided by content.
+    #[test]
+    fn copies_the_clock_cannot_vouch_for_are_hashed_and_compared_by_content() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::write(src.join("same"), "one").unwrap();
+        std::fs::write(src.join("touched"), "two").unwrap();
+        std::fs::write(src.join("edited"), "three").unwrap();
+        let mut m = Mirror::create(&src, tmp.path().join("mirror")).unwrap();
+        for copy in m.copies.values_mut() {
+            copy.trust = Trust::Pending;
+        }
+        m.judge_copies(None).unwrap();
+        assert!(
+            m.copies
+                .values()
+                .all(|c| c.trust == Trust::Untrusted && c.hash.is_some())
+        );
+        assert!(m.changes().unwrap().is_empty());
+
+        let mirror = m.mirror_path().to_path_buf();
+        std::fs::File::options()
+            .write(true)
+            .open(mirror.join("touched"))
+            .unwrap()
+            .set_modified(SystemTime::now() + Duration::from_secs(60))
+            .unwrap();
+        std::fs::write(mirror.join("edited"), "THREE").unwrap();
+        let changes = m.changes().unwrap();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].path, Path::new("edited"));
+        let report = m.finalize().unwrap();
+        assert!(report.conflicts.is_empty(), "{report:?}");
+        assert_eq!(std::fs::read(src.join("edited")).unwrap(), b"THREE");
+        assert_eq!(std::fs::read(src.join("touched")).unwrap(), b"two");
+    }
 }

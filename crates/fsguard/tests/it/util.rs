@@ -60,6 +60,36 @@ impl Fixture {
         fs::File::open(self.path()).unwrap()
     }
 
+    /// Waits until the file system's clock has moved past the ctime of every entry in the
+    /// fixture, so that any later change to one of them gets a later ctime: the promise a zero
+    /// racy window rests on (see `MirrorOptions::racy_window`). Reads the clock as the ctime
+    /// of a probe file outside `src/` that is chmod-ed to its own mode.
+    pub fn settle_clock(&self) {
+        use std::os::unix::fs::MetadataExt;
+        fn latest(p: &Path, max: &mut (i64, i64)) {
+            let m = fs::symlink_metadata(p).unwrap();
+            *max = (*max).max((m.ctime(), m.ctime_nsec()));
+            if m.is_dir() {
+                for e in fs::read_dir(p).unwrap() {
+                    latest(&e.unwrap().path(), max);
+                }
+            }
+        }
+        let mut max = (i64::MIN, 0);
+        latest(self.path(), &mut max);
+        let probe = self.join(".clock");
+        fs::write(&probe, "").unwrap();
+        for _ in 0..5000 {
+            fs::set_permissions(&probe, fs::Permissions::from_mode(0o644)).unwrap();
+            let m = fs::metadata(&probe).unwrap();
+            if (m.ctime(), m.ctime_nsec()) > max {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        panic!("the file system's clock did not move past {max:?} in 5 s");
+    }
+
     /// Every entry below the root, relative, sorted; for assertions and failure messages.
     pub fn listing(&self) -> Vec<String> {
         listing(self.path())
