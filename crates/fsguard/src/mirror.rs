@@ -57,15 +57,16 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::fs::{AtFlags, Mode};
 
 use crate::atomic::{Replace, WriteError, write_entry};
-use crate::lease::{FileId, LeaseError, RootLease};
+use crate::lease::{LeaseError, RootLease};
 use crate::relpath::is_git_name;
 use crate::sys::{self, Kind, Meta};
+
+mod copy;
 
 /// What kind of entry a path is, as the mirror records it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -430,14 +431,6 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Mir
     }
 }
 
-/// A directory waiting to be copied: where it is in the folder, and the mirror directory it
-/// goes into, both opened relative to their parents.
-struct CopyJob {
-    rel: PathBuf,
-    src_parent: Arc<OwnedFd>,
-    dst_parent: Arc<OwnedFd>,
-}
-
 impl Mirror {
     /// Copies `source` (an absolute directory path) into `destination` (absolute, must not
     /// exist; its parent must) and records the baseline.
@@ -500,60 +493,15 @@ impl Mirror {
     }
 
     fn copy_all(&mut self) -> Result<(), MirrorError> {
-        let own = self.mirror.id();
         let since = recent_since(self.options.racy_window);
         let src_root =
-            Arc::new(sys::reopen_dir(self.source.as_fd()).map_err(io_err("open", Path::new(".")))?);
+            sys::reopen_dir(self.source.as_fd()).map_err(io_err("open", Path::new(".")))?;
         let dst_root =
-            Arc::new(sys::reopen_dir(self.mirror.as_fd()).map_err(io_err("open", Path::new(".")))?);
-        let mut stack = vec![(PathBuf::new(), src_root, dst_root)];
-        let mut dir_modes: Vec<(PathBuf, u32)> = Vec::new();
-        let mut pending: Vec<CopyJob> = Vec::new();
-        let mut buf = Vec::new();
-        loop {
-            let (rel, src_dir, dst_dir) = if let Some(top) = stack.pop() {
-                top
-            } else if let Some(job) = pending.pop() {
-                match self.open_copy_job(&job, own, &mut dir_modes)? {
-                    Some(opened) => opened,
-                    None => continue,
-                }
-            } else {
-                break;
-            };
-            let mut names = Vec::new();
-            sys::for_each_entry(src_dir.as_fd(), &mut buf, |name, _| {
-                names.push(OsStr::from_bytes(name.to_bytes()).to_os_string());
-                Ok(())
-            })
-            .map_err(io_err("list", &rel))?;
-            for name in names {
-                if is_git_name(name.as_bytes()) {
-                    continue;
-                }
-                let child = rel.join(&name);
-                let meta = match sys::stat_at(src_dir.as_fd(), name.as_os_str()) {
-                    Ok(m) => m,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                        self.record(child, EntryKind::Unreadable, None, None);
-                        continue;
-                    }
-                    Err(e) => return Err(io_err("stat", &child)(e)),
-                };
-                match meta.kind {
-                    Kind::Dir => pending.push(CopyJob {
-                        rel: child,
-                        src_parent: Arc::clone(&src_dir),
-                        dst_parent: Arc::clone(&dst_dir),
-                    }),
-                    Kind::File => {
-                        self.copy_file(src_dir.as_fd(), dst_dir.as_fd(), &name, child, since)?;
-                    }
-                    other => self.record(child, EntryKind::from_kind(other), Some(&meta), None),
-                }
-            }
-        }
+            sys::reopen_dir(self.mirror.as_fd()).map_err(io_err("open", Path::new(".")))?;
+        let copied = copy::copy_tree(src_root, dst_root, self.mirror.id(), since)?;
+        self.baseline = copied.baseline.into_iter().collect();
+        self.copies = copied.copies.into_iter().collect();
+        let mut dir_modes = copied.dir_modes;
         // Directory modes last, deepest first: a read-only directory must be filled before it
         // becomes read-only.
         dir_modes.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
@@ -562,115 +510,6 @@ impl Mirror {
             rustix::fs::fchmod(&fd, crate::sys::perm(mode & 0o1777))
                 .map_err(|e| io_err("chmod", &rel)(e.into()))?;
         }
-        Ok(())
-    }
-
-    /// Opens a queued directory on both sides; `None` when it is recorded but not descended
-    /// (unreadable, vanished, or the mirror itself).
-    #[allow(clippy::type_complexity)]
-    fn open_copy_job(
-        &mut self,
-        job: &CopyJob,
-        own: FileId,
-        dir_modes: &mut Vec<(PathBuf, u32)>,
-    ) -> Result<Option<(PathBuf, Arc<OwnedFd>, Arc<OwnedFd>)>, MirrorError> {
-        let name = job.rel.file_name().unwrap_or_default();
-        let src = match sys::open_dir_child(job.src_parent.as_fd(), name) {
-            Ok(fd) => fd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                let meta = sys::stat_at(job.src_parent.as_fd(), name).ok();
-                self.record(job.rel.clone(), EntryKind::Unreadable, meta.as_ref(), None);
-                return Ok(None);
-            }
-            // Swapped for a symlink or file since it was listed: record what it is now.
-            Err(_) => {
-                let meta = sys::stat_at(job.src_parent.as_fd(), name).ok();
-                let kind = meta.map_or(EntryKind::Unreadable, |m| EntryKind::from_kind(m.kind));
-                let kind = if kind.is_copied() {
-                    EntryKind::Unreadable
-                } else {
-                    kind
-                };
-                self.record(job.rel.clone(), kind, meta.as_ref(), None);
-                return Ok(None);
-            }
-        };
-        let meta = sys::fstat(&src).map_err(io_err("stat", &job.rel))?;
-        if (FileId {
-            dev: meta.dev,
-            ino: meta.ino,
-        }) == own
-        {
-            // The mirror lives inside the folder: never copy it into itself.
-            return Ok(None);
-        }
-        rustix::fs::mkdirat(job.dst_parent.as_fd(), name, Mode::from_raw_mode(0o700))
-            .map_err(|e| io_err("create", &job.rel)(e.into()))?;
-        let dst =
-            sys::open_dir_child(job.dst_parent.as_fd(), name).map_err(io_err("open", &job.rel))?;
-        self.record(job.rel.clone(), EntryKind::Dir, Some(&meta), None);
-        dir_modes.push((job.rel.clone(), meta.mode));
-        Ok(Some((job.rel.clone(), Arc::new(src), Arc::new(dst))))
-    }
-
-    fn record(
-        &mut self,
-        rel: PathBuf,
-        kind: EntryKind,
-        meta: Option<&Meta>,
-        hash: Option<[u8; 32]>,
-    ) {
-        self.baseline
-            .insert(rel, BaselineEntry::recorded(kind, meta, hash));
-    }
-
-    fn copy_file(
-        &mut self,
-        src_dir: BorrowedFd<'_>,
-        dst_dir: BorrowedFd<'_>,
-        name: &OsStr,
-        rel: PathBuf,
-        since: Time,
-    ) -> Result<(), MirrorError> {
-        let fd = match sys::open_file_child(src_dir, name) {
-            Ok(fd) => fd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                let meta = sys::stat_at(src_dir, name).ok();
-                self.record(rel, EntryKind::Unreadable, meta.as_ref(), None);
-                return Ok(());
-            }
-            Err(e) => return Err(io_err("open", &rel)(e)),
-        };
-        let meta = sys::fstat(&fd).map_err(io_err("stat", &rel))?;
-        if meta.kind != Kind::File {
-            self.record(rel, EntryKind::from_kind(meta.kind), Some(&meta), None);
-            return Ok(());
-        }
-        sys::set_blocking(fd.as_fd()).map_err(io_err("open", &rel))?;
-        let out = rustix::fs::openat(
-            dst_dir,
-            name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )
-        .map_err(|e| io_err("create", &rel)(e.into()))?;
-        let mut out = File::from(out);
-        let mut from = File::from(fd);
-        // `meta` was taken before the first byte was read: a write during the copy moves the
-        // folder's ctime past it, and finalize then sees the file as changed (module docs).
-        let hash = if is_recent(&meta, since) {
-            Some(copy_hashing(&mut from, Some(&mut out)).map_err(io_err("copy", &rel))?)
-        } else {
-            copy_plain(&mut from, &mut out).map_err(io_err("copy", &rel))?;
-            None
-        };
-        rustix::fs::fchmod(&out, crate::sys::perm(meta.mode & 0o1777))
-            .map_err(|e| io_err("chmod", &rel)(e.into()))?;
-        let copied = sys::fstat(&out).map_err(io_err("stat", &rel))?;
-        self.copies.insert(rel.clone(), CopyStamp::of(&copied));
-        self.record(rel, EntryKind::File, Some(&meta), hash);
         Ok(())
     }
 
@@ -1287,7 +1126,12 @@ fn snapshot_tree(root: BorrowedFd<'_>) -> Result<BTreeMap<PathBuf, Meta>, Mirror
     Ok(out)
 }
 
-/// Copies `from` to `to` without looking at the bytes.
+/// Copies `from` to `to` without looking at the bytes. On Linux `std::io::copy` between two
+/// files is `copy_file_range(2)`: the kernel copies page cache to page cache with no trip
+/// through user space, and on btrfs, xfs and bcachefs it shares the extents instead (a reflink,
+/// no data copied; an explicit `FICLONE` would add nothing); NFS 4.2 copies on the server. It
+/// falls back to `read`/`write` itself where the call is refused (other kernels, across some
+/// file systems) and is plain `read`/`write` elsewhere.
 fn copy_plain(from: &mut File, to: &mut File) -> io::Result<()> {
     io::copy(from, to).map(|_| ())
 }

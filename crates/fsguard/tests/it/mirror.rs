@@ -523,6 +523,39 @@ matrix! {
     }
 }
 
+/// The copy runs on several threads in batches of files: a wide directory and a deep one
+/// must come out exact, every file with its content and mode, with nothing left to report.
+#[test]
+fn create_copies_a_wide_and_deep_tree_exactly() {
+    let fx = Fixture::new();
+    for i in 0..300 {
+        fx.put(
+            &format!("src/wide/f{i:03}"),
+            &format!("{i}\n").repeat(i % 7),
+        );
+    }
+    let mut deep = String::from("src");
+    for d in 0..20 {
+        deep.push_str(&format!("/d{d}"));
+        fx.put(&format!("{deep}/file"), &format!("depth {d}"));
+    }
+    fx.chmod("src/wide/f007", 0o640);
+    let m = Mirror::create(fx.join("src"), fx.join("mirror")).unwrap();
+    let src = crate::util::listing(&fx.join("src"));
+    assert_eq!(crate::util::listing(&fx.join("mirror")), src);
+    assert_eq!(src.len(), 1 + 300 + 20 * 2);
+    for entry in src.iter().filter(|e| !e.ends_with('/')) {
+        assert_eq!(
+            fs::read(fx.join("mirror").join(entry)).unwrap(),
+            fs::read(fx.join("src").join(entry)).unwrap(),
+            "{entry}"
+        );
+    }
+    assert_eq!(fx.mode("mirror/wide/f007"), 0o640);
+    assert_eq!(m.baseline().len(), src.len());
+    assert!(m.changes().unwrap().is_empty());
+}
+
 #[test]
 fn an_existing_destination_is_refused() {
     let fx = Fixture::new();

@@ -1,0 +1,394 @@
+//! The copy half of [`Mirror::create`](super::Mirror::create): a parallel walk of the folder
+//! that copies files into the mirror and records the baseline (RUN-11).
+//!
+//! Worker threads share one stack of jobs: a directory to open on both sides and list, or a
+//! batch of a listed directory's files to copy. Batches let one wide directory spread over
+//! every core; directories are opened relative to their parent's fd (`O_NOFOLLOW`), so no path
+//! is re-resolved and no symlink followed. `d_type` sends regular files and directories
+//! straight to the `open` that `fstat`s them; only other and `DT_UNKNOWN` entries are
+//! `stat`ed. The stack is LIFO and a directory's batches are pushed after its subdirectories,
+//! so a listed directory's fds are released soon and the open fds stay near the tree's depth.
+//! The first error stops the walk; the caller removes the half-made mirror.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use rustix::fs::{Mode, OFlags};
+
+use super::{
+    BaselineEntry, CopyStamp, EntryKind, MirrorError, Time, copy_hashing, copy_plain, io_err,
+    is_recent,
+};
+use crate::lease::FileId;
+use crate::relpath::is_git_name;
+use crate::sys::{self, Kind, Meta};
+
+/// Files per batch: large enough that the queue's lock is no cost, small enough that a
+/// directory of a few hundred files is shared between cores.
+const FILES_PER_JOB: usize = 64;
+
+/// At most this many threads copy, whatever the machine has: past that the file system's own
+/// locks, not the CPUs, are the limit.
+const MAX_THREADS: usize = 8;
+
+enum Job {
+    /// A directory already open on both sides, to list.
+    List {
+        rel: PathBuf,
+        src: Arc<OwnedFd>,
+        dst: Arc<OwnedFd>,
+    },
+    /// A directory to open (and create in the mirror), then list; opened when taken, so a
+    /// waiting job holds only its parents' fds.
+    Open {
+        rel: PathBuf,
+        src_parent: Arc<OwnedFd>,
+        dst_parent: Arc<OwnedFd>,
+    },
+    /// Files of one listed directory to copy.
+    Files {
+        dir: PathBuf,
+        src: Arc<OwnedFd>,
+        dst: Arc<OwnedFd>,
+        names: Vec<OsString>,
+    },
+}
+
+/// What the walk recorded: the baseline, the copies' stamps, and directory modes to set last.
+#[derive(Default)]
+pub(super) struct Copied {
+    pub(super) baseline: Vec<(PathBuf, BaselineEntry)>,
+    pub(super) copies: Vec<(PathBuf, CopyStamp)>,
+    pub(super) dir_modes: Vec<(PathBuf, u32)>,
+}
+
+impl Copied {
+    fn record(&mut self, rel: PathBuf, kind: EntryKind, meta: Option<&Meta>) {
+        self.baseline
+            .push((rel, BaselineEntry::recorded(kind, meta, None)));
+    }
+
+    fn append(&mut self, other: Copied) {
+        self.baseline.extend(other.baseline);
+        self.copies.extend(other.copies);
+        self.dir_modes.extend(other.dir_modes);
+    }
+}
+
+struct Queue {
+    jobs: Vec<Job>,
+    busy: usize,
+    error: Option<MirrorError>,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+    /// The mirror's own directory, never copied into itself.
+    own: FileId,
+    /// Files changed at or after this are hashed while copied (racily clean).
+    since: Time,
+}
+
+/// Copies the folder open at `src_root` into the empty mirror open at `dst_root`.
+pub(super) fn copy_tree(
+    src_root: OwnedFd,
+    dst_root: OwnedFd,
+    own: FileId,
+    since: Time,
+) -> Result<Copied, MirrorError> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_THREADS);
+    let shared = Shared {
+        queue: Mutex::new(Queue {
+            jobs: vec![Job::List {
+                rel: PathBuf::new(),
+                src: Arc::new(src_root),
+                dst: Arc::new(dst_root),
+            }],
+            busy: 0,
+            error: None,
+        }),
+        ready: Condvar::new(),
+        own,
+        since,
+    };
+    let copied = if threads <= 1 {
+        worker(&shared)
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (1..threads).map(|_| s.spawn(|| worker(&shared))).collect();
+            let mut all = worker(&shared);
+            for h in handles {
+                // A worker only panics on a bug; resuming the panic keeps it visible.
+                all.append(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            }
+            all
+        })
+    };
+    let queue = shared
+        .queue
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    match queue.error {
+        Some(e) => Err(e),
+        None => Ok(copied),
+    }
+}
+
+fn worker(shared: &Shared) -> Copied {
+    let mut out = Copied::default();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut new_jobs: Vec<Job> = Vec::new();
+    loop {
+        let job = {
+            let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            loop {
+                if let Some(job) = q.jobs.pop() {
+                    q.busy += 1;
+                    break job;
+                }
+                if q.busy == 0 {
+                    drop(q);
+                    shared.ready.notify_all();
+                    return out;
+                }
+                q = shared.ready.wait(q).unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        let result = run(shared, job, &mut buf, &mut new_jobs, &mut out);
+        let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        q.busy -= 1;
+        if let Err(e) = result {
+            q.error.get_or_insert(e);
+        }
+        if q.error.is_some() {
+            // Stop: drop what is queued; the caller removes the half-made mirror.
+            q.jobs.clear();
+            new_jobs.clear();
+        }
+        let wake = !new_jobs.is_empty() || (q.busy == 0 && q.jobs.is_empty());
+        q.jobs.append(&mut new_jobs);
+        drop(q);
+        if wake {
+            shared.ready.notify_all();
+        }
+    }
+}
+
+fn run(
+    shared: &Shared,
+    job: Job,
+    buf: &mut Vec<u8>,
+    jobs: &mut Vec<Job>,
+    out: &mut Copied,
+) -> Result<(), MirrorError> {
+    match job {
+        Job::List { rel, src, dst } => list(&rel, &src, &dst, buf, jobs, out),
+        Job::Open {
+            rel,
+            src_parent,
+            dst_parent,
+        } => match open_pair(shared.own, &rel, &src_parent, &dst_parent, out)? {
+            Some((src, dst)) => list(&rel, &Arc::new(src), &Arc::new(dst), buf, jobs, out),
+            None => Ok(()),
+        },
+        Job::Files {
+            dir,
+            src,
+            dst,
+            names,
+        } => {
+            for name in names {
+                let rel = dir.join(&name);
+                copy_file(src.as_fd(), dst.as_fd(), &name, rel, shared.since, out)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Lists `rel` (open as `src`, its mirror as `dst`): subdirectories become `Open` jobs, files
+/// `Files` batches (pushed last, so taken first), anything else is recorded here.
+fn list(
+    rel: &Path,
+    src: &Arc<OwnedFd>,
+    dst: &Arc<OwnedFd>,
+    buf: &mut Vec<u8>,
+    jobs: &mut Vec<Job>,
+    out: &mut Copied,
+) -> Result<(), MirrorError> {
+    let mut entries: Vec<(OsString, Option<Kind>)> = Vec::new();
+    sys::for_each_entry(src.as_fd(), buf, |name, kind| {
+        entries.push((OsStr::from_bytes(name.to_bytes()).to_os_string(), kind));
+        Ok(())
+    })
+    .map_err(io_err("list", rel))?;
+    let mut files: Vec<OsString> = Vec::new();
+    for (name, kind) in entries {
+        if is_git_name(name.as_bytes()) {
+            continue;
+        }
+        let kind = match kind {
+            Some(k @ (Kind::File | Kind::Dir)) => k,
+            // Links, special files and `DT_UNKNOWN`: what the entry is decides, so `stat` it.
+            _ => {
+                let child = rel.join(&name);
+                match sys::stat_at(src.as_fd(), name.as_os_str()) {
+                    Ok(m) if matches!(m.kind, Kind::File | Kind::Dir) => m.kind,
+                    Ok(m) => {
+                        out.record(child, EntryKind::from_kind(m.kind), Some(&m));
+                        continue;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                        out.record(child, EntryKind::Unreadable, None);
+                        continue;
+                    }
+                    Err(e) => return Err(io_err("stat", &child)(e)),
+                }
+            }
+        };
+        match kind {
+            Kind::Dir => jobs.push(Job::Open {
+                rel: rel.join(&name),
+                src_parent: Arc::clone(src),
+                dst_parent: Arc::clone(dst),
+            }),
+            _ => files.push(name),
+        }
+    }
+    while !files.is_empty() {
+        let rest = files.split_off(files.len().saturating_sub(FILES_PER_JOB));
+        jobs.push(Job::Files {
+            dir: rel.to_path_buf(),
+            src: Arc::clone(src),
+            dst: Arc::clone(dst),
+            names: rest,
+        });
+    }
+    Ok(())
+}
+
+/// Opens the directory `rel` in the folder and creates and opens its mirror; `None` when it
+/// is recorded but not descended (unreadable, vanished, swapped for something else, or the
+/// mirror itself).
+fn open_pair(
+    own: FileId,
+    rel: &Path,
+    src_parent: &OwnedFd,
+    dst_parent: &OwnedFd,
+    out: &mut Copied,
+) -> Result<Option<(OwnedFd, OwnedFd)>, MirrorError> {
+    let name = rel.file_name().unwrap_or_default();
+    let src = match sys::open_dir_child(src_parent.as_fd(), name) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            let meta = sys::stat_at(src_parent.as_fd(), name).ok();
+            out.record(rel.to_path_buf(), EntryKind::Unreadable, meta.as_ref());
+            return Ok(None);
+        }
+        // Swapped for a symlink or file since it was listed: record what it is now.
+        Err(_) => {
+            let meta = sys::stat_at(src_parent.as_fd(), name).ok();
+            let kind = meta.map_or(EntryKind::Unreadable, |m| EntryKind::from_kind(m.kind));
+            let kind = if kind.is_copied() {
+                EntryKind::Unreadable
+            } else {
+                kind
+            };
+            out.record(rel.to_path_buf(), kind, meta.as_ref());
+            return Ok(None);
+        }
+    };
+    let meta = sys::fstat(&src).map_err(io_err("stat", rel))?;
+    if (FileId {
+        dev: meta.dev,
+        ino: meta.ino,
+    }) == own
+    {
+        // The mirror lives inside the folder: never copy it into itself.
+        return Ok(None);
+    }
+    rustix::fs::mkdirat(dst_parent.as_fd(), name, Mode::from_raw_mode(0o700))
+        .map_err(|e| io_err("create", rel)(e.into()))?;
+    let dst = sys::open_dir_child(dst_parent.as_fd(), name).map_err(io_err("open", rel))?;
+    out.record(rel.to_path_buf(), EntryKind::Dir, Some(&meta));
+    out.dir_modes.push((rel.to_path_buf(), meta.mode));
+    Ok(Some((src, dst)))
+}
+
+/// Copies one file (or records what it turned out to be). `meta` is taken before the first
+/// byte is read: a write during the copy moves the folder's ctime past it, and finalize then
+/// sees the file as changed (module docs of `mirror`).
+fn copy_file(
+    src_dir: BorrowedFd<'_>,
+    dst_dir: BorrowedFd<'_>,
+    name: &OsStr,
+    rel: PathBuf,
+    since: Time,
+    out: &mut Copied,
+) -> Result<(), MirrorError> {
+    let fd = match sys::open_file_child(src_dir, name) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            let meta = sys::stat_at(src_dir, name).ok();
+            out.record(rel, EntryKind::Unreadable, meta.as_ref());
+            return Ok(());
+        }
+        // A symlink (`ELOOP` under `O_NOFOLLOW`) or anything else it became since listed.
+        Err(e) => {
+            return match sys::stat_at(src_dir, name) {
+                Ok(m) if m.kind != Kind::File => {
+                    out.record(rel, EntryKind::from_kind(m.kind), Some(&m));
+                    Ok(())
+                }
+                Err(e2) if e2.kind() == io::ErrorKind::NotFound => Ok(()),
+                _ => Err(io_err("open", &rel)(e)),
+            };
+        }
+    };
+    let meta = sys::fstat(&fd).map_err(io_err("stat", &rel))?;
+    if meta.kind != Kind::File {
+        if meta.kind == Kind::Dir {
+            // Swapped for a directory since listed: recorded, not descended.
+            out.record(rel, EntryKind::Unreadable, Some(&meta));
+        } else {
+            out.record(rel, EntryKind::from_kind(meta.kind), Some(&meta));
+        }
+        return Ok(());
+    }
+    sys::set_blocking(fd.as_fd()).map_err(io_err("open", &rel))?;
+    let out_fd = rustix::fs::openat(
+        dst_dir,
+        name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(|e| io_err("create", &rel)(e.into()))?;
+    let mut to = File::from(out_fd);
+    let mut from = File::from(fd);
+    let hash = if is_recent(&meta, since) {
+        Some(copy_hashing(&mut from, Some(&mut to)).map_err(io_err("copy", &rel))?)
+    } else {
+        copy_plain(&mut from, &mut to).map_err(io_err("copy", &rel))?;
+        None
+    };
+    rustix::fs::fchmod(&to, sys::perm(meta.mode & 0o1777))
+        .map_err(|e| io_err("chmod", &rel)(e.into()))?;
+    let copied = sys::fstat(&to).map_err(io_err("stat", &rel))?;
+    out.copies.push((rel.clone(), CopyStamp::of(&copied)));
+    out.baseline.push((
+        rel,
+        BaselineEntry::recorded(EntryKind::File, Some(&meta), hash),
+    ));
+    Ok(())
+}
