@@ -50,8 +50,9 @@
 //! `fstat`. (4) As before, a process of the same user racing the re-check right before a write
 //! is outside what this guards (CMD-11).
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -567,39 +568,56 @@ impl Mirror {
     pub fn changes(&self) -> Result<Vec<Change>, MirrorError> {
         let now = snapshot_tree(self.mirror.as_fd())?;
         let mut out = Vec::new();
-        for (path, base) in &self.baseline {
-            if !base.kind.is_copied() {
-                continue;
-            }
-            match now.get(path) {
-                None => out.push(change(path, ChangeKind::Deleted, base.kind)),
-                Some(cur) if EntryKind::from_kind(cur.kind) != base.kind => {
+        // A merge of three lists in the same path order (the baseline, the copies, the
+        // mirror's walk): one pass, no lookups.
+        let mut copies = self.copies.iter().peekable();
+        let mut base_it = self.baseline.iter().peekable();
+        let mut now_it = now.iter().peekable();
+        loop {
+            let order = match (base_it.peek(), now_it.peek()) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some((b, _)), Some((n, _))) => b.as_path().cmp(n.as_path()),
+            };
+            let (base, cur) = match order {
+                Ordering::Less => (base_it.next(), None),
+                Ordering::Greater => (None, now_it.next()),
+                Ordering::Equal => (base_it.next(), now_it.next()),
+            };
+            let base = base.filter(|(_, b)| b.kind.is_copied());
+            match (base, cur) {
+                (None, None) => {}
+                (Some((path, base)), None) => {
                     out.push(change(path, ChangeKind::Deleted, base.kind));
+                }
+                (None, Some((path, cur))) => {
                     out.push(change(
                         path,
                         ChangeKind::Added,
                         EntryKind::from_kind(cur.kind),
                     ));
                 }
-                Some(cur) => {
+                (Some((path, base)), Some((_, cur))) => {
+                    let kind = EntryKind::from_kind(cur.kind);
+                    if kind != base.kind {
+                        out.push(change(path, ChangeKind::Deleted, base.kind));
+                        out.push(change(path, ChangeKind::Added, kind));
+                        continue;
+                    }
+                    while copies
+                        .next_if(|(p, _)| p.as_path() < path.as_path())
+                        .is_some()
+                    {}
+                    let copy = copies.next_if(|(p, _)| *p == path).map(|(_, c)| c);
                     // The copy never carried set-id bits (see `copy_file`).
                     let modified = cur.mode != base.mode & 0o1777
                         || (base.kind == EntryKind::File
-                            && self.content_changed(path, base, cur)?);
+                            && self.content_changed(path, base, copy, cur)?);
                     if modified {
                         out.push(change(path, ChangeKind::Modified, base.kind));
                     }
                 }
-            }
-        }
-        for (path, cur) in &now {
-            match self.baseline.get(path) {
-                Some(base) if base.kind.is_copied() => {}
-                _ => out.push(change(
-                    path,
-                    ChangeKind::Added,
-                    EntryKind::from_kind(cur.kind),
-                )),
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path).then(b.kind.cmp(&a.kind)));
@@ -616,9 +634,10 @@ impl Mirror {
         &self,
         rel: &Path,
         base: &BaselineEntry,
+        copy: Option<&CopyStamp>,
         cur: &Meta,
     ) -> Result<bool, MirrorError> {
-        let Some(copy) = self.copies.get(rel) else {
+        let Some(copy) = copy else {
             return Ok(true);
         };
         if copy.untouched(cur) {
@@ -1093,34 +1112,59 @@ fn open_regular(root: BorrowedFd<'_>, rel: &Path) -> Result<Option<(File, Meta)>
     Ok(Some((File::from(fd), meta)))
 }
 
-/// Every entry of the mirror with its metadata. Entries named `.git` in any case are listed
-/// but not descended. Nothing is read: `changes` decides from metadata first.
-fn snapshot_tree(root: BorrowedFd<'_>) -> Result<BTreeMap<PathBuf, Meta>, MirrorError> {
-    let mut out = BTreeMap::new();
-    // Paths, not fds, wait on the stack so a wide tree does not hold a descriptor per
-    // directory; each is re-opened from the root without following links.
-    let mut stack = vec![PathBuf::new()];
+/// Every entry of the mirror with its metadata, in `Path` order (each directory's names
+/// sorted, a directory right before its contents: exactly the order of a
+/// `BTreeMap<PathBuf, _>`, so `changes` can merge instead of look up). Entries named `.git` in
+/// any case are listed but not descended. Nothing is read: `changes` decides from metadata
+/// first. Open directories are held only along the current path.
+fn snapshot_tree(root: BorrowedFd<'_>) -> Result<Vec<(PathBuf, Meta)>, MirrorError> {
+    struct Frame {
+        fd: OwnedFd,
+        rel: PathBuf,
+        names: std::vec::IntoIter<OsString>,
+    }
     let mut buf = Vec::new();
-    while let Some(rel) = stack.pop() {
-        let dir = open_rel_dir(root, &rel).map_err(io_err("open", &rel))?;
+    let mut frame = |fd: OwnedFd, rel: PathBuf| -> Result<Frame, MirrorError> {
         let mut names = Vec::new();
-        sys::for_each_entry(dir.as_fd(), &mut buf, |name, _| {
+        sys::for_each_entry(fd.as_fd(), &mut buf, |name, _| {
             names.push(OsStr::from_bytes(name.to_bytes()).to_os_string());
             Ok(())
         })
         .map_err(io_err("list", &rel))?;
-        for name in names {
-            let child = rel.join(&name);
-            let meta = match sys::stat_at(dir.as_fd(), name.as_os_str()) {
-                Ok(m) => m,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_err("stat", &child)(e)),
-            };
-            // A `.git` entry is listed so finalize can refuse it by name; never descended.
-            if meta.kind == Kind::Dir && !is_git_name(name.as_bytes()) {
-                stack.push(child.clone());
-            }
-            out.insert(child, meta);
+        names.sort_unstable();
+        Ok(Frame {
+            fd,
+            rel,
+            names: names.into_iter(),
+        })
+    };
+    let root_fd = sys::reopen_dir(root).map_err(io_err("open", Path::new("")))?;
+    let mut stack = vec![frame(root_fd, PathBuf::new())?];
+    let mut out = Vec::new();
+    while let Some(top) = stack.last_mut() {
+        let Some(name) = top.names.next() else {
+            stack.pop();
+            continue;
+        };
+        let child = top.rel.join(&name);
+        let meta = match sys::stat_at(top.fd.as_fd(), name.as_os_str()) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_err("stat", &child)(e)),
+        };
+        // A `.git` entry is listed so finalize can refuse it by name; never descended.
+        let descend = meta.kind == Kind::Dir && !is_git_name(name.as_bytes());
+        let opened = if descend {
+            Some(
+                sys::open_dir_child(top.fd.as_fd(), name.as_os_str())
+                    .map_err(io_err("open", &child))?,
+            )
+        } else {
+            None
+        };
+        out.push((child.clone(), meta));
+        if let Some(fd) = opened {
+            stack.push(frame(fd, child)?);
         }
     }
     Ok(out)
@@ -1216,6 +1260,32 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// `changes` merges the walk with the baseline map, so the walk must come out in exactly
+    /// the map's order, separators and all ("a/x" sorts before "a-b" as paths, not as bytes).
+    #[test]
+    fn the_mirror_walk_comes_out_in_path_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        for p in [
+            "a/x/1", "a/x-y", "a-b/z", "a0", "a.b/c", "A", "b/.git/h", "\u{e9}/x", "a/x/0",
+        ] {
+            let path = tmp.path().join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        let root = std::fs::File::open(tmp.path()).unwrap();
+        let walked: Vec<PathBuf> = snapshot_tree(root.as_fd())
+            .unwrap()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        let mut sorted = walked.clone();
+        sorted.sort();
+        assert_eq!(walked, sorted);
+        assert!(walked.contains(&PathBuf::from("b/.git")));
+        assert!(!walked.contains(&PathBuf::from("b/.git/h")));
+        assert_eq!(walked.len(), 15, "{walked:?}");
+    }
 
     /// Where the mirror's clock cannot be seen to tick (a coarse-grained file system), the
     /// copies are hashed instead and changes are decided by content.
