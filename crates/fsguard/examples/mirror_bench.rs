@@ -1,7 +1,9 @@
-//! `mirror_bench [ROUNDS] [FIXTURE_DIR] [big|small]`: times `Mirror::create`, `finalize` (nothing changed,
-//! the common case of a read-only `run` call) and removing the mirror, on (1) one 200 MB file
-//! and (2) 10 000 small files in 100 directories, with bare `wc -l` on the big file as a
-//! yardstick measured in the same run. Prints min / median / max per column.
+//! `mirror_bench [ROUNDS] [FIXTURE_DIR] [big|small|writeback]`: times `Mirror::create`,
+//! `finalize` (nothing changed, the common case of a read-only `run` call) and removing the
+//! mirror, on (1) one 200 MB file and (2) 10 000 small files in 100 directories, with bare
+//! `wc -l` on the big file as a yardstick measured in the same run; and (3) `finalize` writing
+//! back a 200 MB file the mirror appended a line to (the folder's copy of it is then freshly
+//! written, so (3)'s create hashes it: racily clean). Prints min / median / max per column.
 //!
 //! ```text
 //! cargo run --release -p fsguard --example mirror_bench -- 7 /var/tmp/mirror-bench
@@ -169,6 +171,35 @@ fn bench(label: &str, src: &Path, scratch: &Path, rounds: usize, wc: Option<&Pat
     }
 }
 
+/// (3): the mirror appends a line to the big file; finalize writes it back.
+fn bench_writeback(src: &Path, scratch: &Path, rounds: usize) {
+    let mut create = Column::new("create (file just written: hashed)");
+    let mut finalize = Column::new("finalize writing back 200 MB");
+    for round in 0..rounds {
+        let dest = scratch.join(format!("wb-mirror-{round}"));
+        let t0 = Instant::now();
+        let mut mirror = fsguard::Mirror::create(src, &dest).unwrap();
+        let t1 = Instant::now();
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(dest.join("big.csv"))
+            .unwrap();
+        f.write_all(b"one more line\n").unwrap();
+        drop(f);
+        let t2 = Instant::now();
+        let report = mirror.finalize().unwrap();
+        let t3 = Instant::now();
+        assert_eq!(report.applied.len(), 1, "{report:?}");
+        drop(mirror);
+        fs::remove_dir_all(&dest).unwrap();
+        create.samples.push(t1 - t0);
+        finalize.samples.push(t3 - t2);
+    }
+    println!("(3) write-back of one modified 200 MB file:");
+    create.print();
+    finalize.print();
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().map_or(7, |r| r.parse().expect("ROUNDS"));
@@ -203,6 +234,12 @@ fn main() {
         .find(|p| p.exists());
     if run("big") {
         bench("(1) one 200 MB file", &big, &scratch, rounds, wc);
+    }
+    if only.as_deref() == Some("writeback") {
+        let wb = base.join("writeback");
+        fs::create_dir_all(&wb).unwrap();
+        fs::copy(big.join("big.csv"), wb.join("big.csv")).unwrap();
+        bench_writeback(&wb, &scratch, rounds);
     }
     if run("small") {
         bench(

@@ -44,6 +44,15 @@ pub enum WriteError {
     },
 }
 
+/// What [`write_entry`] writes into the temporary file.
+pub(crate) enum Contents<'a> {
+    /// These bytes.
+    Bytes(&'a [u8]),
+    /// The rest of this file, copied by `std::io::copy` (on Linux `copy_file_range`: in the
+    /// kernel, a reflink where the file system can), so a large file never sits in memory.
+    CopyOf(&'a mut File),
+}
+
 /// Whether [`write_entry`] may replace an existing entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Replace {
@@ -73,7 +82,7 @@ pub fn atomic_write(root: impl AsFd, path: &RelPath, contents: &[u8]) -> Result<
     write_entry(
         dir.as_fd(),
         name,
-        contents,
+        Contents::Bytes(contents),
         None,
         Replace::Allow,
         path.as_path().to_path_buf(),
@@ -85,7 +94,7 @@ pub fn atomic_write(root: impl AsFd, path: &RelPath, contents: &[u8]) -> Result<
 pub(crate) fn write_entry(
     dir: BorrowedFd<'_>,
     name: &OsStr,
-    contents: &[u8],
+    contents: Contents<'_>,
     mode: Option<u32>,
     replace: Replace,
     shown: PathBuf,
@@ -130,8 +139,11 @@ pub(crate) fn write_entry(
             Some(rustix::fs::Gid::from_raw(o.gid)),
         );
     }
-    file.write_all(contents)
-        .map_err(|e| cleanup(io_err("write", e)))?;
+    let written = match contents {
+        Contents::Bytes(bytes) => file.write_all(bytes),
+        Contents::CopyOf(from) => io::copy(from, &mut file).map(|_| ()),
+    };
+    written.map_err(|e| cleanup(io_err("write", e)))?;
     file.sync_all().map_err(|e| cleanup(io_err("fsync", e)))?;
     drop(file);
     let renamed = match replace {

@@ -62,7 +62,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{AtFlags, Mode};
 
-use crate::atomic::{Replace, WriteError, write_entry};
+use crate::atomic::{Contents, Replace, WriteError, write_entry};
 use crate::lease::{LeaseError, RootLease};
 use crate::relpath::is_git_name;
 use crate::sys::{self, Kind, Meta};
@@ -910,7 +910,7 @@ impl Mirror {
                 if kind == ChangeKind::Modified && !still_baseline()? {
                     return Ok(Some(ConflictReason::ChangedInSource));
                 }
-                let (contents, copy) = self.mirror_file(&c.path)?;
+                let (mut contents, copy) = self.mirror_file(&c.path)?;
                 let replace = if kind == ChangeKind::Added {
                     Replace::Never
                 } else {
@@ -919,7 +919,7 @@ impl Mirror {
                 match write_entry(
                     parent.as_fd(),
                     name,
-                    &contents,
+                    Contents::CopyOf(&mut contents),
                     Some(copy.mode),
                     replace,
                     shown,
@@ -949,8 +949,9 @@ impl Mirror {
         sys::stat_at(dir.as_fd(), name).map_err(io_err("stat", rel))
     }
 
-    /// The mirror's file at `rel`: its content and its metadata from before the first read.
-    fn mirror_file(&self, rel: &Path) -> Result<(Vec<u8>, Meta), MirrorError> {
+    /// The mirror's file at `rel`, open for reading, and its metadata from before the first
+    /// read.
+    fn mirror_file(&self, rel: &Path) -> Result<(File, Meta), MirrorError> {
         let (dir, name) = open_rel_parent(self.mirror.as_fd(), rel).map_err(io_err("open", rel))?;
         let fd = sys::open_file_child(dir.as_fd(), name).map_err(io_err("open", rel))?;
         let meta = sys::fstat(&fd).map_err(io_err("stat", rel))?;
@@ -960,11 +961,7 @@ impl Mirror {
             )));
         }
         sys::set_blocking(fd.as_fd()).map_err(io_err("open", rel))?;
-        let mut contents = Vec::new();
-        File::from(fd)
-            .read_to_end(&mut contents)
-            .map_err(io_err("read", rel))?;
-        Ok((contents, meta))
+        Ok((File::from(fd), meta))
     }
 }
 
