@@ -151,5 +151,7 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
     outcome.stderr = err.bytes;
     outcome.stdout_truncated = out.truncated;
     outcome.stderr_truncated = err.truncated;
+    // A passed cap in kill mode fails the run even if the exit was seen first (RUN-9).
+    outcome.output_limit_hit |= kill_on_cap && (out.truncated || err.truncated);
     Ok(outcome)
 }

@@ -266,7 +266,10 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
         stdout_truncated: out.truncated,
         stderr_truncated: err.truncated,
         timed_out: matches!(ended, Ended::TimedOut),
-        output_limit_hit: matches!(ended, Ended::OverCap),
+        // In kill mode a passed cap is a failure even when the main process happened to exit
+        // before the wait saw the cap (RUN-9): both were ready and `select!` picked the exit.
+        output_limit_hit: matches!(ended, Ended::OverCap)
+            || (job.limits.on_cap == OnCap::Kill && (out.truncated || err.truncated)),
         cancelled: match ended {
             Ended::Cancelled(reason) => Some(reason),
             _ => None,

@@ -240,6 +240,37 @@ async fn kill_mode_stops_at_the_cap() {
     assert!(out.main_stopped);
 }
 
+/// Regression: when the main process exits while output past the cap is still on its way (here
+/// from a child it left behind), the wait sees the exit first; a kill-mode run then reported
+/// success with truncated output instead of the output limit (RUN-9).
+#[tokio::test]
+async fn kill_mode_reports_the_cap_even_when_the_exit_is_seen_first() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    let mut over = 0;
+    for _ in 0..30 {
+        let (ctx, _h) = CallContext::standalone();
+        let mut l = limits(30_000, OnCap::Kill);
+        l.stdout_cap = 1000;
+        let out = exec::run(shell_job(&f, "head -c 1001 /dev/zero & exit 0", l), &ctx)
+            .await
+            .unwrap();
+        // The child may be stopped before it writes; whenever the cap was passed, it counts.
+        if out.stdout_truncated {
+            over += 1;
+            assert!(out.output_limit_hit, "{out:?}");
+            assert!(!out.finished());
+        }
+    }
+    eprintln!("{over} of 30 runs passed the cap after the exit");
+    assert!(
+        over > 0,
+        "the child never got to write; the race was not exercised"
+    );
+}
+
 #[tokio::test]
 async fn truncate_mode_keeps_running_and_keeps_the_head() {
     if !sandbox_available() {
