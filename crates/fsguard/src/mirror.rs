@@ -11,13 +11,13 @@
 //! **The folder's side.** For every entry the baseline records type, device, inode, size,
 //! permission bits, mtime and ctime, from the `fstat` of the descriptor the copy is read from,
 //! taken *before* the first byte is read. At finalize a file counts as unchanged only if all of
-//! them are equal. The argument: every change to a file's content or mode — `write`, `truncate`,
-//! `chmod`, `utimensat`, a rename over it (a new inode), even a link or unlink — sets its ctime
-//! to the current time, and user space cannot set a ctime at all (`utimensat` sets atime and
-//! mtime, and itself moves ctime to now). So a rewrite that restores the size and the mtime is
-//! still caught by the ctime, and a replacement by rename by the inode. A write during the copy
-//! moves the ctime past the recorded one, so a torn copy is never mistaken for the folder's
-//! file either.
+//! them are equal. The argument: every change to a file's content, mode or times — `write`,
+//! `truncate`, `fallocate`, `chmod`, `chown`, `utimensat`, even a link or unlink — makes the
+//! kernel set its ctime to the current time, and no system call sets a chosen ctime
+//! (`utimensat` sets atime and mtime, and itself moves ctime to now). So a rewrite that restores
+//! the size and the mtime is still caught by the ctime; a replacement by rename (an editor's
+//! save) puts another inode under the name. A write during the copy moves the ctime past the
+//! recorded one, so a torn copy is never mistaken for the folder's file either.
 //!
 //! **Racily clean files.** Timestamps have a granularity: the kernel stamps files from a coarse
 //! clock (one tick, 1–10 ms, where the file system does not hand out fine-grained times; Linux
@@ -47,8 +47,14 @@
 //! `debugfs`). (3) A network file system's server clock is not more than [`RACY_WINDOW`] behind
 //! this machine's, or a just-changed file may not count as recent; and its attributes are
 //! revalidated on open (NFS close-to-open), which is why finalize opens the folder's file before
-//! `fstat`. (4) As before, a process of the same user racing the re-check right before a write
-//! is outside what this guards (CMD-11).
+//! `fstat`; an SMB client (not this machine) can set a file's change time explicitly, and is
+//! trusted not to. (4) Writes through a shared writable memory mapping move the times when the
+//! kernel write-protects the pages again — after writeback (by default within about 30 s) or an
+//! `msync` — so a process holding a file mapped can change an already-dirty page unseen in
+//! between; the old per-file hash would have seen it. Such writers (databases holding their
+//! files open) are not safe targets of a write-back in any case: the rename leaves them writing
+//! to the old inode. (5) As before, a process of the same user racing the re-check right before
+//! a write is outside what this guards (CMD-11).
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -125,8 +131,9 @@ pub struct BaselineEntry {
     pub dev: u64,
     /// Inode number: a file replaced by another (an editor's save-by-rename) has a new one.
     pub ino: u64,
-    /// BLAKE3 of the content, recorded only for a file whose mtime or ctime was within
-    /// [`RACY_WINDOW`] of the snapshot; `None` for every other entry.
+    /// BLAKE3 of the content, recorded only for a file whose mtime or ctime was within the
+    /// racy window ([`RACY_WINDOW`] unless [`MirrorOptions`] say otherwise) of the snapshot, or
+    /// that a write-back just wrote; `None` for every other entry.
     pub hash: Option<[u8; 32]>,
 }
 
