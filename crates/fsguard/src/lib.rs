@@ -62,7 +62,7 @@ pub use checked::{
 pub use lease::{FileId, LeaseError, RootLease};
 pub use mirror::{
     BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport, Mirror,
-    MirrorError, MirrorOptions, RACY_WINDOW,
+    MirrorError, MirrorOptions, RACY_WINDOW, record_path, remove_tree,
 };
 pub use relpath::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, OpenError, RelPath, RelPathError};
 pub use scan::{

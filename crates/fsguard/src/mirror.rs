@@ -74,6 +74,9 @@ use crate::relpath::is_git_name;
 use crate::sys::{self, Kind, Meta};
 
 mod copy;
+mod refresh;
+
+pub use refresh::{record_path, remove_tree};
 
 /// What kind of entry a path is, as the mirror records it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -405,6 +408,8 @@ pub enum MirrorError {
 /// mirror with that baseline. [`finalize`](Mirror::finalize) writes the mirror's
 /// changes into the folder, each file atomically, only where the folder still matches the
 /// baseline; everything else comes back as a [`Conflict`], with both sides left untouched.
+/// [`refresh`](Mirror::refresh) brings a mirror a previous turn left (and recorded with
+/// [`save_record`](Mirror::save_record)) back to an exact copy, copying only what may differ.
 ///
 /// ```
 /// use fsguard::{ChangeKind, Mirror};
@@ -501,12 +506,17 @@ impl Mirror {
     }
 
     fn copy_all(&mut self) -> Result<(), MirrorError> {
+        self.copy_all_with(None)
+    }
+
+    /// The copy walk; `reuse` when refreshing an existing, pruned mirror.
+    fn copy_all_with(&mut self, reuse: Option<&refresh::Reuse>) -> Result<(), MirrorError> {
         let since = recent_since(self.options.racy_window);
         let src_root =
             sys::reopen_dir(self.source.as_fd()).map_err(io_err("open", Path::new(".")))?;
         let dst_root =
             sys::reopen_dir(self.mirror.as_fd()).map_err(io_err("open", Path::new(".")))?;
-        let copied = copy::copy_tree(src_root, dst_root, self.mirror.id(), since)?;
+        let copied = copy::copy_tree(src_root, dst_root, self.mirror.id(), since, reuse)?;
         self.baseline = copied.baseline.into_iter().collect();
         self.copies = copied.copies.into_iter().collect();
         let mut dir_modes = copied.dir_modes;

@@ -9,6 +9,11 @@
 //! `stat`ed. The stack is LIFO and a directory's batches are pushed after its subdirectories,
 //! so a listed directory's fds are released soon and the open fds stay near the tree's depth.
 //! The first error stops the walk; the caller removes the half-made mirror.
+//!
+//! [`Mirror::refresh`](super::Mirror::refresh) runs the same walk over a mirror already pruned
+//! to the folder's shape ([`super::refresh`]): directories may exist already, anything not
+//! copied is removed from the mirror, and a file is kept instead of copied only when the
+//! [`Reuse`] record proves both sides unchanged since it was copied.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -20,6 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{Mode, OFlags};
 
+use super::refresh::{Reuse, remove_at};
 use super::{
     BaselineEntry, CopyStamp, EntryKind, MirrorError, Time, copy_hashing, copy_plain, io_err,
     is_recent,
@@ -86,13 +92,15 @@ struct Queue {
     error: Option<MirrorError>,
 }
 
-struct Shared {
+struct Shared<'r> {
     queue: Mutex<Queue>,
     ready: Condvar,
     /// The mirror's own directory, never copied into itself.
     own: FileId,
     /// Files changed at or after this are hashed while copied (racily clean).
     since: Time,
+    /// `Some` when refreshing an existing mirror.
+    reuse: Option<&'r Reuse>,
 }
 
 /// Copies the folder open at `src_root` into the empty mirror open at `dst_root`.
@@ -101,6 +109,7 @@ pub(super) fn copy_tree(
     dst_root: OwnedFd,
     own: FileId,
     since: Time,
+    reuse: Option<&Reuse>,
 ) -> Result<Copied, MirrorError> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -118,6 +127,7 @@ pub(super) fn copy_tree(
         ready: Condvar::new(),
         own,
         since,
+        reuse,
     };
     let copied = if threads <= 1 {
         worker(&shared)
@@ -142,7 +152,7 @@ pub(super) fn copy_tree(
     }
 }
 
-fn worker(shared: &Shared) -> Copied {
+fn worker(shared: &Shared<'_>) -> Copied {
     let mut out = Copied::default();
     let mut buf: Vec<u8> = Vec::new();
     let mut new_jobs: Vec<Job> = Vec::new();
@@ -183,20 +193,20 @@ fn worker(shared: &Shared) -> Copied {
 }
 
 fn run(
-    shared: &Shared,
+    shared: &Shared<'_>,
     job: Job,
     buf: &mut Vec<u8>,
     jobs: &mut Vec<Job>,
     out: &mut Copied,
 ) -> Result<(), MirrorError> {
     match job {
-        Job::List { rel, src, dst } => list(&rel, &src, &dst, buf, jobs, out),
+        Job::List { rel, src, dst } => list(shared, &rel, &src, &dst, buf, jobs, out),
         Job::Open {
             rel,
             src_parent,
             dst_parent,
-        } => match open_pair(shared.own, &rel, &src_parent, &dst_parent, out)? {
-            Some((src, dst)) => list(&rel, &Arc::new(src), &Arc::new(dst), buf, jobs, out),
+        } => match open_pair(shared, &rel, &src_parent, &dst_parent, out)? {
+            Some((src, dst)) => list(shared, &rel, &Arc::new(src), &Arc::new(dst), buf, jobs, out),
             None => Ok(()),
         },
         Job::Files {
@@ -207,7 +217,7 @@ fn run(
         } => {
             for name in names {
                 let rel = dir.join(&name);
-                copy_file(src.as_fd(), dst.as_fd(), &name, rel, shared.since, out)?;
+                copy_file(shared, src.as_fd(), dst.as_fd(), &name, rel, out)?;
             }
             Ok(())
         }
@@ -217,6 +227,7 @@ fn run(
 /// Lists `rel` (open as `src`, its mirror as `dst`): subdirectories become `Open` jobs, files
 /// `Files` batches (pushed last, so taken first), anything else is recorded here.
 fn list(
+    shared: &Shared<'_>,
     rel: &Path,
     src: &Arc<OwnedFd>,
     dst: &Arc<OwnedFd>,
@@ -243,11 +254,16 @@ fn list(
                 match sys::stat_at(src.as_fd(), name.as_os_str()) {
                     Ok(m) if matches!(m.kind, Kind::File | Kind::Dir) => m.kind,
                     Ok(m) => {
+                        clear(shared, dst.as_fd(), &name, &child)?;
                         out.record(child, EntryKind::from_kind(m.kind), Some(&m));
                         continue;
                     }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        clear(shared, dst.as_fd(), &name, &child)?;
+                        continue;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                        clear(shared, dst.as_fd(), &name, &child)?;
                         out.record(child, EntryKind::Unreadable, None);
                         continue;
                     }
@@ -280,14 +296,18 @@ fn list(
 /// is recorded but not descended (unreadable, vanished, swapped for something else, or the
 /// mirror itself).
 fn open_pair(
-    own: FileId,
+    shared: &Shared<'_>,
     rel: &Path,
     src_parent: &OwnedFd,
     dst_parent: &OwnedFd,
     out: &mut Copied,
 ) -> Result<Option<(OwnedFd, OwnedFd)>, MirrorError> {
     let name = rel.file_name().unwrap_or_default();
-    let src = match sys::open_dir_child(src_parent.as_fd(), name) {
+    let src = sys::open_dir_child(src_parent.as_fd(), name);
+    if src.is_err() {
+        clear(shared, dst_parent.as_fd(), name, rel)?;
+    }
+    let src = match src {
         Ok(fd) => fd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
@@ -312,13 +332,18 @@ fn open_pair(
     if (FileId {
         dev: meta.dev,
         ino: meta.ino,
-    }) == own
+    }) == shared.own
     {
         // The mirror lives inside the folder: never copy it into itself.
+        clear(shared, dst_parent.as_fd(), name, rel)?;
         return Ok(None);
     }
-    rustix::fs::mkdirat(dst_parent.as_fd(), name, Mode::from_raw_mode(0o700))
-        .map_err(|e| io_err("create", rel)(e.into()))?;
+    match rustix::fs::mkdirat(dst_parent.as_fd(), name, Mode::from_raw_mode(0o700)) {
+        Ok(()) => {}
+        // Refresh: the pruned mirror kept this directory (emptied of what the folder lacks).
+        Err(rustix::io::Errno::EXIST) if shared.reuse.is_some() => {}
+        Err(e) => return Err(io_err("create", rel)(e.into())),
+    }
     let dst = sys::open_dir_child(dst_parent.as_fd(), name).map_err(io_err("open", rel))?;
     out.record(rel.to_path_buf(), EntryKind::Dir, Some(&meta));
     out.dir_modes.push((rel.to_path_buf(), meta.mode));
@@ -329,14 +354,19 @@ fn open_pair(
 /// byte is read: a write during the copy moves the folder's ctime past it, and finalize then
 /// sees the file as changed (module docs of `mirror`).
 fn copy_file(
+    shared: &Shared<'_>,
     src_dir: BorrowedFd<'_>,
     dst_dir: BorrowedFd<'_>,
     name: &OsStr,
     rel: PathBuf,
-    since: Time,
     out: &mut Copied,
 ) -> Result<(), MirrorError> {
-    let fd = match sys::open_file_child(src_dir, name) {
+    let since = shared.since;
+    let fd = sys::open_file_child(src_dir, name);
+    if fd.is_err() {
+        clear(shared, dst_dir, name, &rel)?;
+    }
+    let fd = match fd {
         Ok(fd) => fd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
@@ -357,6 +387,19 @@ fn copy_file(
         }
     };
     let meta = sys::fstat(&fd).map_err(io_err("stat", &rel))?;
+    if let Some(reuse) = shared.reuse {
+        if meta.kind == Kind::File && !is_recent(&meta, since) {
+            if let Some(stamp) = reuse.reusable(&rel, &meta, dst_dir, name) {
+                out.copies.push((rel.clone(), stamp));
+                out.baseline.push((
+                    rel,
+                    BaselineEntry::recorded(EntryKind::File, Some(&meta), None),
+                ));
+                return Ok(());
+            }
+        }
+        clear(shared, dst_dir, name, &rel)?;
+    }
     if meta.kind != Kind::File {
         if meta.kind == Kind::Dir {
             // Swapped for a directory since listed: recorded, not descended.
@@ -390,5 +433,18 @@ fn copy_file(
         rel,
         BaselineEntry::recorded(EntryKind::File, Some(&meta), hash),
     ));
+    Ok(())
+}
+
+/// Refresh only: removes whatever the mirror has at `name` (nothing to do for a new mirror).
+fn clear(
+    shared: &Shared<'_>,
+    dst_dir: BorrowedFd<'_>,
+    name: &OsStr,
+    rel: &Path,
+) -> Result<(), MirrorError> {
+    if shared.reuse.is_some() {
+        remove_at(dst_dir, name).map_err(io_err("remove", rel))?;
+    }
     Ok(())
 }

@@ -9,6 +9,7 @@ mod atomic;
 mod checked;
 mod lease;
 mod mirror;
+mod refresh;
 mod relpath;
 mod scan;
 mod unprivileged;

@@ -17,6 +17,9 @@ enum Mode {
     /// The fixture's file-system clock waited past every file's ctime, window zero: metadata
     /// alone decides — the common case of a real folder.
     Settled,
+    /// As `Settled`, then the mirror refreshed (`Mirror::refresh`) as a later turn would: the
+    /// matrix must hold for a refreshed mirror exactly as for a created one.
+    Refreshed,
 }
 
 /// Mirrors `src/` of `fx` into `mirror/` the way `mode` says, and checks that the baseline
@@ -24,12 +27,18 @@ enum Mode {
 fn create(fx: &Fixture, mode: Mode) -> Mirror {
     let options = match mode {
         Mode::Recent => MirrorOptions::new(),
-        Mode::Settled => {
+        Mode::Settled | Mode::Refreshed => {
             fx.settle_clock();
             MirrorOptions::new().racy_window(std::time::Duration::ZERO)
         }
     };
-    let m = Mirror::create_with(fx.join("src"), fx.join("mirror"), &options).unwrap();
+    let mut m = Mirror::create_with(fx.join("src"), fx.join("mirror"), &options).unwrap();
+    if mode == Mode::Refreshed {
+        m.save_record().unwrap();
+        drop(m);
+        fx.settle_clock();
+        m = Mirror::refresh_with(fx.join("src"), fx.join("mirror"), &options).unwrap();
+    }
     for (path, entry) in m.baseline() {
         if entry.kind == EntryKind::File {
             assert_eq!(
@@ -65,6 +74,10 @@ macro_rules! matrix {
         mod settled {
             use super::*;
             $($(#[doc = $doc])* #[test] fn $name() { let $mode = Mode::Settled; $body })*
+        }
+        mod refreshed {
+            use super::*;
+            $($(#[doc = $doc])* #[test] fn $name() { let $mode = Mode::Refreshed; $body })*
         }
     };
 }
@@ -508,7 +521,7 @@ matrix! {
         assert_eq!(applied, NONE);
         let expected: &[&str] = match mode {
             Mode::Recent => &[],
-            Mode::Settled => &["M a.txt ChangedInSource"],
+            Mode::Settled | Mode::Refreshed => &["M a.txt ChangedInSource"],
         };
         assert_eq!(conflicts, expected);
         assert_eq!(fx.read("src/a.txt"), "user");

@@ -1,0 +1,473 @@
+//! [`Mirror::refresh`]: bring a mirror left by an earlier turn back to an exact copy of the
+//! folder, copying only what may differ (RUN-11).
+//!
+//! **What is persisted, and where.** Re-deriving "this copy is still the folder's file" from the
+//! two trees alone would need their contents compared, which costs as much as a copy. So
+//! [`Mirror::save_record`] writes, for every copied file, the folder's metadata when it was
+//! copied and the copy's metadata right after (with whether the mirror's clock vouched for
+//! it, module docs of `mirror`), to `<mirror>.mirror-record` in the mirror's *parent*: outside
+//! the mirror, so a command working in the mirror cannot edit it. The file ends with a BLAKE3
+//! of its body and names the identities (device, inode) of both roots; a missing, short,
+//! corrupt or foreign record makes `refresh` delete the mirror and [`create`](Mirror::create)
+//! it anew. `refresh` deletes the record before it touches the mirror, so a crash half-way
+//! leaves no record and the next refresh starts from scratch.
+//!
+//! **When a copy is kept.** A mirror file is kept, not copied, only when (1) the folder's file
+//! has exactly the recorded metadata (type, device, inode, size, mode, mtime, ctime: the ctime
+//! argument of the module docs says its content is then what was copied), (2) it was not
+//! racily clean when copied (no hash recorded) and is not recent now, and (3) the copy has
+//! exactly its recorded post-copy metadata and that record was trusted (the mirror's clock was
+//! seen past its ctime, so any write to it since moved the ctime). Everything else is copied
+//! again.
+//!
+//! **Pruning first.** Before the copy walk, the mirror is walked and every entry the folder
+//! does not have as the same type (file or directory) is removed — whatever it is, `.git` in
+//! any case included — never following a symlink. Directories are made `0700` on the way (a
+//! failed turn may have left one unreadable) and get the folder's modes back at the end, as
+//! `create` does.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode};
+
+use super::{CopyStamp, EntryKind, Mirror, MirrorError, MirrorOptions, Time, Trust, io_err};
+use crate::lease::{FileId, LeaseError, RootLease};
+use crate::relpath::is_git_name;
+use crate::sys::{self, Kind, Meta};
+
+const MAGIC: &[u8] = b"fsguard mirror record 1\n";
+
+/// One copied file as recorded: the folder's metadata when copied, and the copy's after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Recorded {
+    src: Stamp,
+    /// The folder's file was racily clean when copied: its metadata proves nothing.
+    hashed: bool,
+    copy: Stamp,
+    trusted: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mode: u32,
+    mtime: Time,
+    ctime: Time,
+}
+
+impl Stamp {
+    fn equals(&self, m: &Meta) -> bool {
+        m.kind == Kind::File
+            && m.dev == self.dev
+            && m.ino == self.ino
+            && m.size == self.size
+            && m.mode == self.mode
+            && m.mtime == self.mtime
+            && m.ctime == self.ctime
+    }
+}
+
+/// What the copy walk of a refresh may keep, by path.
+#[derive(Debug, Default)]
+pub(super) struct Reuse {
+    files: BTreeMap<PathBuf, Recorded>,
+}
+
+impl Reuse {
+    /// The copy's stamp when the mirror's file at `name` may stand for the folder's file
+    /// (`meta`, fstat-ed from the open descriptor, not recent) without copying it.
+    pub(super) fn reusable(
+        &self,
+        rel: &Path,
+        meta: &Meta,
+        dst_dir: BorrowedFd<'_>,
+        name: &OsStr,
+    ) -> Option<CopyStamp> {
+        let rec = self.files.get(rel)?;
+        if rec.hashed || !rec.trusted || !rec.src.equals(meta) {
+            return None;
+        }
+        let now = sys::stat_at(dst_dir, name).ok()?;
+        if !rec.copy.equals(&now) {
+            return None;
+        }
+        Some(CopyStamp {
+            dev: now.dev,
+            ino: now.ino,
+            size: now.size,
+            mode: now.mode,
+            mtime: now.mtime,
+            ctime: now.ctime,
+            trust: Trust::Trusted,
+            hash: None,
+        })
+    }
+}
+
+/// Removes the entry `name` in `dir` whatever it is, a directory with everything below it;
+/// never follows a symlink. Missing is fine.
+pub(super) fn remove_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    let meta = match sys::stat_at(dir, name) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if meta.kind == Kind::Dir {
+        // Owner may always chmod: make it listable and writable before emptying it.
+        rustix::fs::chmodat(dir, name, Mode::from_raw_mode(0o700), AtFlags::empty())?;
+        let sub = sys::open_dir_child(dir, name)?;
+        for child in names(sub.as_fd())? {
+            remove_at(sub.as_fd(), &child)?;
+        }
+        drop(sub);
+        match rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    } else {
+        match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn names(dir: BorrowedFd<'_>) -> io::Result<Vec<OsString>> {
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    sys::for_each_entry(dir, &mut buf, |name, _| {
+        out.push(OsStr::from_bytes(name.to_bytes()).to_os_string());
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Removes from the mirror directory `dst` every entry that `src` (the folder's directory, if
+/// it could be opened) does not have as a file or directory of the same type, and recurses
+/// into directories both have.
+fn prune(src: Option<BorrowedFd<'_>>, dst: BorrowedFd<'_>, rel: &Path) -> Result<(), MirrorError> {
+    for name in names(dst).map_err(io_err("list", rel))? {
+        let child = rel.join(&name);
+        let ours = sys::stat_at(dst, name.as_os_str()).map_err(io_err("stat", &child))?;
+        let theirs = src.and_then(|s| sys::stat_at(s, name.as_os_str()).ok());
+        let same = theirs
+            .as_ref()
+            .is_some_and(|t| t.kind == ours.kind && matches!(ours.kind, Kind::File | Kind::Dir));
+        if is_git_name(name.as_bytes()) || !same {
+            remove_at(dst, &name).map_err(io_err("remove", &child))?;
+            continue;
+        }
+        if ours.kind == Kind::Dir {
+            rustix::fs::chmodat(dst, &name, Mode::from_raw_mode(0o700), AtFlags::empty())
+                .map_err(|e| io_err("chmod", &child)(e.into()))?;
+            let sub = sys::open_dir_child(dst, name.as_os_str()).map_err(io_err("open", &child))?;
+            let src_sub: Option<OwnedFd> =
+                src.and_then(|s| sys::open_dir_child(s, name.as_os_str()).ok());
+            prune(src_sub.as_ref().map(|f| f.as_fd()), sub.as_fd(), &child)?;
+        }
+    }
+    Ok(())
+}
+
+/// Where [`Mirror::save_record`] keeps the record of the mirror at `mirror`: beside it, in its
+/// parent, named `<mirror's name>.mirror-record`.
+pub fn record_path(mirror: &Path) -> Option<PathBuf> {
+    let name = mirror.file_name()?;
+    let mut file = name.to_os_string();
+    file.push(".mirror-record");
+    Some(mirror.with_file_name(file))
+}
+
+struct Record {
+    source: FileId,
+    mirror: FileId,
+    files: BTreeMap<PathBuf, Recorded>,
+}
+
+fn put_stamp(out: &mut Vec<u8>, s: &Stamp) {
+    for v in [s.dev, s.ino, s.size] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&s.mode.to_le_bytes());
+    for (sec, nsec) in [s.mtime, s.ctime] {
+        out.extend_from_slice(&sec.to_le_bytes());
+        out.extend_from_slice(&nsec.to_le_bytes());
+    }
+}
+
+fn encode(record: &Record) -> Vec<u8> {
+    let mut out = MAGIC.to_vec();
+    for id in [record.source, record.mirror] {
+        out.extend_from_slice(&id.dev.to_le_bytes());
+        out.extend_from_slice(&id.ino.to_le_bytes());
+    }
+    out.extend_from_slice(&(record.files.len() as u64).to_le_bytes());
+    for (path, r) in &record.files {
+        let bytes = path.as_os_str().as_bytes();
+        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        out.extend_from_slice(bytes);
+        put_stamp(&mut out, &r.src);
+        put_stamp(&mut out, &r.copy);
+        out.push(u8::from(r.hashed) | (u8::from(r.trusted) << 1));
+    }
+    let sum = blake3::hash(&out);
+    out.extend_from_slice(sum.as_bytes());
+    out
+}
+
+/// A cursor over a record's bytes; every read fails on a short buffer.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Some(head)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn stamp(&mut self) -> Option<Stamp> {
+        Some(Stamp {
+            dev: self.u64()?,
+            ino: self.u64()?,
+            size: self.u64()?,
+            mode: self.u32()?,
+            mtime: (self.i64()?, self.u32()?),
+            ctime: (self.i64()?, self.u32()?),
+        })
+    }
+}
+
+/// `None` for anything but a complete, intact record.
+fn decode(bytes: &[u8]) -> Option<Record> {
+    let body_len = bytes.len().checked_sub(32)?;
+    let (body, sum) = bytes.split_at(body_len);
+    if blake3::hash(body).as_bytes() != sum {
+        return None;
+    }
+    let mut r = Reader(body);
+    if r.take(MAGIC.len())? != MAGIC {
+        return None;
+    }
+    let source = FileId {
+        dev: r.u64()?,
+        ino: r.u64()?,
+    };
+    let mirror = FileId {
+        dev: r.u64()?,
+        ino: r.u64()?,
+    };
+    let count = r.u64()?;
+    let mut files = BTreeMap::new();
+    for _ in 0..count {
+        let len = usize::try_from(r.u64()?).ok()?;
+        let path = PathBuf::from(OsStr::from_bytes(r.take(len)?));
+        // Only relative paths of normal components, none named `.git`: a record that says
+        // otherwise is not one this module wrote.
+        let normal = path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(n) if !is_git_name(n.as_bytes())));
+        if !normal || path.as_os_str().is_empty() {
+            return None;
+        }
+        let src = r.stamp()?;
+        let copy = r.stamp()?;
+        let flags = r.take(1)?[0];
+        files.insert(
+            path,
+            Recorded {
+                src,
+                hashed: flags & 1 != 0,
+                copy,
+                trusted: flags & 2 != 0,
+            },
+        );
+    }
+    if !r.0.is_empty() {
+        return None;
+    }
+    Some(Record {
+        source,
+        mirror,
+        files,
+    })
+}
+
+fn stamp_of_copy(c: &CopyStamp) -> Stamp {
+    Stamp {
+        dev: c.dev,
+        ino: c.ino,
+        size: c.size,
+        mode: c.mode,
+        mtime: c.mtime,
+        ctime: c.ctime,
+    }
+}
+
+impl Mirror {
+    /// [`refresh_with`](Mirror::refresh_with) with the default [`MirrorOptions`].
+    pub fn refresh(
+        source: impl AsRef<Path>,
+        existing: impl AsRef<Path>,
+    ) -> Result<Mirror, MirrorError> {
+        Mirror::refresh_with(source, existing, &MirrorOptions::new())
+    }
+
+    /// Brings the mirror directory `existing` (absolute; left by an earlier [`create`] or
+    /// `refresh` of the same folder whose [`save_record`](Mirror::save_record) ran) back to an
+    /// exact copy of `source` and records a fresh baseline, exactly as [`create`] would: the
+    /// result's [`changes`](Mirror::changes) and [`finalize`](Mirror::finalize) behave the same.
+    /// Only files that may differ are copied (see the `refresh` module docs); what the folder
+    /// lacks is removed, whatever it is. Without a usable record — missing, corrupt, written
+    /// for another folder or directory — the mirror is removed and created anew; when
+    /// `existing` does not exist it is created. On an error the mirror is half-refreshed:
+    /// remove it (its record is already gone).
+    ///
+    /// [`create`]: Mirror::create
+    pub fn refresh_with(
+        source: impl AsRef<Path>,
+        existing: impl AsRef<Path>,
+        options: &MirrorOptions,
+    ) -> Result<Mirror, MirrorError> {
+        let dst = existing.as_ref();
+        if !dst.is_absolute() {
+            return Err(LeaseError::NotAbsolute {
+                path: dst.to_path_buf(),
+            }
+            .into());
+        }
+        let Some(record_file) = record_path(dst) else {
+            return Err(io_err("refresh", dst)(io::Error::from(
+                io::ErrorKind::InvalidInput,
+            )));
+        };
+        let record = fs::read(&record_file).ok().and_then(|b| decode(&b));
+        match fs::remove_file(&record_file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("remove", &record_file)(e)),
+        }
+        let source_lease = RootLease::acquire(source.as_ref())?;
+        match fs::symlink_metadata(dst) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Mirror::create_with(source.as_ref(), dst, options);
+            }
+            Err(e) => return Err(io_err("stat", dst)(e)),
+            Ok(m) if !m.is_dir() => {
+                return Err(MirrorError::DestinationExists {
+                    path: dst.to_path_buf(),
+                });
+            }
+            Ok(_) => {}
+        }
+        let mirror = RootLease::acquire(dst)?;
+        let record = record.filter(|r| r.source == source_lease.id() && r.mirror == mirror.id());
+        let Some(record) = record else {
+            drop(mirror);
+            remove_tree(dst)?;
+            return Mirror::create_with(source.as_ref(), dst, options);
+        };
+        let reuse = Reuse {
+            files: record.files,
+        };
+        let mut this = Mirror {
+            source: source_lease,
+            mirror,
+            baseline: BTreeMap::new(),
+            copies: BTreeMap::new(),
+            options: options.clone(),
+        };
+        {
+            let root = sys::reopen_dir(this.mirror.as_fd()).map_err(io_err("open", dst))?;
+            rustix::fs::fchmod(&root, Mode::from_raw_mode(0o700))
+                .map_err(|e| io_err("chmod", dst)(e.into()))?;
+            let src = sys::reopen_dir(this.source.as_fd()).map_err(io_err("open", dst))?;
+            prune(Some(src.as_fd()), root.as_fd(), Path::new(""))?;
+        }
+        this.copy_all_with(Some(&reuse))?;
+        this.settle_copies()?;
+        Ok(this)
+    }
+
+    /// Writes the record a later [`refresh`](Mirror::refresh) needs (every copied file's
+    /// folder-side and mirror-side metadata) to [`record_path`] of the mirror, atomically.
+    /// Call it after `create`, `refresh` or `finalize`; a record older than the mirror's
+    /// last change is still safe (a changed copy no longer matches it and is copied again).
+    pub fn save_record(&self) -> Result<PathBuf, MirrorError> {
+        let dst = self.mirror.path();
+        let Some(path) = record_path(dst) else {
+            return Err(io_err("record", dst)(io::Error::from(
+                io::ErrorKind::InvalidInput,
+            )));
+        };
+        let mut files = BTreeMap::new();
+        for (rel, copy) in &self.copies {
+            let Some(base) = self.baseline.get(rel) else {
+                continue;
+            };
+            if base.kind != EntryKind::File {
+                continue;
+            }
+            files.insert(
+                rel.clone(),
+                Recorded {
+                    src: Stamp {
+                        dev: base.dev,
+                        ino: base.ino,
+                        size: base.size,
+                        mode: base.mode,
+                        mtime: base.mtime,
+                        ctime: base.ctime,
+                    },
+                    hashed: base.hash.is_some(),
+                    copy: stamp_of_copy(copy),
+                    trusted: copy.trust == Trust::Trusted,
+                },
+            );
+        }
+        let bytes = encode(&Record {
+            source: self.source.id(),
+            mirror: self.mirror.id(),
+            files,
+        });
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(format!(".tmp-{}", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        fs::write(&tmp, &bytes).map_err(io_err("write", &tmp))?;
+        fs::rename(&tmp, &path).map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            io_err("write", &path)(e)
+        })?;
+        Ok(path)
+    }
+}
+
+/// Removes the directory tree at `path` (absolute), never following a symlink, whatever modes
+/// a failed turn left on it.
+pub fn remove_tree(path: &Path) -> Result<(), MirrorError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io_err("remove", path)(io::Error::from(
+            io::ErrorKind::InvalidInput,
+        )));
+    };
+    let dir = fs::File::open(parent).map_err(io_err("open", parent))?;
+    remove_at(dir.as_fd(), name).map_err(io_err("remove", path))
+}
