@@ -3,7 +3,7 @@
 //!
 //! A [`Session`] is one plugin with one validated [`AgentConfig`]. A [`Turn`] owns one
 //! [`ToolScope`] (callId dedup, 32-call budget) and the workspace handle for its duration:
-//! `mounted` → a [`Mirror`] made at turn start; `direct` → the folder under a [`RootLease`];
+//! `mounted` → a [`Mirror`] refreshed (or made) at turn start, persistent per plugin and folder;
 //! `app-private` → the plugin's private folder under the state directory, also leased.
 //! [`Turn::finish`] ends the scope and, for `mounted`, writes the mirror back after a successful
 //! turn (conflicts reported, nothing overwritten) or keeps it for diagnosis after a failed one.
@@ -287,34 +287,134 @@ impl Session {
                 format!("the workspace folder cannot be used: {e}; pick an existing folder"),
             )
         };
-        let (root, mirror) = match self.config.workspace.kind {
+        let (root, mirror, persistent) = match self.config.workspace.kind {
             WorkspaceKind::Mounted => {
                 let dir = host.store.mirrors_dir().map_err(io_failed)?;
-                let n = MIRROR_COUNTER.fetch_add(1, Ordering::Relaxed);
-                let stamp = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis());
-                let dest = dir.join(format!(
-                    "{}-{stamp}-{}-{n}",
-                    self.plugin,
-                    std::process::id()
-                ));
-                let mirror = Mirror::create(&self.folder, &dest).map_err(|e| {
-                    // A half-made mirror is ours and useless; remove it.
-                    let _ = std::fs::remove_dir_all(&dest);
-                    io_failed(format!("could not mirror the workspace: {e}"))
-                })?;
+                let (mirror, persistent) = match PersistentMirror::lock(&dir, self) {
+                    Some(persistent) => (persistent.take(&self.folder)?, Some(persistent)),
+                    None => (self.temporary_mirror(&dir)?, None),
+                };
                 let root = RootLease::acquire(mirror.mirror_path()).map_err(lease_err)?;
-                (root, Some(mirror))
+                (root, Some(mirror), persistent)
             }
-            _ => (RootLease::acquire(&self.folder).map_err(lease_err)?, None),
+            _ => (
+                RootLease::acquire(&self.folder).map_err(lease_err)?,
+                None,
+                None,
+            ),
         };
         Ok(Turn {
             session: self.clone(),
             scope,
             root: Arc::new(root),
             mirror: Mutex::new(mirror),
+            persistent,
         })
+    }
+
+    /// A mirror of its own for this turn (another turn holds the workspace's persistent one):
+    /// a unique directory, created from scratch, removed or kept by [`Turn::finish`].
+    fn temporary_mirror(&self, dir: &Path) -> Result<Mirror, ToolError> {
+        let dest = dir.join(unique_name(&self.plugin.to_string()));
+        Mirror::create(&self.folder, &dest).map_err(|e| {
+            // A half-made mirror is ours and useless; remove it.
+            let _ = fsguard::remove_tree(&dest);
+            io_failed(format!("could not mirror the workspace: {e}"))
+        })
+    }
+}
+
+/// `<prefix>-<ms since epoch>-<pid>-<n>`: unique among this state directory's mirrors.
+fn unique_name(prefix: &str) -> String {
+    let n = MIRROR_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("{prefix}-{stamp}-{}-{n}", std::process::id())
+}
+
+/// The persistent mirror of one (plugin, workspace folder) under the state directory's
+/// `mirrors/`, held for one turn by an exclusive `flock` on `<name>.lock` (RUN-11, issue 6).
+///
+/// Copying the whole folder at every turn costs time in proportion to its size; the
+/// persistent mirror is instead refreshed ([`Mirror::refresh`]): only files whose folder or
+/// mirror side changed since they were copied are copied again, and everything the folder
+/// lacks is removed, so each turn still starts from an exact copy. fsguard keeps the per-file
+/// record beside the mirror (`<name>.mirror-record`), outside what the turn's tools can reach.
+/// A mirror kept for diagnosis (failed turn, conflicts, `--keep-mirror`) is renamed aside to
+/// a unique name, so the path reported stays as the turn left it and the next turn starts
+/// from a fresh copy. A second turn on the same workspace while one holds the lock gets a
+/// temporary mirror of its own, as before.
+#[derive(Debug)]
+struct PersistentMirror {
+    /// The locked `<name>.lock`; the lock goes when this is dropped (or the process exits).
+    _lock: std::fs::File,
+    dir: PathBuf,
+    name: String,
+}
+
+impl PersistentMirror {
+    /// Takes the workspace's lock without waiting; `None` when another turn holds it or the
+    /// lock file cannot be used (then a temporary mirror does the job).
+    fn lock(dir: &Path, session: &Session) -> Option<PersistentMirror> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let digest = blake3::hash(session.folder.as_os_str().as_encoded_bytes());
+        let hex: String = digest.as_bytes()[..12]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let name = format!("{}-ws-{hex}", session.plugin);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(dir.join(format!("{name}.lock")))
+            .ok()?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+        Some(PersistentMirror {
+            _lock: file,
+            dir: dir.to_path_buf(),
+            name,
+        })
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.join(&self.name)
+    }
+
+    /// The mirror for this turn: the persistent one refreshed, or — when that fails — removed
+    /// and created anew. Its record is saved for the next turn.
+    fn take(&self, folder: &Path) -> Result<Mirror, ToolError> {
+        let dest = self.path();
+        let mirror = match Mirror::refresh(folder, &dest) {
+            Ok(m) => m,
+            Err(_) => {
+                let _ = fsguard::remove_tree(&dest);
+                Mirror::create(folder, &dest).map_err(|e| {
+                    let _ = fsguard::remove_tree(&dest);
+                    io_failed(format!("could not mirror the workspace: {e}"))
+                })?
+            }
+        };
+        // Without a record the next turn copies everything: slower, never wrong.
+        let _ = mirror.save_record();
+        Ok(mirror)
+    }
+
+    /// Moves the mirror aside to a unique name (kept for the user) and forgets its record, so
+    /// the next turn starts from a fresh copy. Returns the new path.
+    fn set_aside(&self) -> Result<PathBuf, String> {
+        let from = self.path();
+        if let Some(record) = fsguard::record_path(&from) {
+            let _ = std::fs::remove_file(record);
+        }
+        let to = self.dir.join(unique_name(&format!("{}-kept", self.name)));
+        std::fs::rename(&from, &to)
+            .map(|()| to)
+            .map_err(|e| format!("could not move the kept mirror aside: {e}"))
     }
 }
 
@@ -325,6 +425,8 @@ pub struct Turn {
     scope: ToolScope,
     root: Arc<RootLease>,
     mirror: Mutex<Option<Mirror>>,
+    /// For `mounted`: the workspace's persistent mirror this turn holds, if it got the lock.
+    persistent: Option<PersistentMirror>,
 }
 
 /// What a finished turn did with its workspace.
@@ -498,7 +600,9 @@ impl Turn {
     /// Ends the turn: the scope takes no more calls (running ones are cancelled). For a
     /// `mounted` workspace, a successful turn writes the mirror back with the conflict check and
     /// removes it (unless `keep_mirror`, or a conflict left work only the mirror holds); a
-    /// failed turn keeps it for diagnosis (RUN-11). The report says where it is.
+    /// failed turn keeps it for diagnosis (RUN-11). The report says where it is. The
+    /// workspace's persistent mirror is not removed but left for the next turn to refresh
+    /// (`kept: false`); one kept for the user is first renamed aside, and that path reported.
     pub fn finish(self, success: bool, keep_mirror: bool) -> TurnReport {
         self.scope.end_turn();
         let kind = self.session.config.workspace.kind;
@@ -549,13 +653,30 @@ impl Turn {
             && report.conflicts.is_empty()
             && report.error.is_none()
             && (success || unchanged);
-        if remove {
-            let path = report.path.clone();
-            drop(mirror);
-            match std::fs::remove_dir_all(&path) {
-                Ok(()) => report.kept = false,
-                Err(e) => report.error = Some(format!("could not remove the mirror: {e}")),
+        match (&self.persistent, remove) {
+            // Kept in place for the next turn, which refreshes it: not left for the user.
+            (Some(_), true) => {
+                report.kept = false;
+                if let Err(e) = mirror.save_record() {
+                    report.error = Some(format!("could not record the mirror: {e}"));
+                }
             }
+            (Some(persistent), false) => {
+                drop(mirror);
+                match persistent.set_aside() {
+                    Ok(path) => report.path = path,
+                    Err(e) => report.error = Some(e),
+                }
+            }
+            (None, true) => {
+                let path = report.path.clone();
+                drop(mirror);
+                match fsguard::remove_tree(&path) {
+                    Ok(()) => report.kept = false,
+                    Err(e) => report.error = Some(format!("could not remove the mirror: {e}")),
+                }
+            }
+            (None, false) => {}
         }
         TurnReport {
             workspace: kind,

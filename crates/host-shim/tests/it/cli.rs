@@ -229,11 +229,20 @@ fn run_writes_the_mirror_back_after_success_and_keeps_it_after_failure() {
     assert_eq!(out.json["mirror"]["kept"], true);
     assert!(Path::new(out.json["mirror"]["path"].as_str().unwrap()).is_dir());
 
-    // A refusal leaves no mirror behind: nothing ran, nothing to diagnose.
+    // A refusal keeps no mirror for diagnosis: nothing ran, nothing to look at. The
+    // workspace's persistent mirror stays for the next call, an exact copy of the folder.
     let out = call(&f, "run", json!({"program": "sh", "args": ["-c", "true"]}));
     assert_eq!(out.json["code"], "AGENT_EXEC_PROGRAM_UNSUPPORTED");
     assert_eq!(out.json["mirror"]["kept"], false);
-    assert!(!Path::new(out.json["mirror"]["path"].as_str().unwrap()).exists());
+    let persistent = Path::new(out.json["mirror"]["path"].as_str().unwrap());
+    assert!(
+        !persistent.join("diag.txt").exists(),
+        "the failed call's mirror is not reused"
+    );
+    assert_eq!(
+        std::fs::read_to_string(persistent.join("out.txt")).unwrap(),
+        "b\na\n"
+    );
     assert_no_survivors(f.tmp.path());
 }
 

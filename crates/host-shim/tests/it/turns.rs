@@ -176,7 +176,7 @@ fn a_session_needs_an_installed_plugin_and_a_granted_folder() {
 }
 
 #[test]
-fn mounted_turn_success_writes_back_and_removes_the_mirror() {
+fn mounted_turn_success_writes_back_and_leaves_the_mirror_for_the_next_turn() {
     // SPEC RUN-11.
     let f = Fixture::new();
     f.write("a.txt", "one\n");
@@ -215,9 +215,124 @@ fn mounted_turn_success_writes_back_and_removes_the_mirror() {
     let mirror = report.mirror.unwrap();
     assert!(mirror.written_back && !mirror.kept && mirror.conflicts.is_empty());
     assert_eq!(mirror.applied, ["a.txt", "new.txt"]);
-    assert!(!mirror.path.exists());
     assert_eq!(f.read("a.txt"), "two\n");
     assert_eq!(f.read("new.txt"), "hi\n");
+    // Not kept for the user: the workspace's persistent mirror, the next turn's starting point.
+    assert_eq!(
+        std::fs::read_to_string(mirror.path.join("a.txt")).unwrap(),
+        "two\n"
+    );
+    let next = s.begin_turn().unwrap();
+    assert_eq!(
+        next.root(),
+        mirror.path.as_path(),
+        "the same mirror, refreshed"
+    );
+    next.finish(true, false);
+}
+
+/// Between turns the folder changes; the next turn's mirror is refreshed to match it exactly,
+/// whatever the previous turn left there (RUN-11, issue 6).
+#[test]
+fn the_next_turn_sees_the_folder_as_it_is_now() {
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    f.write("gone.txt", "x\n");
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("mounted", &["read", "write"]))
+        .unwrap();
+    let first = s.begin_turn().unwrap();
+    let root = first.root().to_path_buf();
+    assert!(!first.finish(true, false).mirror.unwrap().kept);
+    f.write("a.txt", "changed by the user\n");
+    f.write("new.txt", "new\n");
+    std::fs::remove_file(f.folder.join("gone.txt")).unwrap();
+    rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        assert_eq!(turn.root(), root.as_path());
+        let opts = CallOptions::default();
+        let read = |id: &'static str, p: &'static str| {
+            let turn = &turn;
+            let opts = &opts;
+            async move { turn.call(id, "read", json!({ "path": p }), opts).await }
+        };
+        assert_eq!(
+            read("1", "a.txt").await.unwrap()["content"],
+            "changed by the user\n"
+        );
+        assert_eq!(read("2", "new.txt").await.unwrap()["content"], "new\n");
+        assert!(read("3", "gone.txt").await.is_err());
+        turn.finish(true, false);
+    });
+}
+
+/// A failed turn's mirror is kept for diagnosis under a name of its own, never reused: the
+/// next turn starts from a fresh copy of the folder (RUN-11).
+#[test]
+fn a_kept_mirror_is_moved_aside_and_the_next_turn_starts_fresh() {
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("mounted", &["write"]))
+        .unwrap();
+    let (persistent, kept) = rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        let persistent = turn.root().to_path_buf();
+        turn.call(
+            "1",
+            "write",
+            json!({"path": "diag.txt", "content": "diagnostic\n"}),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap();
+        (persistent, turn.finish(false, false).mirror.unwrap())
+    });
+    assert!(kept.kept);
+    assert_ne!(kept.path, persistent, "moved aside");
+    assert_eq!(
+        std::fs::read_to_string(kept.path.join("diag.txt")).unwrap(),
+        "diagnostic\n"
+    );
+    let next = s.begin_turn().unwrap();
+    assert_eq!(next.root(), persistent.as_path());
+    assert!(!persistent.join("diag.txt").exists(), "a fresh copy");
+    assert_eq!(
+        std::fs::read_to_string(persistent.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    next.finish(true, false);
+    assert!(kept.path.join("diag.txt").exists(), "the kept mirror stays");
+}
+
+/// Two turns on one workspace at once: the second does not wait for the persistent mirror's
+/// lock but works in a temporary mirror of its own, removed after it succeeds.
+#[test]
+fn a_concurrent_turn_on_the_same_workspace_gets_a_temporary_mirror() {
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("mounted", &["read"]))
+        .unwrap();
+    let first = s.begin_turn().unwrap();
+    let second = s.begin_turn().unwrap();
+    assert_ne!(first.root(), second.root());
+    assert_eq!(
+        std::fs::read_to_string(second.root().join("a.txt")).unwrap(),
+        "one\n"
+    );
+    let temp = second.root().to_path_buf();
+    let report = second.finish(true, false).mirror.unwrap();
+    assert!(!report.kept);
+    assert!(!temp.exists(), "the temporary mirror is removed");
+    let persistent = first.root().to_path_buf();
+    first.finish(true, false);
+    let third = s.begin_turn().unwrap();
+    assert_eq!(third.root(), persistent.as_path(), "the lock was released");
+    third.finish(true, false);
 }
 
 #[test]
