@@ -149,17 +149,20 @@ fn canonical(path: &Path) -> Result<PathBuf, LibDepsError> {
     })
 }
 
-/// `(PT_INTERP, DT_NEEDED names)` of one ELF file.
+/// `(PT_INTERP, DT_NEEDED names)` of one ELF file. Reads only the byte ranges the headers
+/// point at (object's `ReadCache`), not the whole file: libc is ~2 MB and this runs on every
+/// `agent-exec call run`, each a fresh process.
 fn parse(path: &Path) -> Result<(Option<PathBuf>, Vec<String>), LibDepsError> {
-    let data = std::fs::read(path).map_err(|source| LibDepsError::Read {
+    let file = std::fs::File::open(path).map_err(|source| LibDepsError::Read {
         path: path.to_path_buf(),
         source,
     })?;
+    let cache = object::ReadCache::new(file);
+    let data = &cache;
     let not_elf = |e: object::read::Error| LibDepsError::NotElf {
         path: path.to_path_buf(),
         reason: e.to_string(),
     };
-    let data: &[u8] = &data;
     let header = FileHeader64::<Endianness>::parse(data).map_err(not_elf)?;
     let endian = header.endian().map_err(not_elf)?;
     let mut interp = None;
