@@ -57,6 +57,8 @@ pub enum ProcessState {
     Dead,
 }
 
+// `/proc` parsing: used by the Linux backend, unit-tested everywhere.
+#[cfg(any(target_os = "linux", test))]
 /// The fields of `/proc/<pid>/stat` that this crate uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Stat {
@@ -69,6 +71,7 @@ pub(crate) struct Stat {
     pub(crate) start_time: u64,
 }
 
+#[cfg(any(target_os = "linux", test))]
 /// Parses `/proc/<pid>/stat` without allocating.
 ///
 /// The command name (field 2) is in parentheses and may itself contain spaces and parentheses,
@@ -121,6 +124,7 @@ pub(crate) fn parse_stat(text: &[u8]) -> Option<Stat> {
     })
 }
 
+#[cfg(any(target_os = "linux", test))]
 fn trim_spaces(mut s: &[u8]) -> &[u8] {
     while let [b' ', rest @ ..] = s {
         s = rest;
@@ -131,6 +135,7 @@ fn trim_spaces(mut s: &[u8]) -> &[u8] {
     s
 }
 
+#[cfg(any(target_os = "linux", test))]
 /// Decimal digits to a number; `None` on anything else or on overflow. Allocation-free.
 pub(crate) fn parse_u64(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() {
