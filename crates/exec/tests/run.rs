@@ -7,8 +7,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+
+use testkit::marker;
 
 use exec::{ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
 use fsguard::{RelPath, RootLease};
@@ -54,16 +55,6 @@ fn shell_job(f: &Fixture, script: &str, limits: Limits) -> Job {
         sandbox: SandboxSpec::for_command(&f.work, &f.temp, &[]).unwrap(),
         limits,
     }
-}
-
-/// A marker no other process on the machine carries: `sleep` accepts `100.<digits>`.
-fn marker() -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "100.{}{:04}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
 }
 
 /// `sleep <marker>` processes (not the shell whose script merely mentions the marker).
