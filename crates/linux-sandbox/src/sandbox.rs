@@ -378,6 +378,19 @@ fn build_ruleset(policy: &Policy, abi: u8, opened: &[OpenedRule]) -> Result<Owne
     Ok(fd)
 }
 
+/// `PR_SET_NO_NEW_PRIVS` and `SECCOMP_SET_MODE_FILTER` as raw syscall arguments.
+const PR_SET_NO_NEW_PRIVS: usize = libc::PR_SET_NO_NEW_PRIVS as usize;
+const SECCOMP_SET_MODE_FILTER: usize = libc::SECCOMP_SET_MODE_FILTER as usize;
+
+/// The error of a failed step in the child: the kernel's errno, straight from the syscall's
+/// return value (never from the thread-local `errno`).
+fn apply_error(stage: ApplyStage, errno: syscalls::Errno) -> ApplyError {
+    ApplyError {
+        stage,
+        errno: errno.into_raw(),
+    }
+}
+
 /// The lowest descriptor number a prepared ruleset gets (see `build_ruleset`).
 const RULESET_MIN_FD: std::os::fd::RawFd = 10;
 
@@ -401,17 +414,18 @@ fn gaps(policy: &Policy, abi: u8) -> Gaps {
     gaps
 }
 
-fn errno() -> i32 {
-    // SAFETY: __errno_location returns this thread's errno slot; reading it is
-    // async-signal-safe.
-    unsafe { *libc::__errno_location() }
-}
-
 impl PreparedSandbox {
     /// What the child will run under once this is applied (see [`Enforcement`] for why this is
     /// known in the parent).
     pub fn enforcement(&self) -> Enforcement {
         self.enforcement
+    }
+
+    /// The compiled seccomp program, for `examples/seccomp_attach.rs` and for dumping the
+    /// program when debugging. Not part of the supported API: its shape may change.
+    #[doc(hidden)]
+    pub fn seccomp_program(&self) -> &[libc::sock_filter] {
+        &self.filter
     }
 
     /// The Landlock ruleset fd. A supervisor that closes inherited fds in the child before
@@ -426,33 +440,25 @@ impl PreparedSandbox {
     /// Landlock ruleset, installs the seccomp program. Call it in the child between `fork` and
     /// `exec` (calling it anywhere else sandboxes that thread of your process).
     ///
-    /// Async-signal-safe: it makes only the raw `prctl`, `landlock_restrict_self` and
-    /// `seccomp` syscalls on memory prepared in the parent, reads `errno`, and allocates
-    /// nothing; so it may run in the child of a multi-threaded parent.
+    /// Async-signal-safe and TLS-free: safe in a vfork-style child that shares the parent's
+    /// memory. It makes only three raw system calls (`prctl`, `landlock_restrict_self`,
+    /// `seccomp`, issued with inline assembly by the `syscalls` crate) on memory prepared in the
+    /// parent, allocates nothing, and never reads or writes `errno`: glibc's wrappers would
+    /// write the failure into the thread-local `errno`, which in a `clone(CLONE_VM |
+    /// CLONE_VFORK)` child is the *parent thread's* slot. The errno of a failed step comes back
+    /// in [`ApplyError::errno`] instead.
     pub fn apply_in_child(&self) -> Result<(), ApplyError> {
+        use syscalls::{Sysno, syscall3, syscall5};
         // no_new_privs first: landlock_restrict_self and seccomp both require it of an
         // unprivileged caller, and it keeps setuid binaries from gaining privileges.
-        // SAFETY: prctl with integer arguments only.
-        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-            return Err(ApplyError {
-                stage: ApplyStage::NoNewPrivs,
-                errno: errno(),
-            });
-        }
-        // SAFETY: a valid ruleset fd and no flags; the kernel reads no memory of ours.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                self.ruleset.as_raw_fd(),
-                0u32,
-            )
-        };
-        if ret != 0 {
-            return Err(ApplyError {
-                stage: ApplyStage::Landlock,
-                errno: errno(),
-            });
-        }
+        // SAFETY: prctl with integer arguments only; no memory is passed.
+        unsafe { syscall5(Sysno::prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }
+            .map_err(|e| apply_error(ApplyStage::NoNewPrivs, e))?;
+        // `ruleset` is a valid open fd (>= 0) for as long as `self` lives.
+        let ruleset = self.ruleset.as_raw_fd() as usize;
+        // SAFETY: a ruleset fd and no flags; the kernel reads no memory of ours.
+        unsafe { syscall3(Sysno::landlock_restrict_self, ruleset, 0, 0) }
+            .map_err(|e| apply_error(ApplyStage::Landlock, e))?;
         // The length was checked against BPF_MAXINSNS in `prepare`.
         let fprog = libc::sock_fprog {
             len: u16::try_from(self.filter.len()).unwrap_or(u16::MAX),
@@ -460,20 +466,15 @@ impl PreparedSandbox {
         };
         // SAFETY: `fprog` points at `len` instructions owned by `self`, alive for the call; the
         // kernel copies them.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                0u32,
-                &fprog as *const libc::sock_fprog,
+        unsafe {
+            syscall3(
+                Sysno::seccomp,
+                SECCOMP_SET_MODE_FILTER,
+                0,
+                &fprog as *const libc::sock_fprog as usize,
             )
-        };
-        if ret != 0 {
-            return Err(ApplyError {
-                stage: ApplyStage::Seccomp,
-                errno: errno(),
-            });
         }
+        .map_err(|e| apply_error(ApplyStage::Seccomp, e))?;
         Ok(())
     }
 
@@ -504,5 +505,113 @@ impl PreparedSandbox {
             command.pre_exec(move || self.apply_in_child().map_err(std::io::Error::from));
         }
         enforcement
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `apply_in_child` on `sandbox` in a forked child whose thread-local `errno` holds a
+    /// sentinel, and returns (the result, whether `errno` still held the sentinel afterwards).
+    fn apply_in_forked_child(sandbox: &PreparedSandbox) -> (Result<(), ApplyError>, bool) {
+        const SENTINEL: i32 = 4321;
+        let mut fds = [0; 2];
+        // SAFETY: `fds` is a valid out-array of two ints.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the child runs only async-signal-safe code (errno access, the raw syscalls of
+        // `apply_in_child`, write, _exit) on memory that exists before the fork.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: this thread's errno slot; async-signal-safe calls only; _exit never returns.
+            unsafe {
+                *libc::__errno_location() = SENTINEL;
+                let (stage, errno) = match sandbox.apply_in_child() {
+                    Ok(()) => (0, 0),
+                    Err(e) => (e.stage as i32 + 1, e.errno),
+                };
+                let kept = i32::from(*libc::__errno_location() == SENTINEL);
+                let report = [stage, errno, kept];
+                libc::write(fds[1], report.as_ptr().cast(), 12);
+                libc::_exit(0);
+            }
+        }
+        let mut report = [0i32; 3];
+        // SAFETY: our pipe ends, a local buffer, our own child.
+        unsafe {
+            libc::close(fds[1]);
+            assert_eq!(libc::read(fds[0], report.as_mut_ptr().cast(), 12), 12);
+            libc::close(fds[0]);
+            let mut status = 0;
+            assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+        }
+        let stage = match report[0] {
+            0 => None,
+            1 => Some(ApplyStage::NoNewPrivs),
+            2 => Some(ApplyStage::Landlock),
+            _ => Some(ApplyStage::Seccomp),
+        };
+        let result = match stage {
+            None => Ok(()),
+            Some(stage) => Err(ApplyError {
+                stage,
+                errno: report[1],
+            }),
+        };
+        (result, report[2] == 1)
+    }
+
+    #[test]
+    fn apply_in_child_reports_the_kernels_errno_and_leaves_thread_errno_alone() {
+        if !probe().can_sandbox() {
+            eprintln!("skipped: {}", probe());
+            return;
+        }
+        let good = Policy::new().prepare().unwrap();
+        let (result, kept) = apply_in_forked_child(&good);
+        assert_eq!(result, Ok(()));
+        assert!(kept, "apply_in_child wrote errno on success");
+
+        // Not a ruleset: landlock_restrict_self fails with EBADFD.
+        let not_a_ruleset = PreparedSandbox {
+            ruleset: rustix::fs::open("/dev/null", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                .unwrap(),
+            filter: good.filter.clone(),
+            enforcement: good.enforcement,
+        };
+        let (result, kept) = apply_in_forked_child(&not_a_ruleset);
+        assert_eq!(
+            result,
+            Err(ApplyError {
+                stage: ApplyStage::Landlock,
+                errno: libc::EBADFD
+            })
+        );
+        assert!(
+            kept,
+            "apply_in_child wrote errno after a failed landlock step"
+        );
+
+        // An invalid BPF opcode: seccomp fails with EINVAL.
+        let mut bad_filter = Policy::new().prepare().unwrap();
+        bad_filter.filter = vec![libc::sock_filter {
+            code: 0xffff,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        }];
+        let (result, kept) = apply_in_forked_child(&bad_filter);
+        assert_eq!(
+            result,
+            Err(ApplyError {
+                stage: ApplyStage::Seccomp,
+                errno: libc::EINVAL
+            })
+        );
+        assert!(
+            kept,
+            "apply_in_child wrote errno after a failed seccomp step"
+        );
     }
 }
