@@ -561,6 +561,93 @@ fn a_kept_descriptor_is_open_in_the_hook_and_closed_in_the_program() {
     tree.stop().unwrap();
 }
 
+/// Issue 4 (spawn cost): when the main process exits and nothing it started is left, the
+/// supervisor says so and leaves by itself, and `stop` only collects it.
+#[test]
+fn a_tree_that_empties_at_exit_settles_and_stops_without_killing() {
+    for mode in modes() {
+        let mut tree = Command::new("/bin/true").mode(mode).spawn().unwrap();
+        assert!(tree.wait_main().unwrap().success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !tree.settled() {
+            assert!(Instant::now() < deadline, "{mode}: never settled");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let report = tree.stop().unwrap();
+        assert_eq!(report.descendants_stopped, 0, "{mode}: {report:?}");
+        assert!(!report.main_stopped, "{mode}: {report:?}");
+        assert!(report.main_status.is_some_and(|s| s.success()));
+    }
+}
+
+/// A background child keeps the tree open: no "settled" while it lives, and `stop` still
+/// finds and kills it.
+#[test]
+fn a_background_child_keeps_the_tree_unsettled_until_stopped() {
+    for mode in modes() {
+        let m = marker();
+        let mut tree = sh(&format!("sleep {m} & exit 0"), mode);
+        assert!(tree.wait_main().unwrap().success());
+        wait_for_sleepers(&m, 1);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!tree.settled(), "{mode}: settled with a live sleeper");
+        let report = tree.stop().unwrap();
+        assert_eq!(report.descendants_stopped, 1, "{mode}: {report:?}");
+        assert_no_survivors(&m);
+    }
+}
+
+/// The PID-namespace supervisor shares the host's memory (no page-table copy, no
+/// copy-on-write faults in the host while a command runs); the subreaper one is a copy, so an
+/// OOM kill of the host cannot take it down with the host before it sweeps (supervisor docs).
+#[test]
+fn only_the_pid_namespace_supervisor_shares_the_hosts_memory() {
+    const KCMP_VM: libc::c_int = 1;
+    for mode in modes() {
+        let m = marker();
+        let mut tree = sh(&format!("sleep {m}"), mode);
+        wait_for_sleepers(&m, 1);
+        let host = std::process::id() as libc::pid_t;
+        let sup = tree.supervisor().pid() as libc::pid_t;
+        // SAFETY: kcmp compares two processes' kernel objects; integer arguments only.
+        let r = unsafe { libc::syscall(libc::SYS_kcmp, host, sup, KCMP_VM, 0, 0) };
+        tree.stop().unwrap();
+        assert_no_survivors(&m);
+        if r < 0 {
+            eprintln!(
+                "skipped: kcmp refused ({}), cannot compare address spaces",
+                std::io::Error::last_os_error()
+            );
+            return;
+        }
+        assert_eq!(r == 0, mode == Mode::PidNamespace, "{mode}: kcmp said {r}");
+    }
+}
+
+/// The thread that spawned a tree may end before the command does: the supervisor never
+/// touches that thread's memory (its stack or thread-local storage) after reporting.
+#[test]
+fn the_spawning_thread_may_exit_while_the_command_runs() {
+    for mode in modes() {
+        let m = marker();
+        let script = format!("sleep {m} & wait; exit 3");
+        let mut tree = std::thread::spawn(move || sh(&script, mode))
+            .join()
+            .unwrap();
+        wait_for_sleepers(&m, 1);
+        // Let the exited thread's stack be reused by new threads doing work.
+        for _ in 0..4 {
+            std::thread::spawn(|| std::hint::black_box(vec![7u8; 1 << 20]).len())
+                .join()
+                .unwrap();
+        }
+        let report = tree.stop().unwrap();
+        assert_eq!(report.descendants_stopped, 1, "{mode}: {report:?}");
+        assert!(report.main_stopped, "{mode}: {report:?}");
+        assert_no_survivors(&m);
+    }
+}
+
 /// Issue 5: every test above also passes as an unprivileged user (then the PID-namespace mode
 /// runs inside a new user namespace). When the suite runs as root, this re-runs the whole
 /// binary as uid 65534; in that run it does nothing.

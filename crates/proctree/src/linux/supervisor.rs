@@ -1,23 +1,44 @@
 //! The supervisor: the process that stands between the host and the command (SPEC: CMD-6,
 //! CMD-7 \[beyond\], RUN-10).
 //!
-//! # Why it is forked and never `exec`s
+//! # How it is started, and why it never `exec`s
 //! The host is a multi-threaded tokio process, and the supervisor must live as long as the
 //! command, so it cannot be a short pre-exec hook. Re-executing a helper binary would need that
 //! binary to be found at run time by every embedder. Instead everything the supervisor needs
-//! (C strings, pointer arrays, descriptors, uid/gid map text) is built *before* the fork, and
-//! the supervisor runs only async-signal-safe code for its whole life: raw system calls through
-//! `libc`, stack buffers, no allocation, no locks, no `std::fs`, no panics (no slice indexing
-//! that could fail, wrapping arithmetic only). The same holds for the command's child between
-//! its fork and `execve`.
+//! (C strings, pointer arrays, descriptors, uid/gid map text, two stacks) is built *before* the
+//! clone, and the supervisor runs only async-signal-safe code for its whole life: raw system
+//! calls, stack buffers, no allocation, no locks, no `std::fs`, no panics (no slice indexing
+//! that could fail, wrapping arithmetic only).
+//!
+//! In [`Mode::PidNamespace`](crate::Mode) the supervisor is cloned with `CLONE_VM`: it shares
+//! the host's memory instead of copying it. Forking a large multi-threaded host costs its page
+//! tables, a TLB shoot-down on every CPU, and then a copy-on-write fault for every page the
+//! host touches while the command runs — most of a short command's overhead (issue 4's spawn
+//! benchmark). Sharing is safe because the supervisor touches only its own stack and the plan,
+//! which the host keeps alive (and unmoved) until the supervisor reported, and because it never
+//! touches thread-local storage: after the host's `clone` returns, every system call here goes
+//! through the `syscalls` crate, which returns the error instead of writing the `errno` of a
+//! host thread. The one exception is glibc's `clone` wrapper when starting the main process,
+//! which writes `errno` on failure — while the host thread whose TLS that is sits blocked in
+//! [`Command::spawn`](crate::Command::spawn) waiting for this very report. In
+//! [`Mode::Subreaper`](crate::Mode) the supervisor is an ordinary copy (no `CLONE_VM`): if the
+//! host is OOM-killed, the kernel also kills every process sharing its memory, and only a PID
+//! namespace then still takes the command's tree down with its supervisor.
+//!
+//! The command's main process is started posix_spawn-style, `CLONE_VM | CLONE_VFORK` on a stack
+//! of its own: it shares memory until `execve`, while the supervisor waits, so no page table is
+//! copied twice.
 //!
 //! # What it does
 //! 1. Becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`) and a session leader, or PID 1 of a
 //!    fresh PID namespace when the host chose that mode. Either way every orphan of the command
 //!    re-parents to it, so the command's whole tree stays below it.
-//! 2. Forks the command's main process, which reports its host PID and start time, applies the
-//!    caller's `pre_exec` hook (the sandbox) and `execve`s.
-//! 3. Reaps every child that exits, reporting the main process's wait status to the host.
+//! 2. Starts the command's main process, which reports its host PID and start time, applies
+//!    the caller's `pre_exec` hook (the sandbox) and `execve`s.
+//! 3. Reaps every child that exits, reporting the main process's wait status to the host. When
+//!    the main process has exited and no child is left at all, nothing can start another
+//!    process below it any more: it reports [`MSG_DONE`] right away and exits, so a stop needs
+//!    no round trip.
 //! 4. On the host's stop request, or on EOF from the host (the host died, even by SIGKILL), it
 //!    kills every remaining descendant (only its own unreaped children, repeatedly, so no PID it
 //!    signals can have been recycled), reaps them all, reports and exits.
@@ -25,9 +46,11 @@
 //! It runs the sandboxed command; it is not sandboxed by it.
 
 use std::ffi::{CStr, CString};
+use std::io;
 use std::os::fd::RawFd;
 
-use libc::{c_char, c_int};
+use libc::{c_char, c_int, c_void};
+use syscalls::{Sysno, syscall};
 
 use crate::identity::{ProcessState, parse_stat, parse_u64};
 
@@ -35,7 +58,7 @@ use crate::identity::{ProcessState, parse_stat, parse_u64};
 /// is written in one `send` and never interleaves.
 pub(crate) const RECORD: usize = 16;
 /// Supervisor → host: the main process runs (`a` = host PID, `b` = start time). Main child →
-/// supervisor: the same, first thing after fork.
+/// supervisor: the same, first thing after the clone.
 pub(crate) const MSG_STARTED: u32 = 1;
 /// Spawning failed (`a` = errno, `b` = a [`stage`] constant).
 pub(crate) const MSG_FAILED: u32 = 2;
@@ -57,7 +80,7 @@ pub(crate) mod stage {
 const CHAN_FD: RawFd = 3;
 pub(crate) const CWD_FD: RawFd = 4;
 
-/// The hook applied in the command's child after fork, before `execve`.
+/// The hook applied in the command's child after the clone, before `execve`.
 pub(crate) type PreExec = Box<dyn Fn() -> Result<(), i32> + Send + Sync>;
 
 /// The working directory for the command.
@@ -68,7 +91,7 @@ pub(crate) enum Cwd {
     Path(CString),
 }
 
-/// Everything the supervisor and the command's child need, built before the fork.
+/// Everything the supervisor and the command's child need, built before the clone.
 pub(crate) struct Plan {
     pub(crate) program: CString,
     pub(crate) argv: Vec<CString>,
@@ -84,10 +107,12 @@ pub(crate) struct Plan {
     pub(crate) keep_fds: Vec<RawFd>,
     /// `Some((uid_map, gid_map))` when the supervisor enters a new user namespace.
     pub(crate) id_maps: Option<(Vec<u8>, Vec<u8>)>,
+    /// Top of the stack the main process runs on until `execve` (see [`Stacks`]).
+    pub(crate) main_stack: usize,
 }
 
 impl Plan {
-    /// Fills the NULL-terminated pointer arrays; called once, before the fork, after which
+    /// Fills the NULL-terminated pointer arrays; called once, before the clone, after which
     /// neither `argv` nor `envp` is touched (the pointers stay valid).
     pub(crate) fn seal(&mut self) {
         self.argv_ptrs = self.argv.iter().map(|s| s.as_ptr()).collect();
@@ -97,23 +122,296 @@ impl Plan {
     }
 }
 
-/// `clone(2)` without a new stack: fork semantics, plus namespace flags. Returns the child's
-/// PID in the parent, 0 in the child, -1 on error.
+/// Usable bytes of each stack. Mapped lazily, so only the pages touched cost memory; the
+/// supervisor's deepest path (the sweep) uses a few KiB.
+const STACK_SIZE: usize = 256 * 1024;
+
+/// The two stacks a spawn runs on — the supervisor's and the main process's until `execve` —
+/// in one anonymous mapping with an inaccessible guard page below each.
 ///
-/// # Safety
-/// In the child only async-signal-safe code may run (see the module documentation).
-pub(crate) unsafe fn raw_clone(flags: libc::c_ulong) -> libc::pid_t {
-    let flags = flags | libc::SIGCHLD as libc::c_ulong;
-    // SAFETY: with a null stack, clone behaves like fork: the child continues on a copy of the
-    // caller's stack. The caller upholds the async-signal-safety of what the child runs.
-    let r = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
-    libc::pid_t::try_from(r).unwrap_or(-1)
+/// A `CLONE_VM` supervisor runs on the host's copy of this memory, so it is unmapped only when
+/// the supervisor is known to be gone (reaped by us); otherwise [`Stacks::keep_forever`] leaks
+/// it, which is the safe choice.
+#[derive(Debug)]
+pub(crate) struct Stacks {
+    base: usize,
+    len: usize,
+    page: usize,
+    unmap_on_drop: bool,
 }
 
-fn errno() -> c_int {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
+impl Stacks {
+    pub(crate) fn new() -> io::Result<Self> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .ok()
+            .filter(|p| p.is_power_of_two())
+            .unwrap_or(4096);
+        let len = 2 * (page + STACK_SIZE);
+        // SAFETY: a fresh anonymous private mapping; no existing memory is affected.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let stacks = Stacks {
+            base: base as usize,
+            len,
+            page,
+            unmap_on_drop: true,
+        };
+        for guard in [0, page + STACK_SIZE] {
+            // SAFETY: a page-aligned page inside the mapping we just created.
+            let r = unsafe {
+                libc::mprotect((stacks.base + guard) as *mut c_void, page, libc::PROT_NONE)
+            };
+            if r != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(stacks)
+    }
+
+    /// The supervisor's initial stack pointer (16-byte aligned, as every ABI here wants).
+    pub(crate) fn supervisor_top(&self) -> usize {
+        (self.base + self.page + STACK_SIZE) & !15
+    }
+
+    /// The main process's initial stack pointer.
+    pub(crate) fn main_top(&self) -> usize {
+        (self.base + self.len) & !15
+    }
+
+    /// Never unmap: a supervisor sharing our memory may still be running on it.
+    pub(crate) fn keep_forever(&mut self) {
+        self.unmap_on_drop = false;
+    }
+}
+
+impl Drop for Stacks {
+    fn drop(&mut self) {
+        if self.unmap_on_drop {
+            // SAFETY: our own mapping, which nothing runs on any more (see `keep_forever`).
+            unsafe { libc::munmap(self.base as *mut c_void, self.len) };
+        }
+    }
+}
+
+/// What the supervisor's entry point receives through `clone`'s argument.
+pub(crate) struct Start {
+    pub(crate) plan: *const Plan,
+    pub(crate) chan: RawFd,
+}
+
+/// Starts the supervisor on `stack_top` with `clone(2)`: `CLONE_VM` when `share_memory`, plus
+/// the namespace `flags`. Returns its PID, or the error.
+///
+/// # Safety
+/// `start` and the plan it points to must stay alive and unmoved until the supervisor has
+/// reported ([`MSG_STARTED`] or [`MSG_FAILED`]) or exited; with `share_memory`, `stack_top`
+/// must stay mapped until the supervisor has exited.
+pub(crate) unsafe fn clone_supervisor(
+    start: &Start,
+    stack_top: usize,
+    flags: c_int,
+    share_memory: bool,
+) -> io::Result<libc::pid_t> {
+    extern "C" fn entry(arg: *mut c_void) -> c_int {
+        // SAFETY: `arg` is the `Start` the host keeps alive (see `clone_supervisor`), and its
+        // plan pointer is valid until we report.
+        let start = unsafe { &*(arg as *const Start) };
+        // SAFETY: we are the freshly cloned supervisor.
+        unsafe { supervisor_main(&*start.plan, start.chan) }
+    }
+    let vm = if share_memory { libc::CLONE_VM } else { 0 };
+    // SAFETY: glibc's clone wrapper runs `entry` on the given stack in the child; `entry` is
+    // async-signal-safe and never returns.
+    let pid = unsafe {
+        libc::clone(
+            entry,
+            stack_top as *mut c_void,
+            flags | vm | libc::SIGCHLD,
+            start as *const Start as *mut c_void,
+        )
+    };
+    if pid < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(pid)
+    }
+}
+
+/// Clones a child that only enters the namespaces in `flags` (sharing memory, as the real
+/// supervisor will) and writes `id_maps`; its exit status says whether that worked.
+///
+/// # Safety
+/// `stack_top` must be the top of a mapped stack that outlives the child (reap it first).
+pub(crate) unsafe fn clone_probe(
+    id_maps: Option<&(Vec<u8>, Vec<u8>)>,
+    stack_top: usize,
+    flags: c_int,
+) -> io::Result<libc::pid_t> {
+    extern "C" fn entry(arg: *mut c_void) -> c_int {
+        // SAFETY: `arg` is null or points at the id maps, alive until the probe is reaped.
+        let maps = unsafe { (arg as *const (Vec<u8>, Vec<u8>)).as_ref() };
+        exit(i32::from(maps.is_some_and(|m| write_id_maps(m).is_err())))
+    }
+    let arg = id_maps.map_or(std::ptr::null_mut(), |m| {
+        m as *const (Vec<u8>, Vec<u8>) as *mut c_void
+    });
+    // SAFETY: as in `clone_supervisor`; the child runs only `entry`, which is async-signal-safe.
+    let pid = unsafe {
+        libc::clone(
+            entry,
+            stack_top as *mut c_void,
+            flags | libc::CLONE_VM | libc::SIGCHLD,
+            arg,
+        )
+    };
+    if pid < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(pid)
+    }
+}
+
+// The raw system calls used after the clone. Each returns the error number instead of writing
+// `errno` (see the module documentation), and none allocates.
+
+type Sys<T> = Result<T, c_int>;
+
+fn sys(r: Result<usize, syscalls::Errno>) -> Sys<usize> {
+    r.map_err(|e| e.into_raw())
+}
+
+fn fd_of(r: Sys<usize>) -> Sys<RawFd> {
+    r.and_then(|n| RawFd::try_from(n).map_err(|_| libc::EBADF))
+}
+
+fn read(fd: RawFd, buf: &mut [u8]) -> Sys<usize> {
+    // SAFETY: `buf` is a live, writable buffer of that length.
+    sys(unsafe { syscall!(Sysno::read, fd, buf.as_mut_ptr(), buf.len()) })
+}
+
+fn write(fd: RawFd, buf: &[u8]) -> Sys<usize> {
+    // SAFETY: `buf` is a live buffer of that length.
+    sys(unsafe { syscall!(Sysno::write, fd, buf.as_ptr(), buf.len()) })
+}
+
+fn send(fd: RawFd, buf: &[u8]) -> Sys<usize> {
+    // SAFETY: `buf` is a live buffer of that length; no address (connected socket).
+    sys(unsafe {
+        syscall!(
+            Sysno::sendto,
+            fd,
+            buf.as_ptr(),
+            buf.len(),
+            libc::MSG_NOSIGNAL,
+            0usize,
+            0usize
+        )
+    })
+}
+
+fn close(fd: RawFd) {
+    // SAFETY: closing a descriptor number; a stale one only yields EBADF.
+    let _ = unsafe { syscall!(Sysno::close, fd) };
+}
+
+fn openat(dir: RawFd, path: &CStr, flags: c_int) -> Sys<RawFd> {
+    // SAFETY: a NUL-terminated path; the mode argument is unused without O_CREAT.
+    fd_of(sys(unsafe {
+        syscall!(
+            Sysno::openat,
+            dir,
+            path.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            0usize
+        )
+    }))
+}
+
+fn exit(code: c_int) -> ! {
+    loop {
+        // SAFETY: ends this process (its own thread group) without running any host code.
+        let _ = unsafe { syscall!(Sysno::exit_group, code) };
+    }
+}
+
+/// Sets every catchable signal to its default action; SIGCHLD also with SA_NOCLDSTOP.
+fn default_signal_actions() {
+    for sig in 1..=64usize {
+        if sig == libc::SIGKILL as usize || sig == libc::SIGSTOP as usize {
+            continue;
+        }
+        // The kernel's `struct sigaction`: handler (0 = SIG_DFL), flags, then the restorer
+        // (where the arch has one) and the mask. All zero but the flags is the same on every
+        // layout, so four words cover them all.
+        let mut act = [0u64; 4];
+        if sig == libc::SIGCHLD as usize {
+            act[1] = libc::SA_NOCLDSTOP as u64;
+        }
+        // SAFETY: `act` is a readable kernel sigaction; errors (none expected) are ignored.
+        let _ = unsafe {
+            syscall!(
+                Sysno::rt_sigaction,
+                sig,
+                act.as_ptr(),
+                0usize,
+                std::mem::size_of::<u64>()
+            )
+        };
+    }
+}
+
+/// Replaces the signal mask with `mask` (bit n-1 = signal n).
+fn set_signal_mask(mask: u64) -> Sys<usize> {
+    // SAFETY: a readable 8-byte kernel sigset, no old set requested.
+    sys(unsafe {
+        syscall!(
+            Sysno::rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &mask as *const u64,
+            0usize,
+            std::mem::size_of::<u64>()
+        )
+    })
+}
+
+fn sigbit(sig: c_int) -> u64 {
+    1u64 << ((sig as u32).wrapping_sub(1) & 63)
+}
+
+/// `ppoll` on `fds` for at most `timeout_ms` (negative: no limit).
+fn poll(fds: &mut [libc::pollfd], timeout_ms: i64) -> Sys<usize> {
+    let ts = libc::timespec {
+        tv_sec: (timeout_ms.max(0) / 1000) as libc::time_t,
+        tv_nsec: ((timeout_ms.max(0) % 1000) * 1_000_000) as libc::c_long,
+    };
+    let tsp = if timeout_ms < 0 {
+        std::ptr::null()
+    } else {
+        &ts as *const libc::timespec
+    };
+    // SAFETY: a live pollfd array of that length and a readable timespec (or null).
+    sys(unsafe {
+        syscall!(
+            Sysno::ppoll,
+            fds.as_mut_ptr(),
+            fds.len(),
+            tsp,
+            0usize,
+            std::mem::size_of::<u64>()
+        )
+    })
 }
 
 fn record(kind: u32, a: u32, b: u64) -> [u8; RECORD] {
@@ -145,22 +443,16 @@ pub(crate) fn parse_record(r: &[u8; RECORD]) -> (u32, u32, u64) {
 /// vanished host cannot kill us with SIGPIPE; plain `write` on pipes.
 fn write_all(fd: RawFd, mut bytes: &[u8], socket: bool) -> bool {
     while !bytes.is_empty() {
-        // SAFETY: `bytes` is a live buffer of that length.
-        let n = unsafe {
-            if socket {
-                libc::send(fd, bytes.as_ptr().cast(), bytes.len(), libc::MSG_NOSIGNAL)
-            } else {
-                libc::write(fd, bytes.as_ptr().cast(), bytes.len())
-            }
+        let r = if socket {
+            send(fd, bytes)
+        } else {
+            write(fd, bytes)
         };
-        if n < 0 {
-            if errno() == libc::EINTR {
-                continue;
-            }
-            return false;
+        match r {
+            Ok(n) => bytes = bytes.get(n..).unwrap_or(&[]),
+            Err(libc::EINTR) => {}
+            Err(_) => return false,
         }
-        let n = usize::try_from(n).unwrap_or(0);
-        bytes = bytes.get(n..).unwrap_or(&[]);
     }
     true
 }
@@ -172,34 +464,30 @@ fn read_full(fd: RawFd, buf: &mut [u8]) -> usize {
         let Some(rest) = buf.get_mut(got..) else {
             break;
         };
-        // SAFETY: `rest` is a live, writable buffer of that length.
-        let n = unsafe { libc::read(fd, rest.as_mut_ptr().cast(), rest.len()) };
-        if n < 0 {
-            if errno() == libc::EINTR {
-                continue;
-            }
-            break;
+        match read(fd, rest) {
+            Ok(0) => break,
+            Ok(n) => got = got.wrapping_add(n),
+            Err(libc::EINTR) => {}
+            Err(_) => break,
         }
-        if n == 0 {
-            break;
-        }
-        got = got.wrapping_add(usize::try_from(n).unwrap_or(0));
     }
     got
 }
 
 /// `open` + `write_all` + `close`; async-signal-safe.
-fn write_file(path: &CStr, bytes: &[u8]) -> Result<(), c_int> {
-    // SAFETY: a NUL-terminated path and plain flags.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(errno());
-    }
+fn write_file(path: &CStr, bytes: &[u8]) -> Sys<()> {
+    let fd = openat(libc::AT_FDCWD, path, libc::O_WRONLY)?;
     let ok = write_all(fd, bytes, false);
-    let e = errno();
-    // SAFETY: closing the descriptor we just opened.
-    unsafe { libc::close(fd) };
-    if ok { Ok(()) } else { Err(e) }
+    close(fd);
+    if ok { Ok(()) } else { Err(libc::EIO) }
+}
+
+/// Denies setgroups, then maps our uid and gid, which an unprivileged process may do for
+/// itself in a user namespace it created (user_namespaces(7)).
+fn write_id_maps((uid_map, gid_map): &(Vec<u8>, Vec<u8>)) -> Sys<()> {
+    write_file(c"/proc/self/setgroups", b"deny")?;
+    write_file(c"/proc/self/uid_map", uid_map)?;
+    write_file(c"/proc/self/gid_map", gid_map)
 }
 
 /// Formats `/proc/<pid>` plus an optional suffix into `buf` as a C string; async-signal-safe.
@@ -233,17 +521,16 @@ fn proc_path<'a>(buf: &'a mut [u8; 64], pid: u64, suffix: &[u8]) -> Option<&'a C
     CStr::from_bytes_with_nul(buf.get(..=at)?).ok()
 }
 
-/// Entry point of the supervisor, in the child of `raw_clone`. Never returns.
+/// Entry point of the supervisor, in the freshly cloned child. Never returns.
 ///
 /// # Safety
 /// Must be called only in the freshly cloned child. Async-signal-safe throughout.
-pub(crate) unsafe fn supervisor_main(plan: &Plan, chan: RawFd) -> ! {
+unsafe fn supervisor_main(plan: &Plan, chan: RawFd) -> ! {
     let code = {
         // SAFETY: we are the cloned child; this function upholds async-signal-safety.
         unsafe { supervise(plan, chan) }
     };
-    // SAFETY: _exit is async-signal-safe and skips every atexit handler of the host.
-    unsafe { libc::_exit(code) }
+    exit(code)
 }
 
 fn fail(chan: RawFd, errno: c_int, stage: u64) -> c_int {
@@ -255,23 +542,21 @@ fn fail(chan: RawFd, errno: c_int, stage: u64) -> c_int {
     1
 }
 
+/// What the main process's entry point receives through `clone`'s argument.
+struct MainStart<'a> {
+    plan: &'a Plan,
+    report: RawFd,
+}
+
 /// # Safety
 /// As [`supervisor_main`].
 unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     use std::os::fd::AsRawFd;
 
-    // 1. Our own user namespace, when asked: deny setgroups, then map our uid and gid, which
-    //    an unprivileged process may do for itself (user_namespaces(7)).
-    if let Some((uid_map, gid_map)) = &plan.id_maps {
-        let steps: [(&CStr, &[u8]); 3] = [
-            (c"/proc/self/setgroups", b"deny"),
-            (c"/proc/self/uid_map", uid_map),
-            (c"/proc/self/gid_map", gid_map),
-        ];
-        for (path, text) in steps {
-            if let Err(e) = write_file(path, text) {
-                return fail(chan, e, stage::ID_MAP);
-            }
+    // 1. Our own user namespace, when asked.
+    if let Some(maps) = &plan.id_maps {
+        if let Err(e) = write_id_maps(maps) {
+            return fail(chan, e, stage::ID_MAP);
         }
     }
 
@@ -294,11 +579,12 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     for (slot, (from, _)) in moved.iter_mut().zip(wanted.iter()) {
         if *from >= 0 {
             // SAFETY: duplicating a descriptor we own to a number >= 10 (none of the targets).
-            let fd = unsafe { libc::fcntl(*from, libc::F_DUPFD_CLOEXEC, 10) };
-            if fd < 0 {
-                return fail(chan, errno(), stage::SETUP);
+            match fd_of(sys(unsafe {
+                syscall!(Sysno::fcntl, *from, libc::F_DUPFD_CLOEXEC, 10usize)
+            })) {
+                Ok(fd) => *slot = fd,
+                Err(e) => return fail(chan, e, stage::SETUP),
             }
-            *slot = fd;
         }
     }
     for (fresh, (_, target)) in moved.iter().zip(wanted.iter()) {
@@ -306,14 +592,14 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
             // 0-2 lose close-on-exec (the command inherits them); the rest keep it.
             let flags = if *target <= 2 { 0 } else { libc::O_CLOEXEC };
             // SAFETY: both are descriptor numbers; `fresh` is ours and differs from `target`.
-            if unsafe { libc::dup3(*fresh, *target, flags) } < 0 {
-                return fail(chan, errno(), stage::SETUP);
+            if let Err(e) = sys(unsafe { syscall!(Sysno::dup3, *fresh, *target, flags) }) {
+                return fail(chan, e, stage::SETUP);
             }
         }
     }
     let chan = CHAN_FD;
     // Close everything above our plumbing except the descriptors kept for the hook (sorted
-    // before the fork), range by range.
+    // before the clone), range by range.
     let mut from = CWD_FD + 1;
     for &keep in plan.keep_fds.iter().chain(std::iter::once(&RawFd::MAX)) {
         if keep > from {
@@ -323,81 +609,99 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
                 (keep - 1) as u32
             };
             // SAFETY: close_range with plain integers; on old kernels close one by one.
-            if unsafe { libc::syscall(libc::SYS_close_range, from as u32, last, 0) } < 0 {
+            if unsafe { syscall!(Sysno::close_range, from as u32, last, 0usize) }.is_err() {
                 for fd in from..keep.min(65_536) {
-                    // SAFETY: closing a number that may or may not be open is harmless here.
-                    unsafe { libc::close(fd) };
+                    close(fd);
                 }
             }
         }
         from = from.max(keep.saturating_add(1));
     }
 
-    // 3. Signals: default dispositions (the host's handlers are not ours, and an ignored
-    //    SIGPIPE must not leak into the command); SIGCHLD blocked and read from a signalfd,
-    //    and not raised when a child merely stops (SA_NOCLDSTOP): the host freezes hundreds of
+    // 3. Signals: default dispositions (the host's handlers are not ours — with a shared
+    //    address space they would even run host code on our stack — and an ignored SIGPIPE
+    //    must not leak into the command); SIGCHLD blocked and read from a signalfd, and not
+    //    raised when a child merely stops (SA_NOCLDSTOP): the host freezes hundreds of
     //    processes at a stop, and each would wake us for nothing. `execve` clears the flag.
-    for sig in 1..=64 {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
-        }
-        // SAFETY: a zeroed sigaction is SIG_DFL with an empty mask; errors (reserved signals)
-        // are ignored on purpose.
-        unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = libc::SIG_DFL;
-            if sig == libc::SIGCHLD {
-                act.sa_flags = libc::SA_NOCLDSTOP;
-            }
-            libc::sigaction(sig, &act, std::ptr::null_mut());
-        }
+    default_signal_actions();
+    let chld = sigbit(libc::SIGCHLD);
+    if let Err(e) = set_signal_mask(chld) {
+        return fail(chan, e, stage::SETUP);
     }
-    // SAFETY: sigset operations on a local set, then signalfd on it.
-    let sigfd = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGCHLD);
-        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-        libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
+    // SAFETY: a readable 8-byte kernel sigset; a new descriptor is returned.
+    let sigfd = match fd_of(sys(unsafe {
+        syscall!(
+            Sysno::signalfd4,
+            -1isize,
+            &chld as *const u64,
+            std::mem::size_of::<u64>(),
+            libc::SFD_CLOEXEC | libc::SFD_NONBLOCK
+        )
+    })) {
+        Ok(fd) => fd,
+        Err(e) => return fail(chan, e, stage::SETUP),
     };
-    if sigfd < 0 {
-        return fail(chan, errno(), stage::SETUP);
-    }
 
     // 4. A session of our own (no controlling terminal of the host's; groups of the command can
     //    never be joined from outside) and the subreaper bit (CMD-6: setsid escapees stay ours).
     // SAFETY: plain system calls without pointers.
     unsafe {
-        libc::setsid();
-        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0 {
-            return fail(chan, errno(), stage::SETUP);
+        let _ = syscall!(Sysno::setsid);
+        if let Err(e) = sys(syscall!(
+            Sysno::prctl,
+            libc::PR_SET_CHILD_SUBREAPER,
+            1usize,
+            0usize,
+            0usize,
+            0usize
+        )) {
+            return fail(chan, e, stage::SETUP);
         }
     }
 
-    // 5. The command's main process.
+    // 5. The command's main process, posix_spawn-style: it shares our memory on its own
+    //    stack, and we are suspended until it has called `execve` or exited.
     let mut report = [0 as c_int; 2];
     // SAFETY: pipe2 fills the two-element array.
-    if unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return fail(chan, errno(), stage::SETUP);
+    if let Err(e) = sys(unsafe { syscall!(Sysno::pipe2, report.as_mut_ptr(), libc::O_CLOEXEC) }) {
+        return fail(chan, e, stage::SETUP);
     }
     let [report_r, report_w] = report;
-    // SAFETY: the child runs only `main_child`, which is async-signal-safe.
-    let main = unsafe { raw_clone(0) };
-    if main < 0 {
-        return fail(chan, errno(), stage::SETUP);
-    }
-    if main == 0 {
+    let start = MainStart {
+        plan,
+        report: report_w,
+    };
+    extern "C" fn main_entry(arg: *mut c_void) -> c_int {
+        // SAFETY: `arg` is the `MainStart` on the supervisor's stack, which is suspended
+        // (CLONE_VFORK) until this child has called execve or exited.
+        let start = unsafe { &*(arg as *const MainStart<'_>) };
         // SAFETY: we are the freshly cloned child.
-        unsafe { main_child(plan, report_w) }
+        unsafe { main_child(start.plan, start.report) }
     }
-    // SAFETY: our copy of the write end; the child keeps its own until execve closes it.
-    unsafe { libc::close(report_w) };
+    // SAFETY: glibc's clone wrapper runs `main_entry` on the plan's main stack, which the host
+    // keeps mapped; `main_entry` is async-signal-safe and never returns.
+    let main = unsafe {
+        libc::clone(
+            main_entry,
+            plan.main_stack as *mut c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &start as *const MainStart<'_> as *mut c_void,
+        )
+    };
+    if main < 0 {
+        // glibc wrote errno into the TLS block we share with the host thread that is blocked
+        // in `spawn` until we report (module documentation); read it back once.
+        let e = io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EAGAIN);
+        return fail(chan, e, stage::SETUP);
+    }
+    close(report_w);
     let mut first = [0u8; RECORD];
     let got = read_full(report_r, &mut first);
     let mut second = [0u8; RECORD];
     let failed = got == RECORD && read_full(report_r, &mut second) == RECORD;
-    // SAFETY: closing our read end.
-    unsafe { libc::close(report_r) };
+    close(report_r);
     let mut main_reported = false;
     if got != RECORD || failed {
         let msg = if failed {
@@ -409,22 +713,22 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         sweep(sigfd, main, &mut main_reported, chan, false);
         return 1;
     }
+    // From this report on the host may free the plan: nothing below reads it.
     if !write_all(chan, &first, true) {
         sweep(sigfd, main, &mut main_reported, chan, false);
         return 1;
     }
     // We must not hold the command's output pipes open: the host reads them to EOF.
-    // SAFETY: closing our copies of the command's stdio and cwd.
-    unsafe {
-        libc::close(0);
-        libc::close(1);
-        libc::close(2);
-        libc::close(CWD_FD);
+    for fd in [0, 1, 2, CWD_FD] {
+        close(fd);
     }
 
-    // 6. Reap and wait for the stop request or the host's EOF.
+    // 6. Reap; leave as soon as the main process exited and nothing is left below us, or on
+    //    the stop request or the host's EOF.
     loop {
-        reap(main, &mut main_reported, chan);
+        if reap(main, &mut main_reported, chan, true) && main_reported {
+            return 0;
+        }
         let mut fds = [
             libc::pollfd {
                 fd: chan,
@@ -437,17 +741,14 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
                 revents: 0,
             },
         ];
-        // SAFETY: a live array of two pollfds.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if r < 0 && errno() != libc::EINTR {
-            break;
+        match poll(&mut fds, -1) {
+            Err(libc::EINTR) | Ok(_) => {}
+            Err(_) => break,
         }
         drain(sigfd);
         if fds[0].revents != 0 {
             let mut byte = [0u8; 1];
-            // SAFETY: a one-byte buffer.
-            let n = unsafe { libc::read(chan, byte.as_mut_ptr().cast(), 1) };
-            if n < 0 && errno() == libc::EINTR {
+            if read(chan, &mut byte) == Err(libc::EINTR) {
                 continue;
             }
             // EOF (the host is gone, even if SIGKILLed), an error, or a stop request.
@@ -461,31 +762,57 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
 
 fn drain(sigfd: RawFd) {
     let mut buf = [0u8; 1024];
-    // SAFETY: reading into a stack buffer from our non-blocking signalfd.
-    while unsafe { libc::read(sigfd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+    while matches!(read(sigfd, &mut buf), Ok(n) if n > 0) {}
 }
 
-/// Reaps every child that has exited. `true` when we have no children left at all.
-fn reap(main: libc::pid_t, main_reported: &mut bool, chan: RawFd) -> bool {
-    loop {
+/// Reaps every child that has exited and reports the main process's status the first time it
+/// is seen. `true` when we have no children left at all. With `finish`, an empty tree after
+/// the main process exited is also reported as done ([`MSG_DONE`], nothing killed), in the
+/// same write: nothing is left that could start a process below us again.
+fn reap(main: libc::pid_t, main_reported: &mut bool, chan: RawFd, finish: bool) -> bool {
+    let mut main_status = None;
+    let empty = loop {
         let mut status: c_int = 0;
-        // SAFETY: waitpid writes the status into a local.
-        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL) };
-        if r > 0 {
-            if r == main && !*main_reported {
-                *main_reported = true;
-                let _ = write_all(chan, &record(MSG_MAIN_EXITED, status as u32, 0), true);
+        // SAFETY: wait4 writes the status into a local; no rusage requested.
+        let r = sys(unsafe {
+            syscall!(
+                Sysno::wait4,
+                -1isize,
+                &mut status as *mut c_int,
+                libc::WNOHANG | libc::__WALL,
+                0usize
+            )
+        });
+        match r {
+            Ok(0) => break false,
+            Ok(pid) => {
+                if pid == main as usize && !*main_reported {
+                    *main_reported = true;
+                    main_status = Some(status);
+                }
             }
-            continue;
+            Err(libc::EINTR) => {}
+            Err(_) => break true,
         }
-        if r == 0 {
-            return false;
+    };
+    let mut msg = [0u8; 2 * RECORD];
+    let mut len = 0usize;
+    if let Some(status) = main_status {
+        if let Some(slot) = msg.get_mut(..RECORD) {
+            slot.copy_from_slice(&record(MSG_MAIN_EXITED, status as u32, 0));
+            len = RECORD;
         }
-        if errno() == libc::EINTR {
-            continue;
-        }
-        return true;
     }
+    if finish && empty && *main_reported {
+        if let Some(slot) = msg.get_mut(len..len.wrapping_add(RECORD)) {
+            slot.copy_from_slice(&record(MSG_DONE, 0, 0));
+            len = len.wrapping_add(RECORD);
+        }
+    }
+    if len > 0 {
+        let _ = write_all(chan, msg.get(..len).unwrap_or(&[]), true);
+    }
+    empty
 }
 
 /// Kills and reaps every descendant; returns how many live ones it killed that were not
@@ -505,7 +832,7 @@ fn sweep(
     let mut killed = 0u32;
     let mut idle_rounds = 0u32;
     loop {
-        if reap(main, main_reported, chan) {
+        if reap(main, main_reported, chan, false) {
             return killed;
         }
         let mut progress = false;
@@ -532,13 +859,12 @@ fn sweep(
         if idle_rounds > 200 {
             return killed;
         }
-        let mut pfd = libc::pollfd {
+        let mut pfd = [libc::pollfd {
             fd: sigfd,
             events: libc::POLLIN,
             revents: 0,
-        };
-        // SAFETY: one live pollfd.
-        unsafe { libc::poll(&mut pfd, 1, 50) };
+        }];
+        let _ = poll(&mut pfd, 50);
         drain(sigfd);
     }
 }
@@ -557,76 +883,55 @@ fn kill_child(pid: u32) -> KillOutcome {
     let Some(path) = proc_path(&mut path, u64::from(pid), b"") else {
         return KillOutcome::Failed;
     };
-    // SAFETY: a NUL-terminated path; a directory descriptor is returned or -1.
-    let dir = unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if dir < 0 {
+    let Ok(dir) = openat(libc::AT_FDCWD, path, libc::O_RDONLY | libc::O_DIRECTORY) else {
         return KillOutcome::Dead;
-    }
-    let mut buf = [0u8; 1024];
-    // SAFETY: openat relative to our directory descriptor, then a read into a stack buffer.
-    let state = unsafe {
-        let fd = libc::openat(dir, c"stat".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        let n = if fd >= 0 { read_full(fd, &mut buf) } else { 0 };
-        if fd >= 0 {
-            libc::close(fd);
-        }
-        buf.get(..n).and_then(parse_stat).map(|s| s.state)
     };
+    let mut buf = [0u8; 1024];
+    let n = match openat(dir, c"stat", libc::O_RDONLY) {
+        Ok(fd) => {
+            let n = read_full(fd, &mut buf);
+            close(fd);
+            n
+        }
+        Err(_) => 0,
+    };
+    let state = buf.get(..n).and_then(parse_stat).map(|s| s.state);
     let outcome = match state {
         Some(ProcessState::Alive) => {
             // SAFETY: signal through a descriptor we own; null siginfo as kill(2).
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    dir,
-                    libc::SIGKILL,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0,
-                )
-            };
-            if r == 0 {
-                KillOutcome::KilledLive
-            } else if errno() == libc::ESRCH {
-                KillOutcome::Dead
-            } else {
-                KillOutcome::Failed
+            match sys(unsafe {
+                syscall!(Sysno::pidfd_send_signal, dir, libc::SIGKILL, 0usize, 0usize)
+            }) {
+                Ok(_) => KillOutcome::KilledLive,
+                Err(libc::ESRCH) => KillOutcome::Dead,
+                Err(_) => KillOutcome::Failed,
             }
         }
         _ => KillOutcome::Dead,
     };
-    // SAFETY: closing our directory descriptor.
-    unsafe { libc::close(dir) };
+    close(dir);
     outcome
 }
 
 /// Calls `f` with each PID in `/proc/thread-self/children` (we are single-threaded, so these
 /// are all our children), streaming through a stack buffer.
 fn for_each_child(mut f: impl FnMut(u32)) {
-    // SAFETY: a NUL-terminated literal path.
-    let fd = unsafe {
-        libc::open(
-            c"/proc/thread-self/children".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
+    let Ok(fd) = openat(
+        libc::AT_FDCWD,
+        c"/proc/thread-self/children",
+        libc::O_RDONLY,
+    ) else {
         return;
-    }
+    };
     let mut buf = [0u8; 512];
     let mut current: u64 = 0;
     let mut in_number = false;
     loop {
-        // SAFETY: reading into a stack buffer.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 && errno() == libc::EINTR {
-            continue;
-        }
-        let n = usize::try_from(n).unwrap_or(0);
+        let n = match read(fd, &mut buf) {
+            Ok(n) => n,
+            Err(libc::EINTR) => continue,
+            Err(_) => 0,
+        };
         if n == 0 {
             break;
         }
@@ -644,15 +949,14 @@ fn for_each_child(mut f: impl FnMut(u32)) {
     if in_number {
         f(u32::try_from(current).unwrap_or(0));
     }
-    // SAFETY: closing our descriptor.
-    unsafe { libc::close(fd) };
+    close(fd);
 }
 
-/// The command's main process, from fork to `execve`. Never returns.
+/// The command's main process, from the clone to `execve`. Never returns.
 ///
 /// # Safety
-/// Only in the freshly cloned child of the supervisor; async-signal-safe throughout, including
-/// the caller's `pre_exec` hook, which the API requires to be async-signal-safe.
+/// Only in the freshly cloned child of the supervisor; async-signal-safe and TLS-free
+/// throughout, including the caller's `pre_exec` hook, which the API requires to be so.
 unsafe fn main_child(plan: &Plan, report: RawFd) -> ! {
     fn die_with(report: RawFd, errno: c_int, stage: u64) -> ! {
         let _ = write_all(
@@ -660,41 +964,40 @@ unsafe fn main_child(plan: &Plan, report: RawFd) -> ! {
             &record(MSG_FAILED, u32::try_from(errno).unwrap_or(0), stage),
             false,
         );
-        // SAFETY: _exit never returns and runs no host code.
-        unsafe { libc::_exit(127) }
+        exit(127)
     }
-    // SAFETY: plain system calls on local data.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-        // Its own process group, so RUN-10's group kill and CMD-7's group expansion have a
-        // group that is the command's and nobody else's.
-        libc::setpgid(0, 0);
-    }
+    let _ = set_signal_mask(0);
+    // Its own process group, so RUN-10's group kill and CMD-7's group expansion have a
+    // group that is the command's and nobody else's.
+    // SAFETY: plain integers.
+    let _ = unsafe { syscall!(Sysno::setpgid, 0usize, 0usize) };
 
     // Report our identity as the host sees it: `/proc/self` resolves in /proc's namespace,
     // which is the host's even when we are inside a new PID namespace.
     let mut link = [0u8; 32];
-    // SAFETY: readlink into a stack buffer of the given length.
-    let n = unsafe { libc::readlink(c"/proc/self".as_ptr(), link.as_mut_ptr().cast(), link.len()) };
-    let pid = usize::try_from(n)
+    // SAFETY: readlinkat into a stack buffer of the given length.
+    let n = sys(unsafe {
+        syscall!(
+            Sysno::readlinkat,
+            libc::AT_FDCWD,
+            c"/proc/self".as_ptr(),
+            link.as_mut_ptr(),
+            link.len()
+        )
+    });
+    let pid = n
         .ok()
         .and_then(|n| link.get(..n))
         .and_then(parse_u64)
         .unwrap_or(0);
     let mut stat = [0u8; 1024];
-    // SAFETY: open/read/close of a proc file into a stack buffer.
-    let got = unsafe {
-        let fd = libc::open(
-            c"/proc/self/stat".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        );
-        let got = if fd >= 0 { read_full(fd, &mut stat) } else { 0 };
-        if fd >= 0 {
-            libc::close(fd);
+    let got = match openat(libc::AT_FDCWD, c"/proc/self/stat", libc::O_RDONLY) {
+        Ok(fd) => {
+            let got = read_full(fd, &mut stat);
+            close(fd);
+            got
         }
-        got
+        Err(_) => 0,
     };
     let Some(start) = stat.get(..got).and_then(parse_stat).map(|s| s.start_time) else {
         die_with(report, libc::EIO, stage::SETUP)
@@ -703,57 +1006,38 @@ unsafe fn main_child(plan: &Plan, report: RawFd) -> ! {
         die_with(report, libc::EIO, stage::SETUP);
     }
     if !write_all(report, &record(MSG_STARTED, pid as u32, start), false) {
-        die_with(report, errno(), stage::SETUP);
+        die_with(report, libc::EPIPE, stage::SETUP);
     }
 
     // SAFETY: chdir/fchdir on a C string or our descriptor.
     let cwd = unsafe {
         match &plan.cwd {
-            Cwd::Inherit => 0,
-            Cwd::Fd(_) => libc::fchdir(CWD_FD),
-            Cwd::Path(p) => libc::chdir(p.as_ptr()),
+            Cwd::Inherit => Ok(0),
+            Cwd::Fd(_) => sys(syscall!(Sysno::fchdir, CWD_FD)),
+            Cwd::Path(p) => sys(syscall!(Sysno::chdir, p.as_ptr())),
         }
     };
-    if cwd < 0 {
-        die_with(report, errno(), stage::CWD);
+    if let Err(e) = cwd {
+        die_with(report, e, stage::CWD);
     }
     if let Some(Err(e)) = plan.pre_exec.as_ref().map(|hook| hook()) {
         die_with(report, e, stage::PRE_EXEC);
     }
     // SAFETY: program, argv and envp are NUL-terminated strings and NULL-terminated arrays
-    // built and sealed before the fork.
-    unsafe {
-        libc::execve(
+    // built and sealed before the clone, alive until the host hears from the supervisor.
+    let e = unsafe {
+        syscall!(
+            Sysno::execve,
             plan.program.as_ptr(),
             plan.argv_ptrs.as_ptr(),
-            plan.envp_ptrs.as_ptr(),
-        );
-    }
-    die_with(report, errno(), stage::EXEC)
-}
-
-/// The child of the PID-namespace probe: enters the namespace(s) the flags asked for, writes
-/// the id maps if any, and exits 0 on success. Never returns.
-///
-/// # Safety
-/// Only in the freshly cloned child; async-signal-safe.
-pub(crate) unsafe fn probe_child(id_maps: Option<&(Vec<u8>, Vec<u8>)>) -> ! {
-    let mut code = 0;
-    if let Some((uid_map, gid_map)) = id_maps {
-        let steps: [(&CStr, &[u8]); 3] = [
-            (c"/proc/self/setgroups", b"deny"),
-            (c"/proc/self/uid_map", uid_map),
-            (c"/proc/self/gid_map", gid_map),
-        ];
-        for (path, text) in steps {
-            if write_file(path, text).is_err() {
-                code = 1;
-                break;
-            }
-        }
-    }
-    // SAFETY: _exit is async-signal-safe.
-    unsafe { libc::_exit(code) }
+            plan.envp_ptrs.as_ptr()
+        )
+    };
+    die_with(
+        report,
+        e.err().map_or(libc::EIO, |e| e.into_raw()),
+        stage::EXEC,
+    )
 }
 
 #[cfg(test)]

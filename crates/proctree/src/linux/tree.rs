@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::scanner;
-use super::supervisor::{self, Cwd, Plan, PreExec, RECORD, stage};
+use super::supervisor::{self, Cwd, Plan, PreExec, RECORD, Stacks, stage};
 use super::sys::{self, Pin};
 use super::walk::{Adopt, Seen, Walk};
 use crate::identity::{ProcessId, ProcessState};
@@ -327,9 +327,11 @@ impl Command {
     /// [`SpawnError::PreExec`].
     ///
     /// # Safety
-    /// The hook runs in the child of a fork of a multi-threaded process: it must be
-    /// async-signal-safe (no allocation, no locks, no `std::fs`, no panics), exactly as for
-    /// `std::os::unix::process::CommandExt::pre_exec`.
+    /// The hook runs in a posix_spawn-style child (`CLONE_VM | CLONE_VFORK`) that shares the
+    /// host's memory until `execve`: it must be async-signal-safe (no allocation, no locks, no
+    /// `std::fs`, no panics), as for `std::os::unix::process::CommandExt::pre_exec`, and it
+    /// should not touch thread-local storage — glibc's system-call wrappers write `errno`
+    /// there on failure; raw system calls (the `syscalls` crate) do not.
     #[must_use]
     pub unsafe fn pre_exec(
         mut self,
@@ -393,7 +395,11 @@ impl Command {
                     source,
                 })
         };
-        let mut plan = Plan {
+        let stacks = Stacks::new().map_err(|source| SpawnError::Setup {
+            what: "map the supervisor's stacks",
+            source,
+        })?;
+        let mut plan = Box::new(Plan {
             program,
             argv,
             envp,
@@ -415,29 +421,34 @@ impl Command {
             pre_exec: self.pre_exec,
             keep_fds,
             id_maps,
-        };
+            main_stack: stacks.main_top(),
+        });
         plan.seal();
         let (host_end, sup_end) = socketpair().map_err(|source| SpawnError::Setup {
             what: "socketpair",
             source,
         })?;
+        let start = Box::new(supervisor::Start {
+            plan: &*plan,
+            chan: sup_end.as_raw_fd(),
+        });
 
-        // SAFETY: the child runs only `supervisor_main`, which is async-signal-safe and uses
-        // only what `plan` prepared; it never returns.
-        let pid = unsafe { supervisor::raw_clone(flags) };
-        if pid == 0 {
-            // SAFETY: we are the freshly cloned child.
-            unsafe { supervisor::supervisor_main(&plan, sup_end.as_raw_fd()) }
+        // Shared memory only where a PID namespace holds the tree (see the supervisor's module
+        // documentation: an OOM kill of the host takes a CLONE_VM supervisor with it).
+        let share_memory = mode == Mode::PidNamespace;
+        // SAFETY: `plan` and `start` are boxed (they do not move) and live until the handshake
+        // below has ended, by which time the supervisor no longer reads them; `stacks` lives in
+        // the returned tree until the supervisor is reaped (or forever).
+        let pid = unsafe {
+            supervisor::clone_supervisor(&start, stacks.supervisor_top(), flags, share_memory)
         }
-        if pid < 0 {
-            return Err(SpawnError::Setup {
-                what: "clone",
-                source: io::Error::last_os_error(),
-            });
-        }
-        // The host keeps no copy of the command's stdio or of the supervisor's channel end.
+        .map_err(|source| SpawnError::Setup {
+            what: "clone",
+            source,
+        })?;
+        // The host keeps no copy of the supervisor's channel end.
         drop(sup_end);
-        drop(plan);
+        let mut stacks = stacks;
         let sup_pid = pid.unsigned_abs();
         let mut buf = Vec::new();
         let supervisor = match sys::read_stat(sup_pid, &mut buf) {
@@ -449,7 +460,12 @@ impl Command {
             pending: Vec::new(),
             eof: false,
         };
-        match channel.next_blocking() {
+        let report = channel.next_blocking();
+        // The supervisor has reported (or is gone): it reads neither again, and the host keeps
+        // no copy of the command's stdio.
+        drop(start);
+        drop(plan);
+        match report {
             Ok(Some((supervisor::MSG_STARTED, pid, start))) => {
                 let _ = sys::set_nonblocking(channel.fd.as_fd());
                 let main = ProcessId::new(pid, start);
@@ -469,12 +485,15 @@ impl Command {
                     late: None,
                     shared,
                     report: None,
+                    stacks,
                 })
             }
             other => {
                 // The supervisor reports, sweeps and exits; collect it so no zombie remains.
                 let _ = channel.drain_blocking(Duration::from_secs(30));
-                wait_for(pid);
+                if wait_for(pid).is_none() {
+                    stacks.keep_forever();
+                }
                 Err(match other {
                     Ok(Some((supervisor::MSG_FAILED, errno, stg))) => {
                         let source = io::Error::from_raw_os_error(errno as i32);
@@ -545,29 +564,36 @@ fn wait_for(pid: libc::pid_t) -> Option<ExitStatus> {
 type IdMaps = Option<(Vec<u8>, Vec<u8>)>;
 
 /// The clone flags for the PID-namespace mode, probed once per process: a throwaway child is
-/// cloned with them (and writes its id maps); if that works, the real supervisor will too.
-fn pid_namespace_flags() -> Option<(libc::c_ulong, bool)> {
-    static PROBE: OnceLock<Option<(libc::c_ulong, bool)>> = OnceLock::new();
+/// cloned with them, sharing memory as the real supervisor will (and writes its id maps); if
+/// that works, the real supervisor will too.
+fn pid_namespace_flags() -> Option<(libc::c_int, bool)> {
+    static PROBE: OnceLock<Option<(libc::c_int, bool)>> = OnceLock::new();
     *PROBE.get_or_init(|| {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
-        let newpid = libc::CLONE_NEWPID as libc::c_ulong;
-        let newuser = libc::CLONE_NEWUSER as libc::c_ulong;
         let mut candidates = Vec::new();
         if root {
-            candidates.push((newpid, false));
+            candidates.push((libc::CLONE_NEWPID, false));
         }
-        candidates.push((newpid | newuser, true));
-        candidates.into_iter().find(|&(flags, userns)| {
+        candidates.push((libc::CLONE_NEWPID | libc::CLONE_NEWUSER, true));
+        let mut stacks = Stacks::new().ok()?;
+        let found = candidates.into_iter().find(|&(flags, userns)| {
             let maps = if userns { id_maps() } else { None };
-            // SAFETY: the child runs only `probe_child`, which is async-signal-safe.
-            let pid = unsafe { supervisor::raw_clone(flags) };
-            if pid == 0 {
-                // SAFETY: we are the freshly cloned child.
-                unsafe { supervisor::probe_child(maps.as_ref()) }
+            // SAFETY: the probe runs on `stacks` and reads `maps`; both outlive it because it
+            // is reaped right here (or the stacks are kept forever).
+            match unsafe { supervisor::clone_probe(maps.as_ref(), stacks.main_top(), flags) } {
+                Ok(pid) => match wait_for(pid) {
+                    Some(status) => status.success(),
+                    None => {
+                        stacks.keep_forever();
+                        false
+                    }
+                },
+                Err(_) => false,
             }
-            pid > 0 && wait_for(pid).is_some_and(|s| s.success())
-        })
+        });
+        drop(stacks);
+        found
     })
 }
 
@@ -586,7 +612,7 @@ fn id_maps() -> IdMaps {
     ))
 }
 
-fn choose_mode(requested: Option<Mode>) -> Result<(Mode, libc::c_ulong, IdMaps), SpawnError> {
+fn choose_mode(requested: Option<Mode>) -> Result<(Mode, libc::c_int, IdMaps), SpawnError> {
     match (requested, pid_namespace_flags()) {
         (Some(Mode::Subreaper), _) | (None, None) => Ok((Mode::Subreaper, 0, None)),
         (Some(Mode::PidNamespace) | None, Some((flags, userns))) => Ok((
@@ -630,6 +656,12 @@ impl Channel {
             match e.kind() {
                 io::ErrorKind::Interrupted => continue,
                 io::ErrorKind::WouldBlock => return Ok(()),
+                // The supervisor left with our stop request unread (it had finished on its
+                // own): everything it sent was read before this error, so this is its EOF.
+                io::ErrorKind::ConnectionReset => {
+                    self.eof = true;
+                    return Ok(());
+                }
                 _ => {
                     // A broken channel means the supervisor is gone: treat as EOF.
                     self.eof = true;
@@ -784,6 +816,8 @@ pub struct ProcessTree {
     late: Option<usize>,
     shared: Arc<Shared>,
     report: Option<StopReport>,
+    /// Declared last: dropped after `Drop::drop` has stopped and reaped the supervisor.
+    stacks: Stacks,
 }
 
 impl ProcessTree {
@@ -865,6 +899,16 @@ impl ProcessTree {
         }
     }
 
+    /// Whether the supervisor has reported that the main process exited and nothing it
+    /// started is left (it reaped everything and is exiting). Then [`stop`](Self::stop) only
+    /// collects the supervisor: no freezing, no walk, no round trip. Never blocks.
+    pub fn settled(&mut self) -> bool {
+        if self.late.is_none() && !self.channel.eof {
+            let _ = self.absorb();
+        }
+        self.late.is_some()
+    }
+
     /// Records the current descendants now and returns the identities seen for the first time
     /// (the periodic scan does the same in the background).
     ///
@@ -887,6 +931,22 @@ impl ProcessTree {
             return Ok(report.clone());
         }
         let started = Instant::now();
+        if self.settled() {
+            // The supervisor saw the main process exit with nothing left below it and is
+            // leaving on its own: there is nothing to freeze, walk or kill.
+            self.shared.closed.store(true, Ordering::SeqCst);
+            self.finish_supervisor();
+            let report = StopReport {
+                mode: self.mode,
+                descendants_stopped: self.late.unwrap_or(0),
+                main_stopped: false,
+                main_status: self.main_status,
+                refused: Vec::new(),
+                elapsed: started.elapsed(),
+            };
+            self.report = Some(report.clone());
+            return Ok(report);
+        }
         let frozen = self.freeze_and_kill();
         // Whatever happened above, the supervisor now kills anything left and reaps all.
         self.finish_supervisor();
@@ -1075,15 +1135,18 @@ impl ProcessTree {
 
     fn finish_supervisor(&mut self) {
         if !self.channel.eof {
-            // SAFETY: send on our socket; MSG_NOSIGNAL keeps a vanished peer from raising
-            // SIGPIPE in the host.
-            unsafe {
-                libc::send(
-                    self.channel.fd.as_raw_fd(),
-                    b"S".as_ptr().cast(),
-                    1,
-                    libc::MSG_NOSIGNAL,
-                );
+            // After MSG_DONE the supervisor is leaving on its own: only collect it.
+            if self.late.is_none() {
+                // SAFETY: send on our socket; MSG_NOSIGNAL keeps a vanished peer from raising
+                // SIGPIPE in the host.
+                unsafe {
+                    libc::send(
+                        self.channel.fd.as_raw_fd(),
+                        b"S".as_ptr().cast(),
+                        1,
+                        libc::MSG_NOSIGNAL,
+                    );
+                }
             }
             if let Ok(records) = self.channel.drain_blocking(Duration::from_secs(60)) {
                 for (kind, a, _) in records {
@@ -1091,8 +1154,13 @@ impl ProcessTree {
                 }
             }
         }
-        if let Ok(pid) = libc::pid_t::try_from(self.supervisor.pid()) {
-            wait_for(pid);
+        let reaped = libc::pid_t::try_from(self.supervisor.pid())
+            .ok()
+            .and_then(wait_for)
+            .is_some();
+        if !reaped {
+            // Somebody else reaped it, or waiting failed: it may still run on our stacks.
+            self.stacks.keep_forever();
         }
     }
 }
