@@ -75,13 +75,6 @@ pub enum SandboxError {
         #[from]
         source: landlock::RulesetError,
     },
-    /// seccompiler refused the filter.
-    #[error("cannot compile the seccomp filter: {source}")]
-    Seccomp {
-        /// The underlying error.
-        #[from]
-        source: seccompiler::BackendError,
-    },
 }
 
 impl SandboxError {
