@@ -54,16 +54,25 @@ const READ: &[&str] = &[
 ];
 const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
-fn command_policy(work: &std::path::Path) -> Policy {
+/// The `command` policy; `system` marks the fixed locations with [`Policy::allow_system`]
+/// (cached descriptors) instead of [`Policy::allow_if_exists`] (opened on every call).
+fn command_policy(work: &std::path::Path, system: bool) -> Policy {
+    let grant = |policy: Policy, path: &str, access| {
+        if system {
+            policy.allow_system(path, access)
+        } else {
+            policy.allow_if_exists(path, access)
+        }
+    };
     let mut policy = Policy::new();
     for dir in EXEC_DIRS {
-        policy = policy.allow_if_exists(*dir, Access::READ | Access::EXECUTE);
+        policy = grant(policy, dir, Access::READ | Access::EXECUTE);
     }
     for path in READ {
-        policy = policy.allow_if_exists(*path, Access::READ);
+        policy = grant(policy, path, Access::READ);
     }
     for dev in DEVICES {
-        policy = policy.allow_if_exists(*dev, Access::READ | Access::WRITE);
+        policy = grant(policy, dev, Access::READ | Access::WRITE);
     }
     policy.allow(work, Access::READ | Access::WRITE)
 }
@@ -77,10 +86,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args().nth(1).map_or(Ok(200), |s| s.parse())?;
     println!("{}\n", probe());
     let work = std::env::temp_dir();
-    let policy = command_policy(&work);
+    let policy = command_policy(&work, true);
+    let uncached = command_policy(&work, false);
     println!("{}", policy.prepare()?.enforcement());
 
-    let variants: [(&str, &dyn Fn()); 4] = [
+    let variants: [(&str, &dyn Fn()); 5] = [
         ("bare /bin/true (std uses vfork)", &|| {
             run(Command::new("/bin/true"))
         }),
@@ -90,7 +100,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             unsafe { command.pre_exec(|| Ok(())) };
             run(command);
         }),
-        ("prepare() alone", &|| {
+        ("prepare(), allow_if_exists", &|| {
+            uncached
+                .prepare()
+                .map(drop)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }),
+        ("prepare(), allow_system", &|| {
             policy.prepare().map(drop).unwrap_or_else(|e| panic!("{e}"));
         }),
         ("prepare + sandboxed spawn", &|| {
@@ -119,7 +135,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for ((name, _), median) in variants.iter().zip(&medians) {
         println!("  {name:34} {median:?}");
     }
-    let (bare, forked, sandboxed) = (medians[0], medians[1], medians[3]);
+    let (bare, forked, sandboxed) = (medians[0], medians[1], medians[4]);
     println!(
         "overhead over bare: {:?} ({:.2}x); over the fork path: {:?} ({:.2}x)",
         sandboxed.saturating_sub(bare),

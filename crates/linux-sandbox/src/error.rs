@@ -68,6 +68,12 @@ pub enum SandboxError {
         /// The program path.
         path: PathBuf,
     },
+    /// The kernel refused a Landlock rule for an opened path.
+    #[error("cannot add a Landlock rule to the ruleset: {source}")]
+    LandlockRule {
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// The landlock crate refused the ruleset.
     #[error("cannot build the Landlock ruleset: {source}")]
     Landlock {

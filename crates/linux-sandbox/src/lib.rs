@@ -21,9 +21,11 @@
 //!
 //! let work = tempfile_dir();
 //! let sandbox = Policy::new()
-//!     .allow("/usr", Access::READ | Access::EXECUTE)
-//!     .allow_if_exists("/lib64", Access::READ | Access::EXECUTE)
-//!     .allow_if_exists("/etc/ld.so.cache", Access::READ)
+//!     // Fixed system locations: descriptors cached across calls, revalidated on each.
+//!     .allow_system("/usr", Access::READ | Access::EXECUTE)
+//!     .allow_system("/lib64", Access::READ | Access::EXECUTE)
+//!     .allow_system("/etc/ld.so.cache", Access::READ)
+//!     // The user's path: opened afresh on every call.
 //!     .allow(&work, Access::READ | Access::WRITE)
 //!     .prepare()?;
 //! let mut command = Command::new("/usr/bin/touch");

@@ -82,6 +82,9 @@ pub(crate) struct PathRule {
     pub(crate) access: Access,
     /// A missing optional path is skipped; a missing required one fails `prepare`.
     pub(crate) optional: bool,
+    /// A fixed system location whose `O_PATH` descriptor may be reused across `prepare`
+    /// calls (see [`Policy::allow_system`]). Never set for a user's path.
+    pub(crate) system: bool,
 }
 
 /// A deny-default sandbox policy for one program run.
@@ -155,6 +158,7 @@ impl Policy {
             path: path.into(),
             access,
             optional: false,
+            system: false,
         });
         self
     }
@@ -166,6 +170,34 @@ impl Policy {
             path: path.into(),
             access,
             optional: true,
+            system: false,
+        });
+        self
+    }
+
+    /// Grants `access` beneath a fixed **system** location (`/usr/bin`, `/lib64`,
+    /// `/etc/ld.so.cache`, `/dev/null`, …) if it exists, like
+    /// [`allow_if_exists`](Policy::allow_if_exists), and lets [`prepare`](Policy::prepare)
+    /// reuse the location's `O_PATH` descriptor from a process-wide cache.
+    ///
+    /// Why: a `command` sandbox grants ~40 such locations, and opening each one afresh on every
+    /// call was most of `prepare`'s cost. The cache stays correct when a file is replaced
+    /// (`ldconfig` renames a new `/etc/ld.so.cache` into place, `useradd` replaces
+    /// `/etc/passwd`, `/etc/localtime` is re-pointed, something is mounted on top): every
+    /// `prepare` looks the path up again (one `stat`, following symbolic links) and reuses the
+    /// cached descriptor only if it still names the same file (device, inode and type; the
+    /// held descriptor keeps that inode from being freed and its number reused); otherwise it
+    /// opens the path again and replaces the entry.
+    ///
+    /// Never pass a user's path here (a workspace, an extra path, a temp dir): the cache keeps
+    /// every location it has seen open for the life of the process. User paths go through
+    /// [`allow`](Policy::allow), which opens them on every call.
+    pub fn allow_system(mut self, path: impl Into<PathBuf>, access: Access) -> Self {
+        self.rules.push(PathRule {
+            path: path.into(),
+            access,
+            optional: true,
+            system: true,
         });
         self
     }

@@ -1,13 +1,15 @@
 //! Preparing a policy in the parent (open paths, build the Landlock ruleset, compile the BPF)
 //! and applying it in the child (three raw syscalls, nothing else).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use landlock::{
-    Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, Scope,
+    Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    Scope,
 };
 use rustix::fs::{FileType, Mode, OFlags};
 
@@ -137,7 +139,8 @@ impl fmt::Debug for PreparedSandbox {
 
 /// An opened path grant.
 struct OpenedRule {
-    fd: OwnedFd,
+    /// Shared with the system-path cache for [`Policy::allow_system`] paths.
+    fd: Arc<OwnedFd>,
     access: Access,
     is_dir: bool,
 }
@@ -220,13 +223,19 @@ impl Policy {
                 path: program.clone(),
                 access: Access::READ | Access::EXECUTE,
                 optional: false,
+                system: false,
             });
         }
 
         let mut opened = Vec::with_capacity(rules.len() + 2);
         let mut interpreters: Vec<PathBuf> = Vec::new();
         for rule in &rules {
-            let Some((fd, is_dir)) = open_path(&rule.path, rule.optional)? else {
+            let opened_path = if rule.system {
+                open_system_path(&rule.path)?
+            } else {
+                open_path(&rule.path, rule.optional)?.map(|(fd, id)| (Arc::new(fd), id.is_dir))
+            };
+            let Some((fd, is_dir)) = opened_path else {
                 continue;
             };
             if self.program() == Some(rule.path.as_path()) && is_dir {
@@ -244,11 +253,11 @@ impl Policy {
             });
         }
         for path in interpreters {
-            if let Some((fd, is_dir)) = open_path(&path, false)? {
+            if let Some((fd, id)) = open_path(&path, false)? {
                 opened.push(OpenedRule {
-                    fd,
+                    fd: Arc::new(fd),
                     access: Access::READ | Access::EXECUTE,
-                    is_dir,
+                    is_dir: id.is_dir,
                 });
             }
         }
@@ -256,17 +265,34 @@ impl Policy {
     }
 }
 
-/// Opens `path` with `O_PATH | O_CLOEXEC` and says whether it is a directory. `None` for a
-/// missing optional path.
-fn open_path(path: &Path, optional: bool) -> Result<Option<(OwnedFd, bool)>, SandboxError> {
+/// Which file a path named when it was looked up: enough to tell "still the same file".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    is_dir: bool,
+}
+
+impl FileId {
+    fn of(stat: &rustix::fs::Stat) -> FileId {
+        FileId {
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+            is_dir: FileType::from_raw_mode(stat.st_mode) == FileType::Directory,
+        }
+    }
+}
+
+/// Opens `path` with `O_PATH | O_CLOEXEC` and says which file it is. `None` for a missing
+/// optional path.
+fn open_path(path: &Path, optional: bool) -> Result<Option<(OwnedFd, FileId)>, SandboxError> {
     match rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
         Ok(fd) => {
             let stat = rustix::fs::fstat(&fd).map_err(|e| SandboxError::OpenPath {
                 path: path.to_owned(),
                 source: e.into(),
             })?;
-            let is_dir = FileType::from_raw_mode(stat.st_mode) == FileType::Directory;
-            Ok(Some((fd, is_dir)))
+            Ok(Some((fd, FileId::of(&stat))))
         }
         Err(e) if e == rustix::io::Errno::NOENT && optional => Ok(None),
         Err(e) if e == rustix::io::Errno::NOENT => Err(SandboxError::MissingPath {
@@ -277,6 +303,57 @@ fn open_path(path: &Path, optional: bool) -> Result<Option<(OwnedFd, bool)>, San
             source: e.into(),
         }),
     }
+}
+
+/// The process-wide cache behind [`Policy::allow_system`]: path → its open `O_PATH`
+/// descriptor and the file it named. Only paths a caller marked as system locations enter it,
+/// so it stays as small as the caller's fixed lists.
+static SYSTEM_PATHS: LazyLock<Mutex<SystemPaths>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// See [`SYSTEM_PATHS`].
+type SystemPaths = HashMap<PathBuf, (Arc<OwnedFd>, FileId)>;
+
+/// A system path's descriptor: the cached one if `path` still names the same file (one
+/// `stat`), else a fresh one that replaces the entry. `None` if the path is missing now.
+fn open_system_path(path: &Path) -> Result<Option<(Arc<OwnedFd>, bool)>, SandboxError> {
+    let cached = SYSTEM_PATHS
+        .lock()
+        .ok()
+        .and_then(|cache| cache.get(path).cloned());
+    if let Some((fd, id)) = cached {
+        match rustix::fs::stat(path) {
+            // Same device and inode as the descriptor we hold: the inode cannot have been
+            // freed and its number reused while we hold it, so this is the file an open would
+            // give us now.
+            Ok(stat) if FileId::of(&stat) == id => return Ok(Some((fd, id.is_dir))),
+            // Replaced (renamed over, re-pointed link, new mount): open it again below.
+            Ok(_) => {}
+            Err(e) if e == rustix::io::Errno::NOENT => {
+                if let Ok(mut cache) = SYSTEM_PATHS.lock() {
+                    cache.remove(path);
+                }
+                return Ok(None);
+            }
+            Err(e) => {
+                return Err(SandboxError::OpenPath {
+                    path: path.to_owned(),
+                    source: e.into(),
+                });
+            }
+        }
+    }
+    let Some((fd, id)) = open_path(path, true)? else {
+        if let Ok(mut cache) = SYSTEM_PATHS.lock() {
+            cache.remove(path);
+        }
+        return Ok(None);
+    };
+    let fd = Arc::new(fd);
+    // A poisoned lock only costs the cache: the fresh descriptor is used either way.
+    if let Ok(mut cache) = SYSTEM_PATHS.lock() {
+        cache.insert(path.to_owned(), (Arc::clone(&fd), id));
+    }
+    Ok(Some((fd, id.is_dir)))
 }
 
 /// Adds the interpreters `execve(program)` opens (ELF loader; `#!` interpreter and its loader).
@@ -353,18 +430,18 @@ fn build_ruleset(policy: &Policy, abi: u8, opened: &[OpenedRule]) -> Result<Owne
             ruleset = ruleset.scope(scopes)?;
         }
     }
-    let mut created = ruleset.create()?;
+    let created = ruleset.create()?;
+    let fd: Option<OwnedFd> = created.into();
+    let fd = fd.ok_or_else(|| SandboxError::LandlockUnavailable {
+        reason: "the landlock crate created no ruleset".to_owned(),
+    })?;
     for rule in opened {
         let rights = fs_rights(rule.access, landlock_abi, rule.is_dir);
         if rights.is_empty() {
             continue;
         }
-        created = created.add_rule(PathBeneath::new(rule.fd.as_fd(), rights))?;
+        add_path_rule(&fd, rule.fd.as_fd(), rights)?;
     }
-    let fd: Option<OwnedFd> = created.into();
-    let fd = fd.ok_or_else(|| SandboxError::LandlockUnavailable {
-        reason: "the landlock crate created no ruleset".to_owned(),
-    })?;
     // Move the ruleset above the low numbers a child's fd plumbing reuses (stdio, a
     // supervisor's channel and cwd), so a supervisor can keep it open at the same number until
     // `apply_in_child` runs. Close-on-exec: the program never inherits it.
@@ -389,6 +466,45 @@ fn apply_error(stage: ApplyStage, errno: syscalls::Errno) -> ApplyError {
         stage,
         errno: errno.into_raw(),
     }
+}
+
+/// `struct landlock_path_beneath_attr` from `<linux/landlock.h>` (packed in the UAPI).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+const LANDLOCK_RULE_PATH_BENEATH: usize = 1;
+
+/// `landlock_add_rule` for one opened path, made here rather than through the landlock crate:
+/// the crate `fstat`s every descriptor again to tell files from directories, which
+/// `open_paths` already knows (and `fs_rights` already keeps directory-only rights off files).
+fn add_path_rule(
+    ruleset: &OwnedFd,
+    parent: BorrowedFd<'_>,
+    rights: BitFlags<AccessFs>,
+) -> Result<(), SandboxError> {
+    let attr = PathBeneathAttr {
+        allowed_access: rights.bits(),
+        parent_fd: parent.as_raw_fd(),
+    };
+    // SAFETY: `attr` is a valid, initialised `landlock_path_beneath_attr` that outlives the
+    // call; the kernel only reads it. Both descriptors are open.
+    unsafe {
+        syscalls::syscall4(
+            syscalls::Sysno::landlock_add_rule,
+            ruleset.as_raw_fd() as usize,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr as usize,
+            0,
+        )
+    }
+    .map(drop)
+    .map_err(|errno| SandboxError::LandlockRule {
+        source: std::io::Error::from_raw_os_error(errno.into_raw()),
+    })
 }
 
 /// The lowest descriptor number a prepared ruleset gets (see `build_ruleset`).
@@ -613,5 +729,50 @@ mod tests {
             kept,
             "apply_in_child wrote errno after a failed seccomp step"
         );
+    }
+
+    fn cached(path: &Path) -> Option<Arc<OwnedFd>> {
+        SYSTEM_PATHS
+            .lock()
+            .unwrap()
+            .get(path)
+            .map(|(fd, _)| Arc::clone(fd))
+    }
+
+    #[test]
+    fn unchanged_system_path_reuses_its_descriptor_and_user_paths_are_never_cached() {
+        if !probe().can_sandbox() {
+            eprintln!("skipped: {}", probe());
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (system, user) = (dir.path().join("system"), dir.path().join("user"));
+        std::fs::write(&system, "s").unwrap();
+        std::fs::write(&user, "u").unwrap();
+        let policy = Policy::new()
+            .allow_system(&system, Access::READ)
+            .allow(&user, Access::READ)
+            .allow_if_exists(dir.path(), Access::READ);
+        policy.prepare().unwrap();
+        let first = cached(&system).expect("system path cached");
+        policy.prepare().unwrap();
+        assert!(Arc::ptr_eq(&first, &cached(&system).unwrap()));
+        assert!(cached(&user).is_none());
+        assert!(cached(dir.path()).is_none());
+
+        // Replaced: a new descriptor on the new inode.
+        std::fs::write(dir.path().join("next"), "t").unwrap();
+        std::fs::rename(dir.path().join("next"), &system).unwrap();
+        policy.prepare().unwrap();
+        let second = cached(&system).unwrap();
+        assert!(!Arc::ptr_eq(&first, &second));
+        let on_disk = rustix::fs::stat(&system).unwrap();
+        let held = rustix::fs::fstat(&*second).unwrap();
+        assert_eq!((held.st_dev, held.st_ino), (on_disk.st_dev, on_disk.st_ino));
+
+        // Gone: skipped like allow_if_exists, and dropped from the cache.
+        std::fs::remove_file(&system).unwrap();
+        policy.prepare().unwrap();
+        assert!(cached(&system).is_none());
     }
 }

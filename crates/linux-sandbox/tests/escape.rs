@@ -22,6 +22,77 @@ use support::*;
 // Files
 
 #[test]
+fn system_file_replaced_by_rename_is_granted_on_its_new_inode() {
+    if !sandbox_available() {
+        return;
+    }
+    // Stands in for /etc/ld.so.cache, which ldconfig replaces by renaming a new file over it.
+    let s = Scratch::new();
+    let file = s.outside.join("ld.so.cache");
+    std::fs::write(&file, "first\n").unwrap();
+    let policy = s.command_policy().allow_system(&file, Access::READ);
+    let file_arg = file.to_str().unwrap();
+    let out = s.run(&policy, "/bin/cat", &[file_arg]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "first\n");
+
+    let next = s.outside.join("ld.so.cache~");
+    std::fs::write(&next, "second\n").unwrap();
+    std::fs::rename(&next, &file).unwrap();
+    // A stale cached descriptor would grant the old, now unlinked inode: cat would get EACCES.
+    let out = s.run(&policy, "/bin/cat", &[file_arg]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "second\n");
+}
+
+#[test]
+fn system_symlink_re_pointed_grants_the_new_target_and_not_the_old() {
+    if !sandbox_available() {
+        return;
+    }
+    // Stands in for /etc/localtime, a symbolic link into /usr/share/zoneinfo.
+    let s = Scratch::new();
+    let (old, new) = (s.outside.join("Berlin"), s.outside.join("Tokyo"));
+    std::fs::write(&old, "CET\n").unwrap();
+    std::fs::write(&new, "JST\n").unwrap();
+    let link = s.outside.join("localtime");
+    std::os::unix::fs::symlink(&old, &link).unwrap();
+    let policy = s.command_policy().allow_system(&link, Access::READ);
+    let (link_arg, old_arg) = (link.to_str().unwrap(), old.to_str().unwrap());
+    assert_eq!(
+        String::from_utf8_lossy(&s.run(&policy, "/bin/cat", &[link_arg]).stdout),
+        "CET\n"
+    );
+
+    let temp = s.outside.join("localtime~");
+    std::os::unix::fs::symlink(&new, &temp).unwrap();
+    std::fs::rename(&temp, &link).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&s.run(&policy, "/bin/cat", &[link_arg]).stdout),
+        "JST\n"
+    );
+    let out = s.run(&policy, "/bin/cat", &[old_arg]);
+    assert!(!out.status.success(), "the old target is still granted");
+}
+
+#[test]
+fn system_path_that_disappears_is_skipped_and_comes_back_when_recreated() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let file = s.outside.join("timezone");
+    std::fs::write(&file, "Etc/UTC\n").unwrap();
+    let policy = s.command_policy().allow_system(&file, Access::READ);
+    let file_arg = file.to_str().unwrap();
+    assert!(s.run(&policy, "/bin/cat", &[file_arg]).status.success());
+    std::fs::remove_file(&file).unwrap();
+    policy.prepare().unwrap();
+    std::fs::write(&file, "Europe/Paris\n").unwrap();
+    let out = s.run(&policy, "/bin/cat", &[file_arg]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Europe/Paris\n");
+}
+
+#[test]
 fn reading_etc_shadow_is_denied() {
     if !sandbox_available() {
         return;
