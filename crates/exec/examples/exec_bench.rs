@@ -2,7 +2,9 @@
 //!
 //! `spawn [N]`: `/bin/true` through `exec::run` with the `command` spec, against a bare
 //! `std::process::Command` and against `bwrap --ro-bind / / --dev /dev --unshare-all
-//! --die-with-parent true`, alternating, N rounds; prints min/median/max and the ratios.
+//! --die-with-parent true`, alternating, N rounds; prints min/median/max and the ratios. It runs
+//! twice: on a current-thread tokio runtime, which is what `agent-exec` uses, and on a
+//! multi-thread runtime, where each wake-up of the awaiting thread crosses threads.
 //! `drain [N]`: a child writing 1 GiB to stdout with a 64 KiB cap in truncate mode, against the
 //! same child writing to `/dev/null`, and the same child piped into `cat > /dev/null`, all
 //! through `exec::run`.
@@ -71,7 +73,12 @@ fn timed(cmd: &mut Command) -> Result<Duration, Box<dyn Error>> {
     Ok(elapsed)
 }
 
-async fn spawn(rounds: usize, scope: &Path, temp: &Path) -> Result<(), Box<dyn Error>> {
+async fn spawn(
+    rounds: usize,
+    scope: &Path,
+    temp: &Path,
+    runtime: &str,
+) -> Result<(), Box<dyn Error>> {
     let have_bwrap = Path::new("/usr/bin/bwrap").exists();
     let bwrap = || {
         let mut c = Command::new("/usr/bin/bwrap");
@@ -105,7 +112,7 @@ async fn spawn(rounds: usize, scope: &Path, temp: &Path) -> Result<(), Box<dyn E
             bw.push(timed(&mut bwrap())?);
         }
     }
-    println!("spawn: /bin/true, {rounds} rounds, alternating");
+    println!("spawn: /bin/true, {rounds} rounds, alternating, tokio {runtime} runtime");
     let ours = stats("exec::run (command spec)", &mut ours);
     let bare = stats("bare std::process::Command", &mut bare);
     println!(
@@ -164,17 +171,26 @@ async fn drain(rounds: usize, scope: &Path, temp: &Path) -> Result<(), Box<dyn E
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rounds = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(30);
     let dir = std::env::temp_dir().join(format!("exec-bench-{}", std::process::id()));
     let (scope, temp) = (dir.join("scope"), dir.join("tmp"));
     std::fs::create_dir_all(&scope)?;
     std::fs::create_dir_all(&temp)?;
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let result = match args.first().map(String::as_str) {
-        Some("spawn") => spawn(rounds, &scope, &temp).await,
-        Some("drain") => drain(rounds, &scope, &temp).await,
+        Some("spawn") => current
+            .block_on(spawn(rounds, &scope, &temp, "current-thread"))
+            .and_then(|()| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(spawn(rounds, &scope, &temp, "multi-thread"))
+            }),
+        Some("drain") => current.block_on(drain(rounds, &scope, &temp)),
         _ => Err("usage: exec_bench spawn|drain [ROUNDS]".into()),
     };
     let _ = std::fs::remove_dir_all(&dir);

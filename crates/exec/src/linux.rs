@@ -85,14 +85,16 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
         Program::Single(program) => single_program(program)?,
         Program::Shell => {
             let mut p = Policy::new();
+            // System locations, not user paths: their descriptors are cached by the sandbox
+            // crate and revalidated per call (issue 4's spawn cost).
             for dir in SHELL_EXEC_DIRS {
-                p = p.allow_if_exists(*dir, LlAccess::READ | LlAccess::EXECUTE);
+                p = p.allow_system(*dir, LlAccess::READ | LlAccess::EXECUTE);
             }
             for path in SHELL_READ {
-                p = p.allow_if_exists(*path, LlAccess::READ);
+                p = p.allow_system(*path, LlAccess::READ);
             }
             for dev in SHELL_DEVICES {
-                p = p.allow_if_exists(*dev, LlAccess::READ | LlAccess::WRITE);
+                p = p.allow_system(*dev, LlAccess::READ | LlAccess::WRITE);
             }
             p
         }
@@ -122,5 +124,5 @@ fn single_program(program: &Path) -> Result<Policy, BackendError> {
     for file in loader.iter() {
         p = p.allow(file.clone(), LlAccess::READ);
     }
-    Ok(p.allow_if_exists("/etc/ld.so.cache", LlAccess::READ))
+    Ok(p.allow_system("/etc/ld.so.cache", LlAccess::READ))
 }

@@ -228,15 +228,22 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
         wait(&mut tree, &job, ctx, &over_cap, &lease).await?
     };
 
-    // Stop and reap everything, off the async threads (freezing a large tree takes a moment).
-    let stopped = tokio::task::spawn_blocking(move || {
+    // Stop and reap everything. When the supervisor already reported the tree empty, that is
+    // only collecting an exiting process: done here. Otherwise off the async threads
+    // (freezing a large tree takes a moment).
+    let finish = move |mut tree: proctree::ProcessTree| {
         let report = tree.stop();
         let status = tree.try_main_status();
         drop(generation);
         (report, status)
-    })
-    .await
-    .map_err(|e| ExecError::Io(format!("the stop task failed: {e}")))?;
+    };
+    let stopped = if tree.settled() {
+        finish(tree)
+    } else {
+        tokio::task::spawn_blocking(move || finish(tree))
+            .await
+            .map_err(|e| ExecError::Io(format!("the stop task failed: {e}")))?
+    };
     let (report, status) = stopped;
     let report = report.map_err(|e| ExecError::Io(e.to_string()))?;
     let status = report.main_status.or(status.ok().flatten());
