@@ -33,12 +33,12 @@ pub(crate) async fn drain(
     over_cap: Arc<Notify>,
     stop: CancellationToken,
 ) -> io::Result<Captured> {
-    let mut out = Captured {
-        bytes: Vec::with_capacity(cap.min(16 * 1024)),
-        truncated: false,
-    };
-    // Large reads keep the per-byte cost low when a command floods its output (bench drain).
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut out = Captured::default();
+    // Below the cap at most `cap` bytes (64 KiB) pass through here, and a flood past it is
+    // spliced away without reading, so a small buffer inside the future is enough. (A zeroed
+    // 256 KiB buffer per stream per call cost two memsets and their page faults on every
+    // spawn, output or not: issue 4's spawn bench.)
+    let mut buf = [0u8; 16 * 1024];
     loop {
         let read = tokio::select! {
             r = rx.read(&mut buf) => r,
