@@ -129,9 +129,9 @@ const STACK_SIZE: usize = 256 * 1024;
 /// The two stacks a spawn runs on — the supervisor's and the main process's until `execve` —
 /// in one anonymous mapping with an inaccessible guard page below each.
 ///
-/// A `CLONE_VM` supervisor runs on the host's copy of this memory, so it is unmapped only when
-/// the supervisor is known to be gone (reaped by us); otherwise [`Stacks::keep_forever`] leaks
-/// it, which is the safe choice.
+/// A `CLONE_VM` supervisor runs on the host's copy of this memory, so it is reused or unmapped
+/// only when the supervisor is known to be gone (reaped by us); otherwise
+/// [`Stacks::keep_forever`] leaks it, which is the safe choice.
 #[derive(Debug)]
 pub(crate) struct Stacks {
     base: usize,
@@ -140,8 +140,22 @@ pub(crate) struct Stacks {
     unmap_on_drop: bool,
 }
 
+/// Stacks whose supervisor is gone, kept for the next spawn: mapping a pair afresh cost an
+/// `mmap`, two `mprotect`s, an `munmap` and a page fault for every page touched, on every call
+/// (issue 4's spawn bench). (base, len, page) of each; at most [`POOL_MAX`].
+static POOL: std::sync::Mutex<Vec<(usize, usize, usize)>> = std::sync::Mutex::new(Vec::new());
+const POOL_MAX: usize = 4;
+
 impl Stacks {
     pub(crate) fn new() -> io::Result<Self> {
+        if let Some((base, len, page)) = POOL.lock().ok().and_then(|mut pool| pool.pop()) {
+            return Ok(Stacks {
+                base,
+                len,
+                page,
+                unmap_on_drop: true,
+            });
+        }
         // SAFETY: sysconf has no preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
             .ok()
@@ -198,10 +212,18 @@ impl Stacks {
 
 impl Drop for Stacks {
     fn drop(&mut self) {
-        if self.unmap_on_drop {
-            // SAFETY: our own mapping, which nothing runs on any more (see `keep_forever`).
-            unsafe { libc::munmap(self.base as *mut c_void, self.len) };
+        if !self.unmap_on_drop {
+            return;
         }
+        // Nothing runs on it any more (see `keep_forever`): reuse it, or unmap it.
+        if let Ok(mut pool) = POOL.lock() {
+            if pool.len() < POOL_MAX {
+                pool.push((self.base, self.len, self.page));
+                return;
+            }
+        }
+        // SAFETY: our own mapping, which nothing runs on any more.
+        unsafe { libc::munmap(self.base as *mut c_void, self.len) };
     }
 }
 
