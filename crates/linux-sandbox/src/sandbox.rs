@@ -200,8 +200,7 @@ impl Policy {
 
     /// Validate, then open: every rule path (and, for executables, their interpreters).
     fn open_paths(&self) -> Result<Vec<OpenedRule>, SandboxError> {
-        let mut rules: Vec<PathRule> = self.rules.clone();
-        for rule in &rules {
+        for rule in &self.rules {
             if !rule.path.is_absolute() {
                 return Err(SandboxError::RelativePath {
                     path: rule.path.clone(),
@@ -213,23 +212,26 @@ impl Policy {
                 });
             }
         }
-        if let Spawn::Denied { program } = &self.spawn {
-            if !program.is_absolute() {
+        // The program of a no-spawn policy is one more rule; the policy's own rules are read
+        // in place, not copied (this runs on every call).
+        let program_rule = match &self.spawn {
+            Spawn::Denied { program } if !program.is_absolute() => {
                 return Err(SandboxError::RelativePath {
                     path: program.clone(),
                 });
             }
-            rules.push(PathRule {
+            Spawn::Denied { program } => Some(PathRule {
                 path: program.clone(),
                 access: Access::READ | Access::EXECUTE,
                 optional: false,
                 system: false,
-            });
-        }
+            }),
+            _ => None,
+        };
 
-        let mut opened = Vec::with_capacity(rules.len() + 2);
+        let mut opened = Vec::with_capacity(self.rules.len() + 2);
         let mut interpreters: Vec<PathBuf> = Vec::new();
-        for rule in &rules {
+        for rule in self.rules.iter().chain(program_rule.as_ref()) {
             let opened_path = if rule.system {
                 open_system_path(&rule.path)?
             } else {
