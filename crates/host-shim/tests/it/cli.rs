@@ -8,11 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::util::{Fixture, agent_exec, assert_no_survivors, sandbox_available, survivors};
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use crate::util::{
+    Fixture, agent_exec, assert_no_survivors, grant, grant_notes_everything, s, sandbox_available,
+    survivors,
+};
 
 fn call(f: &Fixture, tool: &str, args: serde_json::Value) -> crate::util::Output {
     agent_exec(
@@ -246,14 +245,6 @@ fn run_writes_the_mirror_back_after_success_and_keeps_it_after_failure() {
     assert_no_survivors(f.tmp.path());
 }
 
-fn grant(f: &Fixture, args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["--state-dir", s(&f.state)];
-    all.extend_from_slice(args);
-    let out = agent_exec(&all, None);
-    assert_eq!(out.code, 0, "{args:?}: {} {}", out.stdout, out.stderr);
-    out.json
-}
-
 fn plugin_call(f: &Fixture, tool: &str, args: &str) -> crate::util::Output {
     agent_exec(
         &[
@@ -392,20 +383,7 @@ fn revoke_from_another_process_stops_a_running_call_with_no_survivors() {
     let f = Fixture::new();
     f.write("spin.awk", "BEGIN { while (1) { } }\n");
     f.write("in.txt", "x\n");
-    grant(
-        &f,
-        &[
-            "grant",
-            "plugin",
-            "notes",
-            "--package",
-            "notes@1",
-            "--declare",
-            "local.terminal.exec@1",
-        ],
-    );
-    grant(&f, &["grant", "all", "notes"]);
-    grant(&f, &["grant", "folder", "notes", s(&f.folder)]);
+    grant_notes_everything(&f);
     let args = r#"{"program": "awk", "args": ["-f", "spin.awk", "in.txt"], "timeoutMs": 30000}"#;
     let child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
         .args([

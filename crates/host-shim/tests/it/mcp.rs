@@ -13,13 +13,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{Fixture, agent_exec, assert_no_survivors, sandbox_available};
+use crate::util::{
+    Fixture, agent_exec, assert_no_survivors, grant, grant_notes_everything, s, sandbox_available,
+};
 
 const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client.py");
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// The cargo target directory (`<target>/<profile>/agent-exec`).
 fn target_dir() -> PathBuf {
@@ -462,13 +460,6 @@ fn mcp_refusals_go_to_stderr_with_exit_1_or_2() {
     );
 }
 
-fn grant(f: &Fixture, args: &[&str]) {
-    let mut all = vec!["--state-dir", s(&f.state)];
-    all.extend_from_slice(args);
-    let out = agent_exec(&all, None);
-    assert_eq!(out.code, 0, "{args:?}: {} {}", out.stdout, out.stderr);
-}
-
 #[test]
 fn a_revocation_from_another_process_reaches_a_plugins_mcp_call() {
     // SPEC TS-3, TS-5 over MCP: `--plugin` serves with the persisted grants only, and
@@ -479,20 +470,7 @@ fn a_revocation_from_another_process_reaches_a_plugins_mcp_call() {
     }
     let f = Fixture::new();
     f.write("a.txt", "x\n");
-    grant(
-        &f,
-        &[
-            "grant",
-            "plugin",
-            "notes",
-            "--package",
-            "notes@1",
-            "--declare",
-            "local.terminal.exec@1",
-        ],
-    );
-    grant(&f, &["grant", "all", "notes"]);
-    grant(&f, &["grant", "folder", "notes", s(&f.folder)]);
+    grant_notes_everything(&f);
     let args = [
         "--state-dir",
         s(&f.state),

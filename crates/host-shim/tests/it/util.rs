@@ -189,53 +189,35 @@ pub fn agent_exec(args: &[&str], stdin: Option<&str>) -> Output {
     }
 }
 
-pub fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
+/// Does the three grants that let plugin `notes` run tools in the fixture's folder: declared
+/// and approved with `local.terminal.exec@1`, everything allowed, the folder granted.
+pub fn grant_notes_everything(f: &Fixture) {
+    grant(
+        f,
+        &[
+            "grant",
+            "plugin",
+            "notes",
+            "--package",
+            "notes@1",
+            "--declare",
+            "local.terminal.exec@1",
+        ],
+    );
+    grant(f, &["grant", "all", "notes"]);
+    grant(f, &["grant", "folder", "notes", s(&f.folder)]);
 }
 
-/// Runs `body` as an unprivileged user: directly when not root, else by re-running this test
-/// binary with `--exact name` as `nobody` through `setpriv` (root reads unreadable files, so
-/// permission tests mean nothing as root). Without `setpriv` it skips loudly.
-pub fn as_unprivileged(name: &str, body: impl FnOnce()) {
-    if !is_root() {
-        return body();
-    }
-    assert!(
-        std::env::var_os("HOST_SHIM_UNPRIVILEGED_CHILD").is_none(),
-        "still root inside setpriv"
-    );
-    let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
-        eprintln!(
-            "skipped: running as root and no setpriv to drop privileges; run as a normal user"
-        );
-        return;
-    };
-    let dir = tempfile::Builder::new()
-        .prefix("host-shim-unpriv-")
-        .tempdir()
-        .unwrap();
-    let mode = |m| std::os::unix::fs::PermissionsExt::from_mode(m);
-    std::fs::set_permissions(dir.path(), mode(0o755)).unwrap();
-    let exe = dir.path().join("it");
-    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
-    std::fs::set_permissions(&exe, mode(0o755)).unwrap();
-    let out = Command::new(setpriv)
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(&exe)
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env_clear()
-        .env("HOME", "/tmp")
-        .env("TMPDIR", "/tmp")
-        .env("HOST_SHIM_UNPRIVILEGED_CHILD", "1")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "{name} as nobody failed:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// `agent-exec --state-dir <fixture state> <args>`, which must succeed; its JSON.
+pub fn grant(f: &Fixture, args: &[&str]) -> Value {
+    let mut all = vec!["--state-dir", s(&f.state)];
+    all.extend_from_slice(args);
+    let out = agent_exec(&all, None);
+    assert_eq!(out.code, 0, "{args:?}: {} {}", out.stdout, out.stderr);
+    out.json
+}
+
+/// A path as the `&str` argument the CLI takes (fixture paths are UTF-8).
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
 }
