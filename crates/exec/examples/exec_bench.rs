@@ -8,6 +8,9 @@
 //! `drain [N]`: a child writing 1 GiB to stdout with a 64 KiB cap in truncate mode, against the
 //! same child writing to `/dev/null`, and the same child piped into `cat > /dev/null`, all
 //! through `exec::run`.
+//! `ours [N]`: only `/bin/true` through `exec::run`, N rounds, on the current-thread runtime;
+//! nothing else runs, so `perf record` sees only our spawn path. `bare [N]`: the same for the
+//! bare `std::process::Command`, to profile against.
 
 use std::error::Error;
 use std::path::Path;
@@ -132,6 +135,30 @@ async fn spawn(
     Ok(())
 }
 
+async fn ours(rounds: usize, scope: &Path, temp: &Path) -> Result<(), Box<dyn Error>> {
+    let mut times = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let (t, out) = timed_exec(job(scope, temp, None)?).await?;
+        if out.exit_code != Some(0) {
+            return Err(format!("/bin/true failed in the sandbox: {out:?}").into());
+        }
+        times.push(t);
+    }
+    println!("ours: /bin/true through exec::run, {rounds} rounds");
+    stats("exec::run (command spec)", &mut times);
+    Ok(())
+}
+
+fn bare(rounds: usize) -> Result<(), Box<dyn Error>> {
+    let mut times = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        times.push(timed(&mut Command::new("/bin/true"))?);
+    }
+    println!("bare: /bin/true through std::process::Command, {rounds} rounds");
+    stats("bare std::process::Command", &mut times);
+    Ok(())
+}
+
 async fn drain(rounds: usize, scope: &Path, temp: &Path) -> Result<(), Box<dyn Error>> {
     let flood = "head -c 1073741824 /dev/zero";
     let quiet = "head -c 1073741824 /dev/zero > /dev/null";
@@ -191,7 +218,9 @@ fn main() -> Result<(), Box<dyn Error>> {
                     .block_on(spawn(rounds, &scope, &temp, "multi-thread"))
             }),
         Some("drain") => current.block_on(drain(rounds, &scope, &temp)),
-        _ => Err("usage: exec_bench spawn|drain [ROUNDS]".into()),
+        Some("ours") => current.block_on(ours(rounds, &scope, &temp)),
+        Some("bare") => bare(rounds),
+        _ => Err("usage: exec_bench spawn|drain|ours|bare [ROUNDS]".into()),
     };
     let _ = std::fs::remove_dir_all(&dir);
     result

@@ -86,7 +86,7 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
         Program::Shell => {
             let mut p = Policy::new();
             // System locations, not user paths: their descriptors are cached by the sandbox
-            // crate and revalidated per call (issue 4's spawn cost).
+            // crate until something changes what they name (issue 4's spawn cost).
             for dir in SHELL_EXEC_DIRS {
                 p = p.allow_system(*dir, LlAccess::READ | LlAccess::EXECUTE);
             }

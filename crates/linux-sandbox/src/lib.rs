@@ -21,7 +21,7 @@
 //!
 //! let work = tempfile_dir();
 //! let sandbox = Policy::new()
-//!     // Fixed system locations: descriptors cached across calls, revalidated on each.
+//!     // Fixed system locations: descriptors cached across calls, dropped when they change.
 //!     .allow_system("/usr", Access::READ | Access::EXECUTE)
 //!     .allow_system("/lib64", Access::READ | Access::EXECUTE)
 //!     .allow_system("/etc/ld.so.cache", Access::READ)
@@ -62,6 +62,7 @@ mod policy;
 mod probe;
 mod sandbox;
 mod seccomp;
+mod syscache;
 
 pub use error::{ApplyError, ApplyStage, SandboxError};
 pub use policy::{Access, Network, Policy, Scopes};

@@ -184,10 +184,11 @@ impl Policy {
     /// call was most of `prepare`'s cost. The cache stays correct when a file is replaced
     /// (`ldconfig` renames a new `/etc/ld.so.cache` into place, `useradd` replaces
     /// `/etc/passwd`, `/etc/localtime` is re-pointed, something is mounted on top): every
-    /// `prepare` looks the path up again (one `stat`, following symbolic links) and reuses the
-    /// cached descriptor only if it still names the same file (device, inode and type; the
-    /// held descriptor keeps that inode from being freed and its number reused); otherwise it
-    /// opens the path again and replaces the entry.
+    /// directory the path's resolution passes through (links followed hop by hop) carries an
+    /// inotify watch, the mount table is polled, and any change empties the cache before the
+    /// next `prepare` uses it; a missing location is remembered the same way. Where inotify is
+    /// unavailable, every `prepare` looks the path up again (one `stat`) and reuses the
+    /// descriptor only if it still names the same file (device, inode and type).
     ///
     /// Never pass a user's path here (a workspace, an extra path, a temp dir): the cache keeps
     /// every location it has seen open for the life of the process. User paths go through

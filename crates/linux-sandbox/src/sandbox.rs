@@ -1,23 +1,22 @@
 //! Preparing a policy in the parent (open paths, build the Landlock ruleset, compile the BPF)
 //! and applying it in the child (three raw syscalls, nothing else).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 
 use landlock::{
     Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
     Scope,
 };
-use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::error::{ApplyError, ApplyStage, SandboxError};
 use crate::interp;
 use crate::policy::{Access, Network, PathRule, Policy, Scopes, Spawn};
 use crate::probe::probe;
 use crate::seccomp::{self, FilterOptions};
+use crate::syscache::{self, open_path};
 
 bitflags::bitflags! {
     /// Protections a policy asked for that the running kernel cannot give, by Landlock or by
@@ -231,9 +230,13 @@ impl Policy {
 
         let mut opened = Vec::with_capacity(self.rules.len() + 2);
         let mut interpreters: Vec<PathBuf> = Vec::new();
+        // Locked (and refreshed) once for all of this policy's system locations.
+        let mut system_paths = None;
         for rule in self.rules.iter().chain(program_rule.as_ref()) {
             let opened_path = if rule.system {
-                open_system_path(&rule.path)?
+                system_paths
+                    .get_or_insert_with(syscache::shared)
+                    .lookup(&rule.path)?
             } else {
                 open_path(&rule.path, rule.optional)?.map(|(fd, id)| (Arc::new(fd), id.is_dir))
             };
@@ -265,97 +268,6 @@ impl Policy {
         }
         Ok(opened)
     }
-}
-
-/// Which file a path named when it was looked up: enough to tell "still the same file".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileId {
-    dev: u64,
-    ino: u64,
-    is_dir: bool,
-}
-
-impl FileId {
-    fn of(stat: &rustix::fs::Stat) -> FileId {
-        FileId {
-            dev: stat.st_dev,
-            ino: stat.st_ino,
-            is_dir: FileType::from_raw_mode(stat.st_mode) == FileType::Directory,
-        }
-    }
-}
-
-/// Opens `path` with `O_PATH | O_CLOEXEC` and says which file it is. `None` for a missing
-/// optional path.
-fn open_path(path: &Path, optional: bool) -> Result<Option<(OwnedFd, FileId)>, SandboxError> {
-    match rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
-        Ok(fd) => {
-            let stat = rustix::fs::fstat(&fd).map_err(|e| SandboxError::OpenPath {
-                path: path.to_owned(),
-                source: e.into(),
-            })?;
-            Ok(Some((fd, FileId::of(&stat))))
-        }
-        Err(e) if e == rustix::io::Errno::NOENT && optional => Ok(None),
-        Err(e) if e == rustix::io::Errno::NOENT => Err(SandboxError::MissingPath {
-            path: path.to_owned(),
-        }),
-        Err(e) => Err(SandboxError::OpenPath {
-            path: path.to_owned(),
-            source: e.into(),
-        }),
-    }
-}
-
-/// The process-wide cache behind [`Policy::allow_system`]: path → its open `O_PATH`
-/// descriptor and the file it named. Only paths a caller marked as system locations enter it,
-/// so it stays as small as the caller's fixed lists.
-static SYSTEM_PATHS: LazyLock<Mutex<SystemPaths>> = LazyLock::new(|| Mutex::new(HashMap::new()));
-
-/// See [`SYSTEM_PATHS`].
-type SystemPaths = HashMap<PathBuf, (Arc<OwnedFd>, FileId)>;
-
-/// A system path's descriptor: the cached one if `path` still names the same file (one
-/// `stat`), else a fresh one that replaces the entry. `None` if the path is missing now.
-fn open_system_path(path: &Path) -> Result<Option<(Arc<OwnedFd>, bool)>, SandboxError> {
-    let cached = SYSTEM_PATHS
-        .lock()
-        .ok()
-        .and_then(|cache| cache.get(path).cloned());
-    if let Some((fd, id)) = cached {
-        match rustix::fs::stat(path) {
-            // Same device and inode as the descriptor we hold: the inode cannot have been
-            // freed and its number reused while we hold it, so this is the file an open would
-            // give us now.
-            Ok(stat) if FileId::of(&stat) == id => return Ok(Some((fd, id.is_dir))),
-            // Replaced (renamed over, re-pointed link, new mount): open it again below.
-            Ok(_) => {}
-            Err(e) if e == rustix::io::Errno::NOENT => {
-                if let Ok(mut cache) = SYSTEM_PATHS.lock() {
-                    cache.remove(path);
-                }
-                return Ok(None);
-            }
-            Err(e) => {
-                return Err(SandboxError::OpenPath {
-                    path: path.to_owned(),
-                    source: e.into(),
-                });
-            }
-        }
-    }
-    let Some((fd, id)) = open_path(path, true)? else {
-        if let Ok(mut cache) = SYSTEM_PATHS.lock() {
-            cache.remove(path);
-        }
-        return Ok(None);
-    };
-    let fd = Arc::new(fd);
-    // A poisoned lock only costs the cache: the fresh descriptor is used either way.
-    if let Ok(mut cache) = SYSTEM_PATHS.lock() {
-        cache.insert(path.to_owned(), (Arc::clone(&fd), id));
-    }
-    Ok(Some((fd, id.is_dir)))
 }
 
 /// Adds the interpreters `execve(program)` opens (ELF loader; `#!` interpreter and its loader).
@@ -693,8 +605,12 @@ mod tests {
 
         // Not a ruleset: landlock_restrict_self fails with EBADFD.
         let not_a_ruleset = PreparedSandbox {
-            ruleset: rustix::fs::open("/dev/null", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-                .unwrap(),
+            ruleset: rustix::fs::open(
+                "/dev/null",
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .unwrap(),
             filter: good.filter.clone(),
             enforcement: good.enforcement,
         };
@@ -734,11 +650,7 @@ mod tests {
     }
 
     fn cached(path: &Path) -> Option<Arc<OwnedFd>> {
-        SYSTEM_PATHS
-            .lock()
-            .unwrap()
-            .get(path)
-            .map(|(fd, _)| Arc::clone(fd))
+        crate::syscache::shared().cached(path)
     }
 
     #[test]
