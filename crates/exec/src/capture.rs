@@ -7,7 +7,6 @@
 //! dropped (CMD-5).
 
 use std::io;
-use std::sync::Arc;
 
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
@@ -30,18 +29,21 @@ pub(crate) struct Captured {
 pub(crate) async fn drain(
     mut rx: pipe::Receiver,
     cap: usize,
-    over_cap: Arc<Notify>,
+    over_cap: &Notify,
     stop: CancellationToken,
 ) -> io::Result<Captured> {
     let mut out = Captured::default();
     // Below the cap at most `cap` bytes (64 KiB) pass through here, and a flood past it is
-    // spliced away without reading, so a small buffer inside the future is enough. (A zeroed
-    // 256 KiB buffer per stream per call cost two memsets and their page faults on every
-    // spawn, output or not: issue 4's spawn bench.)
-    let mut buf = [0u8; 16 * 1024];
+    // spliced away without reading, so a small buffer is enough. It is allocated, not zeroed
+    // (`read_buf` fills spare capacity), and kept out of the future, which the runner polls in
+    // place: a zeroed 256 KiB buffer per stream per call cost two memsets and their page
+    // faults on every spawn, output or not (issue 4's spawn bench).
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut grown = false;
     loop {
+        buf.clear();
         let read = tokio::select! {
-            r = rx.read(&mut buf) => r,
+            r = rx.read_buf(&mut buf) => r,
             () = stop.cancelled() => return Ok(out),
         };
         let n = match read {
@@ -50,6 +52,13 @@ pub(crate) async fn drain(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
+        if n == buf.capacity() && !grown {
+            // A full read: the command writes a lot. A larger pipe (1 MiB, up to the
+            // per-user limit; best effort) means fewer wake-ups for both sides. Only now, not
+            // for every call: resizing costs an allocation most commands never need.
+            grow_pipe(&rx);
+            grown = true;
+        }
         let room = cap - out.bytes.len();
         if n > room {
             out.bytes.extend_from_slice(&buf[..room]);
@@ -66,6 +75,17 @@ pub(crate) async fn drain(
     }
 }
 
+/// Asks for a 1 MiB pipe (idempotent; refused past the user's pipe-buffer limit, which is fine).
+fn grow_pipe(rx: &pipe::Receiver) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsFd;
+        let _ = rustix::pipe::fcntl_setpipe_size(rx.as_fd(), 1 << 20);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = rx;
+}
+
 /// Past the cap nothing more is kept, but the pipe must still be emptied until EOF so the
 /// child never blocks. `splice` moves the pages to `/dev/null` inside the kernel, without
 /// copying them into our memory first (the `bench drain` flood is 1 GiB).
@@ -78,6 +98,7 @@ pub(crate) async fn drain(
 #[cfg(target_os = "linux")]
 async fn discard_rest(rx: pipe::Receiver, stop: CancellationToken) -> io::Result<()> {
     use rustix::event::{EventfdFlags, eventfd};
+    grow_pipe(&rx);
     let pipe = rx.into_nonblocking_fd()?;
     let wake = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
     let waker = wake.try_clone()?;
@@ -129,12 +150,13 @@ fn discard_blocking(pipe: &std::os::fd::OwnedFd, wake: &std::os::fd::OwnedFd) ->
 #[cfg(not(target_os = "linux"))]
 async fn discard_rest_by_reading(
     mut rx: pipe::Receiver,
-    buf: &mut [u8],
+    buf: &mut Vec<u8>,
     stop: CancellationToken,
 ) -> io::Result<()> {
     loop {
+        buf.clear();
         let read = tokio::select! {
-            r = rx.read(buf) => r,
+            r = rx.read_buf(buf) => r,
             () = stop.cancelled() => return Ok(()),
         };
         match read {
@@ -149,6 +171,7 @@ async fn discard_rest_by_reading(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use tokio::io::AsyncWriteExt;
 
     async fn run(input: Vec<u8>, cap: usize) -> (Captured, bool) {
@@ -157,7 +180,7 @@ mod tests {
         let writer = tokio::spawn(async move {
             tx.write_all(&input).await.unwrap();
         });
-        let got = drain(rx, cap, notify.clone(), CancellationToken::new())
+        let got = drain(rx, cap, &notify, CancellationToken::new())
             .await
             .unwrap();
         writer.await.unwrap();
@@ -199,7 +222,8 @@ mod tests {
     async fn stop_ends_the_discard_while_a_writer_still_holds_the_pipe() {
         let (mut tx, rx) = pipe::pipe().unwrap();
         let stop = CancellationToken::new();
-        let reader = tokio::spawn(drain(rx, 1_000, Arc::new(Notify::new()), stop.clone()));
+        let stopper = stop.clone();
+        let reader = tokio::spawn(async move { drain(rx, 1_000, &Notify::new(), stopper).await });
         tx.write_all(&vec![b'x'; 200_000]).await.unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert!(

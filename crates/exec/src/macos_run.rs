@@ -81,18 +81,12 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
     let err_rx = pipe::Receiver::from_owned_fd(err_rx).map_err(io)?;
     let over_cap = Arc::new(Notify::new());
     let stop_draining = CancellationToken::new();
-    let out_task = tokio::spawn(drain(
-        out_rx,
-        job.limits.stdout_cap,
-        over_cap.clone(),
-        stop_draining.clone(),
-    ));
-    let err_task = tokio::spawn(drain(
-        err_rx,
-        job.limits.stderr_cap,
-        over_cap.clone(),
-        stop_draining.clone(),
-    ));
+    let reader = |rx, cap| {
+        let (over_cap, stop) = (over_cap.clone(), stop_draining.clone());
+        tokio::spawn(async move { drain(rx, cap, &over_cap, stop).await })
+    };
+    let out_task = reader(out_rx, job.limits.stdout_cap);
+    let err_task = reader(err_rx, job.limits.stderr_cap);
 
     let deadline = tokio::time::sleep(job.limits.timeout);
     tokio::pin!(deadline);

@@ -207,25 +207,37 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
 
     let mut tree = crate::backend::spawn(&job, prepared, cwd, out_tx, err_tx)?;
 
-    let over_cap = Arc::new(Notify::new());
+    // Both pipes are read inside this future, next to the wait: no task per stream, so no
+    // wake-up crosses threads on a multi-thread runtime and nothing is spawned per call.
+    let over_cap = Notify::new();
     let stop_draining = CancellationToken::new();
-    let out_task = tokio::spawn(drain(
+    let out_drain = drain(
         out_rx,
         job.limits.stdout_cap,
-        over_cap.clone(),
+        &over_cap,
         stop_draining.clone(),
-    ));
-    let err_task = tokio::spawn(drain(
+    );
+    let err_drain = drain(
         err_rx,
         job.limits.stderr_cap,
-        over_cap.clone(),
+        &over_cap,
         stop_draining.clone(),
-    ));
+    );
+    tokio::pin!(out_drain, err_drain);
+    let (mut out, mut err) = (None, None);
 
     let ended = if lease.verify().is_err() {
         Ended::LeaseLost
     } else {
-        wait(&mut tree, &job, ctx, &over_cap, &lease).await?
+        let waiting = wait(&mut tree, &job, ctx, &over_cap, &lease);
+        tokio::pin!(waiting);
+        loop {
+            tokio::select! {
+                ended = &mut waiting => break ended?,
+                r = &mut out_drain, if out.is_none() => out = Some(r),
+                r = &mut err_drain, if err.is_none() => err = Some(r),
+            }
+        }
     };
 
     // Stop and reap everything. When the supervisor already reported the tree empty, that is
@@ -249,21 +261,18 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     let status = report.main_status.or(status.ok().flatten());
     let lease_lost = matches!(ended, Ended::LeaseLost) || lease.verify().is_err();
 
+    // Every writer is dead now: EOF follows at once unless a descriptor escaped the tree.
     let grace = tokio::time::sleep(DRAIN_GRACE);
     tokio::pin!(grace);
-    let stopper = stop_draining.clone();
-    let drained = async move {
-        let out = out_task.await;
-        let err = err_task.await;
-        (out, err)
-    };
-    tokio::pin!(drained);
-    let (out, err) = tokio::select! {
-        r = &mut drained => r,
-        () = &mut grace => { stopper.cancel(); drained.await }
-    };
-    let out = joined(out)?;
-    let err = joined(err)?;
+    while out.is_none() || err.is_none() {
+        tokio::select! {
+            r = &mut out_drain, if out.is_none() => out = Some(r),
+            r = &mut err_drain, if err.is_none() => err = Some(r),
+            () = &mut grace, if !stop_draining.is_cancelled() => stop_draining.cancel(),
+        }
+    }
+    let out = captured(out)?;
+    let err = captured(err)?;
 
     Ok(Outcome {
         exit_code: status.and_then(|s| s.code()),
@@ -306,8 +315,8 @@ pub async fn run(_job: Job, _ctx: &CallContext) -> Result<Outcome, ExecError> {
 }
 
 #[cfg(target_os = "linux")]
-fn joined(r: Result<io::Result<Captured>, tokio::task::JoinError>) -> Result<Captured, ExecError> {
-    r.map_err(|e| ExecError::Io(format!("output reader failed: {e}")))?
+fn captured(r: Option<io::Result<Captured>>) -> Result<Captured, ExecError> {
+    r.unwrap_or_else(|| Err(io::Error::other("the stream was not read to its end")))
         .map_err(|e| ExecError::Io(format!("reading output failed: {e}")))
 }
 
@@ -318,8 +327,6 @@ fn joined(r: Result<io::Result<Captured>, tokio::task::JoinError>) -> Result<Cap
 fn pipe_pair() -> Result<(pipe::Receiver, OwnedFd), ExecError> {
     let (rx, tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| ExecError::Io(format!("cannot create a pipe: {e}")))?;
-    // A larger pipe means fewer wake-ups when a command floods its output; best effort.
-    let _ = rustix::pipe::fcntl_setpipe_size(&rx, 1 << 20);
     let rx = pipe::Receiver::from_owned_fd(rx)
         .map_err(|e| ExecError::Io(format!("cannot watch a pipe: {e}")))?;
     Ok((rx, tx))

@@ -719,6 +719,12 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         return fail(chan, e, stage::SETUP);
     }
     close(report_w);
+    // The hook's descriptors (a Landlock ruleset) served the main process, which has its own
+    // table and has called `execve` or exited by now. Freeing them here, while the command
+    // runs, keeps that work out of our exit, which the host waits for.
+    for &fd in &plan.keep_fds {
+        close(fd);
+    }
     let mut first = [0u8; RECORD];
     let got = read_full(report_r, &mut first);
     let mut second = [0u8; RECORD];
