@@ -254,6 +254,38 @@ fn job_moved_to_its_own_process_group_is_stopped() {
     }
 }
 
+/// The identity `spawn` reports for the main process is the program itself, as the host's
+/// `/proc` sees it (PID and start time), in every mode: the supervisor reads it through a
+/// pidfd after `execve`, also when it is PID 1 of a namespace whose PIDs differ from ours.
+#[test]
+fn main_identity_is_the_program_as_the_host_sees_it() {
+    for mode in modes() {
+        let m = marker();
+        let mut tree = Command::new("/bin/sleep")
+            .args([m.as_str()])
+            .mode(mode)
+            .spawn()
+            .unwrap();
+        let main = tree.main();
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", main.pid())).unwrap();
+        assert_eq!(cmdline, format!("/bin/sleep\0{m}\0").into_bytes(), "{mode}");
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", main.pid())).unwrap();
+        let start: u64 = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .nth(19)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(main.start_time(), start, "{mode}");
+        assert_ne!(main, tree.supervisor(), "{mode}");
+        tree.stop().unwrap();
+        assert_no_survivors(&m);
+    }
+}
+
 #[test]
 fn fork_storm_of_200_sleepers_is_stopped_and_counted() {
     stop_case(

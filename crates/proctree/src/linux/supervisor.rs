@@ -514,9 +514,20 @@ fn write_id_maps((uid_map, gid_map): &(Vec<u8>, Vec<u8>)) -> Sys<()> {
 
 /// Formats `/proc/<pid>` plus an optional suffix into `buf` as a C string; async-signal-safe.
 fn proc_path<'a>(buf: &'a mut [u8; 64], pid: u64, suffix: &[u8]) -> Option<&'a CStr> {
+    c_path(buf, b"/proc/", pid, suffix)
+}
+
+/// Formats `prefix`, the decimal `number` and `suffix` into `buf` as a C string;
+/// async-signal-safe.
+fn c_path<'a>(
+    buf: &'a mut [u8; 64],
+    prefix: &[u8],
+    number: u64,
+    suffix: &[u8],
+) -> Option<&'a CStr> {
     let mut digits = [0u8; 20];
     let mut n = 0usize;
-    let mut v = pid;
+    let mut v = number;
     loop {
         *digits.get_mut(n)? = b'0'.wrapping_add((v % 10) as u8);
         n = n.wrapping_add(1);
@@ -526,7 +537,7 @@ fn proc_path<'a>(buf: &'a mut [u8; 64], pid: u64, suffix: &[u8]) -> Option<&'a C
         }
     }
     let mut at = 0usize;
-    for &b in b"/proc/" {
+    for &b in prefix {
         *buf.get_mut(at)? = b;
         at = at.wrapping_add(1);
     }
@@ -541,6 +552,46 @@ fn proc_path<'a>(buf: &'a mut [u8; 64], pid: u64, suffix: &[u8]) -> Option<&'a C
     }
     *buf.get_mut(at)? = 0;
     CStr::from_bytes_with_nul(buf.get(..=at)?).ok()
+}
+
+/// The main process's PID as `/proc` sees it and its start time, through its pidfd: the
+/// `Pid:` line of the pidfd's fdinfo, then `/proc/<pid>/stat`. The process is our unreaped
+/// child, so that PID cannot name anyone else meanwhile. `None` if either is unreadable.
+fn main_identity(pidfd: RawFd) -> Option<(u32, u64)> {
+    let mut path = [0u8; 64];
+    let fdinfo = c_path(
+        &mut path,
+        b"/proc/self/fdinfo/",
+        u64::try_from(pidfd).ok()?,
+        b"",
+    )?;
+    let mut text = [0u8; 512];
+    let fd = openat(libc::AT_FDCWD, fdinfo, libc::O_RDONLY).ok()?;
+    let got = read_full(fd, &mut text);
+    close(fd);
+    let pid = fdinfo_pid(text.get(..got)?)?;
+    let stat_path = proc_path(&mut path, pid, b"/stat")?;
+    let mut stat = [0u8; 1024];
+    let fd = openat(libc::AT_FDCWD, stat_path, libc::O_RDONLY).ok()?;
+    let got = read_full(fd, &mut stat);
+    close(fd);
+    let start = stat.get(..got).and_then(parse_stat)?.start_time;
+    Some((u32::try_from(pid).ok().filter(|&p| p > 0)?, start))
+}
+
+/// The value of the `Pid:` line of a pidfd's fdinfo (`-1` once reaped: `None`).
+fn fdinfo_pid(text: &[u8]) -> Option<u64> {
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        let line = rest.get(..end)?;
+        if let Some(value) = line.strip_prefix(b"Pid:") {
+            let digits = value.trim_ascii();
+            return parse_u64(digits);
+        }
+        rest = rest.get(end.wrapping_add(1)..).unwrap_or(&[]);
+    }
+    None
 }
 
 /// Entry point of the supervisor, in the freshly cloned child. Never returns.
@@ -700,14 +751,20 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         // SAFETY: we are the freshly cloned child.
         unsafe { main_child(start.plan, start.report) }
     }
+    // A pidfd for the main process: its fdinfo names its PID as `/proc` (the host) sees it,
+    // which we, PID 1 of a namespace, cannot otherwise tell. The child's descriptor table is
+    // copied before the pidfd is made, so the command never holds it.
+    let mut pidfd: c_int = -1;
     // SAFETY: glibc's clone wrapper runs `main_entry` on the plan's main stack, which the host
-    // keeps mapped; `main_entry` is async-signal-safe and never returns.
+    // keeps mapped; `main_entry` is async-signal-safe and never returns. With CLONE_PIDFD the
+    // kernel stores the pidfd through the parent-tid pointer.
     let main = unsafe {
         libc::clone(
             main_entry,
             plan.main_stack as *mut c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
             &start as *const MainStart<'_> as *mut c_void,
+            &mut pidfd as *mut c_int,
         )
     };
     if main < 0 {
@@ -725,24 +782,28 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     for &fd in &plan.keep_fds {
         close(fd);
     }
-    let mut first = [0u8; RECORD];
-    let got = read_full(report_r, &mut first);
-    let mut second = [0u8; RECORD];
-    let failed = got == RECORD && read_full(report_r, &mut second) == RECORD;
+    // The report pipe closes at `execve` (close-on-exec) without a word, or carries the
+    // failure record of a step before it.
+    let mut failure = [0u8; RECORD];
+    let got = read_full(report_r, &mut failure);
     close(report_r);
+    // The main process's identity, read here, after its `execve`, rather than by the main
+    // process before it: the command starts that much sooner (issue 4's spawn cost).
+    let identity = if got == 0 { main_identity(pidfd) } else { None };
+    close(pidfd);
     let mut main_reported = false;
-    if got != RECORD || failed {
-        let msg = if failed {
-            second
+    let Some((host_pid, start_time)) = identity else {
+        let msg = if got == RECORD {
+            failure
         } else {
             record(MSG_FAILED, libc::EIO as u32, stage::SETUP)
         };
         let _ = write_all(chan, &msg, true);
         sweep(sigfd, main, &mut main_reported, chan, false);
         return 1;
-    }
+    };
     // From this report on the host may free the plan: nothing below reads it.
-    if !write_all(chan, &first, true) {
+    if !write_all(chan, &record(MSG_STARTED, host_pid, start_time), true) {
         sweep(sigfd, main, &mut main_reported, chan, false);
         return 1;
     }
@@ -1000,43 +1061,6 @@ unsafe fn main_child(plan: &Plan, report: RawFd) -> ! {
     // SAFETY: plain integers.
     let _ = unsafe { syscall!(Sysno::setpgid, 0usize, 0usize) };
 
-    // Report our identity as the host sees it: `/proc/self` resolves in /proc's namespace,
-    // which is the host's even when we are inside a new PID namespace.
-    let mut link = [0u8; 32];
-    // SAFETY: readlinkat into a stack buffer of the given length.
-    let n = sys(unsafe {
-        syscall!(
-            Sysno::readlinkat,
-            libc::AT_FDCWD,
-            c"/proc/self".as_ptr(),
-            link.as_mut_ptr(),
-            link.len()
-        )
-    });
-    let pid = n
-        .ok()
-        .and_then(|n| link.get(..n))
-        .and_then(parse_u64)
-        .unwrap_or(0);
-    let mut stat = [0u8; 1024];
-    let got = match openat(libc::AT_FDCWD, c"/proc/self/stat", libc::O_RDONLY) {
-        Ok(fd) => {
-            let got = read_full(fd, &mut stat);
-            close(fd);
-            got
-        }
-        Err(_) => 0,
-    };
-    let Some(start) = stat.get(..got).and_then(parse_stat).map(|s| s.start_time) else {
-        die_with(report, libc::EIO, stage::SETUP)
-    };
-    if pid == 0 {
-        die_with(report, libc::EIO, stage::SETUP);
-    }
-    if !write_all(report, &record(MSG_STARTED, pid as u32, start), false) {
-        die_with(report, libc::EPIPE, stage::SETUP);
-    }
-
     // SAFETY: chdir/fchdir on a C string or our descriptor.
     let cwd = unsafe {
         match &plan.cwd {
@@ -1071,6 +1095,43 @@ unsafe fn main_child(plan: &Plan, report: RawFd) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fdinfo_pid_reads_the_pid_line_only() {
+        let text =
+            b"pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\nPid:\t4242\nNSpid:\t4242\t2\n";
+        assert_eq!(fdinfo_pid(text), Some(4242));
+        assert_eq!(fdinfo_pid(b"Pid:\t-1\nNSpid:\t-1\n"), None, "reaped");
+        assert_eq!(fdinfo_pid(b"NSpid:\t7\n"), None);
+        assert_eq!(fdinfo_pid(b""), None);
+        assert_eq!(fdinfo_pid(b"Pid:\t31"), Some(31), "no final newline");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fdinfo_pid_finds_the_pid_among_any_other_lines(
+            pid in 1u32..=4_194_304,
+            before in proptest::collection::vec("[a-z_]{1,8}:\t[0-9a-f]{0,12}", 0..6),
+            after in proptest::collection::vec("[A-Za-z_]{1,8}:\t[0-9 \t]{0,12}", 0..6),
+        ) {
+            let mut text = String::new();
+            for line in &before {
+                text.push_str(line);
+                text.push('\n');
+            }
+            text.push_str(&format!("Pid:\t{pid}\n"));
+            for line in &after {
+                text.push_str(line);
+                text.push('\n');
+            }
+            proptest::prop_assert_eq!(fdinfo_pid(text.as_bytes()), Some(u64::from(pid)));
+        }
+
+        #[test]
+        fn fdinfo_pid_never_panics(text in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            let _ = fdinfo_pid(&text);
+        }
+    }
 
     #[test]
     fn records_round_trip() {
