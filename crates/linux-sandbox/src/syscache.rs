@@ -11,7 +11,10 @@
 //! one `read` and one `poll` per `prepare` instead of a `stat` per location (issue 4's spawn
 //! cost: ~40 `stat`s, ~100 µs of every `command` call).
 //!
-//! Where inotify cannot be had (no instances left, a watch refused), the affected paths are
+//! The watching starts with a process's second `prepare`, not its first: closing an inotify
+//! instance that has watches waits for a grace period of the kernel's (SRCU), ~5 ms at every
+//! exit here, which a one-call process (`agent-exec call`) would pay for nothing. Until then,
+//! and wherever inotify cannot be had (no instances left, a watch refused), the paths are
 //! revalidated on every lookup with one `stat` (same device, inode and type as the held
 //! descriptor), as before this cache watched anything.
 //!
@@ -111,7 +114,18 @@ enum Entry {
 #[derive(Debug)]
 pub(crate) struct SystemPaths {
     entries: HashMap<PathBuf, Entry>,
-    watch: Option<Watch>,
+    watch: Watching,
+}
+
+/// Whether changes are watched.
+#[derive(Debug)]
+enum Watching {
+    /// Not yet: no `prepare` has come after the first (see the module documentation).
+    NotYet,
+    /// Watched.
+    Active(Watch),
+    /// Never: inotify refused (or a test asked for the fallback).
+    Unavailable,
 }
 
 /// The change detectors.
@@ -212,7 +226,7 @@ impl SystemPaths {
     fn new() -> SystemPaths {
         SystemPaths {
             entries: HashMap::new(),
-            watch: Watch::new(),
+            watch: Watching::NotYet,
         }
     }
 
@@ -221,19 +235,39 @@ impl SystemPaths {
     pub(crate) fn unwatched() -> SystemPaths {
         SystemPaths {
             entries: HashMap::new(),
-            watch: None,
+            watch: Watching::Unavailable,
         }
     }
 
-    /// Drops every entry if anything changed since the last refresh. The record of watched
-    /// directories goes too: a watched directory may have been replaced, and its watch stays on
-    /// the old inode (re-adding a watch to a directory that has one is harmless).
+    /// A cache that watches from its first lookup (tests of the watching).
+    #[cfg(test)]
+    pub(crate) fn watched() -> SystemPaths {
+        SystemPaths {
+            entries: HashMap::new(),
+            watch: Watch::new().map_or(Watching::Unavailable, Watching::Active),
+        }
+    }
+
+    /// Called before each batch of lookups. Starts watching at the second batch (the entries
+    /// made unwatched are dropped, to be opened again under watches); afterwards drops every
+    /// entry if anything changed since the last refresh. The record of watched directories
+    /// goes too then: a watched directory may have been replaced, and its watch stays on the
+    /// old inode (re-adding a watch to a directory that has one is harmless).
     pub(crate) fn refresh(&mut self) {
-        if let Some(watch) = self.watch.as_mut() {
-            if watch.changed() {
-                self.entries.clear();
-                watch.dirs.clear();
+        match &mut self.watch {
+            Watching::NotYet if !self.entries.is_empty() => {
+                self.watch = Watch::new().map_or(Watching::Unavailable, Watching::Active);
+                if matches!(self.watch, Watching::Active(_)) {
+                    self.entries.clear();
+                }
             }
+            Watching::Active(watch) => {
+                if watch.changed() {
+                    self.entries.clear();
+                    watch.dirs.clear();
+                }
+            }
+            Watching::NotYet | Watching::Unavailable => {}
         }
     }
 
@@ -273,7 +307,10 @@ impl SystemPaths {
         }
         // Watches first, then the open: a change after the watches are in queues an event that
         // the next refresh sees, so the entry cannot outlive what it describes.
-        let watched = self.watch.as_mut().is_some_and(|w| w.cover(path));
+        let watched = match &mut self.watch {
+            Watching::Active(w) => w.cover(path),
+            Watching::NotYet | Watching::Unavailable => false,
+        };
         match open_path(path, true)? {
             Some((fd, id)) => {
                 let fd = Arc::new(fd);
@@ -385,6 +422,19 @@ mod tests {
         (now, held)
     }
 
+    /// Whether two lookups in a row hand out the same descriptor. Other tests create files in
+    /// the temp directory, which the cache watches too, and any event rightly empties it; so
+    /// a few tries, one of which must see no event between its two lookups.
+    fn reused(cache: &mut SystemPaths, path: &Path) -> bool {
+        (0..5).any(|_| {
+            cache.refresh();
+            let first = cache.lookup(path).unwrap().unwrap().0;
+            cache.refresh();
+            let second = cache.lookup(path).unwrap().unwrap().0;
+            Arc::ptr_eq(&first, &second)
+        })
+    }
+
     /// Replacements the cache must notice, each checked with inotify and with the `stat`
     /// fallback: a file renamed over, a re-pointed link, a directory in the middle of the path
     /// swapped for another, a missing path created, a present one deleted.
@@ -397,13 +447,7 @@ mod tests {
         std::fs::write(&file, "1").unwrap();
         let (now, held) = now_and_cached(&mut cache, &file);
         assert_eq!(held, now);
-        let first = cache.cached(&file).unwrap();
-        let (_, held) = now_and_cached(&mut cache, &file);
-        assert_eq!(held, now);
-        assert!(
-            Arc::ptr_eq(&first, &cache.cached(&file).unwrap()),
-            "reopened while unchanged"
-        );
+        assert!(reused(&mut cache, &file), "reopened while unchanged");
 
         // Renamed over (ldconfig).
         std::fs::write(root.join("etc/sub/new"), "2").unwrap();
@@ -445,11 +489,37 @@ mod tests {
 
     #[test]
     fn watched_cache_follows_every_replacement() {
-        let cache = SystemPaths::new();
+        let cache = SystemPaths::watched();
         assert!(
-            cache.watch.is_some(),
+            matches!(cache.watch, Watching::Active(_)),
             "no inotify here: the fallback test covers this"
         );
+        follows_every_replacement(cache);
+    }
+
+    #[test]
+    fn watching_starts_with_the_second_batch_of_lookups() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::canonicalize(dir.path()).unwrap().join("group");
+        std::fs::write(&file, "g").unwrap();
+        let mut cache = SystemPaths::new();
+        cache.refresh();
+        assert!(cache.lookup(&file).unwrap().is_some());
+        assert!(
+            matches!(cache.watch, Watching::NotYet),
+            "a one-call process never watches"
+        );
+        assert!(matches!(
+            cache.entries.get(&file),
+            Some(Entry::Present { watched: false, .. })
+        ));
+        cache.refresh();
+        assert!(cache.lookup(&file).unwrap().is_some());
+        assert!(matches!(cache.watch, Watching::Active(_)));
+        assert!(matches!(
+            cache.entries.get(&file),
+            Some(Entry::Present { watched: true, .. })
+        ));
         follows_every_replacement(cache);
     }
 
@@ -464,7 +534,7 @@ mod tests {
         let root = std::fs::canonicalize(dir.path()).unwrap();
         let file = root.join("passwd");
         std::fs::write(&file, "x").unwrap();
-        let mut cache = SystemPaths::new();
+        let mut cache = SystemPaths::watched();
         cache.refresh();
         assert!(cache.lookup(&file).unwrap().is_some());
         // Watched: later lookups take the entry as it is, with no system call.
@@ -490,7 +560,7 @@ mod tests {
         std::fs::create_dir(root.join("etc")).unwrap();
         let file = root.join("etc/ld.so.cache");
         std::fs::write(&file, "x").unwrap();
-        let mut cache = SystemPaths::new();
+        let mut cache = SystemPaths::watched();
         let (now, held) = now_and_cached(&mut cache, &file);
         assert_eq!(held, now);
         let target = std::ffi::CString::new(root.join("etc").as_os_str().as_bytes()).unwrap();
