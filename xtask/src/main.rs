@@ -22,7 +22,7 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "bench spawn [--runs N]",
-        "/bin/true through exec::run vs bare Command vs bwrap --unshare-all",
+        "/bin/true through exec::run vs bare Command, then vs bwrap --unshare-all (300 rounds)",
     ),
     (
         "bench drain [--runs N]",
