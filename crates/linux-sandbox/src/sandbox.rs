@@ -16,7 +16,7 @@ use crate::interp;
 use crate::policy::{Access, Network, PathRule, Policy, Scopes, Spawn};
 use crate::probe::probe;
 use crate::seccomp::{self, FilterOptions};
-use crate::syscache::{self, open_path};
+use crate::syscache::{self, FileId, open_path};
 
 bitflags::bitflags! {
     /// Protections a policy asked for that the running kernel cannot give, by Landlock or by
@@ -141,7 +141,21 @@ struct OpenedRule {
     /// Shared with the system-path cache for [`Policy::allow_system`] paths.
     fd: Arc<OwnedFd>,
     access: Access,
-    is_dir: bool,
+    id: FileId,
+}
+
+/// Adds a grant on `fd`, or widens the grant already made on the same file: with merged `/usr`,
+/// `/bin` and `/usr/bin` (and `/lib*`) are one directory, and one rule is one system call fewer
+/// here and one rule fewer to copy into each child's domain. Landlock itself merges rules on
+/// one inode the same way, so the result is identical.
+fn push_rule(opened: &mut Vec<OpenedRule>, fd: Arc<OwnedFd>, access: Access, id: FileId) {
+    match opened
+        .iter_mut()
+        .find(|r| (r.id.dev, r.id.ino) == (id.dev, id.ino))
+    {
+        Some(existing) => existing.access |= access,
+        None => opened.push(OpenedRule { fd, access, id }),
+    }
 }
 
 impl Policy {
@@ -238,32 +252,29 @@ impl Policy {
                     .get_or_insert_with(syscache::shared)
                     .lookup(&rule.path)?
             } else {
-                open_path(&rule.path, rule.optional)?.map(|(fd, id)| (Arc::new(fd), id.is_dir))
+                open_path(&rule.path, rule.optional)?.map(|(fd, id)| (Arc::new(fd), id))
             };
-            let Some((fd, is_dir)) = opened_path else {
+            let Some((fd, id)) = opened_path else {
                 continue;
             };
-            if self.program() == Some(rule.path.as_path()) && is_dir {
+            if self.program() == Some(rule.path.as_path()) && id.is_dir {
                 return Err(SandboxError::ProgramNotFile {
                     path: rule.path.clone(),
                 });
             }
-            if rule.access.contains(Access::EXECUTE) && !is_dir {
+            if rule.access.contains(Access::EXECUTE) && !id.is_dir {
                 interpreter_chain(&rule.path, &mut interpreters)?;
             }
-            opened.push(OpenedRule {
-                fd,
-                access: rule.access,
-                is_dir,
-            });
+            push_rule(&mut opened, fd, rule.access, id);
         }
         for path in interpreters {
             if let Some((fd, id)) = open_path(&path, false)? {
-                opened.push(OpenedRule {
-                    fd: Arc::new(fd),
-                    access: Access::READ | Access::EXECUTE,
-                    is_dir: id.is_dir,
-                });
+                push_rule(
+                    &mut opened,
+                    Arc::new(fd),
+                    Access::READ | Access::EXECUTE,
+                    id,
+                );
             }
         }
         Ok(opened)
@@ -350,7 +361,7 @@ fn build_ruleset(policy: &Policy, abi: u8, opened: &[OpenedRule]) -> Result<Owne
         reason: "the landlock crate created no ruleset".to_owned(),
     })?;
     for rule in opened {
-        let rights = fs_rights(rule.access, landlock_abi, rule.is_dir);
+        let rights = fs_rights(rule.access, landlock_abi, rule.id.is_dir);
         if rights.is_empty() {
             continue;
         }
@@ -651,6 +662,25 @@ mod tests {
 
     fn cached(path: &Path) -> Option<Arc<OwnedFd>> {
         crate::syscache::shared().cached(path)
+    }
+
+    #[test]
+    fn two_paths_to_one_directory_make_one_rule_with_both_grants() {
+        // As /bin and /usr/bin with merged /usr.
+        let dir = tempfile::tempdir().unwrap();
+        let (real, link) = (dir.path().join("usr-bin"), dir.path().join("bin"));
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        let policy = Policy::new()
+            .allow(&link, Access::READ)
+            .allow(&other, Access::READ)
+            .allow(&real, Access::READ | Access::WRITE);
+        let opened = policy.open_paths().unwrap();
+        assert_eq!(opened.len(), 2);
+        assert_eq!(opened[0].access, Access::READ | Access::WRITE);
+        assert_eq!(opened[1].access, Access::READ);
     }
 
     #[test]

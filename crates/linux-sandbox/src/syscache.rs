@@ -271,19 +271,19 @@ impl SystemPaths {
         }
     }
 
-    /// The descriptor for system location `path`, and whether it is a directory; `None` if the
-    /// path names nothing now.
+    /// The descriptor for system location `path`, and which file it is; `None` if the path
+    /// names nothing now.
     pub(crate) fn lookup(
         &mut self,
         path: &Path,
-    ) -> Result<Option<(Arc<OwnedFd>, bool)>, SandboxError> {
+    ) -> Result<Option<(Arc<OwnedFd>, FileId)>, SandboxError> {
         match self.entries.get(path) {
             Some(Entry::Missing) => return Ok(None),
             Some(Entry::Present {
                 fd,
                 id,
                 watched: true,
-            }) => return Ok(Some((Arc::clone(fd), id.is_dir))),
+            }) => return Ok(Some((Arc::clone(fd), *id))),
             Some(Entry::Present {
                 fd,
                 id,
@@ -292,7 +292,7 @@ impl SystemPaths {
                 // Same device and inode as the descriptor we hold: the inode cannot have been
                 // freed and its number reused while we hold it.
                 Ok(stat) if FileId::of(&stat) == *id => {
-                    return Ok(Some((Arc::clone(fd), id.is_dir)));
+                    return Ok(Some((Arc::clone(fd), *id)));
                 }
                 Ok(_) => {}
                 Err(e) if e == rustix::io::Errno::NOENT => {}
@@ -322,7 +322,7 @@ impl SystemPaths {
                         watched,
                     },
                 );
-                Ok(Some((fd, id.is_dir)))
+                Ok(Some((fd, id)))
             }
             None => {
                 if watched {
