@@ -56,6 +56,19 @@ fn stats(name: &str, xs: &mut [Duration]) -> Duration {
     median
 }
 
+/// The median of `f(a[i], b[i])` (seconds in): each pair ran back to back, so a slow phase of
+/// the machine moves both of its members and cancels out, where it moves one median more than
+/// the other.
+fn paired_median(a: &[Duration], b: &[Duration], f: impl Fn(f64, f64) -> f64) -> f64 {
+    let mut xs: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| f(a.as_secs_f64(), b.as_secs_f64()))
+        .collect();
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
 async fn timed_exec(job: Job) -> Result<(Duration, exec::Outcome), Box<dyn Error>> {
     let (ctx, _cancel) = toolscope::CallContext::standalone();
     let start = Instant::now();
@@ -129,10 +142,12 @@ async fn spawn(
         }
     }
     println!("spawn: /bin/true, {rounds} rounds, alternating, tokio {runtime} runtime");
+    let paired = paired_median(&ours, &bare, |a, b| (a - b) * 1e3);
     let ours = stats("exec::run (command spec)", &mut ours);
     let bare = stats("bare std::process::Command", &mut bare);
     println!(
-        "  overhead over bare: {:.3} ms (ratio {:.2})",
+        "  overhead over bare: {:.3} ms (ratio {:.2}); median of the {rounds} paired \
+         differences: {paired:.3} ms",
         (ours.as_secs_f64() - bare.as_secs_f64()) * 1e3,
         ours.as_secs_f64() / bare.as_secs_f64()
     );
@@ -150,10 +165,11 @@ async fn spawn(
             bw.push(timed(&mut bwrap())?);
         }
     }
+    let paired = paired_median(&bw, &ours, |a, b| a / b);
     let ours = stats("exec::run, paired with bwrap", &mut ours);
     let bw = stats("bwrap --unshare-all", &mut bw);
     println!(
-        "  bwrap / exec::run: {:.2}x",
+        "  bwrap / exec::run: {:.2}x; median of the {rounds} paired ratios: {paired:.2}x",
         bw.as_secs_f64() / ours.as_secs_f64()
     );
     Ok(())
