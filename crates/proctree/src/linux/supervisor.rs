@@ -33,8 +33,9 @@
 //! 1. Becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`) and a session leader, or PID 1 of a
 //!    fresh PID namespace when the host chose that mode. Either way every orphan of the command
 //!    re-parents to it, so the command's whole tree stays below it.
-//! 2. Starts the command's main process, which reports its host PID and start time, applies
-//!    the caller's `pre_exec` hook (the sandbox) and `execve`s.
+//! 2. Starts the command's main process, which applies the caller's `pre_exec` hook (the
+//!    sandbox) and `execve`s, reporting only a failure; then reports the main process's host
+//!    PID and start time to the host.
 //! 3. Reaps every child that exits, reporting the main process's wait status to the host. When
 //!    the main process has exited and no child is left at all, nothing can start another
 //!    process below it any more: it reports [`MSG_DONE`] right away and exits, so a stop needs
@@ -57,8 +58,8 @@ use crate::identity::{ProcessState, parse_stat, parse_u64};
 /// A record on the host channel: kind, a 32-bit and a 64-bit value. 16 bytes, so each record
 /// is written in one `send` and never interleaves.
 pub(crate) const RECORD: usize = 16;
-/// Supervisor → host: the main process runs (`a` = host PID, `b` = start time). Main child →
-/// supervisor: the same, first thing after the clone.
+/// Supervisor → host: the main process runs (`a` = host PID, `b` = start time, 0 when
+/// `/proc` does not show it).
 pub(crate) const MSG_STARTED: u32 = 1;
 /// Spawning failed (`a` = errno, `b` = a [`stage`] constant).
 pub(crate) const MSG_FAILED: u32 = 2;
@@ -554,29 +555,47 @@ fn c_path<'a>(
     CStr::from_bytes_with_nul(buf.get(..=at)?).ok()
 }
 
-/// The main process's PID as `/proc` sees it and its start time, through its pidfd: the
-/// `Pid:` line of the pidfd's fdinfo, then `/proc/<pid>/stat`. The process is our unreaped
-/// child, so that PID cannot name anyone else meanwhile. `None` if either is unreadable.
-fn main_identity(pidfd: RawFd) -> Option<(u32, u64)> {
+/// The main process's PID as `/proc` (the host) sees it, and its start time. In our own PID
+/// namespace `main` is our namespace's number, so the PID comes from the `Pid:` line of the
+/// pidfd's fdinfo; as a subreaper `main` already is it. The process is our unreaped child, so
+/// that PID cannot name anyone else meanwhile. The start time is 0 when `/proc/<pid>/stat`
+/// cannot be read (`hidepid`, and a set-user-ID program without no_new_privs): the program
+/// has already been exec'd, so failing the spawn now would only hide that it ran; a 0 never
+/// matches a later `/proc` read, so nothing is ever signalled by PID on its strength. `None`
+/// when the PID cannot be learnt.
+fn main_identity(pidfd: RawFd, main: libc::pid_t, own_pid_namespace: bool) -> Option<(u32, u64)> {
     let mut path = [0u8; 64];
-    let fdinfo = c_path(
-        &mut path,
-        b"/proc/self/fdinfo/",
-        u64::try_from(pidfd).ok()?,
-        b"",
-    )?;
-    let mut text = [0u8; 512];
-    let fd = openat(libc::AT_FDCWD, fdinfo, libc::O_RDONLY).ok()?;
-    let got = read_full(fd, &mut text);
-    close(fd);
-    let pid = fdinfo_pid(text.get(..got)?)?;
+    let pid = if own_pid_namespace {
+        let fdinfo = c_path(
+            &mut path,
+            b"/proc/self/fdinfo/",
+            u64::try_from(pidfd).ok()?,
+            b"",
+        )?;
+        let mut text = [0u8; 512];
+        let fd = openat(libc::AT_FDCWD, fdinfo, libc::O_RDONLY).ok()?;
+        let got = read_full(fd, &mut text);
+        close(fd);
+        fdinfo_pid(text.get(..got)?)?
+    } else {
+        u64::try_from(main).ok()?
+    };
+    let pid32 = u32::try_from(pid).ok().filter(|&p| p > 0)?;
     let stat_path = proc_path(&mut path, pid, b"/stat")?;
     let mut stat = [0u8; 1024];
-    let fd = openat(libc::AT_FDCWD, stat_path, libc::O_RDONLY).ok()?;
-    let got = read_full(fd, &mut stat);
-    close(fd);
-    let start = stat.get(..got).and_then(parse_stat)?.start_time;
-    Some((u32::try_from(pid).ok().filter(|&p| p > 0)?, start))
+    let got = match openat(libc::AT_FDCWD, stat_path, libc::O_RDONLY) {
+        Ok(fd) => {
+            let got = read_full(fd, &mut stat);
+            close(fd);
+            got
+        }
+        Err(_) => 0,
+    };
+    let start = stat
+        .get(..got)
+        .and_then(parse_stat)
+        .map_or(0, |s| s.start_time);
+    Some((pid32, start))
 }
 
 /// The value of the `Pid:` line of a pidfd's fdinfo (`-1` once reaped: `None`).
@@ -765,6 +784,9 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
             libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
             &start as *const MainStart<'_> as *mut c_void,
             &mut pidfd as *mut c_int,
+            // tls and child-tid: unused without CLONE_SETTLS and CLONE_CHILD_*.
+            std::ptr::null_mut::<c_void>(),
+            std::ptr::null_mut::<c_int>(),
         )
     };
     if main < 0 {
@@ -782,14 +804,22 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     for &fd in &plan.keep_fds {
         close(fd);
     }
-    // The report pipe closes at `execve` (close-on-exec) without a word, or carries the
-    // failure record of a step before it.
+    // The report pipe carries the failure record of a step before `execve`, or closes
+    // without a word: at `execve` (close-on-exec), or when the child died before it (a signal);
+    // the latter then reads as an exit right away.
     let mut failure = [0u8; RECORD];
     let got = read_full(report_r, &mut failure);
     close(report_r);
     // The main process's identity, read here, after its `execve`, rather than by the main
-    // process before it: the command starts that much sooner (issue 4's spawn cost).
-    let identity = if got == 0 { main_identity(pidfd) } else { None };
+    // process before it: the command starts that much sooner (issue 4's spawn cost). We are
+    // PID 1 exactly when we run in a PID namespace of our own.
+    // SAFETY: getpid takes no arguments.
+    let own_pid_namespace = unsafe { syscall!(Sysno::getpid) }.is_ok_and(|pid| pid == 1);
+    let identity = if got == 0 {
+        main_identity(pidfd, main, own_pid_namespace)
+    } else {
+        None
+    };
     close(pidfd);
     let mut main_reported = false;
     let Some((host_pid, start_time)) = identity else {
@@ -1095,6 +1125,20 @@ unsafe fn main_child(plan: &Plan, report: RawFd) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn main_identity_without_a_visible_stat_has_start_time_zero() {
+        // A PID /proc does not show (above PID_MAX_LIMIT, so never a process; as under
+        // hidepid): the PID stands, the start time is unknown (0), the spawn goes on.
+        assert_eq!(main_identity(-1, 4_194_999, false), Some((4_194_999, 0)));
+        // Our own process: both known.
+        let me = std::process::id();
+        let identity = main_identity(-1, me as libc::pid_t, false).unwrap();
+        assert_eq!(identity.0, me);
+        assert_ne!(identity.1, 0);
+        // In a PID namespace of our own the PID must come from a pidfd.
+        assert_eq!(main_identity(-1, 2, true), None);
+    }
 
     #[test]
     fn fdinfo_pid_reads_the_pid_line_only() {
