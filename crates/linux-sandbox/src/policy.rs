@@ -183,11 +183,13 @@ impl Policy {
     /// Why: a `command` sandbox grants ~40 such locations, and opening each one afresh on every
     /// call was most of `prepare`'s cost. The cache stays correct when a file is replaced
     /// (`ldconfig` renames a new `/etc/ld.so.cache` into place, `useradd` replaces
-    /// `/etc/passwd`, `/etc/localtime` is re-pointed, something is mounted on top): every
-    /// directory the path's resolution passes through (links followed hop by hop) carries an
-    /// inotify watch, the mount table is polled, and any change empties the cache before the
-    /// next `prepare` uses it; a missing location is remembered the same way. Where inotify is
-    /// unavailable, every `prepare` looks the path up again (one `stat`) and reuses the
+    /// `/etc/passwd`, `/etc/localtime` is re-pointed, something is mounted on top): from a
+    /// process's second `prepare` on, every directory the path's resolution passes through
+    /// (links followed hop by hop) carries an inotify watch, the mount table is polled, and
+    /// any change empties the cache before the next `prepare` uses it; a missing location is
+    /// remembered the same way. Before that, where inotify is unavailable, and for paths
+    /// through filesystems not known to be local (NFS, FUSE, …: another client's change
+    /// queues no event), every `prepare` looks the path up again (one `stat`) and reuses the
     /// descriptor only if it still names the same file (device, inode and type).
     ///
     /// Never pass a user's path here (a workspace, an extra path, a temp dir): the cache keeps

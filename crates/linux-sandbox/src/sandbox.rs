@@ -142,19 +142,23 @@ struct OpenedRule {
     fd: Arc<OwnedFd>,
     access: Access,
     id: FileId,
+    /// An [`Policy::allow_system`] location.
+    system: bool,
 }
 
-/// Adds a grant on `fd`, or widens the grant already made on the same file: with merged `/usr`,
-/// `/bin` and `/usr/bin` (and `/lib*`) are one directory, and one rule is one system call fewer
-/// here and one rule fewer to copy into each child's domain. Landlock itself merges rules on
-/// one inode the same way, so the result is identical.
-fn push_rule(opened: &mut Vec<OpenedRule>, fd: Arc<OwnedFd>, access: Access, id: FileId) {
-    match opened
-        .iter_mut()
-        .find(|r| (r.id.dev, r.id.ino) == (id.dev, id.ino))
-    {
-        Some(existing) => existing.access |= access,
-        None => opened.push(OpenedRule { fd, access, id }),
+/// Adds a grant on `fd`. A system location that is the same file as one already granted (with
+/// merged `/usr`, `/bin` is `/usr/bin`, `/lib*` are `/usr/lib*`) widens that grant instead: one
+/// system call fewer here, one rule fewer to copy into each child's domain, and the same
+/// result, since Landlock merges rules on one inode alike. Only system locations: they are on
+/// local filesystems, where device and inode numbers name one file; a FUSE server may report
+/// one number for two files, and merging those would widen a grant.
+fn push_rule(opened: &mut Vec<OpenedRule>, rule: OpenedRule) {
+    let same = |r: &&mut OpenedRule| {
+        r.system && rule.system && (r.id.dev, r.id.ino) == (rule.id.dev, rule.id.ino)
+    };
+    match opened.iter_mut().find(same) {
+        Some(existing) => existing.access |= rule.access,
+        None => opened.push(rule),
     }
 }
 
@@ -244,17 +248,43 @@ impl Policy {
 
         let mut opened = Vec::with_capacity(self.rules.len() + 2);
         let mut interpreters: Vec<PathBuf> = Vec::new();
-        // Locked (and refreshed) once for all of this policy's system locations.
-        let mut system_paths = None;
-        for rule in self.rules.iter().chain(program_rule.as_ref()) {
-            let opened_path = if rule.system {
-                system_paths
+        // System locations first, under the shared cache's lock (taken and refreshed once),
+        // which is released before anything of the caller's is opened: a slow or blocking
+        // user path (a FIFO, a hung network mount) must not stall every other `prepare`.
+        let mut system_programs: Vec<&Path> = Vec::new();
+        {
+            let mut cache = None;
+            for rule in self.rules.iter().filter(|r| r.system) {
+                let found = cache
                     .get_or_insert_with(syscache::shared)
-                    .lookup(&rule.path)?
-            } else {
-                open_path(&rule.path, rule.optional)?.map(|(fd, id)| (Arc::new(fd), id))
-            };
-            let Some((fd, id)) = opened_path else {
+                    .lookup(&rule.path)?;
+                let Some((fd, id)) = found else {
+                    continue;
+                };
+                if rule.access.contains(Access::EXECUTE) && !id.is_dir {
+                    system_programs.push(&rule.path);
+                }
+                push_rule(
+                    &mut opened,
+                    OpenedRule {
+                        fd,
+                        access: rule.access,
+                        id,
+                        system: true,
+                    },
+                );
+            }
+        }
+        for path in system_programs {
+            interpreter_chain(path, &mut interpreters)?;
+        }
+        for rule in self
+            .rules
+            .iter()
+            .filter(|r| !r.system)
+            .chain(program_rule.as_ref())
+        {
+            let Some((fd, id)) = open_path(&rule.path, rule.optional)? else {
                 continue;
             };
             if self.program() == Some(rule.path.as_path()) && id.is_dir {
@@ -265,15 +295,26 @@ impl Policy {
             if rule.access.contains(Access::EXECUTE) && !id.is_dir {
                 interpreter_chain(&rule.path, &mut interpreters)?;
             }
-            push_rule(&mut opened, fd, rule.access, id);
+            push_rule(
+                &mut opened,
+                OpenedRule {
+                    fd: Arc::new(fd),
+                    access: rule.access,
+                    id,
+                    system: false,
+                },
+            );
         }
         for path in interpreters {
             if let Some((fd, id)) = open_path(&path, false)? {
                 push_rule(
                     &mut opened,
-                    Arc::new(fd),
-                    Access::READ | Access::EXECUTE,
-                    id,
+                    OpenedRule {
+                        fd: Arc::new(fd),
+                        access: Access::READ | Access::EXECUTE,
+                        id,
+                        system: false,
+                    },
                 );
             }
         }
@@ -665,7 +706,7 @@ mod tests {
     }
 
     #[test]
-    fn two_paths_to_one_directory_make_one_rule_with_both_grants() {
+    fn two_system_paths_to_one_directory_make_one_rule_with_both_grants() {
         // As /bin and /usr/bin with merged /usr.
         let dir = tempfile::tempdir().unwrap();
         let (real, link) = (dir.path().join("usr-bin"), dir.path().join("bin"));
@@ -674,13 +715,60 @@ mod tests {
         let other = dir.path().join("other");
         std::fs::create_dir(&other).unwrap();
         let policy = Policy::new()
-            .allow(&link, Access::READ)
-            .allow(&other, Access::READ)
-            .allow(&real, Access::READ | Access::WRITE);
+            .allow_system(&link, Access::READ)
+            .allow_system(&other, Access::READ)
+            .allow_system(&real, Access::READ | Access::WRITE);
         let opened = policy.open_paths().unwrap();
         assert_eq!(opened.len(), 2);
         assert_eq!(opened[0].access, Access::READ | Access::WRITE);
         assert_eq!(opened[1].access, Access::READ);
+        // The caller's own paths are never merged (a FUSE server may give two files one inode
+        // number); Landlock merges rules on one inode by itself.
+        let policy = Policy::new()
+            .allow(&link, Access::READ)
+            .allow(&real, Access::READ | Access::WRITE);
+        assert_eq!(policy.open_paths().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_user_program_that_blocks_does_not_stall_other_prepares() {
+        // A FIFO named as the program: reading its header blocks until a writer comes. That
+        // happens after the shared system-path cache is released.
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("program");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o700) }, 0);
+        let stuck = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                Policy::single_program(&fifo)
+                    .allow_system("/usr", Access::READ)
+                    .prepare()
+                    .map(drop)
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = Policy::new()
+                .allow_system("/usr", Access::READ)
+                .prepare()
+                .map(drop);
+            let _ = tx.send(r);
+        });
+        let other = rx.recv_timeout(std::time::Duration::from_secs(10));
+        // Release the stuck one: a writer opens and closes the FIFO.
+        drop(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
+        let _ = stuck.join().unwrap();
+        if !probe().can_sandbox() {
+            eprintln!("skipped the result check: {}", probe());
+            return;
+        }
+        assert!(
+            matches!(other, Ok(Ok(()))),
+            "another prepare waited on the blocked one: {other:?}"
+        );
     }
 
     #[test]

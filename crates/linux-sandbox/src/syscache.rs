@@ -18,9 +18,15 @@
 //! revalidated on every lookup with one `stat` (same device, inode and type as the held
 //! descriptor), as before this cache watched anything.
 //!
-//! A stale entry could only ever grant *less* than intended: the rule lands on the inode the
-//! path used to name, which stays what it was; the cache exists for liveness (the new
-//! `/etc/ld.so.cache` must be readable by the next command), not as a security boundary.
+//! An entry is never used after the `prepare` that follows a change: the event is queued
+//! before the changing system call returns, and every batch of lookups reads the queue first.
+//! That matters beyond liveness (the new `/etc/ld.so.cache` must be readable by the next
+//! command): a directory moved away keeps its grant on everything beneath it, so a stale entry
+//! could grant what lands there later. Only directories on local filesystems are trusted to
+//! queue every change (`statfs`: ext2/3/4, XFS, Btrfs, F2FS, bcachefs, ZFS, tmpfs, ramfs,
+//! overlayfs, squashfs, proc, sysfs); on NFS, CIFS, 9p or FUSE another client's change queues
+//! nothing, and paths through them are revalidated by `stat` on every lookup. A host whose
+//! mount table changes often (container runtimes) empties the cache as often.
 //!
 //! **Refuses**: user paths. Nothing but the callers' fixed lists enters it, because it keeps a
 //! descriptor and a few watches per location for the life of the process.
@@ -84,12 +90,12 @@ pub(crate) fn open_path(
 static SHARED: LazyLock<Mutex<SystemPaths>> = LazyLock::new(|| Mutex::new(SystemPaths::new()));
 
 /// Locks the shared cache and brings it up to date (see [`SystemPaths::refresh`]). A lock
-/// poisoned by a panic elsewhere costs the cache's contents, never the lookup.
+/// poisoned by a panic elsewhere costs the whole cache, watches included, never the lookup.
 pub(crate) fn shared() -> MutexGuard<'static, SystemPaths> {
     let mut guard = SHARED.lock().unwrap_or_else(|poisoned| {
         SHARED.clear_poison();
         let mut guard = poisoned.into_inner();
-        guard.entries.clear();
+        *guard = SystemPaths::new();
         guard
     });
     guard.refresh();
@@ -124,7 +130,8 @@ enum Watching {
     NotYet,
     /// Watched.
     Active(Watch),
-    /// Never: inotify refused (or a test asked for the fallback).
+    /// Never: this kernel has no inotify (or a test asked for the fallback). A refusal for
+    /// want of resources (instances, descriptors, memory) leaves it `NotYet`, to try again.
     Unavailable,
 }
 
@@ -134,8 +141,13 @@ struct Watch {
     inotify: OwnedFd,
     /// `/proc/self/mountinfo`, polled for `POLLPRI` (mount table changed since last poll).
     mounts: OwnedFd,
-    /// Directories with a watch already.
+    /// Directories whose watch was placed since the last change: a change to them would have
+    /// emptied the cache.
     dirs: HashSet<PathBuf>,
+    /// Every watch held, by directory, kept across changes: when a directory is replaced, the
+    /// new one gets a new watch and the old one is removed (it would pin the old inode, count
+    /// against the user's watch limit and keep reporting activity there).
+    held: HashMap<PathBuf, i32>,
     /// Where queued events are read to (and dropped): allocated once.
     events: Box<[u8; 4096]>,
 }
@@ -149,22 +161,59 @@ const WATCH_MASK: inotify::WatchFlags = inotify::WatchFlags::CREATE
     .union(inotify::WatchFlags::MOVED_TO)
     .union(inotify::WatchFlags::DELETE_SELF)
     .union(inotify::WatchFlags::MOVE_SELF)
-    .union(inotify::WatchFlags::ONLYDIR);
+    .union(inotify::WatchFlags::ONLYDIR)
+    .union(inotify::WatchFlags::DONT_FOLLOW);
+
+/// `statfs` types of the filesystems whose directories are watched (see the module
+/// documentation): changes to them can only come through this kernel, which queues an event.
+const LOCAL_FILESYSTEMS: &[u64] = &[
+    0xEF53,      // ext2, ext3, ext4
+    0x5846_5342, // XFS
+    0x9123_683E, // Btrfs
+    0xF2F5_2010, // F2FS
+    0xCA45_1A4E, // bcachefs
+    0x2FC1_2FC1, // ZFS
+    0x0102_1994, // tmpfs (and devtmpfs)
+    0x8584_58F6, // ramfs
+    0x794C_7630, // overlayfs
+    0x7371_7368, // squashfs
+    0x9FA0,      // proc
+    0x6265_6572, // sysfs
+];
+
+/// Whether `dir` is on a filesystem in [`LOCAL_FILESYSTEMS`].
+fn on_local_filesystem(dir: &Path) -> bool {
+    rustix::fs::statfs(dir).is_ok_and(|fs| {
+        // The field's width and sign differ by architecture; every magic fits 32 bits.
+        #[allow(clippy::unnecessary_cast, clippy::cast_sign_loss)]
+        let kind = (fs.f_type as u64) & 0xFFFF_FFFF;
+        LOCAL_FILESYSTEMS.contains(&kind)
+    })
+}
 
 impl Watch {
-    fn new() -> Option<Watch> {
+    /// The detectors, or what watching becomes without them.
+    fn start() -> Watching {
         let inotify =
-            inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).ok()?;
-        let mounts = rustix::fs::open(
+            match inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) {
+                Ok(fd) => fd,
+                Err(e) if is_transient(e) => return Watching::NotYet,
+                Err(_) => return Watching::Unavailable,
+            };
+        let mounts = match rustix::fs::open(
             "/proc/self/mountinfo",
             OFlags::RDONLY | OFlags::CLOEXEC,
             Mode::empty(),
-        )
-        .ok()?;
-        Some(Watch {
+        ) {
+            Ok(fd) => fd,
+            Err(e) if is_transient(e) => return Watching::NotYet,
+            Err(_) => return Watching::Unavailable,
+        };
+        Watching::Active(Watch {
             inotify,
             mounts,
             dirs: HashSet::new(),
+            held: HashMap::new(),
             events: Box::new([0; 4096]),
         })
     }
@@ -205,8 +254,19 @@ impl Watch {
                 if self.dirs.contains(dir) {
                     continue;
                 }
-                if inotify::add_watch(&self.inotify, dir.as_path(), WATCH_MASK).is_err() {
+                if !on_local_filesystem(dir) {
                     return false;
+                }
+                let Ok(wd) = inotify::add_watch(&self.inotify, dir.as_path(), WATCH_MASK) else {
+                    return false;
+                };
+                if let Some(old) = self.held.insert(dir.clone(), wd) {
+                    // A new inode under this name: drop the old one's watch unless another
+                    // name (a bind mount) still leads to it. Its IN_IGNORED empties the cache
+                    // once more; the next round finds the same watches and settles.
+                    if old != wd && !self.held.values().any(|&w| w == old) {
+                        let _ = inotify::remove_watch(&self.inotify, old);
+                    }
                 }
                 self.dirs.insert(dir.clone());
                 added = true;
@@ -244,7 +304,7 @@ impl SystemPaths {
     pub(crate) fn watched() -> SystemPaths {
         SystemPaths {
             entries: HashMap::new(),
-            watch: Watch::new().map_or(Watching::Unavailable, Watching::Active),
+            watch: Watch::start(),
         }
     }
 
@@ -256,7 +316,7 @@ impl SystemPaths {
     pub(crate) fn refresh(&mut self) {
         match &mut self.watch {
             Watching::NotYet if !self.entries.is_empty() => {
-                self.watch = Watch::new().map_or(Watching::Unavailable, Watching::Active);
+                self.watch = Watch::start();
                 if matches!(self.watch, Watching::Active(_)) {
                     self.entries.clear();
                 }
@@ -345,6 +405,12 @@ impl SystemPaths {
     }
 }
 
+/// A refusal that may pass: out of inotify instances or descriptors, or of memory.
+fn is_transient(e: rustix::io::Errno) -> bool {
+    use rustix::io::Errno;
+    [Errno::MFILE, Errno::NFILE, Errno::NOMEM, Errno::NOSPC].contains(&e)
+}
+
 /// The most symbolic links one resolution follows, as the kernel's `MAXSYMLINKS`.
 const MAX_LINKS: usize = 40;
 
@@ -410,6 +476,15 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// Whether `dir` (the test's temp directory) is watchable; says why not when it is not.
+    fn watchable(dir: &Path) -> bool {
+        let ok = on_local_filesystem(dir);
+        if !ok {
+            eprintln!("skipped: {dir:?} is not on a local filesystem, so it is never watched");
+        }
+        ok
+    }
 
     /// The inode `path` names now, and the one `cache` hands out for it.
     fn now_and_cached(cache: &mut SystemPaths, path: &Path) -> (Option<u64>, Option<u64>) {
@@ -502,6 +577,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = std::fs::canonicalize(dir.path()).unwrap().join("group");
         std::fs::write(&file, "g").unwrap();
+        if !watchable(dir.path()) {
+            return;
+        }
         let mut cache = SystemPaths::new();
         cache.refresh();
         assert!(cache.lookup(&file).unwrap().is_some());
@@ -524,6 +602,67 @@ mod tests {
     }
 
     #[test]
+    fn a_replaced_directory_loses_its_old_watch() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        if !watchable(&root) {
+            return;
+        }
+        std::fs::create_dir(root.join("etc")).unwrap();
+        let file = root.join("etc/localtime");
+        std::fs::write(&file, "1").unwrap();
+        let mut cache = SystemPaths::watched();
+        let (now, held) = now_and_cached(&mut cache, &file);
+        assert_eq!(held, now);
+        let wd = |cache: &SystemPaths| match &cache.watch {
+            Watching::Active(w) => w.held.get(&root.join("etc")).copied().unwrap(),
+            _ => panic!("not watching"),
+        };
+        let old = wd(&cache);
+        std::fs::rename(root.join("etc"), root.join("etc.old")).unwrap();
+        std::fs::create_dir(root.join("etc")).unwrap();
+        std::fs::write(&file, "2").unwrap();
+        let (now, held) = now_and_cached(&mut cache, &file);
+        assert_eq!(held, now);
+        let new = wd(&cache);
+        assert_ne!(old, new);
+        let Watching::Active(w) = &cache.watch else {
+            unreachable!()
+        };
+        assert_eq!(
+            inotify::remove_watch(&w.inotify, old),
+            Err(rustix::io::Errno::INVAL),
+            "the old directory's watch is still there"
+        );
+    }
+
+    #[test]
+    fn a_path_through_a_filesystem_not_known_to_be_local_is_revalidated_by_stat() {
+        // devpts, cgroup2, cgroup v1: real local filesystems, but not in the list, so they
+        // stand in for NFS and FUSE here.
+        let candidates = [
+            "/dev/pts/ptmx",
+            "/sys/fs/cgroup/cgroup.controllers",
+            "/sys/fs/cgroup/memory/memory.stat",
+        ];
+        let Some(path) = candidates
+            .iter()
+            .map(Path::new)
+            .find(|p| p.exists() && p.parent().is_some_and(|dir| !on_local_filesystem(dir)))
+        else {
+            eprintln!("skipped: none of {candidates:?} is on a filesystem outside the list");
+            return;
+        };
+        let mut cache = SystemPaths::watched();
+        cache.refresh();
+        assert!(cache.lookup(path).unwrap().is_some());
+        assert!(matches!(
+            cache.entries.get(path),
+            Some(Entry::Present { watched: false, .. })
+        ));
+    }
+
+    #[test]
     fn unwatched_cache_follows_every_replacement_by_stat() {
         follows_every_replacement(SystemPaths::unwatched());
     }
@@ -534,6 +673,9 @@ mod tests {
         let root = std::fs::canonicalize(dir.path()).unwrap();
         let file = root.join("passwd");
         std::fs::write(&file, "x").unwrap();
+        if !watchable(&root) {
+            return;
+        }
         let mut cache = SystemPaths::watched();
         cache.refresh();
         assert!(cache.lookup(&file).unwrap().is_some());
