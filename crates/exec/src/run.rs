@@ -252,9 +252,19 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     let stopped = if tree.settled() {
         finish(tree)
     } else {
-        tokio::task::spawn_blocking(move || finish(tree))
-            .await
-            .map_err(|e| ExecError::Io(format!("the stop task failed: {e}")))?
+        // The pipes are still read while the tree is frozen and killed: a writer must not
+        // block on a full pipe meanwhile (invariant 5).
+        let stopping = tokio::task::spawn_blocking(move || finish(tree));
+        tokio::pin!(stopping);
+        loop {
+            tokio::select! {
+                r = &mut stopping => {
+                    break r.map_err(|e| ExecError::Io(format!("the stop task failed: {e}")))?;
+                }
+                r = &mut out_drain, if out.is_none() => out = Some(r),
+                r = &mut err_drain, if err.is_none() => err = Some(r),
+            }
+        }
     };
     let (report, status) = stopped;
     let report = report.map_err(|e| ExecError::Io(e.to_string()))?;
