@@ -207,8 +207,6 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
 
     let mut tree = crate::backend::spawn(&job, prepared, cwd, out_tx, err_tx)?;
 
-    // Both pipes are read inside this future, next to the wait: no task per stream, so no
-    // wake-up crosses threads on a multi-thread runtime and nothing is spawned per call.
     let over_cap = Notify::new();
     let stop_draining = CancellationToken::new();
     let out_drain = drain(
@@ -224,20 +222,19 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
         stop_draining.clone(),
     );
     tokio::pin!(out_drain, err_drain);
-    let (mut out, mut err) = (None, None);
+    let mut readers = Readers {
+        out: out_drain,
+        err: err_drain,
+        out_read: None,
+        err_read: None,
+    };
 
     let ended = if lease.verify().is_err() {
         Ended::LeaseLost
     } else {
-        let waiting = wait(&mut tree, &job, ctx, &over_cap, &lease);
-        tokio::pin!(waiting);
-        loop {
-            tokio::select! {
-                ended = &mut waiting => break ended?,
-                r = &mut out_drain, if out.is_none() => out = Some(r),
-                r = &mut err_drain, if err.is_none() => err = Some(r),
-            }
-        }
+        readers
+            .alongside(wait(&mut tree, &job, ctx, &over_cap, &lease))
+            .await?
     };
 
     // Stop and reap everything. When the supervisor already reported the tree empty, that is
@@ -254,17 +251,10 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     } else {
         // The pipes are still read while the tree is frozen and killed: a writer must not
         // block on a full pipe meanwhile (invariant 5).
-        let stopping = tokio::task::spawn_blocking(move || finish(tree));
-        tokio::pin!(stopping);
-        loop {
-            tokio::select! {
-                r = &mut stopping => {
-                    break r.map_err(|e| ExecError::Io(format!("the stop task failed: {e}")))?;
-                }
-                r = &mut out_drain, if out.is_none() => out = Some(r),
-                r = &mut err_drain, if err.is_none() => err = Some(r),
-            }
-        }
+        readers
+            .alongside(tokio::task::spawn_blocking(move || finish(tree)))
+            .await
+            .map_err(|e| ExecError::Io(format!("the stop task failed: {e}")))?
     };
     let (report, status) = stopped;
     let report = report.map_err(|e| ExecError::Io(e.to_string()))?;
@@ -272,15 +262,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     let lease_lost = matches!(ended, Ended::LeaseLost) || lease.verify().is_err();
 
     // Every writer is dead now: EOF follows at once unless a descriptor escaped the tree.
-    let grace = tokio::time::sleep(DRAIN_GRACE);
-    tokio::pin!(grace);
-    while out.is_none() || err.is_none() {
-        tokio::select! {
-            r = &mut out_drain, if out.is_none() => out = Some(r),
-            r = &mut err_drain, if err.is_none() => err = Some(r),
-            () = &mut grace, if !stop_draining.is_cancelled() => stop_draining.cancel(),
-        }
-    }
+    let (out, err) = readers.finish(&stop_draining).await;
     let out = captured(out)?;
     let err = captured(err)?;
 
@@ -322,6 +304,50 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 pub async fn run(_job: Job, _ctx: &CallContext) -> Result<Outcome, ExecError> {
     Err(ExecError::Unsupported)
+}
+
+/// The two output readers, polled inside the run's own future next to whatever it awaits: no
+/// task per stream, so no wake-up crosses threads on a multi-thread runtime and nothing is
+/// spawned per call.
+#[cfg(target_os = "linux")]
+struct Readers<'a, F: Future<Output = io::Result<Captured>>> {
+    out: std::pin::Pin<&'a mut F>,
+    err: std::pin::Pin<&'a mut F>,
+    out_read: Option<io::Result<Captured>>,
+    err_read: Option<io::Result<Captured>>,
+}
+
+#[cfg(target_os = "linux")]
+impl<F: Future<Output = io::Result<Captured>>> Readers<'_, F> {
+    /// Awaits `work` while both streams keep being read.
+    async fn alongside<T>(&mut self, work: impl Future<Output = T>) -> T {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                done = &mut work => return done,
+                r = self.out.as_mut(), if self.out_read.is_none() => self.out_read = Some(r),
+                r = self.err.as_mut(), if self.err_read.is_none() => self.err_read = Some(r),
+            }
+        }
+    }
+
+    /// Reads both streams to their end; [`DRAIN_GRACE`] after the call, `stop` ends them
+    /// (only a descriptor that escaped the dead tree can still hold a pipe open then).
+    async fn finish(
+        mut self,
+        stop: &CancellationToken,
+    ) -> (Option<io::Result<Captured>>, Option<io::Result<Captured>>) {
+        let grace = tokio::time::sleep(DRAIN_GRACE);
+        tokio::pin!(grace);
+        while self.out_read.is_none() || self.err_read.is_none() {
+            tokio::select! {
+                r = self.out.as_mut(), if self.out_read.is_none() => self.out_read = Some(r),
+                r = self.err.as_mut(), if self.err_read.is_none() => self.err_read = Some(r),
+                () = &mut grace, if !stop.is_cancelled() => stop.cancel(),
+            }
+        }
+        (self.out_read, self.err_read)
+    }
 }
 
 #[cfg(target_os = "linux")]
