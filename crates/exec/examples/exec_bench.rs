@@ -122,25 +122,12 @@ async fn spawn(
     // machine's two CPUs; in a three-way rotation ours, which followed bwrap, paid for it
     // (2.28 ms after bwrap against 1.59 ms after bare, same run). So ours and bare are timed
     // against each other, and ours and bwrap against each other, each pair in turn.
-    let run_ours = || async {
-        let (t, out) = timed_exec(job(scope, temp, None)?).await?;
-        if out.exit_code != Some(0) {
-            return Err::<Duration, Box<dyn Error>>(
-                format!("/bin/true failed in the sandbox: {out:?}").into(),
-            );
-        }
-        Ok(t)
-    };
-    let (mut ours, mut bare) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
-        if round % 2 == 1 {
-            bare.push(timed(&mut Command::new("/bin/true"))?);
-        }
-        ours.push(run_ours().await?);
-        if round % 2 == 0 {
-            bare.push(timed(&mut Command::new("/bin/true"))?);
-        }
-    }
+    let (mut ours, mut bare) = alternate(
+        rounds,
+        || true_in_sandbox(scope, temp),
+        || timed(&mut Command::new("/bin/true")),
+    )
+    .await?;
     println!("spawn: /bin/true, {rounds} rounds, alternating, tokio {runtime} runtime");
     let paired = paired_median(&ours, &bare, |a, b| (a - b) * 1e3);
     let ours = stats("exec::run (command spec)", &mut ours);
@@ -155,16 +142,12 @@ async fn spawn(
         println!("  bwrap: not installed (apt-get install bubblewrap), skipped");
         return Ok(());
     }
-    let (mut ours, mut bw) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
-        if round % 2 == 1 {
-            bw.push(timed(&mut bwrap())?);
-        }
-        ours.push(run_ours().await?);
-        if round % 2 == 0 {
-            bw.push(timed(&mut bwrap())?);
-        }
-    }
+    let (mut ours, mut bw) = alternate(
+        rounds,
+        || true_in_sandbox(scope, temp),
+        || timed(&mut bwrap()),
+    )
+    .await?;
     let paired = paired_median(&bw, &ours, |a, b| a / b);
     let ours = stats("exec::run, paired with bwrap", &mut ours);
     let bw = stats("bwrap --unshare-all", &mut bw);
@@ -175,14 +158,39 @@ async fn spawn(
     Ok(())
 }
 
+/// `/bin/true` through `exec::run` with the `command` spec; its time.
+async fn true_in_sandbox(scope: &Path, temp: &Path) -> Result<Duration, Box<dyn Error>> {
+    let (t, out) = timed_exec(job(scope, temp, None)?).await?;
+    if out.exit_code != Some(0) {
+        return Err(format!("/bin/true failed in the sandbox: {out:?}").into());
+    }
+    Ok(t)
+}
+
+/// `rounds` pairs of `ours` and `other` back to back, which one goes first alternating; their
+/// times in pair order.
+async fn alternate<F: Future<Output = Result<Duration, Box<dyn Error>>>>(
+    rounds: usize,
+    mut ours: impl FnMut() -> F,
+    mut other: impl FnMut() -> Result<Duration, Box<dyn Error>>,
+) -> Result<(Vec<Duration>, Vec<Duration>), Box<dyn Error>> {
+    let (mut a, mut b) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    for round in 0..rounds {
+        if round % 2 == 1 {
+            b.push(other()?);
+        }
+        a.push(ours().await?);
+        if round % 2 == 0 {
+            b.push(other()?);
+        }
+    }
+    Ok((a, b))
+}
+
 async fn ours(rounds: usize, scope: &Path, temp: &Path) -> Result<(), Box<dyn Error>> {
     let mut times = Vec::with_capacity(rounds);
     for _ in 0..rounds {
-        let (t, out) = timed_exec(job(scope, temp, None)?).await?;
-        if out.exit_code != Some(0) {
-            return Err(format!("/bin/true failed in the sandbox: {out:?}").into());
-        }
-        times.push(t);
+        times.push(true_in_sandbox(scope, temp).await?);
     }
     println!("ours: /bin/true through exec::run, {rounds} rounds");
     stats("exec::run (command spec)", &mut times);
