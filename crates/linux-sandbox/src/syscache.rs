@@ -42,49 +42,7 @@ use rustix::fs::inotify;
 use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::error::SandboxError;
-
-/// Which file a path named when it was looked up: enough to tell "still the same file".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FileId {
-    pub(crate) dev: u64,
-    pub(crate) ino: u64,
-    pub(crate) is_dir: bool,
-}
-
-impl FileId {
-    pub(crate) fn of(stat: &rustix::fs::Stat) -> FileId {
-        FileId {
-            dev: stat.st_dev,
-            ino: stat.st_ino,
-            is_dir: FileType::from_raw_mode(stat.st_mode) == FileType::Directory,
-        }
-    }
-}
-
-/// Opens `path` with `O_PATH | O_CLOEXEC` and says which file it is. `None` for a missing
-/// optional path.
-pub(crate) fn open_path(
-    path: &Path,
-    optional: bool,
-) -> Result<Option<(OwnedFd, FileId)>, SandboxError> {
-    match rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
-        Ok(fd) => {
-            let stat = rustix::fs::fstat(&fd).map_err(|e| SandboxError::OpenPath {
-                path: path.to_owned(),
-                source: e.into(),
-            })?;
-            Ok(Some((fd, FileId::of(&stat))))
-        }
-        Err(e) if e == rustix::io::Errno::NOENT && optional => Ok(None),
-        Err(e) if e == rustix::io::Errno::NOENT => Err(SandboxError::MissingPath {
-            path: path.to_owned(),
-        }),
-        Err(e) => Err(SandboxError::OpenPath {
-            path: path.to_owned(),
-            source: e.into(),
-        }),
-    }
-}
+use crate::sandbox::{FileId, open_path};
 
 /// The cache every `prepare` in this process shares.
 static SHARED: LazyLock<Mutex<SystemPaths>> = LazyLock::new(|| Mutex::new(SystemPaths::new()));
