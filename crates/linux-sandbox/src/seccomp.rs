@@ -485,6 +485,18 @@ mod tests {
         );
     }
 
+    /// The flags glibc's `pthread_create` passes to `clone`.
+    fn thread_flags() -> u64 {
+        bits(
+            libc::CLONE_VM
+                | libc::CLONE_FS
+                | libc::CLONE_FILES
+                | libc::CLONE_SIGHAND
+                | libc::CLONE_THREAD
+                | libc::CLONE_SYSVSEM,
+        )
+    }
+
     fn a0(x: u64) -> [u64; 6] {
         [x, 0, 0, 0, 0, 0]
     }
@@ -508,14 +520,7 @@ mod tests {
     #[test]
     fn clone_with_namespace_flags_is_refused_and_threads_are_not() {
         let sigchld = bits(libc::SIGCHLD);
-        let thread = bits(
-            libc::CLONE_VM
-                | libc::CLONE_FS
-                | libc::CLONE_FILES
-                | libc::CLONE_SIGHAND
-                | libc::CLONE_THREAD
-                | libc::CLONE_SYSVSEM,
-        );
+        let thread = thread_flags();
         for flag in CLONE_NAMESPACE_FLAGS {
             check(COMMAND, libc::SYS_clone, a0(bits(flag) | sigchld), EPERM);
             check(RUN, libc::SYS_clone, a0(bits(flag) | thread), EPERM);
@@ -602,14 +607,7 @@ mod tests {
 
     /// Argument values that matter to some rule, each also with garbage in the upper half.
     fn interesting_args() -> Vec<u64> {
-        let thread = bits(
-            libc::CLONE_VM
-                | libc::CLONE_FS
-                | libc::CLONE_FILES
-                | libc::CLONE_SIGHAND
-                | libc::CLONE_THREAD
-                | libc::CLONE_SYSVSEM,
-        );
+        let thread = thread_flags();
         let mut low: Vec<u64> = vec![
             0,
             u64::from(u32::MAX),
