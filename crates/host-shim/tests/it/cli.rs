@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::util::{
-    Fixture, agent_exec, assert_no_survivors, grant, grant_notes_everything, s, sandbox_available,
-    survivors,
+    Fixture, agent_exec, assert_no_survivors, declare_notes, grant, grant_notes_everything, s,
+    sandbox_available, survivors,
 };
 
 fn call(f: &Fixture, tool: &str, args: serde_json::Value) -> crate::util::Output {
@@ -275,18 +275,7 @@ fn grant_revoke_and_status_drive_what_a_plugin_may_do() {
         "{}",
         out.stdout
     );
-    grant(
-        &f,
-        &[
-            "grant",
-            "plugin",
-            "notes",
-            "--package",
-            "notes@1",
-            "--declare",
-            "local.terminal.exec@1",
-        ],
-    );
+    declare_notes(&f);
     let out = plugin_call(&f, "read", read);
     assert!(
         out.json["message"].as_str().unwrap().contains("folder"),

@@ -192,6 +192,14 @@ pub fn agent_exec(args: &[&str], stdin: Option<&str>) -> Output {
 /// Does the three grants that let plugin `notes` run tools in the fixture's folder: declared
 /// and approved with `local.terminal.exec@1`, everything allowed, the folder granted.
 pub fn grant_notes_everything(f: &Fixture) {
+    declare_notes(f);
+    grant(f, &["grant", "all", "notes"]);
+    grant(f, &["grant", "folder", "notes", s(&f.folder)]);
+}
+
+/// The first of those grants: plugin `notes` declared and approved with
+/// `local.terminal.exec@1`.
+pub fn declare_notes(f: &Fixture) {
     grant(
         f,
         &[
@@ -204,8 +212,6 @@ pub fn grant_notes_everything(f: &Fixture) {
             "local.terminal.exec@1",
         ],
     );
-    grant(f, &["grant", "all", "notes"]);
-    grant(f, &["grant", "folder", "notes", s(&f.folder)]);
 }
 
 /// `agent-exec --state-dir <fixture state> <args>`, which must succeed; its JSON.
