@@ -95,7 +95,12 @@ impl World {
                 ("HOME".into(), self.temp.clone().into()),
                 ("LC_ALL".into(), "C".into()),
             ],
-            sandbox: SandboxSpec::for_command(&self.scope, &self.temp, &[]).unwrap(),
+            sandbox: SandboxSpec::for_command(
+                &RootLease::acquire(&self.scope).unwrap(),
+                &RootLease::acquire(&self.temp).unwrap(),
+                vec![],
+            )
+            .unwrap(),
             limits: self.limits(),
         };
         self.run(job).await
@@ -110,7 +115,12 @@ impl World {
             args: vec!["-f".into(), "s.awk".into(), "data.txt".into()],
             workdir: self.workdir(),
             env: vec![("LC_ALL".into(), "C".into()), ("PATH".into(), "".into())],
-            sandbox: SandboxSpec::for_run(&awk, &self.scope, &self.temp).unwrap(),
+            sandbox: SandboxSpec::for_run(
+                &awk,
+                &RootLease::acquire(&self.scope).unwrap(),
+                &RootLease::acquire(&self.temp).unwrap(),
+            )
+            .unwrap(),
             limits: Limits {
                 on_cap: OnCap::Kill,
                 ..self.limits()

@@ -2,17 +2,17 @@
 //! sandboxed `/bin/sh -c` through `exec`, and the result (CMD-1…CMD-9, CMD-13).
 
 use std::ffi::OsString;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use exec::{ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
-use fsguard::{RootLease, ScanError, ScanOptions, scan_hard_links, scan_hard_links_in};
+use fsguard::{RootLease, ScanError, ScanOptions, scan_hard_links_in};
 use toolscope::{CallContext, CancelReason, ErrorCode, ToolError};
 
 use crate::approve::Approver;
 use crate::types::{CommandArguments, CommandOutput, Status};
-use crate::validate::{Extra, validate};
+use crate::validate::{Extra, Pin, validate};
 
 /// Bytes of stdout and of stderr kept; the command keeps running past them (CMD-5).
 pub const OUTPUT_CAP: usize = 64 * 1024;
@@ -68,6 +68,11 @@ pub struct CommandOptions {
     /// Names are `[A-Za-z_][A-Za-z0-9_]*` and may not replace the fixed ones (`PATH`, `HOME`,
     /// `TMPDIR`, `LANG`, `LC_ALL`, `TERM`); values carry no NUL.
     pub env: Vec<(String, String)>,
+    /// Directories the command must never read or change even inside the workspace or an
+    /// extra path: the host's own state (grants, mirrors, locks, configuration), issue 14.
+    /// Hidden by the sandbox where it can be; otherwise a call whose grants contain one is
+    /// refused (`AGENT_EXEC_PATH_INVALID`).
+    pub hidden: Vec<PathBuf>,
 }
 
 impl CommandOptions {
@@ -75,6 +80,13 @@ impl CommandOptions {
     #[must_use]
     pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Adds a directory to [`hidden`](CommandOptions::hidden).
+    #[must_use]
+    pub fn hide(mut self, path: impl Into<PathBuf>) -> Self {
+        self.hidden.push(path.into());
         self
     }
 
@@ -156,17 +168,28 @@ pub async fn command_with(
     }
 
     let temp = PrivateTemp::new(&scope)?;
-    let extra: Vec<(PathBuf, bool)> = validated
-        .extra_paths()
-        .iter()
-        .map(|e| (e.path().to_path_buf(), e.write()))
-        .collect();
-    let sandbox = SandboxSpec::for_command(scope.path(), temp.root(), &extra).map_err(|e| {
+    let describe = |e: exec::SpecError| {
         ToolError::new(
             ErrorCode::ExecIoFailed,
             format!("cannot describe the sandbox: {e}"),
         )
-    })?;
+    };
+    let mut extra = Vec::with_capacity(validated.extra_paths().len());
+    for e in validated.extra_paths() {
+        let access = if e.write() {
+            exec::Access::ReadWrite
+        } else {
+            exec::Access::Read
+        };
+        extra.push(match e.pin() {
+            Pin::Dir(lease) => exec::Grant::leased(lease, access).map_err(describe)?,
+            Pin::File(fd) => exec::Grant::pinned(e.path(), Arc::clone(fd), access),
+        });
+    }
+    let mut sandbox = SandboxSpec::for_command(&scope, temp.lease(), extra).map_err(describe)?;
+    for path in &options.hidden {
+        sandbox = sandbox.hide(path.clone());
+    }
     let job = Job {
         program: SHELL.into(),
         args: vec!["-c".into(), validated.command().into()],
@@ -231,32 +254,30 @@ async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), T
             .into_iter()
             .map(|l| l.path)
             .collect();
-        let dirs: Vec<&Path> = writable
-            .iter()
-            .filter(|e| e.is_dir())
-            .map(Extra::path)
-            .collect();
-        if !dirs.is_empty() {
-            found.extend(
-                scan_hard_links(&dirs, &options)
-                    .map_err(scan_error)?
-                    .links
-                    .into_iter()
-                    .map(|l| l.path),
-            );
-        }
-        for file in writable.iter().filter(|e| !e.is_dir()) {
-            let meta = std::fs::symlink_metadata(file.path()).map_err(|e| {
-                ToolError::new(
-                    ErrorCode::ExecPathInvalid,
-                    format!(
-                        "cannot check {}: {e}; the command did not run",
-                        file.path().display()
-                    ),
-                )
-            })?;
-            if meta.is_file() && meta.nlink() > 1 {
-                found.push(file.path().to_path_buf());
+        // Each extra path as it was validated (its pinned descriptor), never looked up again.
+        for extra in &writable {
+            match extra.pin() {
+                Pin::Dir(lease) => found.extend(
+                    scan_hard_links_in(lease, &options)
+                        .map_err(scan_error)?
+                        .links
+                        .into_iter()
+                        .map(|l| l.path),
+                ),
+                Pin::File(fd) => {
+                    let meta = rustix::fs::fstat(&**fd).map_err(|e| {
+                        ToolError::new(
+                            ErrorCode::ExecPathInvalid,
+                            format!(
+                                "cannot check {}: {e}; the command did not run",
+                                extra.path().display()
+                            ),
+                        )
+                    })?;
+                    if meta.st_nlink > 1 {
+                        found.push(extra.path().to_path_buf());
+                    }
+                }
             }
         }
         Ok(found)
@@ -299,6 +320,8 @@ async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), T
 struct PrivateTemp {
     dir: Option<tempfile::TempDir>,
     root: PathBuf,
+    /// The directory pinned right after it was made: the sandbox grants this, not the path.
+    lease: RootLease,
 }
 
 impl PrivateTemp {
@@ -328,17 +351,28 @@ impl PrivateTemp {
                 ),
             ));
         }
+        // Only the call's user may look inside (issue 14: `HOME` lives here); tempfile makes it
+        // 0700, and this says so rather than trusting it.
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| io("protect", e))?;
+        let lease = RootLease::acquire(&root).map_err(|e| {
+            ToolError::new(
+                ErrorCode::ExecIoFailed,
+                format!("cannot pin the call's private temp dir: {e}"),
+            )
+        })?;
         for sub in ["home", "tmp"] {
             std::fs::create_dir(root.join(sub)).map_err(|e| io("fill", e))?;
         }
         Ok(PrivateTemp {
             dir: Some(dir),
             root,
+            lease,
         })
     }
 
-    fn root(&self) -> &Path {
-        &self.root
+    fn lease(&self) -> &RootLease {
+        &self.lease
     }
 
     /// CMD-13: a documented, minimal environment; nothing of the host's.

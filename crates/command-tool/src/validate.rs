@@ -1,8 +1,10 @@
 //! "Validate, then act" (DESIGN invariant 1) for `command`: CMD-4's inputs and CMD-3's extra
 //! paths, checked before anything is asked, created or started.
 
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fsguard::{OpenError, RelPath, RootLease};
@@ -21,12 +23,23 @@ pub const MAX_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_EXTRA_PATHS: usize = 16;
 
 /// One extra path that passed validation: absolute, normalised, existing, without a symbolic
-/// link in any component, a directory or a regular file, not inside the work scope.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// link in any component, a directory or a regular file, not inside the work scope — and
+/// opened then, so everything after validation (the hard-link scan, the sandbox rule) uses the
+/// file validated, never the path looked up again (issue 14).
+#[derive(Clone, Debug)]
 pub struct Extra {
     path: PathBuf,
     write: bool,
-    is_dir: bool,
+    pin: Pin,
+}
+
+/// What an extra path named when it was validated.
+#[derive(Clone, Debug)]
+pub(crate) enum Pin {
+    /// A directory, pinned like the work root.
+    Dir(Arc<RootLease>),
+    /// A regular file (an `O_PATH` descriptor).
+    File(Arc<OwnedFd>),
 }
 
 impl Extra {
@@ -42,12 +55,17 @@ impl Extra {
 
     /// Whether it is a directory (else a regular file).
     pub fn is_dir(&self) -> bool {
-        self.is_dir
+        matches!(self.pin, Pin::Dir(_))
+    }
+
+    /// What the path named when it was validated.
+    pub(crate) fn pin(&self) -> &Pin {
+        &self.pin
     }
 }
 
 /// A `command` call that passed every check: only [`validate`] makes one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ValidatedCommand {
     command: String,
     cwd: RelPath,
@@ -205,10 +223,10 @@ fn extra_path(input: &str, write: bool, scope_real: &Path) -> Result<Extra, Tool
         .map_err(|e| bad_path(format!("extra path `{shown}` is refused: {e}")))?;
     let path = Path::new("/").join(rel.as_path());
 
-    // Walk from `/`, refusing a symbolic link in any component (never follow, never
-    // re-resolve). The kernel's Landlock rule is made from this path when the sandbox is
-    // built; a same-user process that swaps a component for a link in between is outside what
-    // a path-based sandbox can stop (CMD-11).
+    // Walk from `/`, refusing a symbolic link in any component, to say which one; then open
+    // the path once more without following any link (`openat2` RESOLVE_NO_SYMLINKS) and keep
+    // that descriptor: the sandbox rule is made on it, so a component swapped for a link
+    // after this point changes nothing (issue 14).
     let mut walked = PathBuf::from("/");
     let mut last = None;
     for comp in path.components() {
@@ -238,7 +256,7 @@ fn extra_path(input: &str, write: bool, scope_real: &Path) -> Result<Extra, Tool
         }
         last = Some(ft);
     }
-    let is_dir = match last {
+    let kind_is_dir = match last {
         Some(ft) if ft.is_dir() => true,
         Some(ft) if ft.is_file() => false,
         Some(ft) => {
@@ -261,11 +279,46 @@ fn extra_path(input: &str, write: bool, scope_real: &Path) -> Result<Extra, Tool
              refer to it relative to the work root instead"
         )));
     }
-    Ok(Extra {
+    let pin = pin(&path, kind_is_dir).map_err(|e| {
+        bad_path(format!(
+            "extra path `{shown}` changed while it was checked ({e}); name a path that nothing \
+             else is renaming"
+        ))
+    })?;
+    Ok(Extra { path, write, pin })
+}
+
+/// Opens the validated `path` without following any symbolic link, checks it is still the
+/// kind validated, and pins it.
+fn pin(path: &Path, is_dir: bool) -> std::io::Result<Pin> {
+    use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+    let fd = rustix::fs::openat2(
+        rustix::fs::CWD,
         path,
-        write,
-        is_dir,
-    })
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    let stat = rustix::fs::fstat(&fd)?;
+    let kind = FileType::from_raw_mode(stat.st_mode);
+    let changed = || std::io::Error::other("it is no longer the file that was checked");
+    if is_dir {
+        if kind != FileType::Directory {
+            return Err(changed());
+        }
+        // The lease opens the last component without following it; it must be the directory
+        // just opened without following any.
+        let lease = RootLease::acquire(path).map_err(std::io::Error::other)?;
+        let id = lease.id();
+        if (id.dev, id.ino) != (stat.st_dev, stat.st_ino) {
+            return Err(changed());
+        }
+        Ok(Pin::Dir(Arc::new(lease)))
+    } else if kind == FileType::RegularFile {
+        Ok(Pin::File(Arc::new(fd)))
+    } else {
+        Err(changed())
+    }
 }
 
 #[cfg(test)]

@@ -34,7 +34,11 @@ fn job(scope: &Path, temp: &Path, script: Option<&str>) -> Result<Job, Box<dyn E
             rel: fsguard::RelPath::root(),
         },
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-        sandbox: SandboxSpec::for_command(scope, temp, &[])?,
+        sandbox: SandboxSpec::for_command(
+            &fsguard::RootLease::acquire(scope)?,
+            &fsguard::RootLease::acquire(temp)?,
+            vec![],
+        )?,
         limits: Limits {
             timeout: Duration::from_secs(120),
             stdout_cap: 64 * 1024,

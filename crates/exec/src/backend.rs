@@ -13,12 +13,11 @@ pub(crate) type Prepared = linux_sandbox::PreparedSandbox;
 pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, ExecError> {
     let policy =
         crate::linux::policy(spec).map_err(|e| ExecError::SandboxUnavailable(e.to_string()))?;
-    let prepared = policy.prepare().map_err(|e| {
-        if e.is_unavailable() {
-            ExecError::SandboxUnavailable(e.to_string())
-        } else {
-            ExecError::Io(format!("cannot prepare the sandbox: {e}"))
-        }
+    let prepared = policy.prepare().map_err(|e| match e {
+        e if e.is_unavailable() => ExecError::SandboxUnavailable(e.to_string()),
+        e @ (linux_sandbox::SandboxError::CannotHide { .. }
+        | linux_sandbox::SandboxError::TooManyMounts { .. }) => ExecError::Refused(e.to_string()),
+        e => ExecError::Io(format!("cannot prepare the sandbox: {e}")),
     })?;
     // `prepare` fails outright when filesystem restriction cannot be enforced; a partial
     // status (a kernel without the signal scopes, say) still confines files, links, network and
@@ -48,6 +47,13 @@ pub(crate) fn spawn(
     // seccomp syscalls on memory prepared here, no allocation), as `pre_exec` requires.
     let command = unsafe { command.pre_exec(move || prepared.apply_in_child().map_err(i32::from)) };
     command.spawn().map_err(|e| match e {
+        // The child found a granted path, a hidden path or its working directory swapped for
+        // another file since the sandbox was prepared (issue 14): nothing ran.
+        proctree::SpawnError::PreExec { code } if code == rustix::io::Errno::STALE.raw_os_error() => ExecError::Refused(
+            "a granted path, a hidden path or the working directory was replaced while the \
+             sandbox was being set up, so nothing ran; retry, and stop whatever renames it"
+                .to_owned(),
+        ),
         proctree::SpawnError::PreExec { .. } => ExecError::SandboxUnavailable(format!(
             "{e}; the kernel refused to apply the sandbox in the child"
         )),

@@ -20,16 +20,18 @@
 //! use exec::{Job, Limits, OnCap, SandboxSpec, WorkDir};
 //!
 //! let lease = Arc::new(fsguard::RootLease::acquire("/home/me/project")?);
+//! let sandbox = SandboxSpec::for_run(
+//!     Path::new("/usr/bin/wc"),
+//!     &lease,
+//!     &fsguard::RootLease::acquire("/tmp/run-1")?,
+//! )?;
 //! let job = Job {
 //!     program: "/usr/bin/wc".into(),
 //!     args: vec!["-l".into(), "data.csv".into()],
 //!     workdir: WorkDir { lease, rel: fsguard::RelPath::root() },
 //!     env: vec![("LC_ALL".into(), "C".into())],
-//!     sandbox: SandboxSpec::for_run(
-//!         Path::new("/usr/bin/wc"),
-//!         Path::new("/home/me/project"),
-//!         Path::new("/tmp/run-1"),
-//!     )?,
+//!     // Roots are granted on the leases' descriptors, never looked up by path again.
+//!     sandbox,
 //!     limits: Limits {
 //!         timeout: Duration::from_secs(10),
 //!         stdout_cap: 64 * 1024,

@@ -7,8 +7,9 @@
 //! `/usr`, not all of `/etc` (CMD-10).
 
 use std::path::Path;
+use std::sync::Arc;
 
-use linux_sandbox::{Access as LlAccess, Network as LlNetwork, Policy};
+use linux_sandbox::{Access as LlAccess, Launch, Network as LlNetwork, Policy};
 
 use crate::spec::{Access, Network, Program, SandboxSpec};
 
@@ -104,9 +105,19 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
             Access::Read => LlAccess::READ,
             Access::ReadWrite => LlAccess::READ | LlAccess::WRITE,
         };
-        policy = policy.allow(grant.path.clone(), access);
+        // The descriptor opened at validation, never the path (issue 14).
+        policy = policy.allow_fd(grant.path.clone(), Arc::clone(&grant.fd), access);
     }
-    Ok(policy.network(match spec.network {
+    for path in &spec.hidden {
+        policy = policy.hide(path.clone());
+    }
+    // Where proctree's supervisor will start the command: inside its own user namespace (a host
+    // that is not root), as PID 2 of a PID namespace whose PID 1 is the supervisor.
+    let launch = Launch {
+        own_user_namespace: proctree::user_namespace_in_use(),
+        own_pid_namespace: proctree::pid_namespace_available(),
+    };
+    Ok(policy.launch(launch).network(match spec.network {
         Network::None => LlNetwork::None,
         Network::All => LlNetwork::All,
     }))

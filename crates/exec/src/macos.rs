@@ -39,17 +39,29 @@ pub fn profile_spec(spec: &SandboxSpec) -> ProfileSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::Grant;
     use seatbelt::{Decision, Operation};
-    use std::path::{Path, PathBuf};
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    /// A grant on a path that need not exist here (the profile is built from paths): any
+    /// descriptor stands in for the one a Mac would hold.
+    fn grant(path: &str, access: Access) -> Grant {
+        let fd = std::fs::File::open("/").unwrap();
+        Grant::pinned(PathBuf::from(path), Arc::new(fd.into()), access)
+    }
 
     #[test]
     fn run_spec_becomes_a_profile_that_denies_fork_git_and_home() {
-        let spec = SandboxSpec::for_run(
-            Path::new("/usr/bin/wc"),
-            Path::new("/Users/u/mirror"),
-            Path::new("/private/tmp/run"),
-        )
-        .unwrap();
+        let spec = SandboxSpec {
+            program: Program::Single("/usr/bin/wc".into()),
+            grants: vec![
+                grant("/Users/u/mirror", Access::ReadWrite),
+                grant("/private/tmp/run", Access::ReadWrite),
+            ],
+            network: Network::None,
+            hidden: vec![],
+        };
         let bound = profile_spec(&spec).build().unwrap();
         let decide = |op, path: &str| bound.decide(op, path).unwrap();
         assert_eq!(
@@ -73,12 +85,16 @@ mod tests {
 
     #[test]
     fn read_only_extra_paths_are_not_writable() {
-        let spec = SandboxSpec::for_command(
-            Path::new("/Users/u/work"),
-            Path::new("/private/tmp/c"),
-            &[(PathBuf::from("/Users/u/ref"), false)],
-        )
-        .unwrap();
+        let spec = SandboxSpec {
+            program: Program::Shell,
+            grants: vec![
+                grant("/Users/u/work", Access::ReadWrite),
+                grant("/private/tmp/c", Access::ReadWrite),
+                grant("/Users/u/ref", Access::Read),
+            ],
+            network: Network::None,
+            hidden: vec![],
+        };
         let bound = profile_spec(&spec).build().unwrap();
         let decide = |op, path: &str| bound.decide(op, path).unwrap();
         assert_eq!(

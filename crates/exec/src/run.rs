@@ -148,6 +148,10 @@ pub enum ExecError {
     /// The working directory could not be opened safely.
     #[error("cannot open the working directory: {0}; pass an existing directory without symlinks")]
     WorkDir(#[source] fsguard::OpenError),
+    /// The sandbox refused to run this job as asked (a hidden path inside a root that this
+    /// machine cannot hide, a root replaced during setup); nothing ran.
+    #[error("{0}")]
+    Refused(String),
     /// The program could not be started or supervised.
     #[error("cannot run the program: {0}")]
     Io(String),
@@ -161,7 +165,7 @@ impl ExecError {
             ExecError::SandboxUnavailable(_) => ErrorCode::ExecSandboxUnavailable,
             ExecError::Cancelled(reason) => reason.to_error().code(),
             ExecError::LeaseLost(_) => ErrorCode::ExecCancelled,
-            ExecError::WorkDir(_) => ErrorCode::ExecPathInvalid,
+            ExecError::WorkDir(_) | ExecError::Refused(_) => ErrorCode::ExecPathInvalid,
             ExecError::Io(_) => ErrorCode::ExecIoFailed,
         }
     }

@@ -8,7 +8,11 @@
 //! `seatbelt` from its profile constants. A spec holds paths as data, never profile or shell
 //! text (DESIGN invariant 6).
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fsguard::RootLease;
 
 /// How much of a root the command may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -39,18 +43,62 @@ pub enum Program {
     Shell,
 }
 
-/// One root and what may be done beneath it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One root and what may be done beneath it: the file or directory a descriptor names,
+/// opened when the root was validated (issue 14: a root is never looked up by its path again,
+/// so a path swapped for a symbolic link after validation changes nothing).
+#[derive(Debug, Clone)]
 pub struct Grant {
-    /// An absolute path; a directory covers everything beneath it.
+    /// The absolute path the root had when it was opened; names it in messages, and is what
+    /// Seatbelt (path-based) is given on macOS.
     pub path: PathBuf,
     /// The access level.
     pub access: Access,
+    /// The root itself.
+    pub fd: Arc<OwnedFd>,
+}
+
+impl Grant {
+    /// A grant on a descriptor the caller opened while validating `path`.
+    pub fn pinned(path: impl Into<PathBuf>, fd: Arc<OwnedFd>, access: Access) -> Grant {
+        Grant {
+            path: path.into(),
+            access,
+            fd,
+        }
+    }
+
+    /// A grant on the directory `lease` pins (its descriptor, duplicated).
+    pub fn leased(lease: &RootLease, access: Access) -> Result<Grant, SpecError> {
+        let fd = lease
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|source| SpecError::Open {
+                path: lease.path().to_path_buf(),
+                source,
+            })?;
+        Ok(Grant::pinned(lease.path(), Arc::new(fd), access))
+    }
+
+    /// Opens `path` (absolute; symbolic links followed) now and grants on what it names.
+    pub fn open(path: &Path, access: Access) -> Result<Grant, SpecError> {
+        let path = absolute(path)?;
+        #[cfg(target_os = "linux")]
+        let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
+        #[cfg(not(target_os = "linux"))]
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC;
+        let fd = rustix::fs::open(&path, flags, rustix::fs::Mode::empty()).map_err(|e| {
+            SpecError::Open {
+                path: path.clone(),
+                source: e.into(),
+            }
+        })?;
+        Ok(Grant::pinned(path, Arc::new(fd), access))
+    }
 }
 
 /// What a sandboxed command may touch. Build one with [`SandboxSpec::for_run`] or
 /// [`SandboxSpec::for_command`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SandboxSpec {
     /// The program kind.
     pub program: Program,
@@ -58,6 +106,10 @@ pub struct SandboxSpec {
     pub grants: Vec<Grant>,
     /// Network access.
     pub network: Network,
+    /// Directories the command must never see or change even where they lie beneath a root
+    /// (the host's own state directory inside a workspace of `$HOME`, issue 14): covered by an
+    /// empty read-only directory on Linux; where that cannot be done, the run is refused.
+    pub hidden: Vec<PathBuf>,
 }
 
 /// Why a spec could not be built.
@@ -67,6 +119,14 @@ pub enum SpecError {
     /// A path that must be absolute was not.
     #[error("{0} is not an absolute path; pass the path from the root of the file system")]
     NotAbsolute(PathBuf),
+    /// A root could not be opened.
+    #[error("cannot open {}: {source}; pass an existing path", path.display())]
+    Open {
+        /// The path.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, SpecError> {
@@ -79,58 +139,49 @@ fn absolute(path: &Path) -> Result<PathBuf, SpecError> {
 
 impl SandboxSpec {
     /// The `run` tool's spec (RUN-6, RUN-7): only `program` (already resolved to the real file,
-    /// never looked up on `PATH`), read + write the mirror and the run's temp dir, no network,
-    /// no other process.
-    pub fn for_run(program: &Path, mirror: &Path, temp: &Path) -> Result<Self, SpecError> {
+    /// never looked up on `PATH`), read + write the mirror and the run's temp dir (both pinned
+    /// by their leases), no network, no other process.
+    pub fn for_run(program: &Path, mirror: &RootLease, temp: &RootLease) -> Result<Self, SpecError> {
         Ok(SandboxSpec {
             program: Program::Single(absolute(program)?),
             grants: vec![
-                Grant {
-                    path: absolute(mirror)?,
-                    access: Access::ReadWrite,
-                },
-                Grant {
-                    path: absolute(temp)?,
-                    access: Access::ReadWrite,
-                },
+                Grant::leased(mirror, Access::ReadWrite)?,
+                Grant::leased(temp, Access::ReadWrite)?,
             ],
             network: Network::None,
+            hidden: Vec::new(),
         })
     }
 
-    /// The `command` tool's spec (CMD-2): read + write the work scope and the call's temp dir,
-    /// each extra path as granted (`(path, writable)`, CMD-3), no network; the shell may start
-    /// processes, which stay inside the same sandbox.
+    /// The `command` tool's spec (CMD-2): read + write the work scope and the call's temp dir
+    /// (both pinned by their leases), each extra path as granted (CMD-3), no network; the
+    /// shell may start processes, which stay inside the same sandbox.
     pub fn for_command(
-        scope: &Path,
-        temp: &Path,
-        extra: &[(PathBuf, bool)],
+        scope: &RootLease,
+        temp: &RootLease,
+        extra: Vec<Grant>,
     ) -> Result<Self, SpecError> {
         let mut grants = vec![
-            Grant {
-                path: absolute(scope)?,
-                access: Access::ReadWrite,
-            },
-            Grant {
-                path: absolute(temp)?,
-                access: Access::ReadWrite,
-            },
+            Grant::leased(scope, Access::ReadWrite)?,
+            Grant::leased(temp, Access::ReadWrite)?,
         ];
-        for (path, writable) in extra {
-            grants.push(Grant {
-                path: absolute(path)?,
-                access: if *writable {
-                    Access::ReadWrite
-                } else {
-                    Access::Read
-                },
-            });
+        for grant in extra {
+            absolute(&grant.path)?;
+            grants.push(grant);
         }
         Ok(SandboxSpec {
             program: Program::Shell,
             grants,
             network: Network::None,
+            hidden: Vec::new(),
         })
+    }
+
+    /// Adds a directory to [`hidden`](SandboxSpec::hidden).
+    #[must_use]
+    pub fn hide(mut self, path: impl Into<PathBuf>) -> Self {
+        self.hidden.push(path.into());
+        self
     }
 
     /// Whether the command may start other processes.
@@ -143,44 +194,74 @@ impl SandboxSpec {
 mod tests {
     use super::*;
 
+    fn dirs() -> (tempfile::TempDir, RootLease, RootLease) {
+        let base = tempfile::tempdir().unwrap();
+        for d in ["w", "t", "ro", "rw"] {
+            std::fs::create_dir(base.path().join(d)).unwrap();
+        }
+        let w = RootLease::acquire(base.path().join("w")).unwrap();
+        let t = RootLease::acquire(base.path().join("t")).unwrap();
+        (base, w, t)
+    }
+
     #[test]
     fn command_spec_rejects_a_relative_extra_path() {
-        let err = SandboxSpec::for_command(
-            Path::new("/w"),
-            Path::new("/t"),
-            &[(PathBuf::from("rel"), false)],
-        )
-        .unwrap_err();
+        let (_base, w, t) = dirs();
+        assert!(matches!(
+            Grant::open(Path::new("rel"), Access::Read).unwrap_err(),
+            SpecError::NotAbsolute(_)
+        ));
+        let fd = Arc::new(w.as_fd().try_clone_to_owned().unwrap());
+        let err = SandboxSpec::for_command(&w, &t, vec![Grant::pinned("rel", fd, Access::Read)])
+            .unwrap_err();
         assert!(matches!(err, SpecError::NotAbsolute(_)));
     }
 
     #[test]
     fn extra_paths_get_the_access_they_were_granted() {
+        let (base, w, t) = dirs();
+        let ro = base.path().join("ro");
+        let rw = base.path().join("rw");
         let spec = SandboxSpec::for_command(
-            Path::new("/w"),
-            Path::new("/t"),
-            &[(PathBuf::from("/ro"), false), (PathBuf::from("/rw"), true)],
+            &w,
+            &t,
+            vec![
+                Grant::open(&ro, Access::Read).unwrap(),
+                Grant::open(&rw, Access::ReadWrite).unwrap(),
+            ],
         )
         .unwrap();
-        let access = |p: &str| {
+        let access = |p: &Path| {
             spec.grants
                 .iter()
-                .find(|g| g.path == Path::new(p))
+                .find(|g| g.path == p)
                 .map(|g| g.access)
         };
-        assert_eq!(access("/ro"), Some(Access::Read));
-        assert_eq!(access("/rw"), Some(Access::ReadWrite));
-        assert_eq!(access("/w"), Some(Access::ReadWrite));
+        assert_eq!(access(&ro), Some(Access::Read));
+        assert_eq!(access(&rw), Some(Access::ReadWrite));
+        assert_eq!(access(w.path()), Some(Access::ReadWrite));
         assert!(spec.may_spawn());
     }
 
     #[test]
+    fn a_leased_grant_names_the_leased_directory_even_after_the_path_is_swapped() {
+        let (base, w, _t) = dirs();
+        let grant = Grant::leased(&w, Access::ReadWrite).unwrap();
+        // The path now names another directory; the grant still names the leased one.
+        std::fs::rename(base.path().join("w"), base.path().join("gone")).unwrap();
+        std::fs::rename(base.path().join("ro"), base.path().join("w")).unwrap();
+        let held = rustix::fs::fstat(&*grant.fd).unwrap();
+        let id = w.id();
+        assert_eq!((held.st_dev, held.st_ino), (id.dev, id.ino));
+    }
+
+    #[test]
     fn run_spec_is_one_program_without_spawn_or_network() {
-        let spec = SandboxSpec::for_run(Path::new("/usr/bin/wc"), Path::new("/m"), Path::new("/t"))
-            .unwrap();
+        let (_base, m, t) = dirs();
+        let spec = SandboxSpec::for_run(Path::new("/usr/bin/wc"), &m, &t).unwrap();
         assert!(!spec.may_spawn());
         assert_eq!(spec.network, Network::None);
         assert_eq!(spec.grants.len(), 2);
-        assert!(SandboxSpec::for_run(Path::new("wc"), Path::new("/m"), Path::new("/t")).is_err());
+        assert!(SandboxSpec::for_run(Path::new("wc"), &m, &t).is_err());
     }
 }

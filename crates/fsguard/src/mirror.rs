@@ -55,6 +55,32 @@
 //! files open) are not safe targets of a write-back in any case: the rename leaves them writing
 //! to the old inode. (5) As before, a process of the same user racing the re-check right before
 //! a write is outside what this guards (CMD-11).
+//!
+//! # Hard links
+//!
+//! A regular file with more than one link may be another name of a file outside the folder
+//! (`ln /elsewhere/secret folder/x`); copying it would hand `run` the outside content, which
+//! `command` (CMD-9) and the file tools (FILE-1) refuse to touch. So the copy walk checks the
+//! link count on the `fstat` of the very descriptor the content would be read from, before the
+//! first byte, and a folder holding such a file is not mirrored at all:
+//! [`MirrorError::HardLinked`] names every one (the walk goes on looking, copying nothing
+//! more), and [`Mirror::create`] and [`Mirror::refresh`] remove the half-made mirror before they
+//! return the error, so no later call can take it for a copy. A name added to the file after
+//! that `fstat` does not change what is read: the descriptor's inode had one name, ours, and
+//! its content is the folder's.
+//!
+//! Write-back never writes through a link either. It replaces a folder entry by `renameat` of
+//! a new file (FILE-2) and never opens the old inode for writing, so other names keep their
+//! content; and a folder file that gained a name after the mirror was taken no longer matches
+//! its baseline (the link count is recorded, and `link(2)` moves the ctime), so it is a
+//! [`ConflictReason::ChangedInSource`] and left as it is.
+//!
+//! Inside the mirror, the program cannot make a hard link: the sandbox's seccomp filter denies
+//! `link` and `linkat` (and Landlock refuses a link to a file outside the mirror on its own).
+//! One made anyway would only give a mirror file a second name — both names are written back
+//! as separate copies of mirror content — and a same-user process outside the sandbox that
+//! links an outside file into the mirror is CMD-11's limit (it could write that content
+//! anywhere itself). A refresh copies any file whose copy's ctime moved, linked ones included.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -71,6 +97,7 @@ use rustix::fs::{AtFlags, Mode};
 use crate::atomic::{Contents, Replace, WriteError, write_entry};
 use crate::lease::{LeaseError, RootLease};
 use crate::relpath::is_git_name;
+use crate::scan::HardLink;
 use crate::sys::{self, Kind, Meta};
 
 mod copy;
@@ -113,9 +140,10 @@ impl EntryKind {
 /// A file time: seconds and nanoseconds since the epoch, ordered as a pair.
 type Time = (i64, u32);
 
-/// One path's recorded state in the folder: type, identity (device, inode), permission bits,
-/// size, mtime, ctime and, for a file changed within [`RACY_WINDOW`] of the snapshot, a BLAKE3
-/// hash of its content (see the module docs for why metadata decides everywhere else).
+/// One path's recorded state in the folder: type, identity (device, inode), link count,
+/// permission bits, size, mtime, ctime and, for a file changed within [`RACY_WINDOW`] of the
+/// snapshot, a BLAKE3 hash of its content (see the module docs for why metadata decides
+/// everywhere else).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BaselineEntry {
@@ -134,6 +162,9 @@ pub struct BaselineEntry {
     pub dev: u64,
     /// Inode number: a file replaced by another (an editor's save-by-rename) has a new one.
     pub ino: u64,
+    /// Link count: 1 for every copied file (a hard-linked one refuses the mirror); a file that
+    /// gained a name since no longer matches, so write-back leaves it alone.
+    pub nlink: u64,
     /// BLAKE3 of the content, recorded only for a file whose mtime or ctime was within the
     /// racy window ([`RACY_WINDOW`] unless [`MirrorOptions`] say otherwise) of the snapshot, or
     /// that a write-back just wrote; `None` for every other entry.
@@ -150,6 +181,7 @@ impl BaselineEntry {
             ctime: meta.map_or((0, 0), |m| m.ctime),
             dev: meta.map_or(0, |m| m.dev),
             ino: meta.map_or(0, |m| m.ino),
+            nlink: meta.map_or(0, |m| m.nlink),
             hash,
         }
     }
@@ -163,11 +195,13 @@ impl BaselineEntry {
             && m.ctime == self.ctime
             && m.dev == self.dev
             && m.ino == self.ino
+            && m.nlink == self.nlink
     }
 
     /// Whether the folder's current `now` is still what was recorded. Directories compare by
     /// kind and mode only (their mtime moves with every entry added or removed); everything
-    /// else by kind, identity, mode, size, mtime and ctime, and a recent file also by content
+    /// else by kind, identity, link count, mode, size, mtime and ctime, and a recent file also
+    /// by content
     /// ([`source_state`] hashes `now` exactly when this entry has a hash and the metadata
     /// matched). A `touch`, a chmod back and forth, or a rewrite that restores the mtime all
     /// count as changes: conservative on purpose.
@@ -387,6 +421,20 @@ pub enum MirrorError {
         /// The destination.
         path: PathBuf,
     },
+    /// The folder holds regular files with more than one link; nothing was mirrored (module
+    /// docs, "Hard links").
+    #[error(
+        "{} hard-linked file(s) in the folder: {}. A hard link may be another name of a file \
+         outside the workspace, so the folder was not mirrored and nothing ran; replace each \
+         with a copy (e.g. `cp --remove-destination f f.copy && mv f.copy f`) or remove the \
+         extra name",
+        links.len(),
+        shown_links(links)
+    )]
+    HardLinked {
+        /// Every such file, by path relative to the folder, sorted, with its link count.
+        links: Vec<HardLink>,
+    },
     /// A file or directory could not be read or written.
     #[error("mirror: cannot {op} `{}`: {source}", path.display())]
     Io {
@@ -434,6 +482,22 @@ pub struct Mirror {
     /// The mirror side of every copied file, by the same relative path.
     copies: BTreeMap<PathBuf, CopyStamp>,
     options: MirrorOptions,
+}
+
+/// At most this many hard-linked files are named in [`MirrorError::HardLinked`]'s message (all
+/// are in the value), as `command` names them (CMD-9).
+const HARD_LINKS_SHOWN: usize = 20;
+
+fn shown_links(links: &[HardLink]) -> String {
+    let mut list: Vec<String> = links
+        .iter()
+        .take(HARD_LINKS_SHOWN)
+        .map(|l| format!("`{}` ({} links)", l.path.display(), l.links))
+        .collect();
+    if links.len() > HARD_LINKS_SHOWN {
+        list.push(format!("and {} more", links.len() - HARD_LINKS_SHOWN));
+    }
+    list.join(", ")
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> MirrorError + 'a {
@@ -485,9 +549,22 @@ impl Mirror {
             copies: BTreeMap::new(),
             options: options.clone(),
         };
-        this.copy_all()?;
-        this.settle_copies()?;
-        Ok(this)
+        match this.copy_all().and_then(|()| this.settle_copies()) {
+            Ok(()) => Ok(this),
+            Err(e) => Err(this.discard(e)),
+        }
+    }
+
+    /// Removes the half-made mirror after a failed copy, then hands back `err`: nothing
+    /// half-written is left for a later call to use. Best effort, and only the directory the
+    /// lease pinned: if the path names another one by now it is left alone. A leftover has no
+    /// record, so [`refresh`](Mirror::refresh) would not trust it either, and `create` refuses
+    /// an existing destination.
+    fn discard(self, err: MirrorError) -> MirrorError {
+        if self.mirror.verify().is_ok() {
+            let _ = refresh::remove_tree(self.mirror.path());
+        }
+        err
     }
 
     /// The folder's path.

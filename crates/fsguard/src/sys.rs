@@ -127,6 +127,35 @@ pub(crate) fn open_file_child<P: rustix::path::Arg>(
     Ok(fd)
 }
 
+/// Sets the mode of the directory `name` inside `dir` without following a symbolic link: a
+/// symlink swapped in at `name` is refused, never chmod-ed through. `fchmodat` cannot do it on
+/// Linux (its `AT_SYMLINK_NOFOLLOW` needs `fchmodat2`, Linux 6.6), so the directory is opened
+/// `O_NOFOLLOW | O_DIRECTORY` and changed with `fchmod` on that descriptor. A directory its
+/// owner may not read (a mode a failed turn left) is opened `O_PATH` instead, which needs no
+/// permission on it, and changed through its `/proc/self/fd` entry: that magic link names the
+/// opened inode itself, not a path that could be re-resolved.
+pub(crate) fn chmod_dir_child(dir: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> io::Result<()> {
+    match open_dir_child(dir, name) {
+        Ok(fd) => Ok(rustix::fs::fchmod(&fd, mode)?),
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            use std::os::fd::AsRawFd;
+            let fd = open_dir_walk(dir, name)?;
+            let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            Ok(rustix::fs::chmod(path.as_str(), mode)?)
+        }
+        // Elsewhere (macOS) `fchmodat` honours `AT_SYMLINK_NOFOLLOW`.
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Ok(rustix::fs::chmodat(
+            dir,
+            name,
+            mode,
+            AtFlags::SYMLINK_NOFOLLOW,
+        )?),
+        Err(e) => Err(e),
+    }
+}
+
 /// Clears `O_NONBLOCK` once the descriptor is known to be a regular file.
 pub(crate) fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     let flags = rustix::fs::fcntl_getfl(fd)?;

@@ -580,6 +580,7 @@ impl Turn {
             .clone();
         let root = Arc::clone(&self.root);
         let call_args = args.clone();
+        let hidden = [self.session.host.inner.store.dir().to_path_buf()];
         self.scope
             .call(call_id, &gate, &args, |ctx| async move {
                 handler
@@ -590,6 +591,7 @@ impl Turn {
                             root,
                             kind,
                             options,
+                            hidden: &hidden,
                         },
                     )
                     .await

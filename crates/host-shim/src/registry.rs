@@ -33,6 +33,9 @@ pub struct ToolEnv<'a> {
     pub kind: WorkspaceKind,
     /// Per-call options from the host (pre-approved extra paths).
     pub options: &'a CallOptions,
+    /// Directories no sandboxed command may read or change, even inside the workspace or an
+    /// extra path: the host's state directory (grants, mirrors, locks, configuration), issue 14.
+    pub hidden: &'a [PathBuf],
 }
 
 /// Per-call options a host passes along with the arguments.
@@ -212,7 +215,12 @@ impl ToolHandler for CommandTool {
                 pre: command_tool::PreApproved::new(env.options.approved_extra_paths.clone()),
                 host: &*self.approver.0,
             };
-            let out = command_tool::command(args, env.root, &approver, &env.ctx).await?;
+            let mut options = command_tool::CommandOptions::default();
+            for dir in env.hidden {
+                options = options.hide(dir.clone());
+            }
+            let out =
+                command_tool::command_with(args, env.root, &approver, &env.ctx, &options).await?;
             files::to_value(&out)
         })
     }

@@ -68,6 +68,33 @@ pub enum SandboxError {
         /// The program path.
         path: PathBuf,
     },
+    /// More mounts than the child can keep track of.
+    #[error(
+        "the sandbox would need {count} mounts (writable paths, bound directories and hidden \
+         paths together) but makes at most {max}; grant fewer writable paths"
+    )]
+    TooManyMounts {
+        /// Mounts needed.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A path to hide lies beneath a granted one, and no private mount namespace can be made
+    /// here to hide it.
+    #[error(
+        "{root:?} contains {hidden:?}, which a sandboxed program must never read or change (it \
+         holds the host's own state: grants, mirrors, locks), and this machine cannot make a \
+         private mount namespace to hide it ({reason}); grant a directory that does not contain \
+         it, or move the state directory elsewhere"
+    )]
+    CannotHide {
+        /// The granted path.
+        root: PathBuf,
+        /// The path that would be exposed.
+        hidden: PathBuf,
+        /// Why there is no private mount namespace.
+        reason: String,
+    },
     /// The kernel refused a Landlock rule for an opened path.
     #[error("cannot add a Landlock rule to the ruleset: {source}")]
     LandlockRule {
@@ -99,6 +126,12 @@ impl SandboxError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ApplyStage {
+    /// The private mount and IPC namespaces and their mounts. `ESTALE`: a granted path, a
+    /// hidden path or the working directory no longer named the file pinned when the policy
+    /// was prepared (it was swapped), so nothing ran.
+    Namespaces,
+    /// Emptying the capability sets.
+    Capabilities,
     /// `prctl(PR_SET_NO_NEW_PRIVS)`.
     NoNewPrivs,
     /// `landlock_restrict_self`.

@@ -58,6 +58,7 @@
 
 mod error;
 mod interp;
+mod isolate;
 mod policy;
 mod probe;
 mod sandbox;
@@ -65,7 +66,7 @@ mod seccomp;
 mod syscache;
 
 pub use error::{ApplyError, ApplyStage, SandboxError};
-pub use policy::{Access, Network, Policy, Scopes};
+pub use policy::{Access, Launch, Network, Policy, Scopes};
 pub use probe::{Availability, LandlockSupport, probe};
 pub use sandbox::{Enforcement, EnforcementStatus, Gaps, PreparedSandbox};
 

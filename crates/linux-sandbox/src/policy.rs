@@ -3,7 +3,9 @@
 //! unix sockets. A `Policy` is plain data; nothing touches the kernel until
 //! [`Policy::prepare`](crate::Policy::prepare).
 
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 bitflags::bitflags! {
     /// What a sandboxed program may do beneath one path.
@@ -75,10 +77,26 @@ pub(crate) enum Spawn {
     },
 }
 
+/// Where the sandboxed program's process starts, as far as the sandbox needs to know: the
+/// caller's process supervisor decides it, this crate cannot see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Launch {
+    /// The process runs in a user namespace of its own (made by its supervisor), where it holds
+    /// the capabilities to make private mount and IPC namespaces before it `exec`s. A root
+    /// host's process may make them anyway.
+    pub own_user_namespace: bool,
+    /// The process's supervisor is PID 1 of a PID namespace of the process's own, so every
+    /// other process it can name is its own descendant except PID 1.
+    pub own_pid_namespace: bool,
+}
+
 /// One path grant.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone)]
 pub(crate) struct PathRule {
     pub(crate) path: PathBuf,
+    /// Set by [`Policy::allow_fd`]: the rule is made on this descriptor, and `path` is never
+    /// opened (it names the grant in errors only).
+    pub(crate) fd: Option<Arc<OwnedFd>>,
     pub(crate) access: Access,
     /// A missing optional path is skipped; a missing required one fails `prepare`.
     pub(crate) optional: bool,
@@ -108,13 +126,16 @@ pub(crate) struct PathRule {
 ///     .network(Network::None);
 /// assert_eq!(policy.network_access(), Network::None);
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone)]
 pub struct Policy {
     pub(crate) rules: Vec<PathRule>,
+    pub(crate) hidden: Vec<PathBuf>,
     pub(crate) network: Network,
     pub(crate) spawn: Spawn,
     pub(crate) scopes: Scopes,
     pub(crate) abi_limit: Option<u8>,
+    pub(crate) launch: Launch,
+    pub(crate) namespaces: bool,
 }
 
 impl Default for Policy {
@@ -130,10 +151,13 @@ impl Policy {
     pub fn new() -> Self {
         Policy {
             rules: Vec::new(),
+            hidden: Vec::new(),
             network: Network::None,
             spawn: Spawn::Allowed,
             scopes: Scopes::default(),
             abi_limit: None,
+            launch: Launch::default(),
+            namespaces: true,
         }
     }
 
@@ -156,10 +180,55 @@ impl Policy {
     pub fn allow(mut self, path: impl Into<PathBuf>, access: Access) -> Self {
         self.rules.push(PathRule {
             path: path.into(),
+            fd: None,
             access,
             optional: false,
             system: false,
         });
+        self
+    }
+
+    /// Grants `access` beneath the file or directory `fd` names (an `O_PATH` or ordinary
+    /// descriptor), opened by the caller when it validated the path. The rule is made on this
+    /// descriptor and `path` is never looked up again, so a path swapped for a symbolic link
+    /// after validation changes nothing (issue 14). `path` names the grant in errors.
+    pub fn allow_fd(mut self, path: impl Into<PathBuf>, fd: Arc<OwnedFd>, access: Access) -> Self {
+        self.rules.push(PathRule {
+            path: path.into(),
+            fd: Some(fd),
+            access,
+            optional: false,
+            system: false,
+        });
+        self
+    }
+
+    /// Hides the directory `path` from the program wherever it lies strictly beneath a
+    /// granted path (a host's own state directory inside a workspace of `$HOME`): in the
+    /// program's private mount namespace an empty read-only directory covers it, and each
+    /// directory between a writable grant and it is bound onto itself, so the program can
+    /// neither rename it away nor plant a forged copy in its place. Where no private mount
+    /// namespace can be made, [`prepare`](Policy::prepare) refuses a policy whose grants
+    /// contain a hidden path ([`SandboxError::CannotHide`](crate::SandboxError::CannotHide)).
+    /// A hidden path that contains a grant, or is one, hides nothing from it. The path must
+    /// exist when the policy is prepared.
+    pub fn hide(mut self, path: impl Into<PathBuf>) -> Self {
+        self.hidden.push(path.into());
+        self
+    }
+
+    /// Says where the program's process will start (see [`Launch`]); default: no namespaces
+    /// of its own.
+    pub fn launch(mut self, launch: Launch) -> Self {
+        self.launch = launch;
+        self
+    }
+
+    /// Whether private mount and IPC namespaces may be used where the kernel allows them
+    /// (default `true`). `false` behaves as a machine without them (tests of the fallback,
+    /// `cargo xtask matrix`); the [`Enforcement`](crate::Enforcement) report says so.
+    pub fn private_namespaces(mut self, allowed: bool) -> Self {
+        self.namespaces = allowed;
         self
     }
 
@@ -168,6 +237,7 @@ impl Policy {
     pub fn allow_if_exists(mut self, path: impl Into<PathBuf>, access: Access) -> Self {
         self.rules.push(PathRule {
             path: path.into(),
+            fd: None,
             access,
             optional: true,
             system: false,
@@ -198,6 +268,7 @@ impl Policy {
     pub fn allow_system(mut self, path: impl Into<PathBuf>, access: Access) -> Self {
         self.rules.push(PathRule {
             path: path.into(),
+            fd: None,
             access,
             optional: true,
             system: true,

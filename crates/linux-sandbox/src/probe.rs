@@ -30,6 +30,7 @@ pub struct Availability {
     landlock: LandlockSupport,
     seccomp: Result<(), i32>,
     user_namespaces: Result<(), i32>,
+    namespaces: Result<(), i32>,
 }
 
 impl Availability {
@@ -58,6 +59,14 @@ impl Availability {
     /// process supervisor uses for a PID namespace. Not needed by this crate's sandbox.
     pub fn user_namespaces(&self) -> bool {
         self.user_namespaces.is_ok()
+    }
+
+    /// Whether a child of this process can make the private mount and IPC namespaces of the
+    /// sandbox (directly as root, inside a user namespace of its own otherwise; tried once in
+    /// a forked child). Without them the [`Enforcement`](crate::Enforcement) report names
+    /// what is missing.
+    pub fn private_namespaces(&self) -> bool {
+        self.namespaces.is_ok()
     }
 
     /// Whether [`Policy::prepare`](crate::Policy::prepare) can succeed on this kernel.
@@ -111,6 +120,19 @@ impl fmt::Display for Availability {
             Ok(()) => writeln!(f, "user namespaces: available")?,
             Err(errno) => writeln!(f, "user namespaces: not available ({})", errno_text(errno))?,
         }
+        match self.namespaces {
+            Ok(()) => writeln!(
+                f,
+                "private namespaces: available (read-only view outside the writable paths, \
+                 private IPC, hidden state directory)"
+            )?,
+            Err(errno) => writeln!(
+                f,
+                "private namespaces: not available ({}); metadata of files outside the \
+                 writable paths is not protected, host IPC is refused by seccomp",
+                errno_text(errno)
+            )?,
+        }
         if self.can_sandbox() {
             write!(f, "sandbox: enforced")
         } else {
@@ -134,6 +156,7 @@ pub fn probe() -> &'static Availability {
         landlock: probe_landlock(),
         seccomp: probe_seccomp(),
         user_namespaces: probe_user_namespaces(),
+        namespaces: crate::isolate::probe_namespaces(),
     })
 }
 

@@ -14,6 +14,7 @@ use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::error::{ApplyError, ApplyStage, SandboxError};
 use crate::interp;
+use crate::isolate::{self, Ident, Isolation};
 use crate::policy::{Access, Network, PathRule, Policy, Scopes, Spawn};
 use crate::probe::probe;
 use crate::seccomp::{self, FilterOptions};
@@ -33,6 +34,12 @@ bitflags::bitflags! {
         /// Connecting to outside abstract unix sockets is not blocked (Landlock ABI < 6 with
         /// [`Network::All`]; under [`Network::None`] seccomp refuses `socket(AF_UNIX)` instead).
         const ABSTRACT_UNIX_SOCKET_SCOPE = 1 << 3;
+        /// No private mount namespace: the mode, owner and times of files outside the
+        /// writable paths that the program's user owns can still be changed (Landlock does not
+        /// govern metadata). seccomp still refuses set-id mode bits, extended attributes, the
+        /// immutable flag and `file_setattr` everywhere, and host IPC (no private IPC
+        /// namespace either).
+        const METADATA_OUTSIDE = 1 << 4;
     }
 }
 
@@ -62,6 +69,7 @@ pub enum EnforcementStatus {
 pub struct Enforcement {
     landlock_abi: u8,
     gaps: Gaps,
+    namespaces: bool,
 }
 
 impl Enforcement {
@@ -83,19 +91,34 @@ impl Enforcement {
     pub fn gaps(&self) -> Gaps {
         self.gaps
     }
+
+    /// Whether the program runs in private mount and IPC namespaces: a read-only view of
+    /// everything but the writable paths, hidden paths covered, nothing of the host's IPC.
+    pub fn private_namespaces(&self) -> bool {
+        self.namespaces
+    }
 }
 
 impl fmt::Display for Enforcement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let layers = if self.namespaces {
+            "private mount and IPC namespaces, no capabilities"
+        } else {
+            "no private namespaces, no capabilities"
+        };
         match self.status() {
             EnforcementStatus::FullyEnforced => {
-                write!(f, "fully enforced (Landlock ABI {})", self.landlock_abi)
+                write!(
+                    f,
+                    "fully enforced (Landlock ABI {}; {layers})",
+                    self.landlock_abi
+                )
             }
             EnforcementStatus::PartiallyEnforced => {
                 let names: Vec<&str> = self.gaps.iter_names().map(|(name, _)| name).collect();
                 write!(
                     f,
-                    "partially enforced (Landlock ABI {}; not enforced: {})",
+                    "partially enforced (Landlock ABI {}; {layers}; not enforced: {})",
                     self.landlock_abi,
                     names.join(", ")
                 )
@@ -125,6 +148,8 @@ pub struct PreparedSandbox {
     ruleset: OwnedFd,
     filter: Vec<libc::sock_filter>,
     enforcement: Enforcement,
+    /// The namespaces and mounts made in the child, when the machine allows them.
+    isolation: Option<Isolation>,
 }
 
 impl fmt::Debug for PreparedSandbox {
@@ -133,6 +158,7 @@ impl fmt::Debug for PreparedSandbox {
             .field("ruleset", &self.ruleset)
             .field("filter_len", &self.filter.len())
             .field("enforcement", &self.enforcement)
+            .field("isolation", &self.isolation)
             .finish()
     }
 }
@@ -145,6 +171,8 @@ struct OpenedRule {
     id: FileId,
     /// An [`Policy::allow_system`] location.
     system: bool,
+    /// The caller's path as it was given (not for system locations).
+    path: Option<PathBuf>,
 }
 
 /// Adds a grant on `fd`. A system location that is the same file as one already granted (with
@@ -194,11 +222,21 @@ impl Policy {
         }
 
         let opened = self.open_paths()?;
+        // Private namespaces: where the child may make them (root, or its own user namespace)
+        // and the kernel lets it (probed once).
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let namespaces = self.namespaces
+            && availability.private_namespaces()
+            && (root || self.launch.own_user_namespace);
+        let isolation = self.isolation(&opened, namespaces)?;
         let ruleset = build_ruleset(self, abi, &opened)?;
         let filter = seccomp::build_cached(FilterOptions {
             network: self.network,
             may_spawn: self.may_spawn(),
             landlock_restricts_unix_connect: abi >= 9,
+            private_ipc: namespaces,
+            own_pid_namespace: self.launch.own_pid_namespace,
         })?;
         // BPF_MAXINSNS: the kernel refuses longer programs; refuse here, not in the child.
         if filter.len() > 4096 {
@@ -206,14 +244,75 @@ impl Policy {
                 reason: format!("filter of {} instructions exceeds 4096", filter.len()),
             });
         }
+        let mut gaps = gaps(self, abi);
+        if !namespaces {
+            gaps |= Gaps::METADATA_OUTSIDE;
+        }
         Ok(PreparedSandbox {
             ruleset,
             filter,
             enforcement: Enforcement {
                 landlock_abi: abi,
-                gaps: gaps(self, abi),
+                gaps,
+                namespaces,
             },
+            isolation,
         })
+    }
+
+    /// The mounts of the private namespaces, or (without them) the refusal of a policy whose
+    /// grants contain a hidden path.
+    fn isolation(
+        &self,
+        opened: &[OpenedRule],
+        namespaces: bool,
+    ) -> Result<Option<Isolation>, SandboxError> {
+        let open_error = |path: &Path, source: std::io::Error| SandboxError::OpenPath {
+            path: path.to_owned(),
+            source,
+        };
+        let mut roots = Vec::new();
+        for rule in opened {
+            let Some(given) = &rule.path else { continue };
+            roots.push(isolate::Root {
+                path: isolate::canonical_path_of(rule.fd.as_fd())
+                    .map_err(|e| open_error(given, e))?,
+                id: Ident::of_fd(rule.fd.as_fd()).map_err(|e| open_error(given, e))?,
+                writable: rule.access.contains(Access::WRITE),
+            });
+        }
+        let mut hidden = Vec::with_capacity(self.hidden.len());
+        for path in &self.hidden {
+            if !path.is_absolute() {
+                return Err(SandboxError::RelativePath { path: path.clone() });
+            }
+            let Some((fd, _)) = open_path(path, false)? else {
+                continue;
+            };
+            let canonical = isolate::canonical_path_of(fd.as_fd()).map_err(|e| open_error(path, e))?;
+            let id = Ident::of_fd(fd.as_fd()).map_err(|e| open_error(path, e))?;
+            if !namespaces {
+                if let Some(root) = roots
+                    .iter()
+                    .find(|r| canonical != r.path && canonical.starts_with(&r.path))
+                {
+                    return Err(SandboxError::CannotHide {
+                        root: root.path.clone(),
+                        hidden: canonical,
+                        reason: if self.namespaces {
+                            probe().to_string().lines().filter(|l| l.starts_with("private namespaces")).collect::<String>()
+                        } else {
+                            "private namespaces are turned off by the policy".to_owned()
+                        },
+                    });
+                }
+            }
+            hidden.push((canonical, id));
+        }
+        if !namespaces {
+            return Ok(None);
+        }
+        Isolation::prepare(&roots, &hidden).map(Some)
     }
 
     /// Validate, then open: every rule path (and, for executables, their interpreters).
@@ -240,6 +339,7 @@ impl Policy {
             }
             Spawn::Denied { program } => Some(PathRule {
                 path: program.clone(),
+                fd: None,
                 access: Access::READ | Access::EXECUTE,
                 optional: false,
                 system: false,
@@ -272,6 +372,7 @@ impl Policy {
                         access: rule.access,
                         id,
                         system: true,
+                        path: None,
                     },
                 );
             }
@@ -285,8 +386,19 @@ impl Policy {
             .filter(|r| !r.system)
             .chain(program_rule.as_ref())
         {
-            let Some((fd, id)) = open_path(&rule.path, rule.optional)? else {
-                continue;
+            let (fd, id) = match &rule.fd {
+                // The caller's descriptor, opened when it validated the path: never the path.
+                Some(fd) => {
+                    let stat = rustix::fs::fstat(&**fd).map_err(|e| SandboxError::OpenPath {
+                        path: rule.path.clone(),
+                        source: e.into(),
+                    })?;
+                    (Arc::clone(fd), FileId::of(&stat))
+                }
+                None => match open_path(&rule.path, rule.optional)? {
+                    Some((fd, id)) => (Arc::new(fd), id),
+                    None => continue,
+                },
             };
             if self.program() == Some(rule.path.as_path()) && id.is_dir {
                 return Err(SandboxError::ProgramNotFile {
@@ -299,10 +411,11 @@ impl Policy {
             push_rule(
                 &mut opened,
                 OpenedRule {
-                    fd: Arc::new(fd),
+                    fd,
                     access: rule.access,
                     id,
                     system: false,
+                    path: Some(rule.path.clone()),
                 },
             );
         }
@@ -315,6 +428,7 @@ impl Policy {
                         access: Access::READ | Access::EXECUTE,
                         id,
                         system: false,
+                        path: None,
                     },
                 );
             }
@@ -575,6 +689,11 @@ impl PreparedSandbox {
     /// in [`ApplyError::errno`] instead.
     pub fn apply_in_child(&self) -> Result<(), ApplyError> {
         use syscalls::{Sysno, syscall3, syscall5};
+        // Namespaces and mounts need the capabilities that the next step drops.
+        if let Some(isolation) = &self.isolation {
+            isolation.enter()?;
+        }
+        isolate::drop_capabilities()?;
         // no_new_privs first: landlock_restrict_self and seccomp both require it of an
         // unprivileged caller, and it keeps setuid binaries from gaining privileges.
         // SAFETY: prctl with integer arguments only; no memory is passed.
@@ -709,6 +828,7 @@ mod tests {
             .unwrap(),
             filter: good.filter.clone(),
             enforcement: good.enforcement,
+            isolation: None,
         };
         let (result, kept) = apply_in_forked_child(&not_a_ruleset);
         assert_eq!(

@@ -57,7 +57,7 @@ pub use identity::{ProcessId, ProcessState};
 #[cfg(target_os = "linux")]
 pub use linux::{
     Command, DEFAULT_SCAN_INTERVAL, Mode, ProcessTree, Signal, SignalOutcome, SpawnError,
-    StopError, StopReport, pid_namespace_available, signal,
+    StopError, StopReport, pid_namespace_available, signal, user_namespace_in_use,
 };
 pub use table::{ProcessEntry, ProcessTable};
 pub use tracker::Tracker;

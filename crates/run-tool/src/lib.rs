@@ -5,7 +5,8 @@
 //! names, unknown fields refused, JSON Schemas); the argument whitelist of RUN-3 and the limits
 //! of RUN-2, RUN-4 and RUN-5 ([`validate`]); the fixed program paths ([`Program`]); the run's
 //! private temp dir and environment (RUN-8); and the meaning of an [`exec::Outcome`] for the
-//! caller (RUN-9, RUN-10, RUN-12).
+//! caller (RUN-9, RUN-10, RUN-12), including a mirror that could not be taken
+//! ([`mirror_error`]: a hard-linked file in the folder is `AGENT_EXEC_PATH_INVALID`).
 //!
 //! **Refuses to know:** other tools, the host, accounts and grants (the caller's `ToolScope`
 //! gate runs first, TS-*), how the mirror was made or is written back (RUN-11 is the host's),
@@ -45,10 +46,12 @@
 //! types, `tempfile` for the private temp dir.
 #![deny(missing_docs)]
 
+mod mirror;
 mod run;
 mod types;
 mod validate;
 
+pub use mirror::mirror_error;
 pub use run::{OUTPUT_CAP, run};
 pub use types::{AgentRunArguments, AgentRunOutput};
 pub use validate::{

@@ -44,7 +44,10 @@ pub async fn run(
         .verify()
         .map_err(|e| ToolError::new(ErrorCode::ExecCancelled, format!("{e}; nothing ran")))?;
     let temp = PrivateTemp::new(mirror.path())?;
-    let sandbox = SandboxSpec::for_run(validated.executable(), mirror.path(), temp.root())
+    let temp_lease = RootLease::acquire(temp.root())
+        .map_err(|e| io_failed(format!("cannot pin the run's private temp dir: {e}")))?;
+    // Both roots are granted on their leases' descriptors, never looked up again (issue 14).
+    let sandbox = SandboxSpec::for_run(validated.executable(), &mirror, &temp_lease)
         .map_err(|e| io_failed(format!("cannot describe the sandbox: {e}")))?;
     let job = Job {
         program: validated.executable().to_path_buf(),

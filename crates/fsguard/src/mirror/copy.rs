@@ -10,6 +10,11 @@
 //! so a listed directory's fds are released soon and the open fds stay near the tree's depth.
 //! The first error stops the walk; the caller removes the half-made mirror.
 //!
+//! A regular file with more than one link (checked on the `fstat` of the descriptor it would be
+//! copied from) is not copied: it is listed, and from then on the walk only looks for more of
+//! them, copying nothing, so the refusal names every one (module docs of `mirror`, "Hard
+//! links").
+//!
 //! [`Mirror::refresh`](super::Mirror::refresh) runs the same walk over a mirror already pruned
 //! to the folder's shape ([`super::refresh`]): directories may exist already, anything not
 //! copied is removed from the mirror, and a file is kept instead of copied only when the
@@ -21,6 +26,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{Mode, OFlags};
@@ -32,6 +38,7 @@ use super::{
 };
 use crate::lease::FileId;
 use crate::relpath::is_git_name;
+use crate::scan::HardLink;
 use crate::sys::{self, Kind, Meta};
 
 /// Files per batch: large enough that the queue's lock is no cost, small enough that a
@@ -65,12 +72,15 @@ enum Job {
     },
 }
 
-/// What the walk recorded: the baseline, the copies' stamps, and directory modes to set last.
+/// What the walk recorded: the baseline, the copies' stamps, directory modes to set last, and
+/// the hard-linked files it refused to copy.
 #[derive(Default)]
 pub(super) struct Copied {
     pub(super) baseline: Vec<(PathBuf, BaselineEntry)>,
     pub(super) copies: Vec<(PathBuf, CopyStamp)>,
     pub(super) dir_modes: Vec<(PathBuf, u32)>,
+    /// Paths relative to the folder, in walk order (the caller sorts).
+    pub(super) hard_links: Vec<HardLink>,
 }
 
 impl Copied {
@@ -83,6 +93,7 @@ impl Copied {
         self.baseline.extend(other.baseline);
         self.copies.extend(other.copies);
         self.dir_modes.extend(other.dir_modes);
+        self.hard_links.extend(other.hard_links);
     }
 }
 
@@ -101,6 +112,9 @@ struct Shared<'r> {
     since: Time,
     /// `Some` when refreshing an existing mirror.
     reuse: Option<&'r Reuse>,
+    /// A hard-linked file was found: the mirror will be removed, so copy nothing more and only
+    /// look for the other hard links.
+    refused: AtomicBool,
 }
 
 /// Copies the folder open at `src_root` into the empty mirror open at `dst_root`.
@@ -128,6 +142,7 @@ pub(super) fn copy_tree(
         own,
         since,
         reuse,
+        refused: AtomicBool::new(false),
     };
     let copied = if threads <= 1 {
         worker(&shared)
@@ -148,6 +163,11 @@ pub(super) fn copy_tree(
         .unwrap_or_else(PoisonError::into_inner);
     match queue.error {
         Some(e) => Err(e),
+        None if !copied.hard_links.is_empty() => {
+            let mut links = copied.hard_links;
+            links.sort_by(|a, b| a.path.cmp(&b.path));
+            Err(MirrorError::HardLinked { links })
+        }
         None => Ok(copied),
     }
 }
@@ -387,6 +407,23 @@ fn copy_file(
         }
     };
     let meta = sys::fstat(&fd).map_err(io_err("stat", &rel))?;
+    // CMD-9 and FILE-1's rule, for what `run` will read: another name of this file may be
+    // outside the folder. Decided on the descriptor the copy would read, before any byte is.
+    if meta.kind == Kind::File && meta.nlink > 1 {
+        shared.refused.store(true, Ordering::Relaxed);
+        out.hard_links.push(HardLink {
+            path: rel,
+            links: meta.nlink,
+            id: FileId {
+                dev: meta.dev,
+                ino: meta.ino,
+            },
+        });
+        return Ok(());
+    }
+    if shared.refused.load(Ordering::Relaxed) {
+        return Ok(());
+    }
     if let Some(reuse) = shared.reuse {
         if meta.kind == Kind::File && !is_recent(&meta, since) {
             if let Some(stamp) = reuse.reusable(&rel, &meta, dst_dir, name) {

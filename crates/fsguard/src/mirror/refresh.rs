@@ -121,8 +121,9 @@ pub(super) fn remove_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
         Err(e) => return Err(e),
     };
     if meta.kind == Kind::Dir {
-        // Owner may always chmod: make it listable and writable before emptying it.
-        rustix::fs::chmodat(dir, name, Mode::from_raw_mode(0o700), AtFlags::empty())?;
+        // Owner may always chmod: make it listable and writable before emptying it (never
+        // through a symlink swapped in since the stat).
+        sys::chmod_dir_child(dir, name, Mode::from_raw_mode(0o700))?;
         let sub = sys::open_dir_child(dir, name)?;
         for child in names(sub.as_fd())? {
             remove_at(sub.as_fd(), &child)?;
@@ -166,8 +167,8 @@ fn prune(src: Option<BorrowedFd<'_>>, dst: BorrowedFd<'_>, rel: &Path) -> Result
             continue;
         }
         if ours.kind == Kind::Dir {
-            rustix::fs::chmodat(dst, &name, Mode::from_raw_mode(0o700), AtFlags::empty())
-                .map_err(|e| io_err("chmod", &child)(e.into()))?;
+            sys::chmod_dir_child(dst, &name, Mode::from_raw_mode(0o700))
+                .map_err(io_err("chmod", &child))?;
             let sub = sys::open_dir_child(dst, name.as_os_str()).map_err(io_err("open", &child))?;
             let src_sub: Option<OwnedFd> =
                 src.and_then(|s| sys::open_dir_child(s, name.as_os_str()).ok());
@@ -338,8 +339,9 @@ impl Mirror {
     /// Only files that may differ are copied (see the `refresh` module docs); what the folder
     /// lacks is removed, whatever it is. Without a usable record — missing, corrupt, written
     /// for another folder or directory — the mirror is removed and created anew; when
-    /// `existing` does not exist it is created. On an error the mirror is half-refreshed:
-    /// remove it (its record is already gone).
+    /// `existing` does not exist it is created. When the copy fails (a hard-linked file in the
+    /// folder, [`MirrorError::HardLinked`], or an I/O error) the half-refreshed mirror is
+    /// removed before the error is returned; its record is already gone.
     ///
     /// [`create`]: Mirror::create
     pub fn refresh_with(
@@ -395,16 +397,20 @@ impl Mirror {
             copies: BTreeMap::new(),
             options: options.clone(),
         };
-        {
+        let refreshed = (|| {
             let root = sys::reopen_dir(this.mirror.as_fd()).map_err(io_err("open", dst))?;
             rustix::fs::fchmod(&root, Mode::from_raw_mode(0o700))
                 .map_err(|e| io_err("chmod", dst)(e.into()))?;
             let src = sys::reopen_dir(this.source.as_fd()).map_err(io_err("open", dst))?;
             prune(Some(src.as_fd()), root.as_fd(), Path::new(""))?;
+            drop((root, src));
+            this.copy_all_with(Some(&reuse))?;
+            this.settle_copies()
+        })();
+        match refreshed {
+            Ok(()) => Ok(this),
+            Err(e) => Err(this.discard(e)),
         }
-        this.copy_all_with(Some(&reuse))?;
-        this.settle_copies()?;
-        Ok(this)
     }
 
     /// Writes the record a later [`refresh`](Mirror::refresh) needs (every copied file's

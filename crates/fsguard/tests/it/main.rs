@@ -7,8 +7,10 @@
 
 mod atomic;
 mod checked;
+mod hard_links;
 mod lease;
 mod mirror;
+mod races;
 mod refresh;
 mod relpath;
 mod scan;

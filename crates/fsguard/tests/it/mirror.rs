@@ -534,6 +534,43 @@ matrix! {
         fx.put("src/", "");
         assert!(matches!(m.finalize(), Err(MirrorError::Lease(_))));
     }
+
+    /// Issue 14: write-back never writes through a hard link. A folder file that gained a
+    /// name after the mirror was taken (its link count and ctime moved), or was replaced by
+    /// another name of an outside file (another inode), no longer matches its baseline: a
+    /// conflict, left as it is, and so is every other name of it.
+    fn write_back_never_writes_through_a_hard_link_made_after_the_mirror(mode) {
+        let (fx, mut m) = setup(mode, &[("a.txt", "one"), ("b.txt", "two"), ("c.txt", "three")]);
+        fx.put("outside/secret", "SECRET");
+        fs::write(fx.join("mirror/a.txt"), "mirror").unwrap();
+        fs::remove_file(fx.join("mirror/b.txt")).unwrap();
+        fs::write(fx.join("mirror/c.txt"), "mirror").unwrap();
+        fs::hard_link(fx.join("src/a.txt"), fx.join("outside/alias-a")).unwrap();
+        fs::hard_link(fx.join("src/b.txt"), fx.join("outside/alias-b")).unwrap();
+        fs::remove_file(fx.join("src/c.txt")).unwrap();
+        fs::hard_link(fx.join("outside/secret"), fx.join("src/c.txt")).unwrap();
+        assert_eq!(
+            finalize(&mut m),
+            (
+                vec![],
+                vec![
+                    "M a.txt ChangedInSource".to_owned(),
+                    "D b.txt ChangedInSource".to_owned(),
+                    "M c.txt ChangedInSource".to_owned(),
+                ]
+            )
+        );
+        for (path, content) in [
+            ("src/a.txt", "one"),
+            ("outside/alias-a", "one"),
+            ("src/b.txt", "two"),
+            ("outside/alias-b", "two"),
+            ("src/c.txt", "SECRET"),
+            ("outside/secret", "SECRET"),
+        ] {
+            assert_eq!(fx.read(path), content, "{path}");
+        }
+    }
 }
 
 /// The copy runs on several threads in batches of files: a wide directory and a deep one

@@ -178,3 +178,64 @@ fn unreadable_entries_are_recorded_not_copied_and_never_overwritten() {
         },
     );
 }
+
+/// Issue 14: the hard-link refusal as an ordinary user. A hard-linked file the user may read
+/// refuses the mirror; one nobody may read is never opened, so its content cannot reach the
+/// mirror: it is recorded as unreadable, like any unreadable file, and never replaced.
+#[test]
+fn hard_linked_files_refuse_the_mirror_unless_unreadable() {
+    as_unprivileged(
+        "hard_linked_files_refuse_the_mirror_unless_unreadable",
+        || {
+            let fx = Fixture::new();
+            fx.put("src/ok", "ok");
+            fx.put("outside/readable", "SECRET");
+            fx.put("outside/locked", "SECRET");
+            fs::hard_link(fx.join("outside/locked"), fx.join("src/locked-alias")).unwrap();
+            fx.chmod("outside/locked", 0o000);
+            let m = Mirror::create(fx.join("src"), fx.join("mirror")).unwrap();
+            assert_eq!(
+                m.baseline()[Path::new("locked-alias")].kind,
+                EntryKind::Unreadable
+            );
+            assert_eq!(crate::util::listing(&fx.join("mirror")), ["ok"]);
+            drop(m);
+            fsguard::remove_tree(&fx.join("mirror")).unwrap();
+
+            fs::hard_link(fx.join("outside/readable"), fx.join("src/alias")).unwrap();
+            let err = Mirror::create(fx.join("src"), fx.join("mirror")).unwrap_err();
+            let fsguard::MirrorError::HardLinked { links } = &err else {
+                panic!("{err:?}")
+            };
+            assert_eq!(links.len(), 1);
+            assert_eq!(links[0].path, Path::new("alias"));
+            assert!(fs::symlink_metadata(fx.join("mirror")).is_err());
+        },
+    );
+}
+
+/// A failed turn can leave mirror directories their owner may not read (mode 000). The refresh
+/// makes them `0700` through a descriptor opened without following symlinks — `O_PATH` for one
+/// it may not open for reading, changed through `/proc/self/fd` — and then prunes or keeps them.
+#[test]
+fn refresh_resets_mirror_directories_their_owner_cannot_read() {
+    as_unprivileged(
+        "refresh_resets_mirror_directories_their_owner_cannot_read",
+        || {
+            let fx = Fixture::new();
+            fx.put("src/d/f.txt", "f");
+            let m = Mirror::create(fx.join("src"), fx.join("mirror")).unwrap();
+            m.save_record().unwrap();
+            drop(m);
+            fx.put("mirror/junk/deep/x", "x");
+            fx.chmod("mirror/junk/deep", 0o000);
+            fx.chmod("mirror/junk", 0o000);
+            fx.chmod("mirror/d", 0o000);
+            let m = Mirror::refresh(fx.join("src"), fx.join("mirror")).unwrap();
+            assert_eq!(crate::util::listing(&fx.join("mirror")), ["d/", "d/f.txt"]);
+            assert_eq!(fx.read("mirror/d/f.txt"), "f");
+            assert_eq!(fx.mode("mirror/d"), fx.mode("src/d"));
+            assert!(m.changes().unwrap().is_empty());
+        },
+    );
+}

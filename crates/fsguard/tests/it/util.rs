@@ -149,3 +149,106 @@ pub fn listing(root: &Path) -> Vec<String> {
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
+
+/// Every inotify event on a directory and its entries from now on: an empty list proves that
+/// nothing opened, listed, read, wrote, created, removed or chmod-ed anything there.
+pub struct Watch {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl Watch {
+    /// Watches `root` and every directory below it.
+    pub fn new(root: &Path) -> Watch {
+        use rustix::fs::inotify;
+        let fd =
+            inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).unwrap();
+        let mut dirs = vec![root.to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            inotify::add_watch(&fd, &dir, inotify::WatchFlags::ALL_EVENTS).unwrap();
+            for e in fs::read_dir(&dir).unwrap().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    dirs.push(e.path());
+                }
+            }
+        }
+        // Reading the directories above was itself seen by their watches: start clean.
+        let watch = Watch { fd };
+        watch.events();
+        watch
+    }
+
+    /// The events since the last call, as `"<flags> <name>"`.
+    pub fn events(&self) -> Vec<String> {
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
+        let mut reader = rustix::fs::inotify::Reader::new(&self.fd, &mut buf);
+        let mut out = Vec::new();
+        loop {
+            match reader.next() {
+                Ok(e) => out.push(format!("{:?} {:?}", e.events(), e.file_name())),
+                Err(rustix::io::Errno::AGAIN) => return out,
+                Err(e) => panic!("inotify read: {e}"),
+            }
+        }
+    }
+}
+
+/// A thread that swaps two entries of a directory back and forth with
+/// `renameat2(RENAME_EXCHANGE)` as fast as it can — a directory and a symlink to an outside
+/// directory, say — until stopped. When the exchange fails because `b` is gone (the code under
+/// test removed it), `b` is made again as a symlink to `target`. Paths are resolved at each
+/// exchange, so the directory may be removed and made again under it.
+pub struct Swapper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Swapper {
+    pub fn start(dir: &Path, a: &str, b: &str, target: &Path) -> Swapper {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (a, b, target) = (dir.join(a), dir.join(b), target.to_path_buf());
+        let flag = std::sync::Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                let done = rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &a,
+                    rustix::fs::CWD,
+                    &b,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+                match done {
+                    Ok(()) => swaps += 1,
+                    Err(_) => {
+                        if fs::symlink_metadata(&b).is_err() {
+                            let _ = std::os::unix::fs::symlink(&target, &b);
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+            }
+            swaps
+        });
+        Swapper {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops the thread; returns how many exchanges it made.
+    pub fn stop(mut self) -> u64 {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle.take().map_or(0, |h| h.join().unwrap())
+    }
+}
+
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}

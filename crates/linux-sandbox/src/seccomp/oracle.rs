@@ -1,7 +1,12 @@
 //! The seccomp builder this crate used before the compact program (`build` in the parent
-//! module), kept only in tests as the oracle: seccompiler's EPERM program for the deny-list,
-//! its ENOSYS program for `clone3`, chained behind the x32 guard and a binary-search fast path.
-//! The equivalence tests run both programs on every syscall number and assert the same verdict.
+//! module), kept only in tests as the oracle: seccompiler's EPERM program for the deny-list and
+//! the argument checks, its EOPNOTSUPP program for the xattr setters and its ENOSYS program for
+//! `clone3` and `openat2`, chained behind two hand-written range guards (x32, and numbers newer
+//! than the filter; seccompiler cannot express a range) and a binary-search fast path. The
+//! equivalence tests run both programs on every syscall number and assert the same verdict.
+//!
+//! It shares the parent's lists (which calls, which argument) but none of its compilation: the
+//! argument checks here are seccompiler rules, written as the rule reads ("refused when …").
 
 // The old builder, as it was; tests may unwrap.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -13,7 +18,11 @@ use seccompiler::{
     TargetArch,
 };
 
-use super::{CLONE_NAMESPACE_FLAGS, FilterOptions, TERMINAL_INJECTION_IOCTLS, always_denied, bits};
+use super::{
+    CLONE_NAMESPACE_FLAGS, FilterOptions, IMMUTABLE_FLAG_IOCTLS,
+    NEWEST_KNOWN_SYSCALL, PRIORITY_CALLS, TERMINAL_INJECTION_IOCTLS, always_denied, bits,
+    creating_opens, host_ipc, mode_setters, pid_targets, unreadable_arguments, xattr_setters,
+};
 use crate::SandboxError;
 use crate::policy::Network;
 
@@ -105,9 +114,64 @@ pub(crate) fn eperm_rules(
         libc::SYS_ioctl,
         TERMINAL_INJECTION_IOCTLS
             .iter()
+            .chain(&IMMUTABLE_FLAG_IOCTLS)
             .map(|&request| rule(vec![condition(1, SeccompCmpOp::Eq, request)?]))
             .collect::<Result<Vec<_>, _>>()?,
     );
+
+    if !options.private_ipc {
+        for nr in host_ipc() {
+            rules.insert(nr, Vec::new());
+        }
+    }
+
+    // Set-id bits: refused when either is set (one rule each, since rules are ORed).
+    let setid = [libc::S_ISUID, libc::S_ISGID].map(u64::from);
+    for (nr, mode) in mode_setters() {
+        let mode = u8::try_from(mode).unwrap();
+        let refused = setid
+            .iter()
+            .map(|&bit| rule(vec![condition(mode, SeccompCmpOp::MaskedEq(bit), bit)?]))
+            .collect::<Result<Vec<_>, _>>()?;
+        rules.insert(nr, refused);
+    }
+    // ... and for open, only when it creates (O_CREAT, or O_TMPFILE's own bit, `__O_TMPFILE`):
+    // each set-id bit with each creating flag.
+    let creating = [libc::O_CREAT, libc::O_TMPFILE & !libc::O_DIRECTORY].map(bits);
+    for (nr, flags, mode) in creating_opens() {
+        let [flags, mode] = [flags, mode].map(|index| u8::try_from(index).unwrap());
+        let mut refused = Vec::new();
+        for &bit in &setid {
+            for &flag in &creating {
+                refused.push(rule(vec![
+                    condition(mode, SeccompCmpOp::MaskedEq(bit), bit)?,
+                    condition(flags, SeccompCmpOp::MaskedEq(flag), flag)?,
+                ])?);
+            }
+        }
+        rules.insert(nr, refused);
+    }
+
+    // Other processes: the supervisor (PID 1) in a PID namespace of our own, else anyone but 0.
+    let other_process = |arg: u8| {
+        if options.own_pid_namespace {
+            condition(arg, SeccompCmpOp::Eq, 1)
+        } else {
+            condition(arg, SeccompCmpOp::Ne, 0)
+        }
+    };
+    for nr in pid_targets() {
+        rules.insert(nr, vec![rule(vec![other_process(0)?])?]);
+    }
+    for (nr, user) in PRIORITY_CALLS {
+        rules.insert(
+            nr,
+            vec![
+                rule(vec![condition(0, SeccompCmpOp::Eq, u64::from(user))?])?,
+                rule(vec![other_process(1)?])?,
+            ],
+        );
+    }
 
     if options.network == Network::None {
         let unix = bits(libc::AF_UNIX);
@@ -127,17 +191,30 @@ pub(crate) fn eperm_rules(
 pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, SandboxError> {
     let arch = target_arch()?;
     let eperm = eperm_rules(options)?;
-    let mut enosys = BTreeMap::new();
-    enosys.insert(libc::SYS_clone3, Vec::new());
-    let mut listed: Vec<i64> = eperm.keys().chain(enosys.keys()).copied().collect();
+    let eopnotsupp: BTreeMap<i64, Vec<SeccompRule>> =
+        xattr_setters().map(|nr| (nr, Vec::new())).into();
+    let enosys: BTreeMap<i64, Vec<SeccompRule>> =
+        unreadable_arguments().map(|nr| (nr, Vec::new())).into();
+    let mut listed: Vec<i64> = eperm
+        .keys()
+        .chain(eopnotsupp.keys())
+        .chain(enosys.keys())
+        .copied()
+        .collect();
     listed.sort_unstable();
 
-    let mut parts = Vec::with_capacity(4);
-    // The x32 guard comes first: the fast path below allows every unlisted number.
+    let mut parts = Vec::with_capacity(6);
+    // The range guards come first: the fast path below allows every unlisted number.
     #[cfg(target_arch = "x86_64")]
-    parts.push(Part::FallThrough(x32_guard()));
+    parts.push(Part::FallThrough(enosys_from(arch, X32_SYSCALL_BIT)));
+    parts.push(Part::FallThrough(enosys_from(arch, NEWEST_KNOWN_SYSCALL + 1)));
     parts.extend(fast_path(arch, &listed).map(Part::Final));
     parts.push(Part::FallThrough(compile(eperm, libc::EPERM, arch)?));
+    parts.push(Part::FallThrough(compile(
+        eopnotsupp,
+        libc::EOPNOTSUPP,
+        arch,
+    )?));
     parts.push(Part::Final(compile(enosys, libc::ENOSYS, arch)?));
     Ok(chain(parts))
 }
@@ -150,12 +227,15 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
 /// the sandbox's spawn overhead; with this search each walk is about 7 comparisons. Pure
 /// optimisation: listed numbers and other arches fall through to the full program, and `None`
 /// (no fast path) is returned if a jump would not fit BPF's 8-bit offsets.
-fn fast_path(arch: TargetArch, listed: &[i64]) -> Option<Vec<libc::sock_filter>> {
-    let audit_arch = match arch {
+fn audit_arch(arch: TargetArch) -> u32 {
+    match arch {
         TargetArch::x86_64 => 62 | 0x8000_0000 | 0x4000_0000,
         TargetArch::aarch64 => 183 | 0x8000_0000 | 0x4000_0000,
         TargetArch::riscv64 => 243 | 0x8000_0000 | 0x4000_0000,
-    };
+    }
+}
+
+fn fast_path(arch: TargetArch, listed: &[i64]) -> Option<Vec<libc::sock_filter>> {
     let numbers: Vec<u32> = listed
         .iter()
         .map(|&nr| u32::try_from(nr).ok())
@@ -163,7 +243,7 @@ fn fast_path(arch: TargetArch, listed: &[i64]) -> Option<Vec<libc::sock_filter>>
     let tree = search(&numbers)?;
     let mut out = vec![
         insn(LD_ABS, 0, 0, 4), // seccomp_data.arch
-        insn(JEQ, 1, 0, audit_arch),
+        insn(JEQ, 1, 0, audit_arch(arch)),
         // Another arch: the full program decides (and kills it).
         insn(JA, 0, 0, u32::try_from(tree.len() + 1).ok()?),
         insn(LD_ABS, 0, 0, 0), // seccomp_data.nr
@@ -264,25 +344,22 @@ pub(crate) fn chain(parts: Vec<Part>) -> Vec<libc::sock_filter> {
     out
 }
 
-/// Hand-written because seccompiler matches syscall numbers exactly and cannot express a range.
+/// x32 system calls are native numbers with this bit set (`__X32_SYSCALL_BIT`).
 #[cfg(target_arch = "x86_64")]
-fn x32_guard() -> Vec<libc::sock_filter> {
-    const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
-    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// `ENOSYS` for native numbers from `first` on. Hand-written because seccompiler matches
+/// syscall numbers exactly and cannot express a range.
+fn enosys_from(arch: TargetArch, first: u32) -> Vec<libc::sock_filter> {
     const ARCH_OFFSET: u32 = 4; // offsetof(struct seccomp_data, arch)
     const NR_OFFSET: u32 = 0; // offsetof(struct seccomp_data, nr)
-    let ld = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    let jeq = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    let jge = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
-    let ret = (libc::BPF_RET | libc::BPF_K) as u16;
-    let insn = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
     vec![
-        insn(ld, 0, 0, ARCH_OFFSET),
+        insn(LD_ABS, 0, 0, ARCH_OFFSET),
         // Another arch: not ours to judge here (the EPERM program kills it).
-        insn(jeq, 0, 3, AUDIT_ARCH_X86_64),
-        insn(ld, 0, 0, NR_OFFSET),
-        insn(jge, 0, 1, X32_SYSCALL_BIT),
-        insn(ret, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
-        insn(ret, 0, 0, libc::SECCOMP_RET_ALLOW),
+        insn(JEQ, 0, 3, audit_arch(arch)),
+        insn(LD_ABS, 0, 0, NR_OFFSET),
+        insn(JGE, 0, 1, first),
+        insn(RET, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        insn(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
     ]
 }

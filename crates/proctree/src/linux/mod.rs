@@ -10,5 +10,5 @@ mod walk;
 pub(crate) use sys::read_stat;
 pub use tree::{
     Command, DEFAULT_SCAN_INTERVAL, Mode, ProcessTree, Signal, SignalOutcome, SpawnError,
-    StopError, StopReport, pid_namespace_available, signal,
+    StopError, StopReport, pid_namespace_available, signal, user_namespace_in_use,
 };

@@ -603,6 +603,15 @@ pub fn pid_namespace_available() -> bool {
     pid_namespace_flags().is_some()
 }
 
+/// Whether a command spawned in the default mode runs inside a user namespace of its own (the
+/// PID-namespace mode of a host that is not root). There the command's process holds every
+/// capability *of that namespace* until it `exec`s, so a pre-exec hook may make mount and IPC
+/// namespaces; a root host's command may anyway.
+#[must_use]
+pub fn user_namespace_in_use() -> bool {
+    pid_namespace_flags().is_some_and(|(_, userns)| userns)
+}
+
 fn id_maps() -> IdMaps {
     // SAFETY: getuid/getgid have no preconditions.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };

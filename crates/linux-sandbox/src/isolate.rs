@@ -1,0 +1,745 @@
+//! The program's own world, beyond Landlock and seccomp (issue 14): a private mount namespace
+//! whose view is read-only outside the writable grants, a private IPC namespace, hidden host
+//! paths, and no capabilities.
+//!
+//! # Why a mount namespace
+//! Landlock governs opening, creating, renaming and removing files, but not their metadata:
+//! `chmod`, `chown`, `utimes`, extended attributes and `file_setattr` on a file outside the
+//! grants pass it (a root command even made a set-user-ID copy of `id` outside the scope). A
+//! read-only mount refuses every one of those with `EROFS`, whatever the call, so the whole
+//! class is closed by one mechanism rather than by a list of system calls.
+//!
+//! # What the child does, in order ([`Isolation::enter`])
+//! 1. `unshare(CLONE_NEWNS | CLONE_NEWIPC)`: the mount table is copied, the host's System V
+//!    IPC objects and POSIX message queues are out of sight, and the IPC namespace dies with
+//!    the call, so nothing the command makes there outlives it.
+//! 2. Every mount becomes private, so nothing below propagates back to the host (a root
+//!    host's mounts are shared).
+//! 3. Each writable grant is opened by its canonical path (`openat2` with
+//!    `RESOLVE_NO_SYMLINKS`), checked to be the very file the parent's descriptor names
+//!    (device and inode), and cloned as a detached mount tree (`open_tree(OPEN_TREE_CLONE)`),
+//!    which keeps the read-write state the grant has now.
+//! 4. Every mount of the view becomes read-only and `nosuid` in one call
+//!    (`mount_setattr(AT_RECURSIVE)`).
+//! 5. The clones are attached over their grants (`move_mount`): writable there, `nosuid` and
+//!    `nodev`.
+//! 6. Directories between a writable grant and a hidden path are bound onto themselves (a
+//!    mount point cannot be renamed or removed from inside: `EBUSY`), then an empty read-only
+//!    tmpfs covers each hidden path.
+//! 7. The working directory is entered again by its path and checked to be the same directory:
+//!    the one inherited lies on the copied mount that step 5 covered, and `..` from there would
+//!    walk the read-only view from underneath, not the clone.
+//!
+//! Why paths are looked up again in the child at all: descriptors opened in the parent name
+//! mounts of the host's namespace, which `open_tree` refuses to clone from another namespace.
+//! Every lookup is checked against the identity the parent pinned; a path swapped in between
+//! fails the spawn with `ESTALE` (nothing runs) instead of granting what it now names.
+//!
+//! # Capabilities ([`drop_capabilities`])
+//! A root host's command used to keep every capability (`capsh --print`: `=ep`), so socket
+//! ioctls could reconfigure the host's network. The child empties its bounding and ambient
+//! sets (where it holds `CAP_SETPCAP`) and its effective, permitted and inheritable sets.
+//! With `no_new_privs` set just after, `execve` grants nothing back, not even to root.
+//!
+//! Everything here runs between the clone and `exec` in a child that may share the host's
+//! memory: raw system calls only, on data built by [`Isolation::prepare`] in the parent, stack
+//! buffers, no allocation, no `errno`.
+
+use std::ffi::CString;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use syscalls::{Sysno, syscall};
+
+use crate::error::{ApplyError, ApplyStage, SandboxError};
+
+/// At most this many mounts are made for one program (writable grants, bound directories and
+/// hidden paths together): the child keeps their descriptors in a stack array.
+pub(crate) const MAX_MOUNTS: usize = 64;
+
+/// Which file a path names: device and inode, as `statx` reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Ident {
+    dev_major: u32,
+    dev_minor: u32,
+    ino: u64,
+}
+
+impl Ident {
+    fn of(stx: &libc::statx) -> Ident {
+        Ident {
+            dev_major: stx.stx_dev_major,
+            dev_minor: stx.stx_dev_minor,
+            ino: stx.stx_ino,
+        }
+    }
+
+    /// The identity of the file `fd` names (parent side).
+    pub(crate) fn of_fd(fd: BorrowedFd<'_>) -> std::io::Result<Ident> {
+        use std::os::fd::AsRawFd;
+        statx_fd(fd.as_raw_fd()).map_err(std::io::Error::from_raw_os_error)
+    }
+}
+
+/// A path the child looks up again, and the file it must name.
+#[derive(Debug)]
+pub(crate) struct Target {
+    path: CString,
+    id: Ident,
+}
+
+/// What the child does beyond Landlock and seccomp, prepared in the parent.
+#[derive(Debug, Default)]
+pub(crate) struct Isolation {
+    /// Writable grants, outermost only (a grant beneath another is covered by its clone).
+    writable: Vec<Target>,
+    /// Directories bound onto themselves, shallowest first.
+    pinned: Vec<Target>,
+    /// Paths covered by an empty read-only tmpfs.
+    hidden: Vec<Target>,
+}
+
+/// The canonical path of the file `fd` names, as the kernel knows it now.
+pub(crate) fn canonical_path_of(fd: BorrowedFd<'_>) -> std::io::Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    let text = link.as_os_str().as_bytes();
+    if !link.is_absolute() || text.ends_with(b" (deleted)") {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{} no longer has a path", link.display()),
+        ));
+    }
+    Ok(link)
+}
+
+/// A granted root as the parent sees it: its canonical path, identity and whether it is
+/// writable.
+#[derive(Debug, Clone)]
+pub(crate) struct Root {
+    pub(crate) path: PathBuf,
+    pub(crate) id: Ident,
+    pub(crate) writable: bool,
+}
+
+fn strictly_beneath(inner: &Path, outer: &Path) -> bool {
+    inner != outer && inner.starts_with(outer)
+}
+
+fn c_path(path: &Path) -> Result<CString, SandboxError> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| SandboxError::OpenPath {
+        path: path.to_owned(),
+        source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+    })
+}
+
+/// Opens `path` without following any symbolic link and returns its identity.
+fn ident_of_path(path: &Path) -> Result<Ident, SandboxError> {
+    let fd = rustix::fs::open(
+        path,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| SandboxError::OpenPath {
+        path: path.to_owned(),
+        source: e.into(),
+    })?;
+    Ident::of_fd(fd.as_fd()).map_err(|source| SandboxError::OpenPath {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+impl Isolation {
+    /// Plans the mounts for `roots` (every non-system grant) and `hidden` (canonical paths
+    /// with their identities).
+    pub(crate) fn prepare(
+        roots: &[Root],
+        hidden: &[(PathBuf, Ident)],
+    ) -> Result<Isolation, SandboxError> {
+        let mut plan = Isolation::default();
+        let writable: Vec<&Root> = roots.iter().filter(|r| r.writable).collect();
+        let mut outermost: Vec<&Root> = Vec::new();
+        for root in &writable {
+            let covered = writable
+                .iter()
+                .any(|other| strictly_beneath(&root.path, &other.path));
+            let duplicate = outermost.iter().any(|o| o.path == root.path);
+            if !covered && !duplicate {
+                outermost.push(root);
+            }
+        }
+        for root in &outermost {
+            plan.writable.push(Target {
+                path: c_path(&root.path)?,
+                id: root.id,
+            });
+        }
+        let mut pinned: Vec<PathBuf> = Vec::new();
+        for (path, id) in hidden {
+            let Some(_) = roots.iter().find(|r| strictly_beneath(path, &r.path)) else {
+                continue;
+            };
+            // The directories between the outermost writable grant above it and it.
+            if let Some(root) = outermost
+                .iter()
+                .find(|r| strictly_beneath(path, &r.path))
+            {
+                let mut dir = root.path.clone();
+                let rest = path.strip_prefix(&root.path).unwrap_or(Path::new(""));
+                let components: Vec<Component<'_>> = rest.components().collect();
+                for component in components.iter().take(components.len().saturating_sub(1)) {
+                    dir.push(component);
+                    if !pinned.contains(&dir) {
+                        pinned.push(dir.clone());
+                    }
+                }
+            }
+            plan.hidden.push(Target {
+                path: c_path(path)?,
+                id: *id,
+            });
+        }
+        pinned.sort_by_key(|p| p.components().count());
+        for dir in pinned {
+            let id = ident_of_path(&dir)?;
+            plan.pinned.push(Target {
+                path: c_path(&dir)?,
+                id,
+            });
+        }
+        let mounts = plan.writable.len() + plan.pinned.len() + plan.hidden.len();
+        if mounts > MAX_MOUNTS {
+            return Err(SandboxError::TooManyMounts {
+                count: mounts,
+                max: MAX_MOUNTS,
+            });
+        }
+        Ok(plan)
+    }
+
+    /// Steps 1-7 of the module documentation, in the child.
+    ///
+    /// Async-signal-safe: raw system calls on memory prepared in the parent and the stack.
+    pub(crate) fn enter(&self) -> Result<(), ApplyError> {
+        let fail = |errno: i32| ApplyError {
+            stage: ApplyStage::Namespaces,
+            errno,
+        };
+        // The working directory before anything moves: its identity and its path.
+        let mut cwd = [0u8; 4096];
+        let cwd_id = statx_fd(libc::AT_FDCWD).map_err(fail)?;
+        // SAFETY: a writable buffer of that length.
+        let len = sys(unsafe { syscall!(Sysno::getcwd, cwd.as_mut_ptr(), cwd.len()) })
+            .map_err(fail)?;
+        // getcwd returns the length including the NUL; "(unreachable)…" is not absolute.
+        if cwd.first() != Some(&b'/') || len == 0 {
+            return Err(fail(libc::ESTALE));
+        }
+
+        // SAFETY: plain flags.
+        sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWNS | libc::CLONE_NEWIPC) })
+            .map_err(fail)?;
+        // SAFETY: NUL-terminated strings and null pointers, as mount(2) allows for a change of
+        // propagation.
+        sys(unsafe {
+            syscall!(
+                Sysno::mount,
+                0usize,
+                c"/".as_ptr(),
+                0usize,
+                libc::MS_REC | libc::MS_PRIVATE,
+                0usize
+            )
+        })
+        .map_err(fail)?;
+
+        let mut trees = [(-1i32, -1i32); MAX_MOUNTS];
+        let mut result = Ok(());
+        for (slot, target) in trees.iter_mut().zip(&self.writable) {
+            match open_checked(target).and_then(|at| {
+                clone_tree(at, libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV)
+                    .map(|tree| (at, tree))
+                    .inspect_err(|_| close(at))
+            }) {
+                Ok(pair) => *slot = pair,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        if result.is_ok() {
+            result = set_attr(
+                libc::AT_FDCWD,
+                c"/",
+                libc::AT_RECURSIVE,
+                libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID,
+            );
+        }
+        for &(at, tree) in trees.iter().take(self.writable.len()) {
+            if at >= 0 && result.is_ok() {
+                result = attach(tree, at);
+            }
+            close(at);
+            close(tree);
+        }
+        result.map_err(fail)?;
+
+        for target in &self.pinned {
+            let at = open_checked(target).map_err(fail)?;
+            let bound = clone_tree(at, 0).and_then(|tree| {
+                let r = attach(tree, at);
+                close(tree);
+                r
+            });
+            close(at);
+            bound.map_err(fail)?;
+        }
+        for target in &self.hidden {
+            let at = open_checked(target).map_err(fail)?;
+            let covered = empty_read_only_tmpfs().and_then(|mnt| {
+                let r = attach(mnt, at);
+                close(mnt);
+                r
+            });
+            close(at);
+            covered.map_err(fail)?;
+        }
+
+        // Step 7. `cwd` holds a NUL-terminated canonical path.
+        let at = open_no_symlinks(libc::AT_FDCWD, cwd.as_ptr(), libc::O_DIRECTORY).map_err(fail)?;
+        let same = statx_fd(at).map(|id| id == cwd_id);
+        // SAFETY: our descriptor.
+        let entered = match same {
+            Ok(true) => sys(unsafe { syscall!(Sysno::fchdir, at) }).map(drop),
+            Ok(false) => Err(libc::ESTALE),
+            Err(e) => Err(e),
+        };
+        close(at);
+        entered.map_err(fail)
+    }
+
+    /// Whether anything beyond the namespaces themselves is mounted.
+    #[cfg(test)]
+    pub(crate) fn mounts(&self) -> (usize, usize, usize) {
+        (self.writable.len(), self.pinned.len(), self.hidden.len())
+    }
+}
+
+/// Empties every capability set the process may empty; the effective, permitted and
+/// inheritable ones always. Async-signal-safe.
+pub(crate) fn drop_capabilities() -> Result<(), ApplyError> {
+    let fail = |errno: i32| ApplyError {
+        stage: ApplyStage::Capabilities,
+        errno,
+    };
+    // The bounding set needs CAP_SETPCAP, which a root host's or a user namespace's process
+    // has; without it there is nothing to drop that exec could grant (no_new_privs).
+    for cap in 0..64usize {
+        // SAFETY: integer arguments only.
+        let r = unsafe { syscall!(Sysno::prctl, libc::PR_CAPBSET_DROP, cap, 0usize, 0usize, 0usize) };
+        if r == Err(syscalls::Errno::EINVAL) {
+            break; // past the kernel's last capability
+        }
+    }
+    // SAFETY: integer arguments only; EINVAL on kernels without ambient capabilities.
+    let _ = unsafe {
+        syscall!(
+            Sysno::prctl,
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0usize,
+            0usize,
+            0usize
+        )
+    };
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = Header {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: a valid v3 header and two data structs, read by the kernel only.
+    sys(unsafe {
+        syscall!(
+            Sysno::capset,
+            &header as *const Header,
+            data.as_ptr()
+        )
+    })
+    .map(drop)
+    .map_err(fail)
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3` (`<linux/capability.h>`).
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+// ---- raw system calls (async-signal-safe, no errno) -------------------------------------------
+
+fn sys(r: Result<usize, syscalls::Errno>) -> Result<usize, i32> {
+    r.map_err(|e| e.into_raw())
+}
+
+fn fd_of(r: Result<usize, i32>) -> Result<i32, i32> {
+    r.and_then(|n| i32::try_from(n).map_err(|_| libc::EBADF))
+}
+
+fn close(fd: i32) {
+    if fd >= 0 {
+        // SAFETY: closing a descriptor number of ours.
+        let _ = unsafe { syscall!(Sysno::close, fd) };
+    }
+}
+
+fn statx_fd(fd: i32) -> Result<Ident, i32> {
+    // SAFETY: an all-zero statx is a valid value of this plain C struct.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: an empty path with AT_EMPTY_PATH names `fd`; `stx` is writable.
+    sys(unsafe {
+        syscall!(
+            Sysno::statx,
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_INO,
+            &mut stx as *mut libc::statx
+        )
+    })?;
+    Ok(Ident::of(&stx))
+}
+
+/// `struct open_how` (`<linux/openat2.h>`).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+
+/// `openat2(dir, path, O_PATH | flags)` refusing every symbolic link on the way.
+fn open_no_symlinks(dir: i32, path: *const u8, flags: i32) -> Result<i32, i32> {
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC | flags) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: a NUL-terminated path and a readable open_how of the size passed.
+    fd_of(sys(unsafe {
+        syscall!(
+            Sysno::openat2,
+            dir,
+            path,
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>()
+        )
+    }))
+}
+
+/// Opens `target` and checks it is the file the parent pinned.
+fn open_checked(target: &Target) -> Result<i32, i32> {
+    let at = open_no_symlinks(libc::AT_FDCWD, target.path.as_ptr().cast(), 0)?;
+    match statx_fd(at) {
+        Ok(id) if id == target.id => Ok(at),
+        Ok(_) => {
+            close(at);
+            Err(libc::ESTALE)
+        }
+        Err(e) => {
+            close(at);
+            Err(e)
+        }
+    }
+}
+
+/// `struct mount_attr` (`<linux/mount.h>`, `MOUNT_ATTR_SIZE_VER0`).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+fn set_attr(dir: i32, path: &std::ffi::CStr, flags: i32, set: u64) -> Result<(), i32> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: a NUL-terminated path and a readable mount_attr of the size passed.
+    sys(unsafe {
+        syscall!(
+            Sysno::mount_setattr,
+            dir,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>()
+        )
+    })
+    .map(drop)
+}
+
+/// `OPEN_TREE_CLONE` (`<linux/mount.h>`).
+const OPEN_TREE_CLONE: i32 = 1;
+
+/// A detached copy of the mount tree at `at` (with every mount beneath), with `set` added.
+fn clone_tree(at: i32, set: u64) -> Result<i32, i32> {
+    // SAFETY: an empty NUL-terminated path naming `at` (AT_EMPTY_PATH).
+    let tree = fd_of(sys(unsafe {
+        syscall!(
+            Sysno::open_tree,
+            at,
+            c"".as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC | libc::AT_EMPTY_PATH | libc::AT_RECURSIVE
+        )
+    }))?;
+    if set != 0 {
+        if let Err(e) = set_attr(tree, c"", libc::AT_EMPTY_PATH | libc::AT_RECURSIVE, set) {
+            close(tree);
+            return Err(e);
+        }
+    }
+    Ok(tree)
+}
+
+const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x04;
+const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
+
+/// Attaches the detached mount `mnt` over the file `at` names.
+fn attach(mnt: i32, at: i32) -> Result<(), i32> {
+    // SAFETY: empty NUL-terminated paths naming both descriptors.
+    sys(unsafe {
+        syscall!(
+            Sysno::move_mount,
+            mnt,
+            c"".as_ptr(),
+            at,
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH
+        )
+    })
+    .map(drop)
+}
+
+const FSOPEN_CLOEXEC: u32 = 1;
+const FSCONFIG_CMD_CREATE: u32 = 6;
+const FSMOUNT_CLOEXEC: u32 = 1;
+
+/// A detached, empty tmpfs mount: read-only, no set-id, no devices, no execution.
+fn empty_read_only_tmpfs() -> Result<i32, i32> {
+    // SAFETY: a NUL-terminated filesystem name.
+    let fs = fd_of(sys(unsafe {
+        syscall!(Sysno::fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC)
+    }))?;
+    // SAFETY: the create command takes no key or value.
+    let created = sys(unsafe {
+        syscall!(
+            Sysno::fsconfig,
+            fs,
+            FSCONFIG_CMD_CREATE,
+            0usize,
+            0usize,
+            0usize
+        )
+    });
+    let mnt = created.and_then(|_| {
+        let attrs = libc::MOUNT_ATTR_RDONLY
+            | libc::MOUNT_ATTR_NOSUID
+            | libc::MOUNT_ATTR_NODEV
+            | libc::MOUNT_ATTR_NOEXEC;
+        // SAFETY: integer arguments only.
+        fd_of(sys(unsafe {
+            syscall!(Sysno::fsmount, fs, FSMOUNT_CLOEXEC, attrs)
+        }))
+    });
+    close(fs);
+    mnt
+}
+
+/// Whether a child of this process can make the namespaces and mounts [`Isolation::enter`]
+/// makes: tried in a forked child (after its own user namespace, when not root). `Err` holds
+/// the errno of the first step that failed.
+pub(crate) fn probe_namespaces() -> Result<(), i32> {
+    // SAFETY: geteuid/getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let uid_map = format!("{uid} {uid} 1\n");
+    let gid_map = format!("{gid} {gid} 1\n");
+    // SAFETY: the child only makes raw system calls and async-signal-safe libc calls on memory
+    // prepared before the fork, then _exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EAGAIN));
+    }
+    if pid == 0 {
+        let code = match probe_in_child(uid, uid_map.as_bytes(), gid_map.as_bytes()) {
+            Ok(()) => 0,
+            Err(errno) => errno & 0xff,
+        };
+        // SAFETY: ends the forked child.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    loop {
+        // SAFETY: our own child; a local status.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            break;
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Err(libc::ECHILD);
+        }
+    }
+    match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {
+        (true, 0) => Ok(()),
+        (true, errno) => Err(errno),
+        _ => Err(libc::ECHILD),
+    }
+}
+
+fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> Result<(), i32> {
+    // SAFETY: a NUL-terminated path.
+    let fd = fd_of(sys(unsafe {
+        syscall!(Sysno::openat, libc::AT_FDCWD, path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC)
+    }))?;
+    // SAFETY: a live buffer of that length.
+    let r = sys(unsafe { syscall!(Sysno::write, fd, bytes.as_ptr(), bytes.len()) });
+    close(fd);
+    match r {
+        Ok(n) if n == bytes.len() => Ok(()),
+        Ok(_) => Err(libc::EIO),
+        Err(e) => Err(e),
+    }
+}
+
+fn probe_in_child(uid: u32, uid_map: &[u8], gid_map: &[u8]) -> Result<(), i32> {
+    if uid != 0 {
+        // SAFETY: plain flags.
+        sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWUSER) })?;
+        write_file(c"/proc/self/setgroups", b"deny")?;
+        write_file(c"/proc/self/uid_map", uid_map)?;
+        write_file(c"/proc/self/gid_map", gid_map)?;
+    }
+    // SAFETY: as in `enter`.
+    sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWNS | libc::CLONE_NEWIPC) })?;
+    // SAFETY: as in `enter`.
+    sys(unsafe {
+        syscall!(
+            Sysno::mount,
+            0usize,
+            c"/".as_ptr(),
+            0usize,
+            libc::MS_REC | libc::MS_PRIVATE,
+            0usize
+        )
+    })?;
+    let root = open_no_symlinks(libc::AT_FDCWD, c"/".as_ptr().cast(), libc::O_DIRECTORY)?;
+    let tree = clone_tree(root, libc::MOUNT_ATTR_NOSUID);
+    close(root);
+    close(tree?);
+    set_attr(
+        libc::AT_FDCWD,
+        c"/",
+        libc::AT_RECURSIVE,
+        libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID,
+    )?;
+    close(empty_read_only_tmpfs()?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(path: &str, writable: bool) -> Root {
+        Root {
+            path: PathBuf::from(path),
+            id: Ident {
+                dev_major: 0,
+                dev_minor: 0,
+                ino: 1,
+            },
+            writable,
+        }
+    }
+
+    #[test]
+    fn only_outermost_writable_grants_are_mounted() {
+        let plan = Isolation::prepare(
+            &[
+                root("/a", true),
+                root("/a/b", true),
+                root("/a", true),
+                root("/c", false),
+                root("/cd", true),
+            ],
+            &[],
+        )
+        .unwrap();
+        let paths: Vec<&std::ffi::CStr> = plan.writable.iter().map(|t| t.path.as_c_str()).collect();
+        assert_eq!(paths, [c"/a", c"/cd"]);
+    }
+
+    #[test]
+    fn a_hidden_path_outside_every_grant_or_containing_one_mounts_nothing() {
+        let id = Ident {
+            dev_major: 0,
+            dev_minor: 0,
+            ino: 2,
+        };
+        let plan = Isolation::prepare(
+            &[root("/w/mirror", true)],
+            &[(PathBuf::from("/w"), id), (PathBuf::from("/w/mirror"), id), (PathBuf::from("/x"), id)],
+        )
+        .unwrap();
+        assert_eq!(plan.mounts(), (1, 0, 0));
+    }
+
+    #[test]
+    fn directories_between_a_writable_grant_and_a_hidden_path_are_pinned() {
+        let base = tempfile::tempdir().unwrap();
+        let home = base.path().canonicalize().unwrap();
+        let state = home.join(".local/state/agent-exec");
+        std::fs::create_dir_all(&state).unwrap();
+        let id = ident_of_path(&state).unwrap();
+        let plan = Isolation::prepare(
+            &[Root {
+                path: home.clone(),
+                id: ident_of_path(&home).unwrap(),
+                writable: true,
+            }],
+            &[(state.clone(), id)],
+        )
+        .unwrap();
+        let pinned: Vec<PathBuf> = plan
+            .pinned
+            .iter()
+            .map(|t| PathBuf::from(std::ffi::OsStr::from_bytes(t.path.as_bytes())))
+            .collect();
+        assert_eq!(pinned, [home.join(".local"), home.join(".local/state")]);
+        assert_eq!(plan.mounts(), (1, 2, 1));
+    }
+}
