@@ -59,7 +59,8 @@ impl World {
         }
     }
 
-    /// Every file outside the scope, with its content.
+    /// Every file outside the scope, with its content and metadata (mode, owner, times,
+    /// extended attributes: issue 14, Landlock does not govern metadata).
     fn outside_state(&self) -> BTreeMap<PathBuf, Vec<u8>> {
         let mut state = BTreeMap::new();
         for root in [&self.home, &self.outside] {
@@ -86,7 +87,13 @@ impl World {
 
     /// Runs `script` with `/bin/sh -c` under the `command` spec.
     async fn sh(&self, script: &str) -> Outcome {
-        let job = Job {
+        let job = self.sh_job(script);
+        self.run(job).await
+    }
+
+    /// The job [`World::sh`] runs.
+    fn sh_job(&self, script: &str) -> Job {
+        Job {
             program: "/bin/sh".into(),
             args: vec!["-c".into(), script.into()],
             workdir: self.workdir(),
@@ -102,8 +109,7 @@ impl World {
             )
             .unwrap(),
             limits: self.limits(),
-        };
-        self.run(job).await
+        }
     }
 
     /// Runs awk with `script` as its program file under the `run` spec.
@@ -150,6 +156,7 @@ impl World {
 }
 
 fn collect(dir: &Path, state: &mut BTreeMap<PathBuf, Vec<u8>>) {
+    state.insert(dir.join("<meta>"), metadata(dir));
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
         let path = entry.path();
         let kind = entry.file_type().unwrap();
@@ -157,9 +164,40 @@ fn collect(dir: &Path, state: &mut BTreeMap<PathBuf, Vec<u8>>) {
             state.insert(path.clone(), b"<dir>".to_vec());
             collect(&path, state);
         } else {
-            state.insert(path.clone(), std::fs::read(&path).unwrap_or_default());
+            let mut record = std::fs::read(&path).unwrap_or_default();
+            record.extend(metadata(&path));
+            state.insert(path.clone(), record);
         }
     }
+}
+
+/// Mode, owner, modification time and extended attributes of `path` (not followed).
+fn metadata(path: &Path) -> Vec<u8> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    let mut record = format!(
+        "|mode {:o} uid {} gid {} mtime {}.{}|",
+        meta.mode(),
+        meta.uid(),
+        meta.gid(),
+        meta.mtime(),
+        meta.mtime_nsec()
+    )
+    .into_bytes();
+    record.extend(xattrs(path));
+    record
+}
+
+fn xattrs(path: &Path) -> Vec<u8> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let mut names = vec![0u8; 4096];
+    // SAFETY: a C string and a writable buffer of that length.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    names.truncate(n as usize);
+    names
 }
 
 /// PIDs of processes whose working directory is beneath `base` (every process a call starts
@@ -574,6 +612,582 @@ async fn awk_may_write_a_file_in_the_mirror() {
         std::fs::read_to_string(w.scope.join("count.txt")).unwrap(),
         "2\n"
     );
+}
+
+// ---- issue 14: metadata outside the scope, set-id bits, the immutable flag ------------------
+
+/// Whether this machine gives the command private namespaces (a read-only view outside the
+/// writable roots); the fallback is seccomp alone and a reported gap.
+fn private_namespaces() -> bool {
+    let ok = linux_sandbox::probe().private_namespaces()
+        && (testkit::is_root() || proctree_in_user_namespace());
+    if !ok {
+        eprintln!(
+            "note: no private namespaces here; checking the seccomp fallback: {}",
+            linux_sandbox::probe()
+        );
+    }
+    ok
+}
+
+fn proctree_in_user_namespace() -> bool {
+    // The escape suite reaches proctree only through exec; its default mode is what exec uses.
+    std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
+        .map_or(true, |v| v.trim() != "0")
+        && linux_sandbox::probe().user_namespaces()
+}
+
+impl World {
+    /// Writes `script` into the scope and runs it with python3 under the `command` spec.
+    async fn python(&self, script: &str) -> Outcome {
+        std::fs::write(self.scope.join("attack.py"), script).unwrap();
+        self.sh("/usr/bin/python3 attack.py").await
+    }
+}
+
+#[tokio::test]
+async fn chmod_touch_chown_and_xattrs_on_an_outside_file_change_nothing() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let t = w.outside.join("victim.txt").display().to_string();
+    let d = w.outside.display().to_string();
+    // `run` compares mode, owner, times and xattrs of every outside file before and after.
+    let out = w
+        .sh(&format!(
+            "chmod 777 '{t}'; chmod 700 '{d}'; touch -d 2001-01-01 '{t}'; touch '{d}'; \
+             chown $(id -u):$(id -g) '{t}'; \
+             /usr/bin/python3 -c \"import os; os.setxattr('{t}', 'user.x', b'WRITTEN')\"; \
+             /usr/bin/python3 -c \"import os; os.utime('{t}', (0, 0))\"; echo done"
+        ))
+        .await;
+    assert_eq!(text(&out.stdout), "done\n", "{out:?}");
+}
+
+#[tokio::test]
+async fn a_setuid_binary_cannot_be_made_outside_or_inside_the_scope() {
+    if !sandbox_available() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let outside_id = w.outside.join("id");
+    std::fs::copy("/usr/bin/id", &outside_id).unwrap();
+    let o = outside_id.display();
+    let out = w
+        .sh(&format!(
+            "chmod 4755 '{o}'; chmod u+s '{o}'; cp /bin/sh ./suid && chmod 4755 ./suid; \
+             chmod g+s ./suid; \
+             /usr/bin/python3 -c \"import os; os.close(os.open('made', os.O_CREAT|os.O_WRONLY, 0o4755))\"; \
+             /usr/bin/python3 -c \"import os; os.mknod('node', 0o104755)\"; \
+             ls -l suid made node 2>&1; true"
+        ))
+        .await;
+    for name in ["suid", "made", "node"] {
+        if let Ok(meta) = std::fs::metadata(w.scope.join(name)) {
+            assert_eq!(
+                meta.permissions().mode() & 0o6000,
+                0,
+                "{name} got a set-id bit: {out:?}"
+            );
+        }
+    }
+    assert!(w.scope.join("suid").exists(), "the copy itself works: {out:?}");
+}
+
+#[tokio::test]
+async fn the_immutable_flag_and_file_setattr_are_refused() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let out = w
+        .python(
+            "import ctypes, fcntl, struct, os\n\
+             l = ctypes.CDLL(None, use_errno=True)\n\
+             fd = os.open('data.txt', os.O_RDONLY)\n\
+             for req in (0x40086602, 0x40046602):\n\
+             \x20   try:\n\
+             \x20       fcntl.ioctl(fd, req, struct.pack('l', 0x10))\n\
+             \x20       print('setflags ok')\n\
+             \x20   except OSError as e:\n\
+             \x20       print('setflags', e.errno)\n\
+             try:\n\
+             \x20   fcntl.ioctl(fd, 0x401c5820, bytes(28))\n\
+             \x20   print('fssetxattr ok')\n\
+             except OSError as e:\n\
+             \x20   print('fssetxattr', e.errno)\n\
+             buf = ctypes.create_string_buffer(32)\n\
+             r = l.syscall(469, -100, b'data.txt', buf, 24, 0)\n\
+             print('file_setattr', r, ctypes.get_errno())\n",
+        )
+        .await;
+    assert_eq!(
+        text(&out.stdout),
+        "setflags 1\nsetflags 1\nfssetxattr 1\nfile_setattr -1 1\n",
+        "{out:?}"
+    );
+    // The file is not immutable: the host removes it.
+    std::fs::remove_file(w.scope.join("data.txt")).unwrap();
+}
+
+#[tokio::test]
+async fn chmod_touch_tar_and_cp_keep_working_inside_the_scope() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let out = w
+        .sh(
+            "chmod 600 data.txt && stat -c %a data.txt && touch -d 2001-01-01 data.txt && \
+             date -r data.txt +%Y && mkdir d && echo x > d/f && chmod 750 d && chmod 640 d/f && \
+             tar cf a.tar d && rm -r d && tar xpf a.tar && stat -c '%a %a' d d/f | head -1 && \
+             stat -c %a d/f && cat d/f && cp -a d e && stat -c %a e/f && cp -p data.txt c.txt && \
+             date -r c.txt +%Y && mkfifo p && ls p",
+        )
+        .await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(
+        text(&out.stdout),
+        "600\n2001\n750 750\n640\nx\n640\n2001\np\n",
+        "{out:?}"
+    );
+}
+
+// ---- issue 14: the host's System V IPC and POSIX message queues -----------------------------
+
+/// A shared-memory segment, a message queue with one message, a semaphore set and a POSIX
+/// message queue of the host's, each 0600 and removed on drop.
+struct HostIpc {
+    key: i32,
+    shm: i32,
+    msq: i32,
+    sem: i32,
+    mq_name: std::ffi::CString,
+}
+
+impl HostIpc {
+    fn new() -> HostIpc {
+        let key = 0x5a00_0000 | (std::process::id() as i32 & 0xffff) << 4 | rand_nibble();
+        // SAFETY: plain System V calls on our own new objects; buffers are locals.
+        unsafe {
+            let shm = libc::shmget(key, 4096, libc::IPC_CREAT | libc::IPC_EXCL | 0o600);
+            assert!(shm >= 0, "shmget: {}", std::io::Error::last_os_error());
+            let at = libc::shmat(shm, std::ptr::null(), 0);
+            assert_ne!(at as isize, -1);
+            std::ptr::copy_nonoverlapping(b"HOST-SECRET\0".as_ptr(), at.cast::<u8>(), 12);
+            libc::shmdt(at);
+            let msq = libc::msgget(key, libc::IPC_CREAT | libc::IPC_EXCL | 0o600);
+            assert!(msq >= 0);
+            #[repr(C)]
+            struct Msg {
+                kind: libc::c_long,
+                text: [u8; 8],
+            }
+            let msg = Msg {
+                kind: 1,
+                text: *b"HOSTMSG\0",
+            };
+            assert_eq!(libc::msgsnd(msq, (&msg as *const Msg).cast(), 8, 0), 0);
+            let sem = libc::semget(key, 1, libc::IPC_CREAT | libc::IPC_EXCL | 0o600);
+            assert!(sem >= 0);
+            let mq_name =
+                std::ffi::CString::new(format!("/agent-exec-escape-{key:x}")).unwrap();
+            let mq = libc::mq_open(
+                mq_name.as_ptr(),
+                libc::O_CREAT | libc::O_EXCL | libc::O_RDWR,
+                0o600,
+                std::ptr::null_mut::<libc::mq_attr>(),
+            );
+            assert!(mq >= 0, "mq_open: {}", std::io::Error::last_os_error());
+            libc::mq_close(mq);
+            HostIpc {
+                key,
+                shm,
+                msq,
+                sem,
+                mq_name,
+            }
+        }
+    }
+
+    fn message_is_still_queued(&self) -> bool {
+        // SAFETY: a local msqid_ds.
+        unsafe {
+            let mut ds: libc::msqid_ds = std::mem::zeroed();
+            libc::msgctl(self.msq, libc::IPC_STAT, &mut ds) == 0 && ds.msg_qnum == 1
+        }
+    }
+
+    fn mq_exists(&self) -> bool {
+        // SAFETY: a C string; the descriptor is closed at once.
+        unsafe {
+            let mq = libc::mq_open(self.mq_name.as_ptr(), libc::O_RDONLY);
+            if mq >= 0 {
+                libc::mq_close(mq);
+            }
+            mq >= 0
+        }
+    }
+}
+
+fn rand_nibble() -> i32 {
+    (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        & 0xf) as i32
+}
+
+impl Drop for HostIpc {
+    fn drop(&mut self) {
+        // SAFETY: removing our own objects.
+        unsafe {
+            libc::shmctl(self.shm, libc::IPC_RMID, std::ptr::null_mut());
+            libc::msgctl(self.msq, libc::IPC_RMID, std::ptr::null_mut());
+            libc::semctl(self.sem, 0, libc::IPC_RMID);
+            libc::mq_unlink(self.mq_name.as_ptr());
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_hosts_ipc_objects_are_out_of_reach_and_nothing_outlives_the_call() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let host = HostIpc::new();
+    let fresh_key = host.key ^ 0x0100_0000;
+    let out = w
+        .python(&format!(
+            "import ctypes\n\
+             l = ctypes.CDLL(None, use_errno=True)\n\
+             l.shmat.restype = ctypes.c_void_p\n\
+             print('shmget', l.shmget({key}, 0, 0))\n\
+             p = l.shmat({shm}, None, 0)\n\
+             print('shmat', -1 if p in (None, 2**64 - 1) else ctypes.string_at(p, 11))\n\
+             buf = ctypes.create_string_buffer(16)\n\
+             print('msgrcv', l.msgrcv({msq}, buf, 8, 0, 0o4000))\n\
+             print('semget', l.semget({key}, 0, 0))\n\
+             print('mq_unlink', l.mq_unlink(b'{mq}'))\n\
+             made = l.shmget({fresh_key}, 4096, 0o1600)\n\
+             print('made', made >= 0 or ctypes.get_errno())\n",
+            key = host.key,
+            shm = host.shm,
+            msq = host.msq,
+            mq = host.mq_name.to_str().unwrap(),
+        ))
+        .await;
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("shmget -1\n"), "{out:?}");
+    assert!(stdout.contains("shmat -1\n"), "{out:?}");
+    assert!(stdout.contains("msgrcv -1\n"), "{out:?}");
+    assert!(stdout.contains("semget -1\n"), "{out:?}");
+    assert!(stdout.contains("mq_unlink -1\n"), "{out:?}");
+    assert!(!stdout.contains("HOST-SECRET"), "{out:?}");
+    assert!(host.message_is_still_queued(), "the host's message was consumed");
+    assert!(host.mq_exists(), "the host's message queue was deleted");
+    if private_namespaces() {
+        // A private IPC namespace: the command may use IPC, and it dies with the call.
+        assert!(stdout.contains("made True\n"), "{out:?}");
+    }
+    // SAFETY: a lookup of a key; nothing is created.
+    let left = unsafe { libc::shmget(fresh_key, 0, 0) };
+    assert_eq!(left, -1, "a segment made in the sandbox outlived the call");
+}
+
+// ---- issue 14: capabilities, the supervisor, new system calls -------------------------------
+
+#[tokio::test]
+async fn the_command_holds_no_capability_at_all() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let out = w
+        .python(
+            "import ctypes\n\
+             l = ctypes.CDLL(None, use_errno=True)\n\
+             hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)\n\
+             data = (ctypes.c_uint32 * 6)()\n\
+             assert l.syscall(125, hdr, data) == 0\n\
+             print('sets', list(data))\n\
+             print('bounding', [c for c in range(64) if l.prctl(23, c, 0, 0, 0) == 1])\n\
+             print('ambient', [c for c in range(64) if l.prctl(47, 1, c, 0, 0) == 1])\n",
+        )
+        .await;
+    assert_eq!(
+        text(&out.stdout),
+        "sets [0, 0, 0, 0, 0, 0]\nbounding []\nambient []\n",
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn socket_ioctls_cannot_reconfigure_the_hosts_network() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let before = std::fs::read_to_string("/sys/class/net/lo/tx_queue_len").unwrap();
+    let out = w
+        .python(
+            "import socket, fcntl, struct\n\
+             a, b = socket.socketpair()\n\
+             for name, req in (('txqlen', 0x8943), ('flags', 0x8914)):\n\
+             \x20   try:\n\
+             \x20       fcntl.ioctl(a, req, struct.pack('16si', b'lo', 1234))\n\
+             \x20       print(name, 'ok')\n\
+             \x20   except OSError as e:\n\
+             \x20       print(name, e.errno)\n\
+             try:\n\
+             \x20   fcntl.ioctl(a, 0x894C, 0)\n\
+             \x20   print('skns ok')\n\
+             except OSError as e:\n\
+             \x20   print('skns', e.errno)\n",
+        )
+        .await;
+    assert_eq!(
+        std::fs::read_to_string("/sys/class/net/lo/tx_queue_len").unwrap(),
+        before
+    );
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains(" ok"), "{out:?}");
+    assert_eq!(stdout.lines().count(), 3, "{out:?}");
+}
+
+#[tokio::test]
+async fn the_supervisor_cannot_be_limited_reniced_or_pinned_and_the_command_itself_can() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let out = w
+        .python(
+            "import os, resource, ctypes\n\
+             l = ctypes.CDLL(None, use_errno=True)\n\
+             def t(name, f):\n\
+             \x20   try:\n\
+             \x20       f()\n\
+             \x20       print(name, 'ok')\n\
+             \x20   except OSError as e:\n\
+             \x20       print(name, e.errno)\n\
+             t('prlimit', lambda: resource.prlimit(1, resource.RLIMIT_NOFILE, (5, 5)))\n\
+             t('renice', lambda: os.setpriority(os.PRIO_PROCESS, 1, 19))\n\
+             t('renice-user', lambda: os.setpriority(os.PRIO_USER, 0, 19))\n\
+             t('affinity', lambda: os.sched_setaffinity(1, {0}))\n\
+             t('sched', lambda: os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0)))\n\
+             print('ioprio', l.syscall(251, 1, 1, (3 << 13) | 7), ctypes.get_errno())\n\
+             print('ioprio-user', l.syscall(251, 3, 0, (3 << 13) | 7), ctypes.get_errno())\n\
+             t('own-nice', lambda: os.setpriority(os.PRIO_PROCESS, 0, 5))\n\
+             t('own-limit', lambda: resource.prlimit(0, resource.RLIMIT_NOFILE, (64, 64)))\n\
+             t('own-affinity', lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))\n",
+        )
+        .await;
+    assert_eq!(
+        text(&out.stdout),
+        "prlimit 1\nrenice 1\nrenice-user 1\naffinity 1\nsched 1\nioprio -1 1\n\
+         ioprio-user -1 1\nown-nice ok\nown-limit ok\nown-affinity ok\n",
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn system_calls_newer_than_the_filter_are_enosys_and_new_mount_calls_eperm() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let out = w
+        .python(
+            "import ctypes\n\
+             l = ctypes.CDLL(None, use_errno=True)\n\
+             for nr in (467, 469, 470, 471, 500, 1000):\n\
+             \x20   r = l.syscall(nr, 0, 0, 0, 0, 0)\n\
+             \x20   print(nr, r, ctypes.get_errno())\n",
+        )
+        .await;
+    assert_eq!(
+        text(&out.stdout),
+        "467 -1 1\n469 -1 1\n470 -1 38\n471 -1 38\n500 -1 38\n1000 -1 38\n",
+        "{out:?}"
+    );
+}
+
+// ---- issue 14: paths re-resolved after validation --------------------------------------------
+
+/// Exchanges `a` and `b` (`renameat2(RENAME_EXCHANGE)`) every ~20 µs until dropped.
+struct Swapper {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Swapper {
+    fn start(a: &Path, b: &Path) -> Swapper {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (a, b) = (
+            std::ffi::CString::new(a.as_os_str().as_encoded_bytes()).unwrap(),
+            std::ffi::CString::new(b.as_os_str().as_encoded_bytes()).unwrap(),
+        );
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                // SAFETY: two C strings.
+                let r = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                if r == 0 {
+                    swaps += 1;
+                }
+                std::thread::sleep(Duration::from_micros(20));
+            }
+            swaps
+        });
+        Swapper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+const RACE_ROUNDS: usize = 150;
+
+#[tokio::test]
+async fn an_extra_path_swapped_for_a_symlink_never_grants_its_target() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let extra = w.base.path().canonicalize().unwrap().join("ref");
+    std::fs::create_dir(&extra).unwrap();
+    std::fs::write(extra.join("secret.txt"), "approved\n").unwrap();
+    std::fs::write(w.outside.join("secret.txt"), "OUTSIDE SECRET\n").unwrap();
+    let link = w.base.path().canonicalize().unwrap().join("ref-link");
+    std::os::unix::fs::symlink(&w.outside, &link).unwrap();
+    let swapper = Swapper::start(&extra, &link);
+    let mut leaked = 0;
+    for _ in 0..RACE_ROUNDS {
+        // Validated (opened without following links) while the swapper runs: when `ref` is
+        // the link at that moment the grant is refused, otherwise the real directory is pinned.
+        let Ok(grant) = exec::Grant::open(&extra, exec::Access::Read) else {
+            continue;
+        };
+        let script = format!("cat '{}/secret.txt'", extra.display());
+        let mut job = w.sh_job(&script);
+        job.sandbox.grants.push(grant);
+        let (ctx, _cancel) = CallContext::standalone();
+        if let Ok(out) = exec::run(job, &ctx).await {
+            if text(&out.stdout).contains("OUTSIDE") {
+                leaked += 1;
+            }
+        }
+    }
+    let swaps = swapper.finish();
+    assert!(swaps > 0, "the swapper never swapped");
+    let _ = std::fs::remove_file(&link);
+    assert_eq!(leaked, 0, "{leaked} of {RACE_ROUNDS} calls read the outside secret");
+}
+
+#[tokio::test]
+async fn a_scope_swapped_for_a_symlink_never_exposes_its_target() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    std::fs::write(w.scope.join("secret.txt"), "scope\n").unwrap();
+    std::fs::write(w.outside.join("secret.txt"), "OUTSIDE SECRET\n").unwrap();
+    let link = w.base.path().canonicalize().unwrap().join("scope-link");
+    std::os::unix::fs::symlink(&w.outside, &link).unwrap();
+    let lease = Arc::new(RootLease::acquire(&w.scope).unwrap());
+    let temp = RootLease::acquire(&w.temp).unwrap();
+    let swapper = Swapper::start(&w.scope, &link);
+    let (mut leaked, mut ran) = (0, 0);
+    for _ in 0..RACE_ROUNDS {
+        let job = Job {
+            program: "/bin/sh".into(),
+            args: vec![
+                "-c".into(),
+                format!("cat '{}/secret.txt'; cat secret.txt", w.scope.display()).into(),
+            ],
+            workdir: WorkDir {
+                lease: Arc::clone(&lease),
+                rel: RelPath::root(),
+            },
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            sandbox: SandboxSpec::for_command(&lease, &temp, vec![]).unwrap(),
+            limits: w.limits(),
+        };
+        let (ctx, _cancel) = CallContext::standalone();
+        if let Ok(out) = exec::run(job, &ctx).await {
+            ran += 1;
+            if text(&out.stdout).contains("OUTSIDE") {
+                leaked += 1;
+            }
+        }
+    }
+    let swaps = swapper.finish();
+    assert!(swaps > 0, "the swapper never swapped");
+    eprintln!("{ran} of {RACE_ROUNDS} calls ran (the others were refused: the root moved)");
+    assert_eq!(leaked, 0, "{leaked} of {RACE_ROUNDS} calls read the outside secret");
+    assert!(processes_in(w.base.path()).is_empty());
+}
+
+// ---- issue 14: the host's state directory inside the scope ---------------------------------
+
+#[tokio::test]
+async fn a_hidden_state_directory_in_the_scope_cannot_be_read_renamed_or_forged() {
+    if !sandbox_available() {
+        return;
+    }
+    let w = World::new();
+    let state = w.scope.join(".local/state/agent-exec");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("state.json"), "GRANTS\n").unwrap();
+    let script = "cat .local/state/agent-exec/state.json; ls -A .local/state/agent-exec; \
+                  echo forged > .local/state/agent-exec/state.json; \
+                  echo x > .local/state/agent-exec/new; \
+                  mv .local/state/agent-exec .local/state/old; mv .local/state .local/s2; \
+                  mv .local .l2; rm -rf .local; \
+                  mkdir -p fake/state/agent-exec && echo forged > fake/state/agent-exec/state.json && \
+                  mv -T fake .local; ls -A .local; echo end";
+    let mut job = w.sh_job(script);
+    job.sandbox = job.sandbox.hide(&state);
+    let (ctx, _cancel) = CallContext::standalone();
+    let result = exec::run(job, &ctx).await;
+    assert_eq!(
+        std::fs::read_to_string(state.join("state.json")).unwrap(),
+        "GRANTS\n"
+    );
+    assert_eq!(std::fs::read_dir(&state).unwrap().count(), 1);
+    match result {
+        Ok(out) => {
+            assert!(private_namespaces(), "ran without a private mount namespace");
+            let stdout = text(&out.stdout);
+            assert!(!stdout.contains("GRANTS"), "{out:?}");
+            assert!(stdout.ends_with("end\n"), "{out:?}");
+        }
+        Err(e) => {
+            // Without a private mount namespace the call is refused, saying why.
+            assert!(!private_namespaces(), "{e}");
+            assert_eq!(e.code(), toolscope::ErrorCode::ExecPathInvalid, "{e}");
+            assert!(e.to_string().contains("state directory"), "{e}");
+        }
+    }
+    assert!(processes_in(w.base.path()).is_empty());
 }
 
 // ---- the same suite as an unprivileged user ---------------------------------------------------

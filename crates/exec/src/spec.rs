@@ -79,18 +79,29 @@ impl Grant {
         Ok(Grant::pinned(lease.path(), Arc::new(fd), access))
     }
 
-    /// Opens `path` (absolute; symbolic links followed) now and grants on what it names.
+    /// Opens `path` now and grants on what it names. The path must be absolute and go through
+    /// no symbolic link (pass the canonical path): a link anywhere on the way is refused
+    /// (`ELOOP`), because whoever controls a link controls what the grant would name.
     pub fn open(path: &Path, access: Access) -> Result<Grant, SpecError> {
+        use rustix::fs::{Mode, OFlags};
         let path = absolute(path)?;
         #[cfg(target_os = "linux")]
-        let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
+        let opened = rustix::fs::openat2(
+            rustix::fs::CWD,
+            &path,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
+        );
         #[cfg(not(target_os = "linux"))]
-        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC;
-        let fd = rustix::fs::open(&path, flags, rustix::fs::Mode::empty()).map_err(|e| {
-            SpecError::Open {
-                path: path.clone(),
-                source: e.into(),
-            }
+        let opened = rustix::fs::open(
+            &path,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+        let fd = opened.map_err(|e| SpecError::Open {
+            path: path.clone(),
+            source: e.into(),
         })?;
         Ok(Grant::pinned(path, Arc::new(fd), access))
     }
@@ -241,6 +252,12 @@ mod tests {
         assert_eq!(access(&rw), Some(Access::ReadWrite));
         assert_eq!(access(w.path()), Some(Access::ReadWrite));
         assert!(spec.may_spawn());
+        // A symbolic link on the way is refused.
+        std::os::unix::fs::symlink(&rw, base.path().join("link")).unwrap();
+        assert!(matches!(
+            Grant::open(&base.path().join("link"), Access::Read),
+            Err(SpecError::Open { .. })
+        ));
     }
 
     #[test]

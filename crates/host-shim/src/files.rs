@@ -4,12 +4,19 @@
 //! Every path is a [`RelPath`] (no absolute path, no `..`, no `.git` in any case) opened relative
 //! to the pinned root's fd without following any symlink (RUN-4's rules). Reads go through
 //! `fsguard`'s single-link checks on one fd, before and after (FILE-1); writes replace the entry
-//! atomically (FILE-2). `grep` walks with ripgrep's `ignore` crate for names only — each file's
-//! content is read through the same checked, fd-relative open — and matches with `regex`.
+//! atomically (FILE-2). `grep` walks from the root's fd too — directories, files and ignore
+//! files alike, never a path string (issue 14) — takes its ignore rules from ripgrep's `ignore`
+//! crate, and matches with `regex`.
 
-use std::path::Path;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use fsguard::{CheckError, OpenError, RelPath, RootLease, TextFile, WriteError};
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::overrides::Override;
+use rustix::fs::FileType;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolscope::{ErrorCode, ToolError};
@@ -353,7 +360,7 @@ fn cut_line(line: &str) -> String {
     line[..end].to_owned()
 }
 
-fn is_git_component(name: &std::ffi::OsStr) -> bool {
+fn is_git_component(name: &OsStr) -> bool {
     // Same rule as RelPath's; asking RelPath keeps it one rule.
     RelPath::new(name).is_err_and(|e| matches!(e, fsguard::RelPathError::GitDir { .. }))
 }
@@ -364,6 +371,15 @@ fn is_git_component(name: &std::ffi::OsStr) -> bool {
 /// never `.git/info/exclude`), hidden files included, `.git` in any case excluded, symlinks not
 /// followed. Files over 1 MiB, unreadable or hard-linked set `truncated`; binary and non-UTF-8
 /// files are skipped without it.
+///
+/// The walk is our own, from the pinned root's descriptor: every directory, file and ignore
+/// file is opened relative to its parent's fd with `O_NOFOLLOW` (issue 14), so a directory
+/// swapped for a symlink after it was listed is refused, not entered, and the workspace path is
+/// never resolved again. ripgrep's `ignore` crate supplies only the rule matchers, which work on
+/// path text (the root's path joined with the names walked) and touch no file; its own walker
+/// opens paths by name. The rules are the ones its walker applied with our options: the glob
+/// first, then `.ignore` before `.gitignore`, the deepest file with a matching rule deciding
+/// each. An ignore file that is a symlink, hard-linked, unreadable or over 1 MiB is not used.
 pub fn grep(root: &RootLease, args: GrepArguments) -> Result<GrepOutput, ToolError> {
     if args.pattern.len() > MAX_PATTERN_BYTES {
         return Err(invalid(format!(
@@ -382,104 +398,254 @@ pub fn grep(root: &RootLease, args: GrepArguments) -> Result<GrepOutput, ToolErr
         )));
     }
     let start = rel_path("path", args.path.as_deref().unwrap_or("."))?;
+    // Path text for the rule matchers only; nothing is opened by it.
+    let walk_root = root.path().join(start.as_path());
+    let glob = match &args.glob {
+        Some(glob) => {
+            let mut over = ignore::overrides::OverrideBuilder::new(&walk_root);
+            over.add(glob)
+                .map_err(|e| invalid(format!("glob {glob:?} is not valid: {e}")))?;
+            Some(
+                over.build()
+                    .map_err(|e| invalid(format!("glob {glob:?} is not valid: {e}")))?,
+            )
+        }
+        None => None,
+    };
     root.verify().map_err(lease_error)?;
-    // Validate the start on the pinned fd first: no symlink component, exists.
-    let start_is_dir = match start.open_dir_at(root) {
-        Ok(_) => true,
+    let mut search = Search {
+        regex,
+        max,
+        files: 0,
+        out: GrepOutput {
+            matches: Vec::new(),
+            truncated: false,
+        },
+    };
+    match start.open_dir_at(root) {
+        Ok(dir) => search.walk(dir, start, walk_root, glob.as_ref()),
         Err(OpenError::NotADirectory { .. }) => {
+            // A file named directly is searched whatever the glob and ignore files say.
             fsguard::open_checked(root, &start).map_err(check_error)?;
-            false
+            search.file(root.as_fd(), &start, &start);
         }
         Err(e) => return Err(open_error(e)),
-    };
-    let base = root.path().to_path_buf();
-    let walk_root = base.join(start.as_path());
-    let mut builder = ignore::WalkBuilder::new(&walk_root);
-    builder
-        .standard_filters(false)
-        .hidden(false)
-        .ignore(true)
-        .git_ignore(true)
-        .require_git(false)
-        .parents(false)
-        .git_global(false)
-        .git_exclude(false)
-        .follow_links(false)
-        .sort_by_file_path(|a, b| a.cmp(b))
-        .filter_entry(|e| !is_git_component(e.file_name()));
-    if let Some(glob) = &args.glob {
-        let mut over = ignore::overrides::OverrideBuilder::new(&walk_root);
-        over.add(glob)
-            .map_err(|e| invalid(format!("glob {glob:?} is not valid: {e}")))?;
-        let over = over
-            .build()
-            .map_err(|e| invalid(format!("glob {glob:?} is not valid: {e}")))?;
-        builder.overrides(over);
     }
-    let mut out = GrepOutput {
-        matches: Vec::new(),
-        truncated: false,
-    };
-    let mut files = 0usize;
-    for entry in builder.build() {
-        let entry = match entry {
-            Ok(e) => e,
-            // An unreadable directory or ignore file: part of the tree went unsearched.
-            Err(_) => {
-                out.truncated = true;
+    Ok(search.out)
+}
+
+/// One `grep` in progress.
+struct Search {
+    regex: regex::Regex,
+    max: u64,
+    files: usize,
+    out: GrepOutput,
+}
+
+/// A directory on the walk's current path: its fd, its path from the workspace root, its
+/// path text for the matchers, its ignore files, and the entries still to visit.
+struct Frame {
+    dir: OwnedFd,
+    rel: RelPath,
+    text: PathBuf,
+    ignore: Gitignore,
+    gitignore: Gitignore,
+    entries: std::vec::IntoIter<(OsString, FileType)>,
+}
+
+impl Search {
+    /// Visits every entry below `dir` (the start, opened from the root's fd) depth first, in
+    /// path order, holding directory fds only along the current path.
+    fn walk(&mut self, dir: OwnedFd, rel: RelPath, text: PathBuf, glob: Option<&Override>) {
+        let mut stack: Vec<Frame> = Vec::new();
+        if let Some(frame) = self.frame(dir, rel, text) {
+            stack.push(frame);
+        }
+        loop {
+            let Some(top) = stack.last_mut() else {
+                return;
+            };
+            let Some((name, kind)) = top.entries.next() else {
+                stack.pop();
+                continue;
+            };
+            if is_git_component(&name) || !matches!(kind, FileType::Directory | FileType::RegularFile)
+            {
                 continue;
             }
-        };
-        let is_file = entry.file_type().is_some_and(|t| t.is_file());
-        if !is_file {
-            continue;
+            let is_dir = kind == FileType::Directory;
+            let top = &stack[stack.len() - 1];
+            let text = top.text.join(&name);
+            if ignored(&stack, glob, &text, is_dir) {
+                continue;
+            }
+            let Ok(one) = RelPath::new(&name) else {
+                continue;
+            };
+            let Ok(rel) = top.rel.join(&name) else {
+                // Past the longest path a RelPath holds: passed over, so say so.
+                self.out.truncated = true;
+                continue;
+            };
+            if is_dir {
+                match one.open_dir_at(&top.dir) {
+                    Ok(fd) => {
+                        if let Some(frame) = self.frame(fd, rel, text) {
+                            stack.push(frame);
+                        }
+                    }
+                    // Gone, or swapped for a symlink since it was listed: not followed, like
+                    // a symlink that was there all along.
+                    Err(OpenError::NotFound { .. } | OpenError::Symlink { .. }) => {}
+                    Err(_) => self.out.truncated = true,
+                }
+                continue;
+            }
+            self.files += 1;
+            if self.files > MAX_GREP_FILES {
+                self.out.truncated = true;
+                return;
+            }
+            if !self.file(top.dir.as_fd(), &one, &rel) {
+                return;
+            }
         }
-        files += 1;
-        if files > MAX_GREP_FILES {
-            out.truncated = true;
-            break;
-        }
-        let Ok(below) = entry.path().strip_prefix(&base) else {
-            out.truncated = true;
-            continue;
+    }
+
+    /// Lists `dir` and reads its ignore files; `None` (and `truncated`) when it cannot be
+    /// listed: part of the tree went unsearched.
+    fn frame(&mut self, dir: OwnedFd, rel: RelPath, text: PathBuf) -> Option<Frame> {
+        let Some(entries) = list_dir(&dir) else {
+            self.out.truncated = true;
+            return None;
         };
-        let rel = match RelPath::new(below) {
-            Ok(r) => r,
-            Err(_) => continue, // .git inside a name the filter already skipped
-        };
-        let text = match fsguard::read_text(root, &rel) {
+        let has = |name: &str| entries.iter().any(|(n, _)| n == name);
+        let ignore = ignore_file(&dir, &text, ".ignore", has(".ignore"));
+        let gitignore = ignore_file(&dir, &text, ".gitignore", has(".gitignore"));
+        Some(Frame {
+            dir,
+            rel,
+            text,
+            ignore,
+            gitignore,
+            entries: entries.into_iter(),
+        })
+    }
+
+    /// Searches the file `name` in `dir` (shown as `rel`); false once `maxResults` is reached.
+    fn file(&mut self, dir: BorrowedFd<'_>, name: &RelPath, rel: &RelPath) -> bool {
+        let text = match fsguard::read_text(dir, name) {
             Ok(TextFile::Text(t)) => t,
-            Ok(t) if t.marks_truncation() => {
-                out.truncated = true;
-                continue;
+            Ok(t) => {
+                // Too large or denied: passed over, so say so. Binary or not UTF-8: outside
+                // text search, not truncation.
+                self.out.truncated |= t.marks_truncation();
+                return true;
             }
-            Ok(_) => continue, // binary or not UTF-8: outside text search, not truncation
-            // Hard-linked, changed while read, or gone: passed over, so say so.
-            Err(CheckError::Open(OpenError::NotFound { .. })) => continue,
+            // Gone since it was listed: nothing was passed over.
+            Err(CheckError::Open(OpenError::NotFound { .. })) => return true,
+            // Hard-linked, changed while read, swapped for a symlink: passed over.
             Err(_) => {
-                out.truncated = true;
-                continue;
+                self.out.truncated = true;
+                return true;
             }
         };
         let shown = display_path(rel.as_path());
         for (n, line) in text.split_inclusive('\n').enumerate() {
-            if regex.is_match(line.strip_suffix('\n').unwrap_or(line)) {
-                if out.matches.len() as u64 == max {
-                    out.truncated = true;
-                    return Ok(out);
+            if self.regex.is_match(line.strip_suffix('\n').unwrap_or(line)) {
+                if self.out.matches.len() as u64 == self.max {
+                    self.out.truncated = true;
+                    return false;
                 }
-                out.matches.push(GrepMatch {
+                self.out.matches.push(GrepMatch {
                     path: shown.clone(),
                     line: n as u64 + 1,
                     text: cut_line(line),
                 });
             }
         }
-        if !start_is_dir {
-            break;
+        true
+    }
+}
+
+/// Whether the rules skip the entry at path text `text`: the glob decides first (a file it
+/// does not match is skipped, a directory it does not match is left to the ignore files), then
+/// the deepest `.ignore` with a matching rule, then the deepest `.gitignore`.
+fn ignored(stack: &[Frame], glob: Option<&Override>, text: &Path, is_dir: bool) -> bool {
+    if let Some(glob) = glob {
+        let m = glob.matched(text, is_dir);
+        if !m.is_none() {
+            return m.is_ignore();
         }
     }
-    Ok(out)
+    let mut by_ignore = ignore::Match::None;
+    let mut by_gitignore = ignore::Match::None;
+    for frame in stack.iter().rev() {
+        if by_ignore.is_none() {
+            by_ignore = frame.ignore.matched(text, is_dir);
+        }
+        if by_gitignore.is_none() {
+            by_gitignore = frame.gitignore.matched(text, is_dir);
+        }
+    }
+    by_ignore.or(by_gitignore).is_ignore()
+}
+
+/// The names and types of `dir`'s entries, sorted; a `DT_UNKNOWN` entry is `lstat`-ed
+/// relative to `dir`. `None` when the directory cannot be read.
+fn list_dir(dir: &OwnedFd) -> Option<Vec<(OsString, FileType)>> {
+    let mut reader = rustix::fs::Dir::read_from(dir).ok()?;
+    let mut out = Vec::new();
+    while let Some(entry) = reader.read() {
+        let entry = entry.ok()?;
+        let name = entry.file_name();
+        if matches!(name.to_bytes(), b"." | b"..") {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            FileType::Unknown => {
+                match rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => FileType::from_raw_mode(st.st_mode),
+                    Err(_) => continue,
+                }
+            }
+            kind => kind,
+        };
+        out.push((OsStr::from_bytes(name.to_bytes()).to_os_string(), kind));
+    }
+    out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    Some(out)
+}
+
+/// The rules of the ignore file `name` in `dir` (path text `text`), read like any file here:
+/// from the directory's fd, no symlink, one link, at most 1 MiB. Lines are taken as
+/// `.gitignore` files are (a leading BOM dropped, reading stopped at the first line that is not
+/// UTF-8, a bad rule skipped); a file that cannot be used counts as absent.
+fn ignore_file(dir: &OwnedFd, text: &Path, name: &str, present: bool) -> Gitignore {
+    if !present {
+        return Gitignore::empty();
+    }
+    let Ok(rel) = RelPath::new(name) else {
+        return Gitignore::empty();
+    };
+    let Ok(bytes) = fsguard::read_checked(dir, &rel, fsguard::MAX_TEXT_BYTES) else {
+        return Gitignore::empty();
+    };
+    let mut builder = GitignoreBuilder::new(text);
+    let from = text.join(name);
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        let Ok(line) = std::str::from_utf8(line) else {
+            break;
+        };
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let line = if i == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            line
+        };
+        let _ = builder.add_line(Some(from.clone()), line);
+    }
+    builder.build().unwrap_or_else(|_| Gitignore::empty())
 }
 
 fn display_path(p: &Path) -> String {
