@@ -693,7 +693,10 @@ async fn a_setuid_binary_cannot_be_made_outside_or_inside_the_scope() {
             );
         }
     }
-    assert!(w.scope.join("suid").exists(), "the copy itself works: {out:?}");
+    assert!(
+        w.scope.join("suid").exists(),
+        "the copy itself works: {out:?}"
+    );
 }
 
 #[tokio::test]
@@ -792,8 +795,7 @@ impl HostIpc {
             assert_eq!(libc::msgsnd(msq, (&msg as *const Msg).cast(), 8, 0), 0);
             let sem = libc::semget(key, 1, libc::IPC_CREAT | libc::IPC_EXCL | 0o600);
             assert!(sem >= 0);
-            let mq_name =
-                std::ffi::CString::new(format!("/agent-exec-escape-{key:x}")).unwrap();
+            let mq_name = std::ffi::CString::new(format!("/agent-exec-escape-{key:x}")).unwrap();
             let mq = libc::mq_open(
                 mq_name.as_ptr(),
                 libc::O_CREAT | libc::O_EXCL | libc::O_RDWR,
@@ -887,7 +889,10 @@ async fn the_hosts_ipc_objects_are_out_of_reach_and_nothing_outlives_the_call() 
     assert!(stdout.contains("semget -1\n"), "{out:?}");
     assert!(stdout.contains("mq_unlink -1\n"), "{out:?}");
     assert!(!stdout.contains("HOST-SECRET"), "{out:?}");
-    assert!(host.message_is_still_queued(), "the host's message was consumed");
+    assert!(
+        host.message_is_still_queued(),
+        "the host's message was consumed"
+    );
     assert!(host.mq_exists(), "the host's message queue was deleted");
     if private_namespaces() {
         // A private IPC namespace: the command may use IPC, and it dies with the call.
@@ -1099,7 +1104,10 @@ async fn an_extra_path_swapped_for_a_symlink_never_grants_its_target() {
     let swaps = swapper.finish();
     assert!(swaps > 0, "the swapper never swapped");
     let _ = std::fs::remove_file(&link);
-    assert_eq!(leaked, 0, "{leaked} of {RACE_ROUNDS} calls read the outside secret");
+    assert_eq!(
+        leaked, 0,
+        "{leaked} of {RACE_ROUNDS} calls read the outside secret"
+    );
 }
 
 #[tokio::test]
@@ -1142,7 +1150,10 @@ async fn a_scope_swapped_for_a_symlink_never_exposes_its_target() {
     let swaps = swapper.finish();
     assert!(swaps > 0, "the swapper never swapped");
     eprintln!("{ran} of {RACE_ROUNDS} calls ran (the others were refused: the root moved)");
-    assert_eq!(leaked, 0, "{leaked} of {RACE_ROUNDS} calls read the outside secret");
+    assert_eq!(
+        leaked, 0,
+        "{leaked} of {RACE_ROUNDS} calls read the outside secret"
+    );
     assert!(processes_in(w.base.path()).is_empty());
 }
 
@@ -1175,7 +1186,10 @@ async fn a_hidden_state_directory_in_the_scope_cannot_be_read_renamed_or_forged(
     assert_eq!(std::fs::read_dir(&state).unwrap().count(), 1);
     match result {
         Ok(out) => {
-            assert!(private_namespaces(), "ran without a private mount namespace");
+            assert!(
+                private_namespaces(),
+                "ran without a private mount namespace"
+            );
             let stdout = text(&out.stdout);
             assert!(!stdout.contains("GRANTS"), "{out:?}");
             assert!(stdout.ends_with("end\n"), "{out:?}");

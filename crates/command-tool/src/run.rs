@@ -442,6 +442,7 @@ fn interpret(out: exec::Outcome) -> Result<CommandOutput, ToolError> {
         truncated: out.stdout_truncated || out.stderr_truncated,
         partial_execution: matches!(status, Status::TimedOut | Status::Cancelled),
         descendants_stopped: out.descendants_stopped,
+        sandbox: out.enforcement.clone(),
     };
     if out.lease_lost {
         let mut err = ToolError::new(

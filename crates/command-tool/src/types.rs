@@ -122,6 +122,10 @@ pub struct CommandOutput {
     /// Processes other than the shell that were still alive when the command ended and were
     /// stopped (CMD-6): background jobs, including ones that left with `setsid`.
     pub descendants_stopped: usize,
+    /// What the sandbox enforced on this machine, in words: the Landlock ABI, whether the
+    /// command had private mount and IPC namespaces, and any protection that is missing here
+    /// (issue 14). Not in seed 000; ours.
+    pub sandbox: String,
 }
 
 impl CommandOutput {
@@ -167,11 +171,13 @@ mod tests {
             truncated: false,
             partial_execution: true,
             descendants_stopped: 2,
+            sandbox: "fully enforced".into(),
         };
         assert_eq!(
             serde_json::to_value(&out).unwrap(),
             json!({"stdout": "a", "stderr": "", "exitCode": null, "status": "timedOut",
-                   "truncated": false, "partialExecution": true, "descendantsStopped": 2})
+                   "truncated": false, "partialExecution": true, "descendantsStopped": 2,
+                   "sandbox": "fully enforced"})
         );
         let names: Vec<String> = [
             Status::Exited,

@@ -37,6 +37,7 @@ async fn exit_code_stdout_and_stderr_are_returned_as_a_result() {
     }
     let f = Fixture::new();
     let out = call(&f, "echo hi; echo oops >&2; exit 3").await;
+    assert!(out.sandbox.contains("enforced (Landlock ABI"), "{out:?}");
     assert_eq!(
         out,
         CommandOutput {
@@ -47,6 +48,7 @@ async fn exit_code_stdout_and_stderr_are_returned_as_a_result() {
             truncated: false,
             partial_execution: false,
             descendants_stopped: 0,
+            sandbox: out.sandbox.clone(),
         }
     );
 }

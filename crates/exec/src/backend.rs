@@ -49,11 +49,15 @@ pub(crate) fn spawn(
     command.spawn().map_err(|e| match e {
         // The child found a granted path, a hidden path or its working directory swapped for
         // another file since the sandbox was prepared (issue 14): nothing ran.
-        proctree::SpawnError::PreExec { code } if code == rustix::io::Errno::STALE.raw_os_error() => ExecError::Refused(
-            "a granted path, a hidden path or the working directory was replaced while the \
+        proctree::SpawnError::PreExec { code }
+            if code == rustix::io::Errno::STALE.raw_os_error() =>
+        {
+            ExecError::Refused(
+                "a granted path, a hidden path or the working directory was replaced while the \
              sandbox was being set up, so nothing ran; retry, and stop whatever renames it"
-                .to_owned(),
-        ),
+                    .to_owned(),
+            )
+        }
         proctree::SpawnError::PreExec { .. } => ExecError::SandboxUnavailable(format!(
             "{e}; the kernel refused to apply the sandbox in the child"
         )),

@@ -113,14 +113,19 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
     }
     // Where proctree's supervisor will start the command: inside its own user namespace (a host
     // that is not root), as PID 2 of a PID namespace whose PID 1 is the supervisor.
-    let launch = Launch {
-        own_user_namespace: proctree::user_namespace_in_use(),
-        own_pid_namespace: proctree::pid_namespace_available(),
-    };
-    Ok(policy.launch(launch).network(match spec.network {
+    Ok(policy.launch(launch()).network(match spec.network {
         Network::None => LlNetwork::None,
         Network::All => LlNetwork::All,
     }))
+}
+
+/// Where proctree's supervisor starts a command in its default mode, as the sandbox needs to
+/// know it (the doctor report uses the same answer).
+pub fn launch() -> Launch {
+    Launch {
+        own_user_namespace: proctree::user_namespace_in_use(),
+        own_pid_namespace: proctree::pid_namespace_available(),
+    }
 }
 
 /// One program, its loader's files read-only (the sandbox crate adds the ELF interpreter with

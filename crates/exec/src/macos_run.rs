@@ -37,6 +37,22 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
             seatbelt::SANDBOX_EXEC
         )));
     }
+    // Seatbelt profiles here cannot hide a directory beneath a grant yet: refuse, as Linux
+    // does where it cannot make a private mount namespace (issue 14).
+    if let Some((hidden, grant)) = job.sandbox.hidden.iter().find_map(|h| {
+        job.sandbox
+            .grants
+            .iter()
+            .find(|g| h != &g.path && h.starts_with(&g.path))
+            .map(|g| (h, g))
+    }) {
+        return Err(ExecError::Refused(format!(
+            "{} contains {}, the host's state directory, which this macOS build cannot hide \
+             from a command; grant a directory that does not contain it",
+            grant.path.display(),
+            hidden.display()
+        )));
+    }
     let bound = crate::macos::profile_spec(&job.sandbox)
         .build()
         .map_err(|e| ExecError::SandboxUnavailable(e.to_string()))?;
@@ -93,7 +109,10 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
     let mut tick = tokio::time::interval(LEASE_TICK);
     tick.tick().await;
     let kill_on_cap = job.limits.on_cap == OnCap::Kill;
-    let mut outcome = Outcome::default();
+    let mut outcome = Outcome {
+        enforcement: "Seatbelt profile through sandbox-exec".to_owned(),
+        ..Outcome::default()
+    };
     let status = loop {
         tokio::select! {
             status = child.wait() => break Some(status.map_err(|e| ExecError::Io(e.to_string()))?),

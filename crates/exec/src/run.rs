@@ -119,6 +119,9 @@ pub struct Outcome {
     pub descendants_stopped: usize,
     /// Whether the main process was still running when the tree was stopped.
     pub main_stopped: bool,
+    /// What the sandbox enforced, in words (on Linux, e.g. "fully enforced (Landlock ABI 7;
+    /// private mount and IPC namespaces, no capabilities)"; gaps are named).
+    pub enforcement: String,
 }
 
 impl Outcome {
@@ -203,6 +206,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     let lease = job.workdir.lease.clone();
     lease.verify().map_err(ExecError::LeaseLost)?;
     let prepared = crate::backend::prepare(&job.sandbox)?;
+    let enforcement = prepared.enforcement().to_string();
     let cwd = lease
         .open_dir(&job.workdir.rel)
         .map_err(ExecError::WorkDir)?;
@@ -289,6 +293,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
         lease_lost,
         descendants_stopped: report.descendants_stopped,
         main_stopped: report.main_stopped,
+        enforcement,
     })
 }
 

@@ -152,7 +152,11 @@ impl SandboxSpec {
     /// The `run` tool's spec (RUN-6, RUN-7): only `program` (already resolved to the real file,
     /// never looked up on `PATH`), read + write the mirror and the run's temp dir (both pinned
     /// by their leases), no network, no other process.
-    pub fn for_run(program: &Path, mirror: &RootLease, temp: &RootLease) -> Result<Self, SpecError> {
+    pub fn for_run(
+        program: &Path,
+        mirror: &RootLease,
+        temp: &RootLease,
+    ) -> Result<Self, SpecError> {
         Ok(SandboxSpec {
             program: Program::Single(absolute(program)?),
             grants: vec![
@@ -242,12 +246,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let access = |p: &Path| {
-            spec.grants
-                .iter()
-                .find(|g| g.path == p)
-                .map(|g| g.access)
-        };
+        let access = |p: &Path| spec.grants.iter().find(|g| g.path == p).map(|g| g.access);
         assert_eq!(access(&ro), Some(Access::Read));
         assert_eq!(access(&rw), Some(Access::ReadWrite));
         assert_eq!(access(w.path()), Some(Access::ReadWrite));

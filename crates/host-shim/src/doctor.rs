@@ -31,6 +31,40 @@ pub fn report() -> Value {
         }),
     };
     let pid_ns = proctree::pid_namespace_available();
+    // What issue 14's protections come to here: the same rule `linux_sandbox::Policy::prepare`
+    // applies (private namespaces where the kernel allows them and the command's process may
+    // make them: as root, or inside the supervisor's own user namespace).
+    let namespaces = probe.private_namespaces_for(linux_sandbox::Launch {
+        own_user_namespace: proctree::user_namespace_in_use(),
+        own_pid_namespace: pid_ns,
+    });
+    let protections = json!({
+        "privateNamespaces": namespaces,
+        "metadataOutsideWritablePaths": if namespaces {
+            "protected: everything but the writable paths is a read-only view (chmod, chown, utimes, xattrs refused)"
+        } else {
+            "NOT protected: mode, owner and times of the user's own files outside the writable paths can change"
+        },
+        "hostIpc": if namespaces {
+            "out of reach: private IPC namespace, gone with the call"
+        } else {
+            "refused by seccomp (System V IPC and POSIX message queues)"
+        },
+        "stateDirectory": if namespaces {
+            "hidden inside workspaces and extra paths, its parents pinned"
+        } else {
+            "a workspace or extra path containing it is refused"
+        },
+        "setIdBitsXattrsImmutableFlag": "refused by seccomp",
+        "capabilities": "all dropped (bounding, ambient, effective, permitted, inheritable)",
+        "otherProcesses": if pid_ns {
+            "limits, priorities and CPU affinity of PID 1 (the supervisor) refused; the rest of the PID namespace is the command's own"
+        } else {
+            "limits, priorities and CPU affinity of any process but the caller refused"
+        },
+        "unknownSystemCalls": "ENOSYS for every number newer than the filter knows",
+        "pathsNotProtected": "stat and inotify on outside paths still reveal names and metadata (Landlock governs neither)",
+    });
     json!({
         "ok": true,
         "platform": "linux",
@@ -40,6 +74,7 @@ pub fn report() -> Value {
         "sandbox": {
             "enforced": probe.can_sandbox(),
             "summary": probe.to_string(),
+            "protections": protections,
         },
         "cleanup": {
             "mode": if pid_ns { "pid-namespace" } else { "subreaper" },

@@ -469,7 +469,8 @@ impl Search {
                 stack.pop();
                 continue;
             };
-            if is_git_component(&name) || !matches!(kind, FileType::Directory | FileType::RegularFile)
+            if is_git_component(&name)
+                || !matches!(kind, FileType::Directory | FileType::RegularFile)
             {
                 continue;
             }

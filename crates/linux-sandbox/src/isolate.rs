@@ -182,10 +182,7 @@ impl Isolation {
                 continue;
             };
             // The directories between the outermost writable grant above it and it.
-            if let Some(root) = outermost
-                .iter()
-                .find(|r| strictly_beneath(path, &r.path))
-            {
+            if let Some(root) = outermost.iter().find(|r| strictly_beneath(path, &r.path)) {
                 let mut dir = root.path.clone();
                 let rest = path.strip_prefix(&root.path).unwrap_or(Path::new(""));
                 let components: Vec<Component<'_>> = rest.components().collect();
@@ -231,8 +228,8 @@ impl Isolation {
         let mut cwd = [0u8; 4096];
         let cwd_id = statx_fd(libc::AT_FDCWD).map_err(fail)?;
         // SAFETY: a writable buffer of that length.
-        let len = sys(unsafe { syscall!(Sysno::getcwd, cwd.as_mut_ptr(), cwd.len()) })
-            .map_err(fail)?;
+        let len =
+            sys(unsafe { syscall!(Sysno::getcwd, cwd.as_mut_ptr(), cwd.len()) }).map_err(fail)?;
         // getcwd returns the length including the NUL; "(unreachable)…" is not absolute.
         if cwd.first() != Some(&b'/') || len == 0 {
             return Err(fail(libc::ESTALE));
@@ -339,7 +336,16 @@ pub(crate) fn drop_capabilities() -> Result<(), ApplyError> {
     // has; without it there is nothing to drop that exec could grant (no_new_privs).
     for cap in 0..64usize {
         // SAFETY: integer arguments only.
-        let r = unsafe { syscall!(Sysno::prctl, libc::PR_CAPBSET_DROP, cap, 0usize, 0usize, 0usize) };
+        let r = unsafe {
+            syscall!(
+                Sysno::prctl,
+                libc::PR_CAPBSET_DROP,
+                cap,
+                0usize,
+                0usize,
+                0usize
+            )
+        };
         if r == Err(syscalls::Errno::EINVAL) {
             break; // past the kernel's last capability
         }
@@ -377,15 +383,9 @@ pub(crate) fn drop_capabilities() -> Result<(), ApplyError> {
         inheritable: 0,
     }; 2];
     // SAFETY: a valid v3 header and two data structs, read by the kernel only.
-    sys(unsafe {
-        syscall!(
-            Sysno::capset,
-            &header as *const Header,
-            data.as_ptr()
-        )
-    })
-    .map(drop)
-    .map_err(fail)
+    sys(unsafe { syscall!(Sysno::capset, &header as *const Header, data.as_ptr()) })
+        .map(drop)
+        .map_err(fail)
 }
 
 /// `_LINUX_CAPABILITY_VERSION_3` (`<linux/capability.h>`).
@@ -623,7 +623,12 @@ pub(crate) fn probe_namespaces() -> Result<(), i32> {
 fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> Result<(), i32> {
     // SAFETY: a NUL-terminated path.
     let fd = fd_of(sys(unsafe {
-        syscall!(Sysno::openat, libc::AT_FDCWD, path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC)
+        syscall!(
+            Sysno::openat,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC
+        )
     }))?;
     // SAFETY: a live buffer of that length.
     let r = sys(unsafe { syscall!(Sysno::write, fd, bytes.as_ptr(), bytes.len()) });
@@ -712,7 +717,11 @@ mod tests {
         };
         let plan = Isolation::prepare(
             &[root("/w/mirror", true)],
-            &[(PathBuf::from("/w"), id), (PathBuf::from("/w/mirror"), id), (PathBuf::from("/x"), id)],
+            &[
+                (PathBuf::from("/w"), id),
+                (PathBuf::from("/w/mirror"), id),
+                (PathBuf::from("/x"), id),
+            ],
         )
         .unwrap();
         assert_eq!(plan.mounts(), (1, 0, 0));

@@ -69,6 +69,15 @@ impl Availability {
         self.namespaces.is_ok()
     }
 
+    /// Whether a program started as `launch` says gets private namespaces: the kernel allows
+    /// them and its process may make them (as root, or inside its own user namespace). The
+    /// one rule [`Policy::prepare`](crate::Policy::prepare) applies.
+    pub fn private_namespaces_for(&self, launch: crate::Launch) -> bool {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        self.private_namespaces() && (root || launch.own_user_namespace)
+    }
+
     /// Whether [`Policy::prepare`](crate::Policy::prepare) can succeed on this kernel.
     pub fn can_sandbox(&self) -> bool {
         self.landlock_abi().is_some() && self.seccomp()

@@ -224,11 +224,7 @@ impl Policy {
         let opened = self.open_paths()?;
         // Private namespaces: where the child may make them (root, or its own user namespace)
         // and the kernel lets it (probed once).
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
-        let namespaces = self.namespaces
-            && availability.private_namespaces()
-            && (root || self.launch.own_user_namespace);
+        let namespaces = self.namespaces && availability.private_namespaces_for(self.launch);
         let isolation = self.isolation(&opened, namespaces)?;
         let ruleset = build_ruleset(self, abi, &opened)?;
         let filter = seccomp::build_cached(FilterOptions {
@@ -289,7 +285,8 @@ impl Policy {
             let Some((fd, _)) = open_path(path, false)? else {
                 continue;
             };
-            let canonical = isolate::canonical_path_of(fd.as_fd()).map_err(|e| open_error(path, e))?;
+            let canonical =
+                isolate::canonical_path_of(fd.as_fd()).map_err(|e| open_error(path, e))?;
             let id = Ident::of_fd(fd.as_fd()).map_err(|e| open_error(path, e))?;
             if !namespaces {
                 if let Some(root) = roots
@@ -300,7 +297,11 @@ impl Policy {
                         root: root.path.clone(),
                         hidden: canonical,
                         reason: if self.namespaces {
-                            probe().to_string().lines().filter(|l| l.starts_with("private namespaces")).collect::<String>()
+                            probe()
+                                .to_string()
+                                .lines()
+                                .filter(|l| l.starts_with("private namespaces"))
+                                .collect::<String>()
                         } else {
                             "private namespaces are turned off by the policy".to_owned()
                         },
@@ -757,6 +758,16 @@ impl PreparedSandbox {
 mod tests {
     use super::*;
 
+    fn stage_number(stage: ApplyStage) -> i32 {
+        match stage {
+            ApplyStage::Namespaces => 1,
+            ApplyStage::Capabilities => 2,
+            ApplyStage::NoNewPrivs => 3,
+            ApplyStage::Landlock => 4,
+            _ => 5,
+        }
+    }
+
     /// Runs `apply_in_child` on `sandbox` in a forked child whose thread-local `errno` holds a
     /// sentinel, and returns (the result, whether `errno` still held the sentinel afterwards).
     fn apply_in_forked_child(sandbox: &PreparedSandbox) -> (Result<(), ApplyError>, bool) {
@@ -774,7 +785,7 @@ mod tests {
                 *libc::__errno_location() = SENTINEL;
                 let (stage, errno) = match sandbox.apply_in_child() {
                     Ok(()) => (0, 0),
-                    Err(e) => (e.stage as i32 + 1, e.errno),
+                    Err(e) => (stage_number(e.stage), e.errno),
                 };
                 let kept = i32::from(*libc::__errno_location() == SENTINEL);
                 let report = [stage, errno, kept];
@@ -791,12 +802,15 @@ mod tests {
             let mut status = 0;
             assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
         }
-        let stage = match report[0] {
-            0 => None,
-            1 => Some(ApplyStage::NoNewPrivs),
-            2 => Some(ApplyStage::Landlock),
-            _ => Some(ApplyStage::Seccomp),
-        };
+        let stage = [
+            ApplyStage::Namespaces,
+            ApplyStage::Capabilities,
+            ApplyStage::NoNewPrivs,
+            ApplyStage::Landlock,
+            ApplyStage::Seccomp,
+        ]
+        .into_iter()
+        .find(|&s| stage_number(s) == report[0]);
         let result = match stage {
             None => Ok(()),
             Some(stage) => Err(ApplyError {

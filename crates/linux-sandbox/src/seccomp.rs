@@ -448,50 +448,56 @@ impl Asm {
     }
 }
 
-/// The listed numbers (sorted, each once) as runs: (first number, label) in increasing order,
-/// each run reaching up to the next one's first number, the unlisted numbers in runs of `allow`.
-/// Neighbours with the same label merge (`mq_open` … `mq_getsetattr` and `kexec_load` are one
-/// run on x86_64), which is what keeps the search short.
-fn runs(sorted: &[(u32, Label)], allow: Label) -> Vec<(u32, Label)> {
-    let mut runs = vec![(0, allow)];
+/// Listed numbers `first..=last`, which all go to `label`.
+#[derive(Clone, Copy)]
+struct Run {
+    first: u32,
+    last: u32,
+    label: Label,
+}
+
+/// The listed numbers (sorted, each once) with neighbours of the same label merged into runs:
+/// on x86_64 `mq_open` … `mq_getsetattr` and `kexec_load` are one run, `acct` … `ioperm`
+/// another, which is what keeps the search short (58 runs for 104 numbers).
+fn runs(sorted: &[(u32, Label)]) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
     for &(nr, label) in sorted {
-        // `nr` alone, then unlisted numbers again from `nr + 1` (≤ 470: no overflow).
-        for (first, label) in [(nr, label), (nr + 1, allow)] {
-            match runs.last_mut() {
-                Some(last) if last.0 == first => last.1 = label,
-                _ => runs.push((first, label)),
-            }
+        match runs.last_mut() {
+            Some(run) if run.label == label && run.last + 1 == nr => run.last = nr,
+            _ => runs.push(Run {
+                first: nr,
+                last: nr,
+                label,
+            }),
         }
     }
-    runs.dedup_by(|later, earlier| later.1 == earlier.1);
     runs
 }
 
-/// Emits a binary search over `runs` (syscall number in A) that jumps to the label of the run
-/// holding the number: one `JGE` per boundary between runs and none per run, so every number
-/// walks about log2(runs) comparisons.
-fn search(asm: &mut Asm, runs: &[(u32, Label)]) {
-    if let [(_, only)] = runs {
-        asm.jump(JGE, 0, *only, *only);
+/// Emits a binary search over `runs` (syscall number in A): a listed number jumps to its
+/// run's label, any other number to `allow`. Leaves of up to four runs test a single number
+/// with one `JEQ`, a longer run with two `JGE`s.
+fn search(asm: &mut Asm, runs: &[Run], allow: Label) {
+    if runs.len() <= 4 {
+        for (i, run) in runs.iter().enumerate() {
+            let otherwise = if i + 1 == runs.len() { allow } else { NEXT };
+            if run.first == run.last {
+                asm.jump(JEQ, run.first, run.label, otherwise);
+            } else {
+                // Below `first`, the number is in none of this leaf's runs: those before
+                // did not match, those after start higher.
+                asm.jump(JGE, run.first, NEXT, allow);
+                asm.jump(JGE, run.last + 1, otherwise, run.label);
+            }
+        }
         return;
     }
     let (low, high) = runs.split_at(runs.len() / 2);
-    // A part of one run is its label; a longer one is a subtree, laid out after this node.
-    let mut subtree = |part: &[(u32, Label)]| match part {
-        [(_, label)] => (*label, false),
-        _ => (asm.label(), true),
-    };
-    let (left, left_tree) = subtree(low);
-    let (right, right_tree) = subtree(high);
-    asm.jump(JGE, high[0].0, right, left);
-    if left_tree {
-        asm.bind(left);
-        search(asm, low);
-    }
-    if right_tree {
-        asm.bind(right);
-        search(asm, high);
-    }
+    let right = asm.label();
+    asm.jump(JGE, high[0].first, right, NEXT);
+    search(asm, low, allow);
+    asm.bind(right);
+    search(asm, high, allow);
 }
 
 /// The whole filter as one BPF program.
@@ -557,7 +563,7 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     asm.stmt(LD_ABS, NR_OFFSET);
     // Also the x32 guard on x86_64 (see `X32_SYSCALL_BIT`).
     asm.jump(JGE, NEWEST_KNOWN_SYSCALL + 1, enosys, NEXT);
-    search(&mut asm, &runs(&sorted, allow));
+    search(&mut asm, &runs(&sorted), allow);
 
     // clone: a namespace flag (each is one bit, so "any set" is one JSET) is refused; without
     // spawning, so is a clone without CLONE_THREAD (a new process; SPEC RUN-7).
@@ -971,7 +977,7 @@ mod tests {
         numbers
     }
 
-    /// The calls whose answer depends on an argument or on the options.
+    /// The calls whose answer depends on an argument (under some options).
     fn checked_calls() -> Vec<i64> {
         let mut checked = vec![
             libc::SYS_clone,
@@ -979,54 +985,88 @@ mod tests {
             libc::SYS_socket,
             libc::SYS_socketpair,
         ];
-        #[cfg(target_arch = "x86_64")]
-        checked.extend([libc::SYS_fork, libc::SYS_vfork]);
         checked.extend(mode_setters().into_iter().map(|(nr, _)| nr));
         checked.extend(creating_opens().into_iter().map(|(nr, _, _)| nr));
         checked.extend(pid_targets());
         checked.extend(PRIORITY_CALLS.map(|(nr, _)| nr));
-        checked.extend(host_ipc());
         checked
+    }
+
+    /// [`checked_calls`] and the calls listed or not depending on the options.
+    fn option_dependent_calls() -> Vec<i64> {
+        let mut calls = checked_calls();
+        #[cfg(target_arch = "x86_64")]
+        calls.extend([libc::SYS_fork, libc::SYS_vfork]);
+        calls.extend(host_ipc());
+        calls
     }
 
     #[test]
     fn compact_program_decides_exactly_like_the_seccompiler_program() {
+        // One thread per option set: the oracle walks long, and this runs ~10M calls.
+        std::thread::scope(|scope| {
+            for options in all_options() {
+                scope.spawn(move || decides_like_the_oracle(options));
+            }
+        });
+    }
+
+    fn decides_like_the_oracle(options: FilterOptions) {
         let args = interesting_args();
-        for options in all_options() {
-            let old = oracle::build(options).unwrap();
-            let new = build(options).unwrap();
-            let mut arches = vec![NATIVE];
-            arches.extend(FOREIGN_ARCHES);
-            for arch in arches {
-                for nr in numbers() {
-                    for &value in &args {
-                        let data = data(arch, nr, [value; 6]);
-                        assert_eq!(
-                            run_program(&new, &data),
-                            run_program(&old, &data),
-                            "{options:?} arch {arch:#x} syscall {nr} args all {value:#x}"
-                        );
-                    }
+        let old = oracle::build(options).unwrap();
+        let new = build(options).unwrap();
+        let same = |arch: u32, nr: u32, args: [u64; 6]| {
+            let data = data(arch, nr, args);
+            assert_eq!(
+                run_program(&new, &data),
+                run_program(&old, &data),
+                "{options:?} arch {arch:#x} syscall {nr} args {args:#x?}"
+            );
+        };
+        // Every number with every value in all arguments; numbers decided before any
+        // argument is read (other arches, x32, the edges) with a few values.
+        let few = [0, u64::MAX, 0o4755, bits(libc::O_CREAT) | 0o6755, 1];
+        for nr in numbers() {
+            let native = nr < 1024;
+            for &value in if native { &args[..] } else { &few[..] } {
+                same(NATIVE, nr, [value; 6]);
+            }
+            for arch in FOREIGN_ARCHES {
+                for value in few {
+                    same(arch, nr, [value; 6]);
                 }
             }
-            // The checked calls, with the checked arguments and the others differing. Every
-            // pair of arguments checked together is adjacent (`open` 1 and 2, `openat` 2 and
-            // 3, `setpriority` 0 and 1), so the alternating layout covers all their pairs.
-            for nr in checked_calls() {
-                for &first in &args {
-                    for &second in &args {
-                        for layout in [
-                            [first, second, 0, first, 0, 0],
-                            [first, second, first, second, first, second],
-                        ] {
-                            let data = data(NATIVE, nr as u32, layout);
-                            assert_eq!(
-                                run_program(&new, &data),
-                                run_program(&old, &data),
-                                "{options:?} syscall {nr} args {layout:#x?}"
-                            );
-                        }
-                    }
+        }
+        // The checked calls, with the checked arguments and the others differing: in the
+        // alternating layouts every argument meets every value. The two arguments checked
+        // together are adjacent (`open` 1 and 2, `openat` 2 and 3, `setpriority` and
+        // `ioprio_set` 0 and 1), so their partner ranges over every value without garbage in
+        // the upper half (both with garbage: the loop above and the proptest); the partner
+        // of a single checked argument over a few values.
+        let two_arguments: Vec<i64> = creating_opens()
+            .into_iter()
+            .map(|(nr, _, _)| nr)
+            .chain(PRIORITY_CALLS.map(|(nr, _)| nr))
+            .collect();
+        let low: Vec<u64> = args.iter().copied().filter(|&v| v >> 32 == 0).collect();
+        for nr in checked_calls() {
+            let partners = if two_arguments.contains(&nr) {
+                &low[..]
+            } else {
+                &few[..]
+            };
+            for &first in &args {
+                for &second in partners {
+                    same(
+                        NATIVE,
+                        nr as u32,
+                        [first, second, first, second, first, second],
+                    );
+                    same(
+                        NATIVE,
+                        nr as u32,
+                        [second, first, second, first, second, first],
+                    );
                 }
             }
         }
@@ -1049,7 +1089,7 @@ mod tests {
             let nr = match nr_kind {
                 0 => nr,
                 1 => small_nr,
-                _ => *checked.get(&checked_calls()) as u32,
+                _ => *checked.get(&option_dependent_calls()) as u32,
             };
             // Each argument random or one of the values some rule looks at.
             let interesting = interesting_args();
@@ -1081,14 +1121,26 @@ mod tests {
                 .unwrap();
             let longest = walks.iter().max().unwrap();
             let sum: usize = walks[..470].iter().sum();
-            eprintln!("MEASURE {options:?} len {} longest {longest} unchecked {unchecked} read {} sum0-469 {sum}", program.len(), walks[0]);
+            eprintln!(
+                "MEASURE {options:?} len {} longest {longest} unchecked {unchecked} read {} sum0-469 {sum}",
+                program.len(),
+                walks[0]
+            );
         }
     }
 
     #[test]
     fn syscalls_newer_than_the_filter_get_enosys() {
         let newest = i64::from(NEWEST_KNOWN_SYSCALL);
-        for nr in [newest + 1, newest + 2, 512, 1023, 0x3fff_ffff, 0x7fff_ffff, -1] {
+        for nr in [
+            newest + 1,
+            newest + 2,
+            512,
+            1023,
+            0x3fff_ffff,
+            0x7fff_ffff,
+            -1,
+        ] {
             check(COMMAND, nr, a0(0), ENOSYS);
             check(RUN, nr, a0(0), ENOSYS);
         }
@@ -1116,7 +1168,14 @@ mod tests {
     fn setuid_mode_bits_are_refused_and_ordinary_chmod_is_not() {
         for (nr, index) in mode_setters() {
             let index = index as usize;
-            for mode in [0o4755, 0o2755, 0o6755, 0o4000, 0o2000, 0o4755 | 0xdead_beef << 32] {
+            for mode in [
+                0o4755,
+                0o2755,
+                0o6755,
+                0o4000,
+                0o2000,
+                0o4755 | 0xdead_beef << 32,
+            ] {
                 check(COMMAND, nr, with_arg(index, mode), EPERM);
             }
             for mode in [0o755, 0o644, 0o1777, 0o777, 0, 0o755 | 1 << 32] {
@@ -1124,7 +1183,12 @@ mod tests {
             }
         }
         // The mode's place differs between the calls: fchmodat's is argument 2, not 1.
-        check(COMMAND, libc::SYS_fchmodat, [0, 0o4755, 0o644, 0, 0, 0], ALLOW);
+        check(
+            COMMAND,
+            libc::SYS_fchmodat,
+            [0, 0o4755, 0o644, 0, 0, 0],
+            ALLOW,
+        );
         check(COMMAND, libc::SYS_fchmodat2, [0, 0, 0o2755, 0, 0, 0], EPERM);
         // Directories may be made with S_ISGID (group inheritance).
         check(COMMAND, libc::SYS_mkdirat, [0, 0, 0o2775, 0, 0, 0], ALLOW);
@@ -1142,11 +1206,26 @@ mod tests {
         check(COMMAND, libc::SYS_openat, openat(create, 0o755), ALLOW);
         check(COMMAND, libc::SYS_openat, openat(create, 0o644), ALLOW);
         // Without O_CREAT or O_TMPFILE the kernel ignores the mode.
-        check(COMMAND, libc::SYS_openat, openat(bits(libc::O_RDWR), 0o4755), ALLOW);
-        check(COMMAND, libc::SYS_openat, openat(bits(libc::O_DIRECTORY), 0o4755), ALLOW);
+        check(
+            COMMAND,
+            libc::SYS_openat,
+            openat(bits(libc::O_RDWR), 0o4755),
+            ALLOW,
+        );
+        check(
+            COMMAND,
+            libc::SYS_openat,
+            openat(bits(libc::O_DIRECTORY), 0o4755),
+            ALLOW,
+        );
         check(COMMAND, libc::SYS_openat, openat(0, 0), ALLOW);
         // Garbage in the upper half of the flags does not make a creating open harmless.
-        check(COMMAND, libc::SYS_openat, openat(create | 1 << 32, 0o4755), EPERM);
+        check(
+            COMMAND,
+            libc::SYS_openat,
+            openat(create | 1 << 32, 0o4755),
+            EPERM,
+        );
         check(COMMAND, libc::SYS_mknodat, [0, 0, 0o104755, 0, 0, 0], EPERM);
         check(COMMAND, libc::SYS_mknodat, [0, 0, 0o100644, 0, 0, 0], ALLOW);
         #[cfg(target_arch = "x86_64")]
@@ -1184,13 +1263,31 @@ mod tests {
     #[test]
     fn immutable_flag_ioctls_are_refused() {
         // The values of <linux/fs.h>, the same on every architecture this crate builds for.
-        assert_eq!(IMMUTABLE_FLAG_IOCTLS, [0x4008_6602, 0x4004_6602, 0x401c_5820]);
+        assert_eq!(
+            IMMUTABLE_FLAG_IOCTLS,
+            [0x4008_6602, 0x4004_6602, 0x401c_5820]
+        );
         for request in IMMUTABLE_FLAG_IOCTLS {
             check(COMMAND, libc::SYS_ioctl, [3, request, 0, 0, 0, 0], EPERM);
-            check(COMMAND, libc::SYS_ioctl, [3, request | 7 << 32, 0, 0, 0, 0], EPERM);
+            check(
+                COMMAND,
+                libc::SYS_ioctl,
+                [3, request | 7 << 32, 0, 0, 0, 0],
+                EPERM,
+            );
         }
-        check(COMMAND, libc::SYS_ioctl, [3, libc::FS_IOC_GETFLAGS, 0, 0, 0, 0], ALLOW);
-        check(COMMAND, libc::SYS_ioctl, [3, 0x801c_581f, 0, 0, 0, 0], ALLOW);
+        check(
+            COMMAND,
+            libc::SYS_ioctl,
+            [3, libc::FS_IOC_GETFLAGS, 0, 0, 0, 0],
+            ALLOW,
+        );
+        check(
+            COMMAND,
+            libc::SYS_ioctl,
+            [3, 0x801c_581f, 0, 0, 0, 0],
+            ALLOW,
+        );
     }
 
     #[test]
@@ -1232,13 +1329,33 @@ mod tests {
         }
         // The "user" selector reaches every process of the uid, in and out of the namespace.
         let user = u64::from(PRIO_USER);
-        check(OWN_PID_NAMESPACE, libc::SYS_setpriority, [user, 0, 19, 0, 0, 0], EPERM);
-        check(COMMAND, libc::SYS_setpriority, [user, 0, 19, 0, 0, 0], EPERM);
+        check(
+            OWN_PID_NAMESPACE,
+            libc::SYS_setpriority,
+            [user, 0, 19, 0, 0, 0],
+            EPERM,
+        );
+        check(
+            COMMAND,
+            libc::SYS_setpriority,
+            [user, 0, 19, 0, 0, 0],
+            EPERM,
+        );
         let user = u64::from(IOPRIO_WHO_USER);
-        check(OWN_PID_NAMESPACE, libc::SYS_ioprio_set, [user, 0, 0, 0, 0, 0], EPERM);
+        check(
+            OWN_PID_NAMESPACE,
+            libc::SYS_ioprio_set,
+            [user, 0, 0, 0, 0, 0],
+            EPERM,
+        );
         check(COMMAND, libc::SYS_ioprio_set, [user, 0, 0, 0, 0, 0], EPERM);
         // ioprio's which 2 is IOPRIO_WHO_PGRP, not a user selector.
-        check(OWN_PID_NAMESPACE, libc::SYS_ioprio_set, [2, 0, 0, 0, 0, 0], ALLOW);
+        check(
+            OWN_PID_NAMESPACE,
+            libc::SYS_ioprio_set,
+            [2, 0, 0, 0, 0, 0],
+            ALLOW,
+        );
         // Readers pass.
         check(COMMAND, libc::SYS_getpriority, [0, 1, 0, 0, 0, 0], ALLOW);
         check(COMMAND, libc::SYS_sched_getaffinity, a0(1), ALLOW);

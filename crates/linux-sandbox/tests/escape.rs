@@ -703,7 +703,9 @@ fn enforcement_is_full_on_a_kernel_with_landlock_abi_6() {
     let s = Scratch::new();
     let enforcement = s.command_policy().prepare().unwrap().enforcement();
     eprintln!("{enforcement}");
-    if probe().landlock_abi().unwrap_or(0) >= 6 {
+    // Full needs the scopes (ABI 6) and, for metadata, a private mount namespace (issue 14),
+    // which a plain fork gets only as root.
+    if probe().landlock_abi().unwrap_or(0) >= 6 && namespaces_for_a_plain_fork() {
         assert_eq!(enforcement.status(), EnforcementStatus::FullyEnforced);
     } else {
         assert_eq!(enforcement.status(), EnforcementStatus::PartiallyEnforced);
@@ -762,4 +764,162 @@ fn every_test_also_holds_unprivileged() {
         &[(UNPRIVILEGED_ENV, "1")],
     );
     assert!(out.is_empty() || out.contains("test result: ok"), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 14: private namespaces, and the fallback where there are none
+
+/// Whether a process started by `std::process::Command` (no user namespace of its own) gets
+/// private namespaces here: only as root.
+fn namespaces_for_a_plain_fork() -> bool {
+    probe().private_namespaces_for(linux_sandbox::Launch::default())
+}
+
+#[test]
+fn without_private_namespaces_the_report_names_the_metadata_gap() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let enforcement = s
+        .command_policy()
+        .private_namespaces(false)
+        .prepare()
+        .unwrap()
+        .enforcement();
+    assert!(!enforcement.private_namespaces());
+    assert!(
+        enforcement
+            .gaps()
+            .contains(linux_sandbox::Gaps::METADATA_OUTSIDE)
+    );
+    assert_eq!(enforcement.status(), EnforcementStatus::PartiallyEnforced);
+    assert!(
+        enforcement.to_string().contains("METADATA_OUTSIDE"),
+        "{enforcement}"
+    );
+    let with = s.command_policy().prepare().unwrap().enforcement();
+    assert_eq!(with.private_namespaces(), namespaces_for_a_plain_fork());
+}
+
+#[test]
+fn without_private_namespaces_a_hidden_path_inside_a_grant_is_refused() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let state = s.work.join("state");
+    std::fs::create_dir(&state).unwrap();
+    let err = s
+        .command_policy()
+        .hide(&state)
+        .private_namespaces(false)
+        .prepare()
+        .unwrap_err();
+    assert!(
+        matches!(err, linux_sandbox::SandboxError::CannotHide { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("grant a directory that does not contain"),
+        "{err}"
+    );
+    // Outside every grant there is nothing to hide, and nothing is refused.
+    s.command_policy()
+        .hide(&s.outside)
+        .private_namespaces(false)
+        .prepare()
+        .unwrap();
+}
+
+#[test]
+fn without_private_namespaces_host_ipc_is_refused_by_seccomp() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let policy = s.command_policy().private_namespaces(false);
+    let out = s.run(
+        &policy,
+        PYTHON,
+        &[
+            "-c",
+            "import ctypes\n\
+             l = ctypes.CDLL(None, use_errno=True)\n\
+             print(l.shmget(0, 4096, 0o1600), ctypes.get_errno())\n\
+             print(l.msgget(0, 0o1600), ctypes.get_errno())\n\
+             print(l.semget(0, 1, 0o1600), ctypes.get_errno())\n\
+             print(l.mq_unlink(b'/x'), ctypes.get_errno())\n",
+        ],
+    );
+    // glibc's mq_unlink reports the kernel's EPERM as EACCES.
+    assert_eq!(stdout(&out), "-1 1\n-1 1\n-1 1\n-1 13\n");
+}
+
+#[test]
+fn with_private_namespaces_the_view_outside_the_writable_paths_is_read_only() {
+    if !sandbox_available() {
+        return;
+    }
+    if !namespaces_for_a_plain_fork() {
+        eprintln!(
+            "skipped: a plain fork gets no private namespaces here (not root): {}",
+            probe()
+        );
+        return;
+    }
+    let s = Scratch::new();
+    let secret = s.outside.join("secret");
+    let before = std::fs::metadata(&secret).unwrap();
+    let out = s.sh(&format!(
+        "chmod 777 '{0}'; touch '{0}'; echo in > inside; chmod 600 inside; stat -c %a inside",
+        secret.display()
+    ));
+    assert!(
+        stderr(&out).contains("Read-only file system"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "600\n");
+    let after = std::fs::metadata(&secret).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (before.mode(), before.mtime(), before.mtime_nsec()),
+        (after.mode(), after.mtime(), after.mtime_nsec())
+    );
+}
+
+#[test]
+fn with_private_namespaces_a_hidden_directory_is_empty_and_its_parents_stay_put() {
+    if !sandbox_available() {
+        return;
+    }
+    if !namespaces_for_a_plain_fork() {
+        eprintln!(
+            "skipped: a plain fork gets no private namespaces here (not root): {}",
+            probe()
+        );
+        return;
+    }
+    let s = Scratch::new();
+    let state = s.work.join("a/b/state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("grants"), "G\n").unwrap();
+    let policy = s.command_policy().hide(&state);
+    let out = s.run(
+        &policy,
+        SH,
+        &[
+            "-c",
+            "ls -A a/b/state; cat a/b/state/grants; mv a a2; mv a/b a/c; mv a/b/state a/x; \
+             touch a/b/new; ls a/b",
+        ],
+    );
+    assert_eq!(stdout(&out), "new\nstate\n", "{}", stderr(&out));
+    assert!(!stdout(&out).contains('G'));
+    assert_eq!(
+        std::fs::read_to_string(state.join("grants")).unwrap(),
+        "G\n"
+    );
 }

@@ -98,9 +98,12 @@ async fn an_ordinary_folder_still_mirrors_and_runs() {
     tree.write("sub/notes.txt", "x\ny\n");
     let (s, m) = script(&tree, "BEGIN { FS = \",\" } { s += $2 } END { print s }\n");
     let mut mirror = take_mirror(&tree).unwrap();
-    let out = call(&mirror, json!({"program": "awk", "args": ["-f", s, "data.csv"]}))
-        .await
-        .unwrap();
+    let out = call(
+        &mirror,
+        json!({"program": "awk", "args": ["-f", s, "data.csv"]}),
+    )
+    .await
+    .unwrap();
     assert_eq!(out.stdout, "3\n");
     let out = call(
         &mirror,

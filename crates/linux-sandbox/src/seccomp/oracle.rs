@@ -19,9 +19,9 @@ use seccompiler::{
 };
 
 use super::{
-    CLONE_NAMESPACE_FLAGS, FilterOptions, IMMUTABLE_FLAG_IOCTLS,
-    NEWEST_KNOWN_SYSCALL, PRIORITY_CALLS, TERMINAL_INJECTION_IOCTLS, always_denied, bits,
-    creating_opens, host_ipc, mode_setters, pid_targets, unreadable_arguments, xattr_setters,
+    CLONE_NAMESPACE_FLAGS, FilterOptions, IMMUTABLE_FLAG_IOCTLS, NEWEST_KNOWN_SYSCALL,
+    PRIORITY_CALLS, TERMINAL_INJECTION_IOCTLS, always_denied, bits, creating_opens, host_ipc,
+    mode_setters, pid_targets, unreadable_arguments, xattr_setters,
 };
 use crate::SandboxError;
 use crate::policy::Network;
@@ -207,7 +207,10 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     // The range guards come first: the fast path below allows every unlisted number.
     #[cfg(target_arch = "x86_64")]
     parts.push(Part::FallThrough(enosys_from(arch, X32_SYSCALL_BIT)));
-    parts.push(Part::FallThrough(enosys_from(arch, NEWEST_KNOWN_SYSCALL + 1)));
+    parts.push(Part::FallThrough(enosys_from(
+        arch,
+        NEWEST_KNOWN_SYSCALL + 1,
+    )));
     parts.extend(fast_path(arch, &listed).map(Part::Final));
     parts.push(Part::FallThrough(compile(eperm, libc::EPERM, arch)?));
     parts.push(Part::FallThrough(compile(
