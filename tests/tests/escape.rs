@@ -779,7 +779,11 @@ impl HostIpc {
             assert!(shm >= 0, "shmget: {}", std::io::Error::last_os_error());
             let at = libc::shmat(shm, std::ptr::null(), 0);
             assert_ne!(at as isize, -1);
-            std::ptr::copy_nonoverlapping(b"HOST-SECRET\0".as_ptr(), at.cast::<u8>(), 12);
+            std::ptr::copy_nonoverlapping(
+                c"HOST-SECRET".as_ptr().cast::<u8>(),
+                at.cast::<u8>(),
+                12,
+            );
             libc::shmdt(at);
             let msq = libc::msgget(key, libc::IPC_CREAT | libc::IPC_EXCL | 0o600);
             assert!(msq >= 0);

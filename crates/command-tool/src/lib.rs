@@ -20,10 +20,22 @@
 //! [`CommandOptions`]. Nothing of the host's otherwise (no tokens, no `SSH_AUTH_SOCK`).
 //! Standard input is closed.
 //!
+//! **Pinned paths (issue 14).** The work root and every extra path are opened once, when they
+//! are validated (extra paths with `openat2(RESOLVE_NO_SYMLINKS)`, the root and the temp dir
+//! as `RootLease`s); the hard-link scan and the sandbox rules use those descriptors, never the
+//! path looked up again. A path swapped for a symbolic link after validation grants nothing
+//! new; where the sandbox must look a path up again in the command's own mount namespace, it
+//! checks device and inode and refuses the call (`AGENT_EXEC_PATH_INVALID`) if they changed.
+//!
 //! **Limits.** This is not isolation from other native processes of the same user: one could
-//! hard-link an outside file into the scope, or swap a path component for a symbolic link,
-//! while a command runs; the pre-scan is not a continuous guarantee (CMD-11). The sandbox
-//! forbids the command itself from creating hard links.
+//! hard-link an outside file into the scope while a command runs; the pre-scan is not a
+//! continuous guarantee (CMD-11). The sandbox forbids the command itself from creating hard
+//! links. Names and metadata outside the scope are not secret: `stat`, `ls -l` of a known
+//! path and `inotify_add_watch` reach outside files (Landlock governs neither lookups nor
+//! watches), so a command can learn that `~/.ssh/id_rsa` exists, its size and its times, though
+//! never read or change it. Where the machine cannot make a private mount namespace, the
+//! mode, owner and times of the user's own files outside the writable paths can also be changed
+//! (the result's `sandbox` field and `agent-exec doctor` say `METADATA_OUTSIDE`).
 //!
 //! # Example
 //! ```no_run

@@ -1,13 +1,19 @@
 //! Linux enforcement for one program run: a Landlock ruleset and a seccomp filter, built from a
 //! small [`Policy`] in the parent and applied in the child between `fork` and `exec`.
 //!
-//! **Owns**: the policy type (readable, writable and executable paths; network none/all; hard
-//! links always denied; spawning allowed or a single program; signal and abstract-socket
-//! scopes), its translation into a Landlock ruleset at the newest ABI the kernel offers (with
-//! what is enforced reported as an [`Enforcement`]), a seccomp deny-list (hard links, `ptrace`,
-//! `io_uring`, mounts, namespaces, keyrings, `bpf`, non-`AF_UNIX` sockets without network, fork
-//! without spawning, …), applying both async-signal-safely, and a cached availability [`probe`].
-//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; DESIGN platform matrix.
+//! **Owns**: the policy type (readable, writable and executable paths, by path or by a
+//! descriptor the caller validated; hidden paths; network none/all; hard links always denied;
+//! spawning allowed or a single program; signal and abstract-socket scopes), its translation
+//! into a Landlock ruleset at the newest ABI the kernel offers (with what is enforced reported
+//! as an [`Enforcement`]), a seccomp filter (a deny-list: hard links, `ptrace`, `io_uring`,
+//! mounts, namespaces, keyrings, `bpf`, non-`AF_UNIX` sockets without network, fork without
+//! spawning, set-id mode bits, xattr setters, the immutable flag, other processes' limits and
+//! priorities, and ENOSYS for every number newer than it knows), the program's own world where
+//! the machine allows it (private mount and IPC namespaces with a read-only view outside the
+//! writable paths and hidden paths covered, module `isolate`), no capabilities, applying all of
+//! it async-signal-safely, and a cached availability [`probe`].
+//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; DESIGN platform matrix and "Layers on Linux";
+//! issue 14.
 //!
 //! **Refuses to know**: tools, arguments, which paths a tool needs (the `exec` crate decides),
 //! macOS, output capture, process cleanup. It never runs anything unsandboxed: a kernel without
