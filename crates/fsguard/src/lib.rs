@@ -15,7 +15,8 @@
 //! - [`atomic_write`]: temp file, `fsync`, `renameat`, `fsync` of the directory (FILE-2).
 //! - [`TextFile`] / [`read_text`]: too large, denied, binary or text (FILE-3).
 //! - [`Mirror`]: a private copy of a folder, written back only where the folder still matches
-//!   the baseline (RUN-11).
+//!   the baseline (RUN-11); a folder holding a hard-linked file is not mirrored at all (the
+//!   rule of CMD-9 and FILE-1, checked on the descriptor each file is copied from).
 //!
 //! What it refuses to know: tools, sandboxes, processes, error codes of the agent protocol
 //! (callers map these errors to `AGENT_EXEC_*`), and anything about who is asking. Every

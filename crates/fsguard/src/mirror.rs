@@ -67,7 +67,8 @@
 //! more), and [`Mirror::create`] and [`Mirror::refresh`] remove the half-made mirror before they
 //! return the error, so no later call can take it for a copy. A name added to the file after
 //! that `fstat` does not change what is read: the descriptor's inode had one name, ours, and
-//! its content is the folder's.
+//! its content is the folder's. A hard-linked file the process may not open is never read:
+//! it is recorded as unreadable, like any unreadable file, and never replaced.
 //!
 //! Write-back never writes through a link either. It replaces a folder entry by `renameat` of
 //! a new file (FILE-2) and never opens the old inode for writing, so other names keep their
@@ -76,7 +77,8 @@
 //! [`ConflictReason::ChangedInSource`] and left as it is.
 //!
 //! Inside the mirror, the program cannot make a hard link: the sandbox's seccomp filter denies
-//! `link` and `linkat` (and Landlock refuses a link to a file outside the mirror on its own).
+//! `link` and `linkat` (and Landlock, on its own, refuses to link in a file from a directory
+//! outside its rules).
 //! One made anyway would only give a mirror file a second name — both names are written back
 //! as separate copies of mirror content — and a same-user process outside the sandbox that
 //! links an outside file into the mirror is CMD-11's limit (it could write that content
@@ -450,7 +452,8 @@ pub enum MirrorError {
 /// A private copy of a folder and the baseline it was taken from (RUN-11).
 ///
 /// [`create`](Mirror::create) copies the folder — leaving out `.git` in any letter case, never
-/// following a symlink (links, FIFOs and unreadable entries are recorded, not copied) — and
+/// following a symlink (links, FIFOs and unreadable entries are recorded, not copied), and
+/// refusing a folder that holds a hard-linked file ([`MirrorError::HardLinked`]) — and
 /// records each path's type, identity, mode, size, mtime and ctime (and a content hash for a
 /// recently changed file; see the module docs). [`changes`](Mirror::changes) compares the
 /// mirror with that baseline. [`finalize`](Mirror::finalize) writes the mirror's
@@ -511,6 +514,10 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Mir
 impl Mirror {
     /// Copies `source` (an absolute directory path) into `destination` (absolute, must not
     /// exist; its parent must) and records the baseline.
+    ///
+    /// A regular file in `source` with more than one link fails the copy with
+    /// [`MirrorError::HardLinked`], naming every such file (module docs, "Hard links"). When the
+    /// copy fails after `destination` was made, it is removed again before the error returns.
     pub fn create(
         source: impl AsRef<Path>,
         destination: impl AsRef<Path>,

@@ -319,7 +319,7 @@ impl Session {
         Mirror::create(&self.folder, &dest).map_err(|e| {
             // A half-made mirror is ours and useless; remove it.
             let _ = fsguard::remove_tree(&dest);
-            io_failed(format!("could not mirror the workspace: {e}"))
+            run_tool::mirror_error(e)
         })
     }
 }
@@ -395,7 +395,7 @@ impl PersistentMirror {
                 let _ = fsguard::remove_tree(&dest);
                 Mirror::create(folder, &dest).map_err(|e| {
                     let _ = fsguard::remove_tree(&dest);
-                    io_failed(format!("could not mirror the workspace: {e}"))
+                    run_tool::mirror_error(e)
                 })?
             }
         };

@@ -8,7 +8,7 @@
 //! straight to the `open` that `fstat`s them; only other and `DT_UNKNOWN` entries are
 //! `stat`ed. The stack is LIFO and a directory's batches are pushed after its subdirectories,
 //! so a listed directory's fds are released soon and the open fds stay near the tree's depth.
-//! The first error stops the walk; the caller removes the half-made mirror.
+//! The first error stops the walk; `create` and `refresh` then remove the half-made mirror.
 //!
 //! A regular file with more than one link (checked on the `fstat` of the descriptor it would be
 //! copied from) is not copied: it is listed, and from then on the walk only looks for more of

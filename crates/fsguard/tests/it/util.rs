@@ -177,6 +177,17 @@ impl Watch {
         watch
     }
 
+    /// Fails with the first few events, if there were any.
+    pub fn assert_none(&self, context: &str) {
+        let events = self.events();
+        assert!(
+            events.is_empty(),
+            "{context}: {} events outside, first: {:?}",
+            events.len(),
+            &events[..events.len().min(8)]
+        );
+    }
+
     /// The events since the last call, as `"<flags> <name>"`.
     pub fn events(&self) -> Vec<String> {
         let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
