@@ -758,6 +758,38 @@ async fn chmod_touch_tar_and_cp_keep_working_inside_the_scope() {
     );
 }
 
+#[tokio::test]
+async fn no_inherited_descriptor_reaches_a_host_file_whose_metadata_could_change() {
+    if !sandbox_available() {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let w = World::new();
+    let null_before = std::fs::metadata("/dev/null").unwrap();
+    let out = w
+        .sh(
+            "stat -L -c %F /proc/self/fd/0; chmod 755 /proc/self/fd/0 2>/dev/null; \
+             /usr/bin/python3 -c \"import os\nfor fd in (0, 1, 2):\n  try: os.fchmod(fd, 0o700)\n  except OSError: pass\"; \
+             read line; echo read=$?",
+        )
+        .await;
+    let null_after = std::fs::metadata("/dev/null").unwrap();
+    if null_after.mode() != null_before.mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(
+            "/dev/null",
+            std::fs::Permissions::from_mode(null_before.mode() & 0o7777),
+        );
+    }
+    assert_eq!(
+        null_after.mode(),
+        null_before.mode(),
+        "the host's /dev/null changed: {out:?}"
+    );
+    // Standard input is a pipe whose writer is gone: reads see EOF (RUN-8).
+    assert_eq!(text(&out.stdout), "fifo\nread=1\n", "{out:?}");
+}
+
 // ---- issue 14: the host's System V IPC and POSIX message queues -----------------------------
 
 /// A shared-memory segment, a message queue with one message, a semaphore set and a POSIX

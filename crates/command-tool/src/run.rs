@@ -2,7 +2,7 @@
 //! sandboxed `/bin/sh -c` through `exec`, and the result (CMD-1…CMD-9, CMD-13).
 
 use std::ffi::OsString;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -136,6 +136,7 @@ pub async fn command_with(
     ctx.check()?;
     options.check()?;
     let validated = validate(&args, &scope)?;
+    refuse_hidden(validated.extra_paths(), &options.hidden)?;
     verify_lease(&scope)?;
     hard_link_scan(&scope, validated.extra_paths()).await?;
 
@@ -214,6 +215,31 @@ pub async fn command_with(
     // Removing a large temp dir is file-system work: keep it off the async threads.
     let _ = tokio::task::spawn_blocking(move || temp.remove()).await;
     interpret(outcome?)
+}
+
+/// An extra path that is a hidden directory or lies inside one (the host's state directory,
+/// issue 14) is refused: the sandbox hides a hidden directory *beneath* a grant, but a grant
+/// on the directory itself would hand it over.
+fn refuse_hidden(extra: &[Extra], hidden: &[PathBuf]) -> Result<(), ToolError> {
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    for e in extra {
+        for h in hidden {
+            if e.path().starts_with(canon(h)) {
+                return Err(ToolError::new(
+                    ErrorCode::ExecPathInvalid,
+                    format!(
+                        "extra path {} is inside agent-exec's own state directory {} (grants, \
+                         mirrors, locks), which no command may read or change; the command did \
+                         not run",
+                        e.path().display(),
+                        h.display()
+                    ),
+                )
+                .with_detail("path", e.path().to_string_lossy().into_owned()));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn verify_lease(scope: &RootLease) -> Result<(), ToolError> {
@@ -362,7 +388,10 @@ impl PrivateTemp {
             )
         })?;
         for sub in ["home", "tmp"] {
-            std::fs::create_dir(root.join(sub)).map_err(|e| io("fill", e))?;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(root.join(sub))
+                .map_err(|e| io("fill", e))?;
         }
         Ok(PrivateTemp {
             dir: Some(dir),

@@ -404,3 +404,14 @@ async fn a_single_file_can_be_granted_read_only_or_writable() {
     assert_eq!(std::fs::read_to_string(&ro).unwrap(), "ro\n");
     assert_eq!(std::fs::read_to_string(&rw).unwrap(), "rw\nmore\n");
 }
+
+#[tokio::test]
+async fn the_calls_home_and_temp_dir_are_private_to_its_user() {
+    // Issue 14: HOME lives in the call's temp dir; other local users must not look inside.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let out = call(&f, "stat -c %a \"$HOME/..\" \"$HOME\" \"$TMPDIR\"").await;
+    assert_eq!(out.stdout, "700\n700\n700\n", "{out:?}");
+}

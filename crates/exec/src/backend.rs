@@ -33,8 +33,16 @@ pub(crate) fn spawn(
     stdout: OwnedFd,
     stderr: OwnedFd,
 ) -> Result<proctree::ProcessTree, ExecError> {
+    // Standard input is the read end of a pipe whose write end is already closed: reads see
+    // EOF (RUN-8), and no descriptor of a host file reaches the command. A host `/dev/null`
+    // opened here would carry the host's read-write mount into the command's private mount
+    // namespace, where `fchmod(0, …)` changed the host's `/dev/null` (issue 14).
+    let (stdin, stdin_writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| ExecError::Io(format!("cannot make the command's stdin: {e}")))?;
+    drop(stdin_writer);
     let mut command = proctree::Command::new(&job.program)
         .args(&job.args)
+        .stdin(stdin)
         .current_dir_fd(cwd)
         .stdout(stdout)
         .stderr(stderr)

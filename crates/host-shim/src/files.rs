@@ -179,6 +179,49 @@ pub fn to_value<T: Serialize>(out: &T) -> Result<serde_json::Value, ToolError> {
         .map_err(|e| ToolError::new(ErrorCode::ExecIoFailed, format!("result encoding: {e}")))
 }
 
+/// Directories beneath the workspace root that no file tool may read or change: the host's own
+/// state directory inside a workspace of `$HOME` (issue 14). Held as paths relative to the
+/// root: a [`RelPath`] is opened component by component without following links, so the only
+/// way from the root into such a directory is through its own relative path.
+#[derive(Debug, Clone, Default)]
+pub struct Hidden(Vec<PathBuf>);
+
+impl Hidden {
+    /// The directories of `dirs` that lie strictly beneath `root` (both compared canonical).
+    pub fn beneath(root: &Path, dirs: &[PathBuf]) -> Hidden {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let root = canon(root);
+        Hidden(
+            dirs.iter()
+                .filter_map(|d| {
+                    let d = canon(d);
+                    let rel = d.strip_prefix(&root).ok()?;
+                    (!rel.as_os_str().is_empty()).then(|| rel.to_path_buf())
+                })
+                .collect(),
+        )
+    }
+
+    fn covers(&self, rel: &RelPath) -> bool {
+        self.0.iter().any(|h| rel.as_path().starts_with(h))
+    }
+
+    /// Refuses `rel` when it is a hidden directory or lies inside one.
+    pub(crate) fn refuse(&self, field: &str, rel: &RelPath) -> Result<(), ToolError> {
+        if self.covers(rel) {
+            return Err(ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                format!(
+                    "{field} {:?} is inside agent-exec's own state directory (grants, mirrors, \
+                     locks), which no tool may read or change; work elsewhere in the workspace",
+                    rel.as_path()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 fn rel_path(field: &str, s: &str) -> Result<RelPath, ToolError> {
     RelPath::new(s)
         .map_err(|e| ToolError::new(ErrorCode::ExecPathInvalid, format!("{field} {s:?}: {e}")))
@@ -381,6 +424,15 @@ fn is_git_component(name: &OsStr) -> bool {
 /// first, then `.ignore` before `.gitignore`, the deepest file with a matching rule deciding
 /// each. An ignore file that is a symlink, hard-linked, unreadable or over 1 MiB is not used.
 pub fn grep(root: &RootLease, args: GrepArguments) -> Result<GrepOutput, ToolError> {
+    grep_hiding(root, args, &Hidden::default())
+}
+
+/// [`grep`] that never enters a [`Hidden`] directory (a start inside one is refused).
+pub fn grep_hiding(
+    root: &RootLease,
+    args: GrepArguments,
+    hidden: &Hidden,
+) -> Result<GrepOutput, ToolError> {
     if args.pattern.len() > MAX_PATTERN_BYTES {
         return Err(invalid(format!(
             "pattern is {} bytes, over {MAX_PATTERN_BYTES}; use a shorter pattern",
@@ -398,6 +450,7 @@ pub fn grep(root: &RootLease, args: GrepArguments) -> Result<GrepOutput, ToolErr
         )));
     }
     let start = rel_path("path", args.path.as_deref().unwrap_or("."))?;
+    hidden.refuse("path", &start)?;
     // Path text for the rule matchers only; nothing is opened by it.
     let walk_root = root.path().join(start.as_path());
     let glob = match &args.glob {
@@ -416,6 +469,7 @@ pub fn grep(root: &RootLease, args: GrepArguments) -> Result<GrepOutput, ToolErr
     let mut search = Search {
         regex,
         max,
+        hidden,
         files: 0,
         out: GrepOutput {
             matches: Vec::new(),
@@ -435,9 +489,10 @@ pub fn grep(root: &RootLease, args: GrepArguments) -> Result<GrepOutput, ToolErr
 }
 
 /// One `grep` in progress.
-struct Search {
+struct Search<'h> {
     regex: regex::Regex,
     max: u64,
+    hidden: &'h Hidden,
     files: usize,
     out: GrepOutput,
 }
@@ -453,7 +508,7 @@ struct Frame {
     entries: std::vec::IntoIter<(OsString, FileType)>,
 }
 
-impl Search {
+impl Search<'_> {
     /// Visits every entry below `dir` (the start, opened from the root's fd) depth first, in
     /// path order, holding directory fds only along the current path.
     fn walk(&mut self, dir: OwnedFd, rel: RelPath, text: PathBuf, glob: Option<&Override>) {
@@ -488,6 +543,11 @@ impl Search {
                 self.out.truncated = true;
                 continue;
             };
+            // The host's own state is not the workspace's content: not searched, and not a
+            // truncation either.
+            if self.hidden.covers(&rel) {
+                continue;
+            }
             if is_dir {
                 match one.open_dir_at(&top.dir) {
                     Ok(fd) => {

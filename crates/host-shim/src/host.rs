@@ -261,6 +261,36 @@ impl Session {
         &self.host
     }
 
+    /// Issue 14: no tool may reach the host's own state (grants, mirrors, locks). A folder
+    /// that is the state directory or lies inside it is refused; a `mounted` folder that
+    /// contains it is refused too (its mirror would copy the state and write-back change it);
+    /// a `direct` folder that contains it is served with the state directory hidden: the
+    /// sandbox covers it for `command`, the file tools refuse it ([`Session::hidden`]).
+    fn check_state_dir(&self, folder: &Path) -> Result<(), ToolError> {
+        let state = self.host.inner.store.dir();
+        let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+        let refuse = |why: String| Err(ToolError::new(ErrorCode::ExecPathInvalid, why));
+        if folder.starts_with(state) {
+            return refuse(format!(
+                "the workspace folder {} is agent-exec's own state directory {} or inside it \
+                 (grants, mirrors, locks), which no tool may read or change; pick another folder",
+                folder.display(),
+                state.display()
+            ));
+        }
+        if state.starts_with(&folder) && self.config.workspace.kind == WorkspaceKind::Mounted {
+            return refuse(format!(
+                "the workspace folder {} contains agent-exec's state directory {}: its mirror \
+                 would copy the host's grants and mirrors, and writing back would change them; \
+                 pick a folder that does not contain it, or move the state directory \
+                 (--state-dir, AGENT_EXEC_STATE_DIR)",
+                folder.display(),
+                state.display()
+            ));
+        }
+        Ok(())
+    }
+
     fn folder_gate(&self) -> Option<&Path> {
         match self.config.workspace.kind {
             WorkspaceKind::AppPrivate => None,
@@ -280,6 +310,7 @@ impl Session {
             .begin_turn(Arc::clone(&authority), self.plugin.clone())?;
         if let Some(folder) = self.folder_gate() {
             authority.check(&self.plugin, &Tool::new("turn").requires_folder(folder))?;
+            self.check_state_dir(folder)?;
         }
         let lease_err = |e: fsguard::LeaseError| {
             ToolError::new(

@@ -74,17 +74,19 @@ pub use config::{
 };
 pub use files::{
     DEFAULT_GREP_RESULTS, DEFAULT_READ_LINES, EditArguments, EditOutput, GrepArguments, GrepMatch,
-    GrepOutput, MAX_FILE_BYTES, MAX_GREP_RESULTS, ReadArguments, ReadOutput, WriteArguments,
-    WriteOutput, edit, grep, read, write,
+    GrepOutput, Hidden, MAX_FILE_BYTES, MAX_GREP_RESULTS, ReadArguments, ReadOutput,
+    WriteArguments, WriteOutput, edit, grep, grep_hiding, read, write,
 };
 pub use host::{
     ConflictReport, Host, HostError, MirrorReport, Session, Turn, TurnReport, local_user_record,
 };
 pub use mcp::{McpError, McpServer};
-pub use registry::{CallOptions, Registry, ToolEnv, ToolFuture, ToolHandler, run_file_tool};
+pub use registry::{
+    CallOptions, Registry, ToolEnv, ToolFuture, ToolHandler, run_file_tool, run_file_tool_hiding,
+};
 pub use state::{
     HostState, STATE_FILE, STATE_VERSION, StateError, StateStore, StateWatch, WATCH_INTERVAL,
-    check_plugin_id,
+    check_plugin_id, replaceable_link,
 };
 
 /// The `run` tool's wire types (RUN-14): what a host passes and gets back. There is no

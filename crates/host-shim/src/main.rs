@@ -376,6 +376,20 @@ fn read_args(json: Option<String>) -> Result<Value, ToolError> {
 }
 
 fn canonical_dir(dir: &Path) -> Result<PathBuf, ToolError> {
+    // A link the agent could re-point (in a directory it may write, such as a writable extra
+    // path that is the workspace's parent) would move the next call's workspace anywhere
+    // (issue 14); extra paths refuse links the same way.
+    if let Some(link) = host_shim::replaceable_link(dir) {
+        return Err(ToolError::new(
+            ErrorCode::ExecPathInvalid,
+            format!(
+                "--workspace {} goes through the symbolic link {}, in a directory you can write, \
+                 which a command could re-point; give the real path of the folder",
+                dir.display(),
+                link.display()
+            ),
+        ));
+    }
     let path = std::fs::canonicalize(dir).map_err(|e| {
         ToolError::new(
             ErrorCode::ExecPathInvalid,

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use fsguard::RootLease;
+use fsguard::{RelPath, RootLease};
 use serde_json::Value;
 use toolscope::{CallContext, ErrorCode, ToolError};
 
@@ -140,9 +140,10 @@ impl ToolHandler for FileTool {
             env.ctx.check()?;
             let lease = env.ctx.lease()?;
             let root = Arc::clone(&env.root);
+            let hidden = files::Hidden::beneath(root.path(), env.hidden);
             let work = tokio::task::spawn_blocking(move || {
                 let _lease = lease;
-                run_file_tool(tool, &root, args)
+                run_file_tool_hiding(tool, &root, args, &hidden)
             });
             work.await.map_err(|e| {
                 ToolError::new(
@@ -156,12 +157,35 @@ impl ToolHandler for FileTool {
 
 /// Runs a file tool synchronously (what the registered file tools do on a blocking thread).
 pub fn run_file_tool(tool: ToolName, root: &RootLease, args: Value) -> Result<Value, ToolError> {
+    run_file_tool_hiding(tool, root, args, &files::Hidden::default())
+}
+
+/// [`run_file_tool`] that refuses (and `grep` passes over) the [`files::Hidden`] directories:
+/// what the registered file tools run, with the host's state directory hidden (issue 14).
+pub fn run_file_tool_hiding(
+    tool: ToolName,
+    root: &RootLease,
+    args: Value,
+    hidden: &files::Hidden,
+) -> Result<Value, ToolError> {
     let name = tool.as_str();
+    // read, write and edit name one `path`; refuse it before anything opens.
+    let named = matches!(tool, ToolName::Read | ToolName::Write | ToolName::Edit)
+        .then(|| args.get("path").and_then(Value::as_str))
+        .flatten()
+        .and_then(|path| RelPath::new(path).ok());
+    if let Some(rel) = named {
+        hidden.refuse("path", &rel)?;
+    }
     match tool {
         ToolName::Read => files::to_value(&files::read(root, files::parse_args(name, args)?)?),
         ToolName::Write => files::to_value(&files::write(root, files::parse_args(name, args)?)?),
         ToolName::Edit => files::to_value(&files::edit(root, files::parse_args(name, args)?)?),
-        ToolName::Grep => files::to_value(&files::grep(root, files::parse_args(name, args)?)?),
+        ToolName::Grep => files::to_value(&files::grep_hiding(
+            root,
+            files::parse_args(name, args)?,
+            hidden,
+        )?),
         other => Err(ToolError::new(
             ErrorCode::ExecUnsupported,
             format!("{other} is not a file tool"),

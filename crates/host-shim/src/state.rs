@@ -81,6 +81,45 @@ pub enum StateError {
     /// The change refers to something the state does not have.
     #[error("{0}")]
     Refused(String),
+    /// The state directory's path goes through a symbolic link that this user could re-point.
+    #[error(
+        "the state directory {} is reached through the symbolic link {}, in a directory you can \
+         write: a sandboxed command working there could re-point it at a forged state; pass \
+         --state-dir (or set AGENT_EXEC_STATE_DIR) to the real path",
+        path.display(),
+        link.display()
+    )]
+    ReplaceableLink {
+        /// The state directory as given.
+        path: PathBuf,
+        /// The link.
+        link: PathBuf,
+    },
+}
+
+/// The first component of `path` that is a symbolic link in a directory the calling user may
+/// write, if any: whoever can write that directory (a sandboxed command working there) can
+/// re-point the link, and with it what `path` names the next time it is looked up (issue 14).
+/// Links in directories only root may change (`/home` → `/usr/home` on some systems) are fine.
+pub fn replaceable_link(path: &Path) -> Option<PathBuf> {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().ok()?.join(path)
+    };
+    let mut walked = PathBuf::new();
+    for component in absolute.components() {
+        walked.push(component);
+        let is_link = fs::symlink_metadata(&walked).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            continue;
+        }
+        let parent = walked.parent().unwrap_or(Path::new("/"));
+        if rustix::fs::access(parent, rustix::fs::Access::WRITE_OK).is_ok() {
+            return Some(walked);
+        }
+    }
+    None
 }
 
 /// The state directory and the operations on its files.
@@ -143,6 +182,12 @@ impl StateStore {
             path: given.to_path_buf(),
             source,
         };
+        if let Some(link) = replaceable_link(given) {
+            return Err(StateError::ReplaceableLink {
+                path: given.to_path_buf(),
+                link,
+            });
+        }
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)

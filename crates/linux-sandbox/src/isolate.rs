@@ -306,7 +306,8 @@ impl Isolation {
         }
 
         // Step 7. `cwd` holds a NUL-terminated canonical path.
-        let at = open_no_symlinks(libc::AT_FDCWD, cwd.as_ptr(), libc::O_DIRECTORY).map_err(fail)?;
+        let at = open_no_symlinks(libc::AT_FDCWD, cwd.as_ptr(), libc::O_DIRECTORY)
+            .map_err(|e| fail(replaced(e)))?;
         let same = statx_fd(at).map(|id| id == cwd_id);
         // SAFETY: our descriptor.
         let entered = match same {
@@ -455,9 +456,18 @@ fn open_no_symlinks(dir: i32, path: *const u8, flags: i32) -> Result<i32, i32> {
     }))
 }
 
+/// A path that no longer leads where it did when the parent pinned it (swapped for a link,
+/// moved away, replaced): one errno, `ESTALE`, so the caller can say "it was replaced".
+fn replaced(errno: i32) -> i32 {
+    match errno {
+        libc::ELOOP | libc::ENOENT | libc::ENOTDIR | libc::EXDEV => libc::ESTALE,
+        other => other,
+    }
+}
+
 /// Opens `target` and checks it is the file the parent pinned.
 fn open_checked(target: &Target) -> Result<i32, i32> {
-    let at = open_no_symlinks(libc::AT_FDCWD, target.path.as_ptr().cast(), 0)?;
+    let at = open_no_symlinks(libc::AT_FDCWD, target.path.as_ptr().cast(), 0).map_err(replaced)?;
     match statx_fd(at) {
         Ok(id) if id == target.id => Ok(at),
         Ok(_) => {

@@ -501,3 +501,218 @@ fn an_extra_path_needs_approval_and_a_non_interactive_caller_is_refused() {
     assert_eq!(out.json["stdout"], "outside\n");
     assert_no_survivors(f.tmp.path());
 }
+
+// ---- issue 14: the host's state directory is out of every tool's reach ---------------------
+
+/// A fixture whose state directory lives inside the workspace folder (`--workspace $HOME` with
+/// the default `~/.local/state/agent-exec`).
+fn state_inside_the_folder() -> (Fixture, std::path::PathBuf) {
+    let f = Fixture::new();
+    let state = f.folder.join(".local/state/agent-exec");
+    std::fs::create_dir_all(&state).unwrap();
+    host_shim::StateStore::open(&state).unwrap();
+    // Something of the host's that a forged write would replace.
+    std::fs::write(state.join("state.json.note"), "HOST STATE\n").unwrap();
+    (f, state)
+}
+
+fn call_in(
+    state: &Path,
+    folder: &Path,
+    tool: &str,
+    args: serde_json::Value,
+) -> crate::util::Output {
+    agent_exec(
+        &[
+            "--state-dir",
+            s(state),
+            "call",
+            tool,
+            "--workspace",
+            s(folder),
+            "--json",
+            &args.to_string(),
+        ],
+        None,
+    )
+}
+
+#[test]
+fn file_tools_refuse_the_state_directory_inside_the_workspace() {
+    let (f, state) = state_inside_the_folder();
+    f.write("notes.txt", "STATE lives elsewhere\n");
+    for (tool, args) in [
+        (
+            "read",
+            json!({"path": ".local/state/agent-exec/state.json.note"}),
+        ),
+        (
+            "write",
+            json!({"path": ".local/state/agent-exec/state.json", "content": "{}"}),
+        ),
+        (
+            "edit",
+            json!({"path": ".local/state/agent-exec/state.json.note", "oldString": "HOST", "newString": "EVIL"}),
+        ),
+        (
+            "grep",
+            json!({"pattern": "STATE", "path": ".local/state/agent-exec"}),
+        ),
+    ] {
+        let out = call_in(&state, &f.folder, tool, args);
+        assert_eq!(
+            out.json["code"], "AGENT_EXEC_PATH_INVALID",
+            "{tool}: {}",
+            out.stdout
+        );
+        assert!(
+            out.json["message"]
+                .as_str()
+                .unwrap()
+                .contains("state directory")
+        );
+    }
+    // grep from the root passes over it: only the workspace's own file matches.
+    let out = call_in(&state, &f.folder, "grep", json!({"pattern": "STATE"}));
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    let files: Vec<&str> = out.json["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["notes.txt"], "{}", out.stdout);
+    assert_eq!(
+        std::fs::read_to_string(state.join("state.json.note")).unwrap(),
+        "HOST STATE\n"
+    );
+}
+
+#[test]
+fn run_refuses_a_folder_that_contains_the_state_directory() {
+    let (f, state) = state_inside_the_folder();
+    f.write(
+        "p.awk",
+        "BEGIN { print \"forged\" > \".local/state/agent-exec/state.json\" }\n",
+    );
+    f.write("in", "x\n");
+    let out = call_in(
+        &state,
+        &f.folder,
+        "run",
+        json!({"program": "awk", "args": ["-f", "p.awk", "in"]}),
+    );
+    assert_eq!(
+        out.json["code"], "AGENT_EXEC_PATH_INVALID",
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("state directory")
+    );
+    assert!(
+        !state.join("state.json").exists()
+            || !f
+                .read(".local/state/agent-exec/state.json")
+                .contains("forged")
+    );
+}
+
+#[test]
+fn a_workspace_that_is_the_state_directory_or_inside_it_is_refused() {
+    let (_f, state) = state_inside_the_folder();
+    let inner = state.join("private");
+    std::fs::create_dir_all(&inner).unwrap();
+    for folder in [&state, &inner] {
+        let out = call_in(
+            &state,
+            folder,
+            "command",
+            json!({"command": "cat state.json"}),
+        );
+        assert_eq!(
+            out.json["code"], "AGENT_EXEC_PATH_INVALID",
+            "{}",
+            out.stdout
+        );
+        let out = call_in(&state, folder, "read", json!({"path": "state.json.note"}));
+        assert_eq!(
+            out.json["code"], "AGENT_EXEC_PATH_INVALID",
+            "{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn an_extra_path_inside_the_state_directory_is_refused() {
+    if !sandbox_available() {
+        return;
+    }
+    let (f, state) = state_inside_the_folder();
+    let other = Fixture::new();
+    let note = state.join("state.json.note");
+    let out = agent_exec(
+        &[
+            "--state-dir",
+            s(&state),
+            "call",
+            "command",
+            "--workspace",
+            s(&other.folder),
+            "--approve-extra-path",
+            s(&note),
+            "--json",
+            &json!({"command": format!("cat '{}'", note.display()),
+                    "extraPaths": [{"path": s(&note), "write": true}]})
+            .to_string(),
+        ],
+        None,
+    );
+    assert_eq!(
+        out.json["code"], "AGENT_EXEC_PATH_INVALID",
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("HOST STATE"));
+    drop(f);
+}
+
+#[test]
+fn a_state_directory_reached_through_a_link_the_user_can_repoint_is_refused() {
+    let f = Fixture::new();
+    let real = f.folder.join(".local-real");
+    std::fs::create_dir_all(real.join("state")).unwrap();
+    std::os::unix::fs::symlink(".local-real", f.folder.join(".local")).unwrap();
+    let state = f.folder.join(".local/state/agent-exec");
+    let out = agent_exec(&["--state-dir", s(&state), "status"], None);
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.json["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("symbolic link"),
+        "{} {}",
+        out.stdout,
+        out.stderr
+    );
+}
+
+#[test]
+fn a_workspace_reached_through_a_link_the_agent_could_repoint_is_refused() {
+    let f = Fixture::new();
+    let victim = Fixture::new();
+    std::fs::write(victim.folder.join("secret"), "VICTIM\n").unwrap();
+    let link = f.folder.join("ws");
+    std::os::unix::fs::symlink(&victim.folder, &link).unwrap();
+    let out = call_in(&f.state, &link, "read", json!({"path": "secret"}));
+    assert_eq!(
+        out.json["code"], "AGENT_EXEC_PATH_INVALID",
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("VICTIM"));
+}
