@@ -35,7 +35,12 @@
 //! watches), so a command can learn that `~/.ssh/id_rsa` exists, its size and its times, though
 //! never read or change it. Where the machine cannot make a private mount namespace, the
 //! mode, owner and times of the user's own files outside the writable paths can also be changed
-//! (the result's `sandbox` field and `agent-exec doctor` say `METADATA_OUTSIDE`).
+//! (the result's `sandbox` field and `agent-exec doctor` say `METADATA_OUTSIDE`). A hidden
+//! directory (the host's state) is covered at its canonical path: a bind mount of it elsewhere
+//! inside a grant (something only root can make) stays readable, never writable. Set-id mode
+//! bits are refused by system call, which cannot tell a directory from a file, so `chmod g+s
+//! dir` and `mkdir -m 2755` fail too (plain `mkdir` in a set-group-ID directory still inherits
+//! the bit).
 //!
 //! # Example
 //! ```no_run
