@@ -1059,7 +1059,9 @@ async fn system_calls_newer_than_the_filter_are_enosys_and_new_mount_calls_eperm
 
 // ---- issue 14: paths re-resolved after validation --------------------------------------------
 
-/// Exchanges `a` and `b` (`renameat2(RENAME_EXCHANGE)`) every ~20 µs until dropped.
+/// Exchanges `a` and `b` (`renameat2(RENAME_EXCHANGE)`) until finished, pausing 0-1 ms at
+/// random after each exchange: back to back, nearly every call would be refused at its first
+/// lease check and the later windows (the sandbox's own lookups) never tried.
 struct Swapper {
     stop: Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<u64>>,
@@ -1075,6 +1077,7 @@ impl Swapper {
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
             let mut swaps = 0u64;
+            let mut seed = 0x2545_f491_4f6c_dd1d_u64;
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
                 // SAFETY: two C strings.
                 let r = unsafe {
@@ -1089,7 +1092,10 @@ impl Swapper {
                 if r == 0 {
                     swaps += 1;
                 }
-                std::thread::sleep(Duration::from_micros(20));
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                std::thread::sleep(Duration::from_micros(seed % 1000));
             }
             swaps
         });
@@ -1105,7 +1111,17 @@ impl Swapper {
     }
 }
 
-const RACE_ROUNDS: usize = 150;
+/// A race test makes at least this many attempts and goes on until this many calls really
+/// ran under the swapper (an attempt that meets the link is refused at once and tries no later
+/// window), within [`RACE_TIME`].
+const RACE_ATTEMPTS: usize = 1000;
+const RACE_RUNS: usize = 300;
+const RACE_TIME: Duration = Duration::from_secs(60);
+
+/// Whether a race test should try again.
+fn race_goes_on(attempts: usize, ran: usize, started: std::time::Instant) -> bool {
+    (attempts < RACE_ATTEMPTS || ran < RACE_RUNS) && started.elapsed() < RACE_TIME
+}
 
 #[tokio::test]
 async fn an_extra_path_swapped_for_a_symlink_never_grants_its_target() {
@@ -1120,8 +1136,10 @@ async fn an_extra_path_swapped_for_a_symlink_never_grants_its_target() {
     let link = w.base.path().canonicalize().unwrap().join("ref-link");
     std::os::unix::fs::symlink(&w.outside, &link).unwrap();
     let swapper = Swapper::start(&extra, &link);
-    let mut leaked = 0;
-    for _ in 0..RACE_ROUNDS {
+    let (mut leaked, mut ran) = (0, 0);
+    let (started, mut attempts) = (std::time::Instant::now(), 0);
+    while race_goes_on(attempts, ran, started) {
+        attempts += 1;
         // Validated (opened without following links) while the swapper runs: when `ref` is
         // the link at that moment the grant is refused, otherwise the real directory is pinned.
         let Ok(grant) = exec::Grant::open(&extra, exec::Access::Read) else {
@@ -1131,19 +1149,22 @@ async fn an_extra_path_swapped_for_a_symlink_never_grants_its_target() {
         let mut job = w.sh_job(&script);
         job.sandbox.grants.push(grant);
         let (ctx, _cancel) = CallContext::standalone();
-        if let Ok(out) = exec::run(job, &ctx).await {
-            if text(&out.stdout).contains("OUTSIDE") {
-                leaked += 1;
+        match exec::run(job, &ctx).await {
+            Ok(out) => {
+                ran += 1;
+                if text(&out.stdout).contains("OUTSIDE") {
+                    leaked += 1;
+                }
             }
+            Err(_) => {}
         }
     }
     let swaps = swapper.finish();
     assert!(swaps > 0, "the swapper never swapped");
+    eprintln!("{ran} of {attempts} attempts ran, {swaps} swaps");
+    assert!(ran > 0, "no call ran: the race was never tried");
     let _ = std::fs::remove_file(&link);
-    assert_eq!(
-        leaked, 0,
-        "{leaked} of {RACE_ROUNDS} calls read the outside secret"
-    );
+    assert_eq!(leaked, 0, "{leaked} of {ran} calls read the outside secret");
 }
 
 #[tokio::test]
@@ -1160,7 +1181,9 @@ async fn a_scope_swapped_for_a_symlink_never_exposes_its_target() {
     let temp = RootLease::acquire(&w.temp).unwrap();
     let swapper = Swapper::start(&w.scope, &link);
     let (mut leaked, mut ran) = (0, 0);
-    for _ in 0..RACE_ROUNDS {
+    let (started, mut attempts) = (std::time::Instant::now(), 0);
+    while race_goes_on(attempts, ran, started) {
+        attempts += 1;
         let job = Job {
             program: "/bin/sh".into(),
             args: vec![
@@ -1185,11 +1208,11 @@ async fn a_scope_swapped_for_a_symlink_never_exposes_its_target() {
     }
     let swaps = swapper.finish();
     assert!(swaps > 0, "the swapper never swapped");
-    eprintln!("{ran} of {RACE_ROUNDS} calls ran (the others were refused: the root moved)");
-    assert_eq!(
-        leaked, 0,
-        "{leaked} of {RACE_ROUNDS} calls read the outside secret"
+    eprintln!(
+        "{ran} of {attempts} attempts ran (the others were refused: the root moved), {swaps} swaps"
     );
+    assert!(ran > 0, "no call ran: the race was never tried");
+    assert_eq!(leaked, 0, "{leaked} of {ran} calls read the outside secret");
     assert!(processes_in(w.base.path()).is_empty());
 }
 

@@ -716,3 +716,26 @@ fn a_workspace_reached_through_a_link_the_agent_could_repoint_is_refused() {
     );
     assert!(!out.stdout.contains("VICTIM"));
 }
+
+#[test]
+fn state_directory_protections_also_hold_unprivileged() {
+    if !testkit::is_root() || std::env::var_os("AGENT_EXEC_CLI_UNPRIVILEGED").is_some() {
+        eprintln!("not root, or already the unprivileged run");
+        return;
+    }
+    let tests = [
+        "cli::file_tools_refuse_the_state_directory_inside_the_workspace",
+        "cli::run_refuses_a_folder_that_contains_the_state_directory",
+        "cli::a_workspace_that_is_the_state_directory_or_inside_it_is_refused",
+        "cli::an_extra_path_inside_the_state_directory_is_refused",
+        "cli::a_state_directory_reached_through_a_link_the_user_can_repoint_is_refused",
+        "cli::a_workspace_reached_through_a_link_the_agent_could_repoint_is_refused",
+    ];
+    let mut args = vec!["--exact", "--test-threads=1"];
+    args.extend(tests);
+    let out = testkit::run_as_nobody(&args, &[("AGENT_EXEC_CLI_UNPRIVILEGED", "1")]);
+    assert!(
+        out.is_empty() || out.contains(&format!("{} passed", tests.len())),
+        "{out}"
+    );
+}
