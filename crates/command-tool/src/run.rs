@@ -219,24 +219,45 @@ pub async fn command_with(
 
 /// An extra path that is a hidden directory or lies inside one (the host's state directory,
 /// issue 14) is refused: the sandbox hides a hidden directory *beneath* a grant, but a grant
-/// on the directory itself would hand it over.
+/// on the directory itself would hand it over. Compared by the kernel's own names for the
+/// pinned descriptors (`/proc/self/fd`), not the text the model wrote: on a case-insensitive
+/// filesystem `.LOCAL/state` is the same directory.
 fn refuse_hidden(extra: &[Extra], hidden: &[PathBuf]) -> Result<(), ToolError> {
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    use std::os::fd::AsFd;
+    let kernel_name = |fd: std::os::fd::BorrowedFd<'_>| {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
+    };
+    let hidden: Vec<PathBuf> = hidden
+        .iter()
+        .filter_map(|h| {
+            let fd = rustix::fs::open(
+                h,
+                rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .ok()?;
+            kernel_name(fd.as_fd())
+        })
+        .collect();
     for e in extra {
-        for h in hidden {
-            if e.path().starts_with(canon(h)) {
-                return Err(ToolError::new(
-                    ErrorCode::ExecPathInvalid,
-                    format!(
-                        "extra path {} is inside agent-exec's own state directory {} (grants, \
-                         mirrors, locks), which no command may read or change; the command did \
-                         not run",
-                        e.path().display(),
-                        h.display()
-                    ),
-                )
-                .with_detail("path", e.path().to_string_lossy().into_owned()));
-            }
+        let name = match e.pin() {
+            Pin::Dir(lease) => kernel_name(lease.as_fd()),
+            Pin::File(fd) => kernel_name(fd.as_fd()),
+        }
+        .unwrap_or_else(|| e.path().to_path_buf());
+        if let Some(h) = hidden.iter().find(|h| name.starts_with(h)) {
+            return Err(ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                format!(
+                    "extra path {} is inside agent-exec's own state directory {} (grants, \
+                     mirrors, locks), which no command may read or change; the command did not \
+                     run",
+                    e.path().display(),
+                    h.display()
+                ),
+            )
+            .with_detail("path", e.path().to_string_lossy().into_owned()));
         }
     }
     Ok(())

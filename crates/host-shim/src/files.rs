@@ -181,42 +181,84 @@ pub fn to_value<T: Serialize>(out: &T) -> Result<serde_json::Value, ToolError> {
 
 /// Directories beneath the workspace root that no file tool may read or change: the host's own
 /// state directory inside a workspace of `$HOME` (issue 14). Held as paths relative to the
-/// root: a [`RelPath`] is opened component by component without following links, so the only
-/// way from the root into such a directory is through its own relative path.
+/// root *and* as identities (device, inode): a relative path naming one is refused by its text,
+/// and every directory a tool would pass through is also compared by identity, so another
+/// spelling of the same directory (a case-insensitive filesystem: `.LOCAL/state`) is refused
+/// too.
 #[derive(Debug, Clone, Default)]
-pub struct Hidden(Vec<PathBuf>);
+pub struct Hidden {
+    rels: Vec<PathBuf>,
+    ids: Vec<(u64, u64)>,
+}
 
 impl Hidden {
     /// The directories of `dirs` that lie strictly beneath `root` (both compared canonical).
     pub fn beneath(root: &Path, dirs: &[PathBuf]) -> Hidden {
         let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let root = canon(root);
-        Hidden(
-            dirs.iter()
-                .filter_map(|d| {
-                    let d = canon(d);
-                    let rel = d.strip_prefix(&root).ok()?;
-                    (!rel.as_os_str().is_empty()).then(|| rel.to_path_buf())
-                })
-                .collect(),
-        )
+        let mut hidden = Hidden::default();
+        for dir in dirs {
+            let dir = canon(dir);
+            let Ok(rel) = dir.strip_prefix(&root) else {
+                continue;
+            };
+            if rel.as_os_str().is_empty() {
+                continue;
+            }
+            hidden.rels.push(rel.to_path_buf());
+            if let Ok(stat) = rustix::fs::stat(&dir) {
+                hidden.ids.push((stat.st_dev, stat.st_ino));
+            }
+        }
+        hidden
     }
 
     fn covers(&self, rel: &RelPath) -> bool {
-        self.0.iter().any(|h| rel.as_path().starts_with(h))
+        self.rels.iter().any(|h| rel.as_path().starts_with(h))
     }
 
-    /// Refuses `rel` when it is a hidden directory or lies inside one.
-    pub(crate) fn refuse(&self, field: &str, rel: &RelPath) -> Result<(), ToolError> {
-        if self.covers(rel) {
-            return Err(ToolError::new(
+    /// Whether the directory `fd` is one of them.
+    fn is(&self, fd: BorrowedFd<'_>) -> bool {
+        !self.ids.is_empty()
+            && rustix::fs::fstat(fd).is_ok_and(|st| self.ids.contains(&(st.st_dev, st.st_ino)))
+    }
+
+    /// Refuses `rel` when it is a hidden directory or lies inside one: by its text, then by
+    /// the identity of every existing directory on the way from `root`.
+    pub(crate) fn refuse(
+        &self,
+        root: &RootLease,
+        field: &str,
+        rel: &RelPath,
+    ) -> Result<(), ToolError> {
+        let refused = || {
+            Err(ToolError::new(
                 ErrorCode::ExecPathInvalid,
                 format!(
                     "{field} {:?} is inside agent-exec's own state directory (grants, mirrors, \
                      locks), which no tool may read or change; work elsewhere in the workspace",
                     rel.as_path()
                 ),
-            ));
+            ))
+        };
+        if self.covers(rel) {
+            return refused();
+        }
+        if self.ids.is_empty() {
+            return Ok(());
+        }
+        let mut prefix = PathBuf::new();
+        for component in rel.as_path().components() {
+            prefix.push(component);
+            let Ok(step) = RelPath::new(prefix.to_string_lossy().as_ref()) else {
+                break;
+            };
+            match step.open_dir_at(root) {
+                Ok(dir) if self.is(dir.as_fd()) => return refused(),
+                Ok(_) => {}
+                // Not there (yet) or not a directory: nothing below can be hidden.
+                Err(_) => break,
+            }
         }
         Ok(())
     }
@@ -450,7 +492,7 @@ pub fn grep_hiding(
         )));
     }
     let start = rel_path("path", args.path.as_deref().unwrap_or("."))?;
-    hidden.refuse("path", &start)?;
+    hidden.refuse(root, "path", &start)?;
     // Path text for the rule matchers only; nothing is opened by it.
     let walk_root = root.path().join(start.as_path());
     let glob = match &args.glob {
@@ -550,6 +592,8 @@ impl Search<'_> {
             }
             if is_dir {
                 match one.open_dir_at(&top.dir) {
+                    // Another name of a hidden directory (a case-insensitive filesystem).
+                    Ok(fd) if self.hidden.is(fd.as_fd()) => {}
                     Ok(fd) => {
                         if let Some(frame) = self.frame(fd, rel, text) {
                             stack.push(frame);

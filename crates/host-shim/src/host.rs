@@ -43,6 +43,20 @@ pub enum HostError {
         "plugin {0} is not installed; install it with `agent-exec grant plugin {0} --manifest <FILE>`"
     )]
     UnknownPlugin(PluginId),
+    /// The workspace folder is reached through a symbolic link that someone other than root
+    /// could re-point (issue 14).
+    #[error(
+        "the workspace folder {} is reached through the symbolic link {}, which a command or \
+         another user could re-point at another folder; give the folder's real path",
+        folder.display(),
+        link.display()
+    )]
+    Unpinnable {
+        /// The folder as configured.
+        folder: PathBuf,
+        /// The link.
+        link: PathBuf,
+    },
 }
 
 /// In-memory plugin records layered over the persisted ones (e.g. the CLI's local user).
@@ -216,11 +230,23 @@ impl Host {
             WorkspaceKind::AppPrivate => self.inner.store.private_dir(&plugin)?,
             _ => config.workspace.path.clone().unwrap_or_default(),
         };
+        // Issue 14: the folder is pinned for the whole session: a path through a link someone
+        // could re-point is refused, and every turn checks that the path still names the
+        // directory it named now (a long-running MCP server looks it up once per turn).
+        if let Some(link) = crate::state::replaceable_link(&folder) {
+            return Err(HostError::Unpinnable { folder, link });
+        }
+        let pinned = match RootLease::acquire(&folder) {
+            Ok(lease) => Some(lease.id()),
+            // A folder that is missing now is refused by the first turn, with its own message.
+            Err(_) => None,
+        };
         Ok(Session {
             host: self.clone(),
             plugin,
             config,
             folder,
+            pinned,
         })
     }
 }
@@ -232,6 +258,8 @@ pub struct Session {
     plugin: PluginId,
     config: AgentConfig,
     folder: PathBuf,
+    /// The folder's identity when the session began; every turn's lease must match it.
+    pinned: Option<fsguard::FileId>,
 }
 
 static MIRROR_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -318,6 +346,24 @@ impl Session {
                 format!("the workspace folder cannot be used: {e}; pick an existing folder"),
             )
         };
+        // The folder must still be the directory the session pinned (issue 14): a path that
+        // now leads elsewhere (an ancestor swapped for a link) is never followed.
+        if let Some(pinned) = self.pinned {
+            let now = RootLease::acquire(&self.folder).map_err(lease_err)?;
+            if now.id() != pinned {
+                return Err(ToolError::new(
+                    ErrorCode::ExecPathInvalid,
+                    format!(
+                        "the workspace folder {} is no longer the directory this session began \
+                         with (it was moved or replaced, device:inode {} then, {} now); start a \
+                         new session on the folder you mean",
+                        self.folder.display(),
+                        pinned,
+                        now.id()
+                    ),
+                ));
+            }
+        }
         let (root, mirror, persistent) = match self.config.workspace.kind {
             WorkspaceKind::Mounted => {
                 let dir = host.store.mirrors_dir().map_err(io_failed)?;
@@ -328,11 +374,20 @@ impl Session {
                 let root = RootLease::acquire(mirror.mirror_path()).map_err(lease_err)?;
                 (root, Some(mirror), persistent)
             }
-            _ => (
-                RootLease::acquire(&self.folder).map_err(lease_err)?,
-                None,
-                None,
-            ),
+            _ => {
+                let root = RootLease::acquire(&self.folder).map_err(lease_err)?;
+                if self.pinned.is_some_and(|pinned| root.id() != pinned) {
+                    return Err(ToolError::new(
+                        ErrorCode::ExecPathInvalid,
+                        format!(
+                            "the workspace folder {} was replaced while the turn began; start \
+                             a new session on the folder you mean",
+                            self.folder.display()
+                        ),
+                    ));
+                }
+                (root, None, None)
+            }
         };
         Ok(Turn {
             session: self.clone(),

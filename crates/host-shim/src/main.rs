@@ -279,6 +279,7 @@ fn host_error(e: &HostError) -> ToolError {
         HostError::UnknownPlugin(_) | HostError::NotGranted(_) => {
             ToolError::new(ErrorCode::PermissionDenied, e.to_string())
         }
+        HostError::Unpinnable { .. } => ToolError::new(ErrorCode::ExecPathInvalid, e.to_string()),
         _ => ToolError::new(ErrorCode::ExecArgumentsInvalid, e.to_string()),
     }
 }

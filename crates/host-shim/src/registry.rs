@@ -175,7 +175,7 @@ pub fn run_file_tool_hiding(
         .flatten()
         .and_then(|path| RelPath::new(path).ok());
     if let Some(rel) = named {
-        hidden.refuse("path", &rel)?;
+        hidden.refuse(root, "path", &rel)?;
     }
     match tool {
         ToolName::Read => files::to_value(&files::read(root, files::parse_args(name, args)?)?),

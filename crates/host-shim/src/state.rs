@@ -97,29 +97,44 @@ pub enum StateError {
     },
 }
 
-/// The first component of `path` that is a symbolic link in a directory the calling user may
-/// write, if any: whoever can write that directory (a sandboxed command working there) can
-/// re-point the link, and with it what `path` names the next time it is looked up (issue 14).
-/// Links in directories only root may change (`/home` → `/usr/home` on some systems) are fine.
+/// The first component of `path` that is a symbolic link someone other than root could
+/// re-point, if any: whoever may change the directory holding a link (its owner can always
+/// `chmod u+w` it; a writable ancestor lets it be renamed aside and rebuilt) can re-point it,
+/// and with it what `path` names the next time it is looked up (issue 14: a sandboxed command
+/// working in `$HOME` re-pointed the state directory at a forged one). A link passes only when
+/// the caller is not root, the link and every directory above it are owned by root, and none of
+/// those directories is writable by group or others (`/home` → `/usr/home` on some systems);
+/// for a root caller every link is refused, since root's commands write where root may.
 pub fn replaceable_link(path: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
         std::env::current_dir().ok()?.join(path)
     };
+    let root_caller = libc_geteuid() == 0;
+    let fixed_dir =
+        |dir: &Path| fs::symlink_metadata(dir).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0);
     let mut walked = PathBuf::new();
     for component in absolute.components() {
         walked.push(component);
-        let is_link = fs::symlink_metadata(&walked).is_ok_and(|m| m.file_type().is_symlink());
-        if !is_link {
+        let Ok(meta) = fs::symlink_metadata(&walked) else {
+            continue;
+        };
+        if !meta.file_type().is_symlink() {
             continue;
         }
-        let parent = walked.parent().unwrap_or(Path::new("/"));
-        if rustix::fs::access(parent, rustix::fs::Access::WRITE_OK).is_ok() {
+        let ancestors_fixed = walked.ancestors().skip(1).all(fixed_dir);
+        if root_caller || meta.uid() != 0 || !ancestors_fixed {
             return Some(walked);
         }
     }
     None
+}
+
+/// `geteuid` through rustix (no `libc` dependency here).
+fn libc_geteuid() -> u32 {
+    rustix::process::geteuid().as_raw()
 }
 
 /// The state directory and the operations on its files.

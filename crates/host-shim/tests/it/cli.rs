@@ -730,6 +730,8 @@ fn state_directory_protections_also_hold_unprivileged() {
         "cli::an_extra_path_inside_the_state_directory_is_refused",
         "cli::a_state_directory_reached_through_a_link_the_user_can_repoint_is_refused",
         "cli::a_workspace_reached_through_a_link_the_agent_could_repoint_is_refused",
+        "cli::a_link_in_a_read_only_directory_its_user_owns_is_refused_too",
+        "cli::a_session_never_follows_its_folder_once_it_was_replaced",
     ];
     let mut args = vec!["--exact", "--test-threads=1"];
     args.extend(tests);
@@ -738,4 +740,95 @@ fn state_directory_protections_also_hold_unprivileged() {
         out.is_empty() || out.contains(&format!("{} passed", tests.len())),
         "{out}"
     );
+}
+
+#[test]
+fn a_link_in_a_read_only_directory_its_user_owns_is_refused_too() {
+    // The owner of a 0555 directory can `chmod u+w` it and re-point the link inside.
+    let f = Fixture::new();
+    let links = f.folder.join("links");
+    std::fs::create_dir(&links).unwrap();
+    let real = f.folder.join("real-state");
+    std::fs::create_dir(&real).unwrap();
+    std::os::unix::fs::symlink(&real, links.join("state")).unwrap();
+    let mode = |m| std::os::unix::fs::PermissionsExt::from_mode(m);
+    std::fs::set_permissions(&links, mode(0o555)).unwrap();
+    let out = agent_exec(&["--state-dir", s(&links.join("state")), "status"], None);
+    std::fs::set_permissions(&links, mode(0o755)).unwrap();
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.json["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("symbolic link"),
+        "{} {}",
+        out.stdout,
+        out.stderr
+    );
+}
+
+#[test]
+fn a_session_never_follows_its_folder_once_it_was_replaced() {
+    // A long-running server looks its folder up once per turn; an ancestor swapped for a link
+    // (or the folder renamed away and another put in its place) must not be followed.
+    let f = Fixture::new();
+    f.write("mine.txt", "mine\n");
+    let host = f.host();
+    let session = host
+        .session(crate::util::PLUGIN.into(), f.config("direct", &["read"]))
+        .unwrap();
+    drop(session.begin_turn().unwrap());
+    let moved = f.folder.with_extension("moved");
+    std::fs::rename(&f.folder, &moved).unwrap();
+    std::fs::create_dir(&f.folder).unwrap();
+    std::fs::write(f.folder.join("secret.txt"), "VICTIM\n").unwrap();
+    let err = session.begin_turn().unwrap_err();
+    assert_eq!(err.code(), toolscope::ErrorCode::ExecPathInvalid, "{err}");
+    assert!(err.message().contains("no longer the directory"), "{err}");
+    // A configured path through a link that could be re-pointed is refused up front.
+    let link = moved.with_extension("link");
+    std::os::unix::fs::symlink(&moved, &link).unwrap();
+    let mut config = f.config("direct", &["read"]);
+    config.workspace.path = Some(link.clone());
+    assert!(
+        host.session(crate::util::PLUGIN.into(), config).is_err(),
+        "a folder through a re-pointable link was accepted"
+    );
+}
+
+#[test]
+fn file_tools_refuse_another_name_of_the_state_directory() {
+    // Identity, not text: a bind mount stands in for a case-insensitive filesystem's other
+    // spelling (`.LOCAL/state`). Made in a private mount namespace of the test's own.
+    if !testkit::is_root() || !Path::new("/usr/bin/unshare").exists() {
+        eprintln!(
+            "skipped: needs root and unshare(1) to bind-mount an alias in a private namespace"
+        );
+        return;
+    }
+    let (f, state) = state_inside_the_folder();
+    let alias = f.folder.join("ALIAS");
+    std::fs::create_dir(&alias).unwrap();
+    let read = json!({"path": "ALIAS/state.json.note"}).to_string();
+    let grep = json!({"pattern": "HOST"}).to_string();
+    let script = format!(
+        "mount --bind '{st}' '{al}' && for a in '{read}' ; do \
+           '{bin}' --state-dir '{st}' call read --workspace '{ws}' --json \"$a\"; echo; done; \
+         '{bin}' --state-dir '{st}' call grep --workspace '{ws}' --json '{grep}'",
+        st = state.display(),
+        al = alias.display(),
+        ws = f.folder.display(),
+        bin = env!("CARGO_BIN_EXE_agent-exec"),
+    );
+    let out = std::process::Command::new("/usr/bin/unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("AGENT_EXEC_PATH_INVALID"),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("HOST STATE"), "{stdout}");
 }
