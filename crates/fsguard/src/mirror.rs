@@ -579,6 +579,12 @@ impl Mirror {
         self.source.path()
     }
 
+    /// The identity of the folder this mirror was taken from (and writes back to): the
+    /// directory its source lease pins, whatever the path names now.
+    pub fn source_id(&self) -> crate::FileId {
+        self.source.id()
+    }
+
     /// The mirror's path.
     pub fn mirror_path(&self) -> &Path {
         self.mirror.path()

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use fsguard::{ConflictReason, Mirror, RootLease};
 use serde::Serialize;
@@ -236,11 +236,11 @@ impl Host {
         if let Some(link) = crate::state::replaceable_link(&folder) {
             return Err(HostError::Unpinnable { folder, link });
         }
-        let pinned = match RootLease::acquire(&folder) {
-            Ok(lease) => Some(lease.id()),
-            // A folder that is missing now is refused by the first turn, with its own message.
-            Err(_) => None,
-        };
+        // A folder missing now is pinned by the first turn that finds it.
+        let pinned = Arc::new(OnceLock::new());
+        if let Ok(lease) = RootLease::acquire(&folder) {
+            let _ = pinned.set(lease.id());
+        }
         Ok(Session {
             host: self.clone(),
             plugin,
@@ -258,8 +258,9 @@ pub struct Session {
     plugin: PluginId,
     config: AgentConfig,
     folder: PathBuf,
-    /// The folder's identity when the session began; every turn's lease must match it.
-    pinned: Option<fsguard::FileId>,
+    /// The folder's identity when the session began (or when a turn first found it); every
+    /// turn's lease, and the source of every mirror, must match it.
+    pinned: Arc<OnceLock<fsguard::FileId>>,
 }
 
 static MIRROR_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -347,9 +348,28 @@ impl Session {
             )
         };
         // The folder must still be the directory the session pinned (issue 14): a path that
-        // now leads elsewhere (an ancestor swapped for a link) is never followed.
-        if let Some(pinned) = self.pinned {
+        // now leads elsewhere (an ancestor swapped for a link) is never followed. A folder that
+        // was missing when the session began is checked for re-pointable links again and
+        // pinned now.
+        if self.folder_gate().is_some() {
+            let unpinned_link = self
+                .pinned
+                .get()
+                .is_none()
+                .then(|| crate::state::replaceable_link(&self.folder))
+                .flatten();
+            if let Some(link) = unpinned_link {
+                return Err(ToolError::new(
+                    ErrorCode::ExecPathInvalid,
+                    HostError::Unpinnable {
+                        folder: self.folder.clone(),
+                        link,
+                    }
+                    .to_string(),
+                ));
+            }
             let now = RootLease::acquire(&self.folder).map_err(lease_err)?;
+            let pinned = *self.pinned.get_or_init(|| now.id());
             if now.id() != pinned {
                 return Err(ToolError::new(
                     ErrorCode::ExecPathInvalid,
@@ -371,12 +391,30 @@ impl Session {
                     Some(persistent) => (persistent.take(&self.folder)?, Some(persistent)),
                     None => (self.temporary_mirror(&dir)?, None),
                 };
+                // The mirror looked the folder up once more: it must have copied the pinned
+                // directory, or its run would read, and its write-back change, another one.
+                if self
+                    .pinned
+                    .get()
+                    .is_some_and(|&pinned| mirror.source_id() != pinned)
+                {
+                    // A copy of the wrong folder is useless: gone (the next turn copies afresh).
+                    let _ = fsguard::remove_tree(mirror.mirror_path());
+                    return Err(ToolError::new(
+                        ErrorCode::ExecPathInvalid,
+                        format!(
+                            "the workspace folder {} was replaced while it was mirrored; \
+                             nothing ran. Start a new session on the folder you mean",
+                            self.folder.display()
+                        ),
+                    ));
+                }
                 let root = RootLease::acquire(mirror.mirror_path()).map_err(lease_err)?;
                 (root, Some(mirror), persistent)
             }
             _ => {
                 let root = RootLease::acquire(&self.folder).map_err(lease_err)?;
-                if self.pinned.is_some_and(|pinned| root.id() != pinned) {
+                if self.pinned.get().is_some_and(|&pinned| root.id() != pinned) {
                     return Err(ToolError::new(
                         ErrorCode::ExecPathInvalid,
                         format!(
