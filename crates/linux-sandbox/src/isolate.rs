@@ -235,22 +235,7 @@ impl Isolation {
             return Err(fail(libc::ESTALE));
         }
 
-        // SAFETY: plain flags.
-        sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWNS | libc::CLONE_NEWIPC) })
-            .map_err(fail)?;
-        // SAFETY: NUL-terminated strings and null pointers, as mount(2) allows for a change of
-        // propagation.
-        sys(unsafe {
-            syscall!(
-                Sysno::mount,
-                0usize,
-                c"/".as_ptr(),
-                0usize,
-                libc::MS_REC | libc::MS_PRIVATE,
-                0usize
-            )
-        })
-        .map_err(fail)?;
+        enter_private_namespaces().map_err(fail)?;
 
         let mut trees = [(-1i32, -1i32); MAX_MOUNTS];
         let mut result = Ok(());
@@ -324,6 +309,26 @@ impl Isolation {
     pub(crate) fn mounts(&self) -> (usize, usize, usize) {
         (self.writable.len(), self.pinned.len(), self.hidden.len())
     }
+}
+
+/// Steps 1 and 2: new mount and IPC namespaces, every mount private (a root host's mounts are
+/// shared: without this, the mounts below would appear in the host's namespace too).
+fn enter_private_namespaces() -> Result<(), i32> {
+    // SAFETY: plain flags.
+    sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWNS | libc::CLONE_NEWIPC) })?;
+    // SAFETY: NUL-terminated strings and null pointers, as mount(2) allows for a change of
+    // propagation.
+    sys(unsafe {
+        syscall!(
+            Sysno::mount,
+            0usize,
+            c"/".as_ptr(),
+            0usize,
+            libc::MS_REC | libc::MS_PRIVATE,
+            0usize
+        )
+    })
+    .map(drop)
 }
 
 /// Empties every capability set the process may empty; the effective, permitted and
@@ -658,19 +663,7 @@ fn probe_in_child(uid: u32, uid_map: &[u8], gid_map: &[u8]) -> Result<(), i32> {
         write_file(c"/proc/self/uid_map", uid_map)?;
         write_file(c"/proc/self/gid_map", gid_map)?;
     }
-    // SAFETY: as in `enter`.
-    sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWNS | libc::CLONE_NEWIPC) })?;
-    // SAFETY: as in `enter`.
-    sys(unsafe {
-        syscall!(
-            Sysno::mount,
-            0usize,
-            c"/".as_ptr(),
-            0usize,
-            libc::MS_REC | libc::MS_PRIVATE,
-            0usize
-        )
-    })?;
+    enter_private_namespaces()?;
     let root = open_no_symlinks(libc::AT_FDCWD, c"/".as_ptr().cast(), libc::O_DIRECTORY)?;
     let tree = clone_tree(root, libc::MOUNT_ATTR_NOSUID);
     close(root);
