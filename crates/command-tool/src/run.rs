@@ -224,20 +224,20 @@ pub async fn command_with(
 /// filesystem `.LOCAL/state` is the same directory.
 fn refuse_hidden(extra: &[Extra], hidden: &[PathBuf]) -> Result<(), ToolError> {
     use std::os::fd::AsFd;
+    // Where the kernel does not name descriptors (not Linux), the canonical path stands in.
     let kernel_name = |fd: std::os::fd::BorrowedFd<'_>| {
         use std::os::fd::AsRawFd;
         std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
     };
+    #[cfg(target_os = "linux")]
+    let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
+    #[cfg(not(target_os = "linux"))]
+    let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC;
     let hidden: Vec<PathBuf> = hidden
         .iter()
         .filter_map(|h| {
-            let fd = rustix::fs::open(
-                h,
-                rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
-                rustix::fs::Mode::empty(),
-            )
-            .ok()?;
-            kernel_name(fd.as_fd())
+            let fd = rustix::fs::open(h, flags, rustix::fs::Mode::empty()).ok()?;
+            kernel_name(fd.as_fd()).or_else(|| h.canonicalize().ok())
         })
         .collect();
     for e in extra {
@@ -245,6 +245,7 @@ fn refuse_hidden(extra: &[Extra], hidden: &[PathBuf]) -> Result<(), ToolError> {
             Pin::Dir(lease) => kernel_name(lease.as_fd()),
             Pin::File(fd) => kernel_name(fd.as_fd()),
         }
+        .or_else(|| e.path().canonicalize().ok())
         .unwrap_or_else(|| e.path().to_path_buf());
         if let Some(h) = hidden.iter().find(|h| name.starts_with(h)) {
             return Err(ToolError::new(

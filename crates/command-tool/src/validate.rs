@@ -291,13 +291,22 @@ fn extra_path(input: &str, write: bool, scope_real: &Path) -> Result<Extra, Tool
 /// Opens the validated `path` without following any symbolic link, checks it is still the
 /// kind validated, and pins it.
 fn pin(path: &Path, is_dir: bool) -> std::io::Result<Pin> {
-    use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+    use rustix::fs::{FileType, Mode, OFlags};
+    #[cfg(target_os = "linux")]
     let fd = rustix::fs::openat2(
         rustix::fs::CWD,
         path,
         OFlags::PATH | OFlags::CLOEXEC,
         Mode::empty(),
-        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
+    )?;
+    // Elsewhere (macOS): the last component not followed; the walk above refused links on the
+    // way, and Seatbelt grants by path anyway.
+    #[cfg(not(target_os = "linux"))]
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
     )?;
     let stat = rustix::fs::fstat(&fd)?;
     let kind = FileType::from_raw_mode(stat.st_mode);
@@ -310,7 +319,8 @@ fn pin(path: &Path, is_dir: bool) -> std::io::Result<Pin> {
         // just opened without following any.
         let lease = RootLease::acquire(path).map_err(std::io::Error::other)?;
         let id = lease.id();
-        if (id.dev, id.ino) != (stat.st_dev, stat.st_ino) {
+        #[allow(clippy::unnecessary_cast)] // `st_dev` is not u64 on every platform
+        if (id.dev, id.ino) != (stat.st_dev as u64, stat.st_ino as u64) {
             return Err(changed());
         }
         Ok(Pin::Dir(Arc::new(lease)))
