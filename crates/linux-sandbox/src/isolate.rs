@@ -76,9 +76,21 @@ impl Ident {
     }
 
     /// The identity of the file `fd` names (parent side).
-    pub(crate) fn of_fd(fd: BorrowedFd<'_>) -> std::io::Result<Ident> {
+    fn of_fd(fd: BorrowedFd<'_>) -> std::io::Result<Ident> {
         use std::os::fd::AsRawFd;
         statx_fd(fd.as_raw_fd()).map_err(std::io::Error::from_raw_os_error)
+    }
+}
+
+impl From<crate::sandbox::FileId> for Ident {
+    /// An `fstat` identity in `statx` terms (`st_dev` split into major and minor): the parent
+    /// has it already for every rule it opened, the child compares `statx` results with it.
+    fn from(id: crate::sandbox::FileId) -> Ident {
+        Ident {
+            dev_major: rustix::fs::major(id.dev),
+            dev_minor: rustix::fs::minor(id.dev),
+            ino: id.ino,
+        }
     }
 }
 
@@ -692,6 +704,31 @@ mod tests {
             },
             writable,
         }
+    }
+
+    #[test]
+    fn an_fstat_identity_converts_to_the_statx_identity_of_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fd = rustix::fs::open(
+            dir.path(),
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        let stat = rustix::fs::fstat(&fd).unwrap();
+        let from_fstat = Ident::from(crate::sandbox::FileId::of(&stat));
+        assert_eq!(from_fstat, Ident::of_fd(fd.as_fd()).unwrap());
+        let null = rustix::fs::stat("/dev/null").unwrap();
+        let null_fd = rustix::fs::open(
+            "/dev/null",
+            rustix::fs::OFlags::PATH,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        assert_eq!(
+            Ident::from(crate::sandbox::FileId::of(&null)),
+            Ident::of_fd(null_fd.as_fd()).unwrap()
+        );
     }
 
     #[test]

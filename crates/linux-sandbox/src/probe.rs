@@ -78,6 +78,19 @@ impl Availability {
         self.private_namespaces() && (root || launch.own_user_namespace)
     }
 
+    /// Why a program started as `launch` says gets no private namespaces, in words; `None`
+    /// when it gets them.
+    pub(crate) fn why_no_private_namespaces(&self, launch: crate::Launch) -> Option<String> {
+        match self.namespaces {
+            Err(errno) => Some(format!("the kernel refused them: {}", errno_text(errno))),
+            Ok(()) if !self.private_namespaces_for(launch) => Some(
+                "the program's process has no user namespace of its own and the host is not root"
+                    .to_owned(),
+            ),
+            Ok(()) => None,
+        }
+    }
+
     /// Whether [`Policy::prepare`](crate::Policy::prepare) can succeed on this kernel.
     pub fn can_sandbox(&self) -> bool {
         self.landlock_abi().is_some() && self.seccomp()

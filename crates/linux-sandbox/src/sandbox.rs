@@ -267,14 +267,24 @@ impl Policy {
             path: path.to_owned(),
             source,
         };
+        // Nothing to mount and nothing to refuse: no work on the spawn path.
+        if !namespaces && self.hidden.is_empty() {
+            return Ok(None);
+        }
         let mut roots = Vec::new();
         for rule in opened {
             let Some(given) = &rule.path else { continue };
+            let writable = rule.access.contains(Access::WRITE);
+            // A read-only grant matters only as a place a hidden path may lie beneath.
+            if !writable && self.hidden.is_empty() {
+                continue;
+            }
             roots.push(isolate::Root {
                 path: isolate::canonical_path_of(rule.fd.as_fd())
                     .map_err(|e| open_error(given, e))?,
-                id: Ident::of_fd(rule.fd.as_fd()).map_err(|e| open_error(given, e))?,
-                writable: rule.access.contains(Access::WRITE),
+                // The identity `open_paths` already read, in the child's `statx` terms.
+                id: Ident::from(rule.id),
+                writable,
             });
         }
         let mut hidden = Vec::with_capacity(self.hidden.len());
@@ -282,12 +292,12 @@ impl Policy {
             if !path.is_absolute() {
                 return Err(SandboxError::RelativePath { path: path.clone() });
             }
-            let Some((fd, _)) = open_path(path, false)? else {
+            let Some((fd, file_id)) = open_path(path, false)? else {
                 continue;
             };
             let canonical =
                 isolate::canonical_path_of(fd.as_fd()).map_err(|e| open_error(path, e))?;
-            let id = Ident::of_fd(fd.as_fd()).map_err(|e| open_error(path, e))?;
+            let id = Ident::from(file_id);
             if !namespaces {
                 if let Some(root) = roots
                     .iter()
@@ -298,10 +308,8 @@ impl Policy {
                         hidden: canonical,
                         reason: if self.namespaces {
                             probe()
-                                .to_string()
-                                .lines()
-                                .filter(|l| l.starts_with("private namespaces"))
-                                .collect::<String>()
+                                .why_no_private_namespaces(self.launch)
+                                .unwrap_or_default()
                         } else {
                             "private namespaces are turned off by the policy".to_owned()
                         },
