@@ -225,10 +225,6 @@ pub async fn command_with(
 fn refuse_hidden(extra: &[Extra], hidden: &[PathBuf]) -> Result<(), ToolError> {
     use std::os::fd::AsFd;
     // Where the kernel does not name descriptors (not Linux), the canonical path stands in.
-    let kernel_name = |fd: std::os::fd::BorrowedFd<'_>| {
-        use std::os::fd::AsRawFd;
-        std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
-    };
     #[cfg(target_os = "linux")]
     let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
     #[cfg(not(target_os = "linux"))]
@@ -237,13 +233,13 @@ fn refuse_hidden(extra: &[Extra], hidden: &[PathBuf]) -> Result<(), ToolError> {
         .iter()
         .filter_map(|h| {
             let fd = rustix::fs::open(h, flags, rustix::fs::Mode::empty()).ok()?;
-            kernel_name(fd.as_fd()).or_else(|| h.canonicalize().ok())
+            fsguard::kernel_path(fd.as_fd()).or_else(|| h.canonicalize().ok())
         })
         .collect();
     for e in extra {
         let name = match e.pin() {
-            Pin::Dir(lease) => kernel_name(lease.as_fd()),
-            Pin::File(fd) => kernel_name(fd.as_fd()),
+            Pin::Dir(lease) => fsguard::kernel_path(lease.as_fd()),
+            Pin::File(fd) => fsguard::kernel_path(fd.as_fd()),
         }
         .or_else(|| e.path().canonicalize().ok())
         .unwrap_or_else(|| e.path().to_path_buf());

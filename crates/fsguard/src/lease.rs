@@ -223,3 +223,15 @@ impl fmt::Debug for RootLease {
             .finish()
     }
 }
+
+/// The kernel's own name for the file `fd` opens (`/proc/self/fd/N` on Linux): what the
+/// descriptor names now, resolved by the kernel, so two spellings of one directory on a
+/// case-insensitive filesystem, or a path through a symbolic link, come out the same. Compare
+/// these, not text a caller wrote, to tell whether one path lies inside another (issue 14).
+/// `None` where the kernel gives no such name (not Linux, or a file that was removed).
+pub fn kernel_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    let removed = link.as_os_str().as_encoded_bytes().ends_with(b" (deleted)");
+    (link.is_absolute() && !removed).then_some(link)
+}

@@ -60,7 +60,7 @@ pub use atomic::{WriteError, atomic_write};
 pub use checked::{
     CheckError, CheckedFile, MAX_TEXT_BYTES, TextFile, open_checked, read_checked, read_text,
 };
-pub use lease::{FileId, LeaseError, RootLease};
+pub use lease::{FileId, LeaseError, RootLease, kernel_path};
 pub use mirror::{
     BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport, Mirror,
     MirrorError, MirrorOptions, RACY_WINDOW, record_path, remove_tree,

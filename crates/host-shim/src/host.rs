@@ -251,6 +251,13 @@ impl Host {
     }
 }
 
+fn folder_lease_error(e: fsguard::LeaseError) -> ToolError {
+    ToolError::new(
+        ErrorCode::ExecPathInvalid,
+        format!("the workspace folder cannot be used: {e}; pick an existing folder"),
+    )
+}
+
 /// One plugin working with one configuration.
 #[derive(Clone, Debug)]
 pub struct Session {
@@ -295,9 +302,19 @@ impl Session {
     /// contains it is refused too (its mirror would copy the state and write-back change it);
     /// a `direct` folder that contains it is served with the state directory hidden: the
     /// sandbox covers it for `command`, the file tools refuse it ([`Session::hidden`]).
-    fn check_state_dir(&self, folder: &Path) -> Result<(), ToolError> {
-        let state = self.host.inner.store.dir();
-        let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+    ///
+    /// Compared by the kernel's names of the opened directories (not the configured text: on
+    /// a case-insensitive filesystem `.LOCAL/state` is the same directory).
+    fn check_state_dir(&self, folder: &Path, lease: &RootLease) -> Result<(), ToolError> {
+        let given = self.host.inner.store.dir();
+        let state = RootLease::acquire(given)
+            .ok()
+            .and_then(|l| fsguard::kernel_path(std::os::fd::AsFd::as_fd(&l)))
+            .unwrap_or_else(|| given.to_path_buf());
+        let state = state.as_path();
+        let folder = fsguard::kernel_path(std::os::fd::AsFd::as_fd(lease))
+            .or_else(|| std::fs::canonicalize(folder).ok())
+            .unwrap_or_else(|| folder.to_path_buf());
         let refuse = |why: String| Err(ToolError::new(ErrorCode::ExecPathInvalid, why));
         if folder.starts_with(state) {
             return refuse(format!(
@@ -337,52 +354,13 @@ impl Session {
             .accounts
             .current()
             .begin_turn(Arc::clone(&authority), self.plugin.clone())?;
+        // A granted folder, looked up once for this turn and checked against the session's pin.
+        let mut folder_lease = None;
         if let Some(folder) = self.folder_gate() {
             authority.check(&self.plugin, &Tool::new("turn").requires_folder(folder))?;
-            self.check_state_dir(folder)?;
-        }
-        let lease_err = |e: fsguard::LeaseError| {
-            ToolError::new(
-                ErrorCode::ExecPathInvalid,
-                format!("the workspace folder cannot be used: {e}; pick an existing folder"),
-            )
-        };
-        // The folder must still be the directory the session pinned (issue 14): a path that
-        // now leads elsewhere (an ancestor swapped for a link) is never followed. A folder that
-        // was missing when the session began is checked for re-pointable links again and
-        // pinned now.
-        if self.folder_gate().is_some() {
-            let unpinned_link = self
-                .pinned
-                .get()
-                .is_none()
-                .then(|| crate::state::replaceable_link(&self.folder))
-                .flatten();
-            if let Some(link) = unpinned_link {
-                return Err(ToolError::new(
-                    ErrorCode::ExecPathInvalid,
-                    HostError::Unpinnable {
-                        folder: self.folder.clone(),
-                        link,
-                    }
-                    .to_string(),
-                ));
-            }
-            let now = RootLease::acquire(&self.folder).map_err(lease_err)?;
-            let pinned = *self.pinned.get_or_init(|| now.id());
-            if now.id() != pinned {
-                return Err(ToolError::new(
-                    ErrorCode::ExecPathInvalid,
-                    format!(
-                        "the workspace folder {} is no longer the directory this session began \
-                         with (it was moved or replaced, device:inode {} then, {} now); start a \
-                         new session on the folder you mean",
-                        self.folder.display(),
-                        pinned,
-                        now.id()
-                    ),
-                ));
-            }
+            let lease = self.pinned_folder()?;
+            self.check_state_dir(folder, &lease)?;
+            folder_lease = Some(lease);
         }
         let (root, mirror, persistent) = match self.config.workspace.kind {
             WorkspaceKind::Mounted => {
@@ -409,23 +387,18 @@ impl Session {
                         ),
                     ));
                 }
-                let root = RootLease::acquire(mirror.mirror_path()).map_err(lease_err)?;
+                let root = RootLease::acquire(mirror.mirror_path()).map_err(folder_lease_error)?;
                 (root, Some(mirror), persistent)
             }
-            _ => {
-                let root = RootLease::acquire(&self.folder).map_err(lease_err)?;
-                if self.pinned.get().is_some_and(|&pinned| root.id() != pinned) {
-                    return Err(ToolError::new(
-                        ErrorCode::ExecPathInvalid,
-                        format!(
-                            "the workspace folder {} was replaced while the turn began; start \
-                             a new session on the folder you mean",
-                            self.folder.display()
-                        ),
-                    ));
-                }
-                (root, None, None)
-            }
+            // `direct`: the lease just checked against the pin; `app-private`: the host's own.
+            _ => match folder_lease {
+                Some(root) => (root, None, None),
+                None => (
+                    RootLease::acquire(&self.folder).map_err(folder_lease_error)?,
+                    None,
+                    None,
+                ),
+            },
         };
         Ok(Turn {
             session: self.clone(),
@@ -434,6 +407,43 @@ impl Session {
             mirror: Mutex::new(mirror),
             persistent,
         })
+    }
+
+    /// The folder, looked up now: it must still be the directory the session pinned (issue
+    /// 14), so a path that now leads elsewhere (an ancestor swapped for a link) is never
+    /// followed. A folder that was missing when the session began is checked for re-pointable
+    /// links again and pinned by this lookup.
+    fn pinned_folder(&self) -> Result<RootLease, ToolError> {
+        let unpinned = self.pinned.get().is_none();
+        if let Some(link) = unpinned
+            .then(|| crate::state::replaceable_link(&self.folder))
+            .flatten()
+        {
+            return Err(ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                HostError::Unpinnable {
+                    folder: self.folder.clone(),
+                    link,
+                }
+                .to_string(),
+            ));
+        }
+        let now = RootLease::acquire(&self.folder).map_err(folder_lease_error)?;
+        let pinned = *self.pinned.get_or_init(|| now.id());
+        if now.id() != pinned {
+            return Err(ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                format!(
+                    "the workspace folder {} is no longer the directory this session began with \
+                     (it was moved or replaced, device:inode {} then, {} now); start a new \
+                     session on the folder you mean",
+                    self.folder.display(),
+                    pinned,
+                    now.id()
+                ),
+            ));
+        }
+        Ok(now)
     }
 
     /// A mirror of its own for this turn (another turn holds the workspace's persistent one):

@@ -112,7 +112,7 @@ pub fn replaceable_link(path: &Path) -> Option<PathBuf> {
     } else {
         std::env::current_dir().ok()?.join(path)
     };
-    let root_caller = libc_geteuid() == 0;
+    let root_caller = rustix::process::geteuid().is_root();
     let fixed_dir =
         |dir: &Path| fs::symlink_metadata(dir).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0);
     let mut walked = PathBuf::new();
@@ -130,11 +130,6 @@ pub fn replaceable_link(path: &Path) -> Option<PathBuf> {
         }
     }
     None
-}
-
-/// `geteuid` through rustix (no `libc` dependency here).
-fn libc_geteuid() -> u32 {
-    rustix::process::geteuid().as_raw()
 }
 
 /// The state directory and the operations on its files.
