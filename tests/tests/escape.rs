@@ -617,10 +617,10 @@ async fn awk_may_write_a_file_in_the_mirror() {
 // ---- issue 14: metadata outside the scope, set-id bits, the immutable flag ------------------
 
 /// Whether this machine gives the command private namespaces (a read-only view outside the
-/// writable roots); the fallback is seccomp alone and a reported gap.
+/// writable roots): the rule exec applies, for the launch exec uses. The fallback is seccomp
+/// alone and a reported gap.
 fn private_namespaces() -> bool {
-    let ok = linux_sandbox::probe().private_namespaces()
-        && (testkit::is_root() || proctree_in_user_namespace());
+    let ok = linux_sandbox::probe().private_namespaces_for(exec::linux::launch());
     if !ok {
         eprintln!(
             "note: no private namespaces here; checking the seccomp fallback: {}",
@@ -628,13 +628,6 @@ fn private_namespaces() -> bool {
         );
     }
     ok
-}
-
-fn proctree_in_user_namespace() -> bool {
-    // The escape suite reaches proctree only through exec; its default mode is what exec uses.
-    std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
-        .map_or(true, |v| v.trim() != "0")
-        && linux_sandbox::probe().user_namespaces()
 }
 
 impl World {
@@ -1059,56 +1052,13 @@ async fn system_calls_newer_than_the_filter_are_enosys_and_new_mount_calls_eperm
 
 // ---- issue 14: paths re-resolved after validation --------------------------------------------
 
-/// Exchanges `a` and `b` (`renameat2(RENAME_EXCHANGE)`) until finished, pausing 0-1 ms at
-/// random after each exchange: back to back, nearly every call would be refused at its first
-/// lease check and the later windows (the sandbox's own lookups) never tried.
-struct Swapper {
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<u64>>,
-}
-
-impl Swapper {
-    fn start(a: &Path, b: &Path) -> Swapper {
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (a, b) = (
-            std::ffi::CString::new(a.as_os_str().as_encoded_bytes()).unwrap(),
-            std::ffi::CString::new(b.as_os_str().as_encoded_bytes()).unwrap(),
-        );
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            let mut swaps = 0u64;
-            let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                // SAFETY: two C strings.
-                let r = unsafe {
-                    libc::renameat2(
-                        libc::AT_FDCWD,
-                        a.as_ptr(),
-                        libc::AT_FDCWD,
-                        b.as_ptr(),
-                        libc::RENAME_EXCHANGE,
-                    )
-                };
-                if r == 0 {
-                    swaps += 1;
-                }
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                std::thread::sleep(Duration::from_micros(seed % 1000));
-            }
-            swaps
-        });
-        Swapper {
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn finish(mut self) -> u64 {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.thread.take().unwrap().join().unwrap()
-    }
+/// Swaps `a` and `b` with random 0-1 ms pauses: back to back, nearly every call would be
+/// refused at its first lease check and the later windows (the sandbox's own lookups) never
+/// tried.
+fn swapper(a: &Path, b: &Path) -> testkit::Swapper {
+    testkit::Swapper::new(a, b)
+        .pause_up_to(Duration::from_millis(1))
+        .start()
 }
 
 /// A race test makes at least this many attempts and goes on until this many calls really
@@ -1135,7 +1085,7 @@ async fn an_extra_path_swapped_for_a_symlink_never_grants_its_target() {
     std::fs::write(w.outside.join("secret.txt"), "OUTSIDE SECRET\n").unwrap();
     let link = w.base.path().canonicalize().unwrap().join("ref-link");
     std::os::unix::fs::symlink(&w.outside, &link).unwrap();
-    let swapper = Swapper::start(&extra, &link);
+    let swapper = swapper(&extra, &link);
     let (mut leaked, mut ran) = (0, 0);
     let (started, mut attempts) = (std::time::Instant::now(), 0);
     while race_goes_on(attempts, ran, started) {
@@ -1156,7 +1106,7 @@ async fn an_extra_path_swapped_for_a_symlink_never_grants_its_target() {
             }
         }
     }
-    let swaps = swapper.finish();
+    let swaps = swapper.stop();
     assert!(swaps > 0, "the swapper never swapped");
     eprintln!("{ran} of {attempts} attempts ran, {swaps} swaps");
     assert!(ran > 0, "no call ran: the race was never tried");
@@ -1176,7 +1126,7 @@ async fn a_scope_swapped_for_a_symlink_never_exposes_its_target() {
     std::os::unix::fs::symlink(&w.outside, &link).unwrap();
     let lease = Arc::new(RootLease::acquire(&w.scope).unwrap());
     let temp = RootLease::acquire(&w.temp).unwrap();
-    let swapper = Swapper::start(&w.scope, &link);
+    let swapper = swapper(&w.scope, &link);
     let (mut leaked, mut ran) = (0, 0);
     let (started, mut attempts) = (std::time::Instant::now(), 0);
     while race_goes_on(attempts, ran, started) {
@@ -1196,14 +1146,23 @@ async fn a_scope_swapped_for_a_symlink_never_exposes_its_target() {
             limits: w.limits(),
         };
         let (ctx, _cancel) = CallContext::standalone();
-        if let Ok(out) = exec::run(job, &ctx).await {
-            ran += 1;
-            if text(&out.stdout).contains("OUTSIDE") {
-                leaked += 1;
+        match exec::run(job, &ctx).await {
+            Ok(out) => {
+                ran += 1;
+                if text(&out.stdout).contains("OUTSIDE") {
+                    leaked += 1;
+                }
             }
+            // A root that moved is "replaced" (the lease, or the sandbox's own identity check,
+            // ESTALE), never "this machine cannot sandbox".
+            Err(e) => assert_ne!(
+                e.code(),
+                toolscope::ErrorCode::ExecSandboxUnavailable,
+                "a moved root was reported as: {e}"
+            ),
         }
     }
-    let swaps = swapper.finish();
+    let swaps = swapper.stop();
     assert!(swaps > 0, "the swapper never swapped");
     eprintln!(
         "{ran} of {attempts} attempts ran (the others were refused: the root moved), {swaps} swaps"

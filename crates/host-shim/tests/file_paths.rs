@@ -6,117 +6,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 use std::fs;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 
 use host_shim::{EditArguments, GrepArguments, GrepOutput, ReadArguments, WriteArguments};
 use serde_json::{Value, json};
-use testkit::TempTree;
+use testkit::{Swapper, TempTree, Watch};
 
 /// Attempts per race test: each races one whole tool call against the swapper.
 const ATTEMPTS: usize = 300;
-
-/// Every inotify event on the given directories and files from now on: an empty list proves
-/// nothing opened, listed, read, wrote, created, removed or chmod-ed them (a file is watched
-/// itself too, so a read through another name of it — a hard link — counts as well).
-struct Watch {
-    fd: OwnedFd,
-}
-
-impl Watch {
-    fn new(paths: &[PathBuf]) -> Watch {
-        use rustix::fs::inotify;
-        let fd =
-            inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).unwrap();
-        for p in paths {
-            inotify::add_watch(&fd, p, inotify::WatchFlags::ALL_EVENTS).unwrap();
-        }
-        Watch { fd }
-    }
-
-    /// Fails with the first few events, if there were any.
-    fn assert_none(&self, context: &str) {
-        let events = self.events();
-        assert!(
-            events.is_empty(),
-            "{context}: {} events outside, first: {:?}",
-            events.len(),
-            &events[..events.len().min(8)]
-        );
-    }
-
-    fn events(&self) -> Vec<String> {
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
-        let mut reader = rustix::fs::inotify::Reader::new(&self.fd, &mut buf);
-        let mut out = Vec::new();
-        loop {
-            match reader.next() {
-                Ok(e) => out.push(format!("{:?} {:?}", e.events(), e.file_name())),
-                Err(rustix::io::Errno::AGAIN) => return out,
-                Err(e) => panic!("inotify read: {e}"),
-            }
-        }
-    }
-}
-
-/// Swaps `dir/a` and `dir/b` with `renameat2(RENAME_EXCHANGE)` until stopped.
-struct Swapper {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<u64>>,
-}
-
-impl Swapper {
-    fn start(dir: &Path, a: &str, b: &str) -> Swapper {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let (a, b) = (dir.join(a), dir.join(b));
-        let handle = std::thread::spawn(move || {
-            let mut swaps = 0u64;
-            let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-            while !flag.load(Ordering::Relaxed) {
-                rustix::fs::renameat_with(
-                    rustix::fs::CWD,
-                    &a,
-                    rustix::fs::CWD,
-                    &b,
-                    rustix::fs::RenameFlags::EXCHANGE,
-                )
-                .unwrap();
-                swaps += 1;
-                // A pause of varying length after each exchange: back to back, the lookups of
-                // the other thread mostly see one of the two states.
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                if (seed >> 40).is_multiple_of(4) {
-                    std::thread::sleep(std::time::Duration::from_micros((seed >> 20) % 100));
-                }
-            }
-            swaps
-        });
-        Swapper {
-            stop,
-            handle: Some(handle),
-        }
-    }
-
-    fn stop(mut self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle.take().unwrap().join().unwrap()
-    }
-}
-
-impl Drop for Swapper {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
 
 fn lease(tree: &TempTree) -> fsguard::RootLease {
     fsguard::RootLease::acquire(&tree.root).unwrap()
@@ -157,8 +54,8 @@ fn grep_never_reads_an_ignore_file_through_a_symlink_or_hard_link() {
     tree.write("sub/a.txt", "needle\n");
     fs::hard_link(&rules, tree.root.join("sub/.ignore")).unwrap();
     tree.write("b.txt", "needle\n");
-    let dir = Watch::new(&[tree.outside_dir()]);
-    let file = Watch::new(&[rules]);
+    let dir = Watch::paths(&[tree.outside_dir()]);
+    let file = Watch::paths(&[rules]);
     let out = grep(&lease(&tree), json!({"pattern": "needle"}));
     assert_eq!(paths(&out), ["b.txt", "sub/a.txt"]);
     // The hard-linked `.ignore` is also a file to search, and one grep may not read (FILE-1).
@@ -184,8 +81,10 @@ fn grep_never_reads_outside_when_a_directory_is_swapped_for_a_symlink() {
     let watched = outside(&tree);
     std::os::unix::fs::symlink(tree.outside_dir(), tree.root.join("swap")).unwrap();
     let root = lease(&tree);
-    let watch = Watch::new(&watched);
-    let swapper = Swapper::start(&tree.root, "sub", "swap");
+    let watch = Watch::paths(&watched);
+    let swapper = Swapper::new(tree.root.join("sub"), tree.root.join("swap"))
+        .pause_up_to(std::time::Duration::from_micros(100))
+        .start();
     for _ in 0..ATTEMPTS {
         for start in [".", "sub", "sub/deeper", "swap"] {
             // A start that is the symlink right now is refused; that is fine.
@@ -212,7 +111,7 @@ fn file_tools_never_touch_outside_when_a_directory_is_swapped_for_a_symlink() {
     let watched = outside(&tree);
     std::os::unix::fs::symlink(tree.outside_dir(), tree.root.join("swap")).unwrap();
     let root = lease(&tree);
-    let watch = Watch::new(&watched);
+    let watch = Watch::paths(&watched);
     // One tool at a time: a write's fsync slows its loop down, not the others'.
     let tools: [(&str, &dyn Fn(usize) -> bool); 3] = [
         ("read", &|_| {
@@ -240,7 +139,9 @@ fn file_tools_never_touch_outside_when_a_directory_is_swapped_for_a_symlink() {
         }),
     ];
     for (name, tool) in tools {
-        let swapper = Swapper::start(&tree.root, "sub", "swap");
+        let swapper = Swapper::new(tree.root.join("sub"), tree.root.join("swap"))
+            .pause_up_to(std::time::Duration::from_micros(100))
+            .start();
         // At least ATTEMPTS calls, and on until some succeeded: on a loaded machine the
         // swapper can sleep through a whole burst with `sub` swapped out (then every call is
         // rightly refused and the burst proves nothing).

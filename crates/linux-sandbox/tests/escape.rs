@@ -775,6 +775,18 @@ fn namespaces_for_a_plain_fork() -> bool {
     probe().private_namespaces_for(linux_sandbox::Launch::default())
 }
 
+/// [`namespaces_for_a_plain_fork`], saying why a test that needs them skips.
+fn namespaces_for_a_plain_fork_or_skip() -> bool {
+    let ok = namespaces_for_a_plain_fork();
+    if !ok {
+        eprintln!(
+            "skipped: a plain fork gets no private namespaces here (not root): {}",
+            probe()
+        );
+    }
+    ok
+}
+
 #[test]
 fn without_private_namespaces_the_report_names_the_metadata_gap() {
     if !sandbox_available() {
@@ -862,11 +874,7 @@ fn with_private_namespaces_the_view_outside_the_writable_paths_is_read_only() {
     if !sandbox_available() {
         return;
     }
-    if !namespaces_for_a_plain_fork() {
-        eprintln!(
-            "skipped: a plain fork gets no private namespaces here (not root): {}",
-            probe()
-        );
+    if !namespaces_for_a_plain_fork_or_skip() {
         return;
     }
     let s = Scratch::new();
@@ -895,11 +903,7 @@ fn with_private_namespaces_a_hidden_directory_is_empty_and_its_parents_stay_put(
     if !sandbox_available() {
         return;
     }
-    if !namespaces_for_a_plain_fork() {
-        eprintln!(
-            "skipped: a plain fork gets no private namespaces here (not root): {}",
-            probe()
-        );
+    if !namespaces_for_a_plain_fork_or_skip() {
         return;
     }
     let s = Scratch::new();

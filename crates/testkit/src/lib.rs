@@ -1,7 +1,8 @@
 //! Test-only helpers shared by the workspace's integration tests (a dev-dependency, never a
 //! normal one): a temp tree with a named root, a byte-exact snapshot of a tree, unique process
-//! markers and a `/proc` scan for survivors (house rule 4), and re-running a test as an
-//! unprivileged user when the suite runs as root.
+//! markers and a `/proc` scan for survivors (house rule 4), re-running a test as an
+//! unprivileged user when the suite runs as root, and race fixtures (a [`Swapper`] exchanging
+//! two names in a loop, an inotify [`Watch`] that proves nothing outside was touched).
 //!
 //! It knows no workspace crate: fixtures hand out paths, and each suite builds its own leases
 //! and sandbox probes from them.
@@ -17,6 +18,10 @@
 // only `#[test]` functions themselves).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![deny(missing_docs)]
+
+mod races;
+
+pub use races::{Swapper, SwapperBuilder, Watch};
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

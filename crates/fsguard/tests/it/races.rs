@@ -11,7 +11,8 @@ use std::path::Path;
 
 use fsguard::{Mirror, remove_tree};
 
-use crate::util::{Fixture, Swapper, Watch};
+use crate::util::Fixture;
+use testkit::{Swapper, Watch};
 
 /// Attempts per test: each races one whole copy, write-back or refresh against the swapper.
 const ATTEMPTS: usize = 200;
@@ -48,8 +49,10 @@ fn mirror_copy_never_reads_outside_when_a_directory_is_swapped_for_a_symlink() {
     fx.put("src/top.txt", "top");
     outside_tree(&fx);
     symlink(fx.join("outside"), fx.join("src/swap")).unwrap();
-    let watch = Watch::new(&fx.join("outside"));
-    let swapper = Swapper::start(&fx.join("src"), "sub", "swap", &fx.join("outside"));
+    let watch = Watch::tree(&fx.join("outside"));
+    let swapper = Swapper::new(fx.join("src").join("sub"), fx.join("src").join("swap"))
+        .remake_as_link_to(fx.join("outside"))
+        .start();
     let mut copied = 0;
     for i in 0..ATTEMPTS {
         let dest = fx.join(&format!("m{i}"));
@@ -73,7 +76,7 @@ fn write_back_never_writes_outside_when_a_directory_is_swapped_for_a_symlink() {
     fx.put("src/sub/f.txt", "old");
     outside_tree(&fx);
     symlink(fx.join("outside"), fx.join("src/swap")).unwrap();
-    let watch = Watch::new(&fx.join("outside"));
+    let watch = Watch::tree(&fx.join("outside"));
     let mut swaps = 0;
     for i in 0..ATTEMPTS {
         // The mirror is taken while nothing swaps; the race is the write-back alone.
@@ -82,7 +85,9 @@ fn write_back_never_writes_outside_when_a_directory_is_swapped_for_a_symlink() {
         fs::write(dest.join("sub/f.txt"), "new").unwrap();
         fs::write(dest.join("sub/added.txt"), "added").unwrap();
         fs::write(dest.join("sub/inside.txt"), "added").unwrap();
-        let swapper = Swapper::start(&fx.join("src"), "sub", "swap", &fx.join("outside"));
+        let swapper = Swapper::new(fx.join("src").join("sub"), fx.join("src").join("swap"))
+            .remake_as_link_to(fx.join("outside"))
+            .start();
         // Applied, or a conflict where the symlink was in place: either way not outside.
         let _ = m.finalize();
         swaps += swapper.stop();
@@ -129,8 +134,10 @@ fn refresh_never_chmods_outside_when_a_mirror_directory_is_swapped_for_a_symlink
         .unwrap()
         .save_record()
         .unwrap();
-    let watch = Watch::new(&fx.join("outside"));
-    let swapper = Swapper::start(&mirror, "d", "swap", &fx.join("outside"));
+    let watch = Watch::tree(&fx.join("outside"));
+    let swapper = Swapper::new(mirror.join("d"), mirror.join("swap"))
+        .remake_as_link_to(fx.join("outside"))
+        .start();
     let mut refreshed = 0;
     for _ in 0..ATTEMPTS {
         match Mirror::refresh(fx.join("src"), &mirror) {
