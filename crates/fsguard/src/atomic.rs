@@ -26,6 +26,12 @@ pub enum WriteError {
         /// The target path.
         path: PathBuf,
     },
+    /// The target disappeared before it could be replaced.
+    #[error("`{}` no longer exists", path.display())]
+    Missing {
+        /// The target path.
+        path: PathBuf,
+    },
     /// The target exists and the write was asked to create a new file only.
     #[error("`{}` already exists", path.display())]
     AlreadyExists {
@@ -119,33 +125,12 @@ pub(crate) fn write_entry(
     }
     // Set-id bits are not carried over: new content is not the program that was granted them.
     let final_mode = mode.or(old.map(|m| m.mode)).map(|m| m & 0o1777);
-    let (tmp_name, tmp) =
-        create_temp(dir, final_mode.is_some()).map_err(|e| io_err("create temp", e))?;
+    let tmp_name = fill_temp(dir, old.as_ref(), final_mode, contents, &io_err)?;
     let cleanup = |err: WriteError| {
         // Best effort: the temp name is ours (created with O_EXCL), so removing it is safe.
         let _ = rustix::fs::unlinkat(dir, tmp_name.as_str(), AtFlags::empty());
         err
     };
-    let mut file = File::from(tmp);
-    if let Some(m) = final_mode {
-        rustix::fs::fchmod(&file, crate::sys::perm(m))
-            .map_err(|e| cleanup(io_err("chmod temp", e.into())))?;
-    }
-    if let Some(o) = old {
-        // Keep the owner when we can (running as root on a user's file); EPERM just leaves it ours.
-        let _ = rustix::fs::fchown(
-            &file,
-            Some(rustix::fs::Uid::from_raw(o.uid)),
-            Some(rustix::fs::Gid::from_raw(o.gid)),
-        );
-    }
-    let written = match contents {
-        Contents::Bytes(bytes) => file.write_all(bytes),
-        Contents::CopyOf(from) => io::copy(from, &mut file).map(|_| ()),
-    };
-    written.map_err(|e| cleanup(io_err("write", e)))?;
-    file.sync_all().map_err(|e| cleanup(io_err("fsync", e)))?;
-    drop(file);
     let renamed = match replace {
         Replace::Allow => rustix::fs::renameat(dir, tmp_name.as_str(), dir, name),
         Replace::Never => {
@@ -167,23 +152,155 @@ pub(crate) fn write_entry(
     Ok(())
 }
 
+/// Creates a temporary file in `dir` holding `contents` with `mode` (the old file's owner kept
+/// where the process may), `fsync`ed; returns its name. On error nothing is left behind.
+fn fill_temp(
+    dir: BorrowedFd<'_>,
+    old: Option<&sys::Meta>,
+    mode: Option<u32>,
+    contents: Contents<'_>,
+    io_err: &dyn Fn(&'static str, io::Error) -> WriteError,
+) -> Result<String, WriteError> {
+    let (tmp_name, tmp) = create_temp(dir, mode.is_some()).map_err(|e| io_err("create temp", e))?;
+    let cleanup = |err: WriteError| {
+        // Best effort: the temp name is ours (created with O_EXCL), so removing it is safe.
+        let _ = rustix::fs::unlinkat(dir, tmp_name.as_str(), AtFlags::empty());
+        err
+    };
+    let mut file = File::from(tmp);
+    if let Some(m) = mode {
+        rustix::fs::fchmod(&file, crate::sys::perm(m))
+            .map_err(|e| cleanup(io_err("chmod temp", e.into())))?;
+    }
+    if let Some(o) = old {
+        // Keep the owner when we can (running as root on a user's file); EPERM just leaves it ours.
+        let _ = rustix::fs::fchown(
+            &file,
+            Some(rustix::fs::Uid::from_raw(o.uid)),
+            Some(rustix::fs::Gid::from_raw(o.gid)),
+        );
+    }
+    let written = match contents {
+        Contents::Bytes(bytes) => file.write_all(bytes),
+        Contents::CopyOf(from) => io::copy(from, &mut file).map(|_| ()),
+    };
+    written.map_err(|e| cleanup(io_err("write", e)))?;
+    file.sync_all().map_err(|e| cleanup(io_err("fsync", e)))?;
+    Ok(tmp_name)
+}
+
+/// A file put in place by [`exchange_entry`].
+#[derive(Debug)]
+pub(crate) struct Exchanged {
+    /// The name in the same directory that now holds the file that was replaced; `None` where
+    /// the file system cannot exchange two names and a plain rename replaced it (the old file
+    /// is gone and cannot be verified).
+    pub(crate) aside: Option<String>,
+    /// The new file's metadata as it went in.
+    pub(crate) new: sys::Meta,
+    /// The replaced file's metadata right after the exchange (whose rename moved its ctime).
+    pub(crate) old: Option<sys::Meta>,
+}
+
+/// Replaces the regular file `name` in `dir` with a new one holding `contents`, keeping the
+/// replaced file under a fresh name beside it instead of unlinking it: `renameat2(
+/// RENAME_EXCHANGE)` swaps the two names in one step, so the caller can check what it really
+/// replaced — the file it vetted, unchanged — and swap back if not. Nothing is deleted here;
+/// the caller removes the set-aside file once it is satisfied (the mirror's write-back).
+///
+/// `mode` as for [`write_entry`]. The target must exist and be a regular file; where the file
+/// system does not support exchanging names (`EINVAL`), it falls back to replacing the name
+/// with `renameat` and reports no set-aside file.
+pub(crate) fn exchange_entry(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    contents: Contents<'_>,
+    mode: Option<u32>,
+    shown: PathBuf,
+) -> Result<Exchanged, WriteError> {
+    let io_err = |step: &'static str, source: io::Error| WriteError::Io {
+        path: shown.clone(),
+        step,
+        source,
+    };
+    let old = match sys::stat_at(dir, name) {
+        Ok(m) if m.kind == Kind::File => m,
+        Ok(_) => return Err(WriteError::NotARegularFile { path: shown }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(WriteError::Missing { path: shown });
+        }
+        Err(e) => return Err(io_err("stat target", e)),
+    };
+    let final_mode = mode.unwrap_or(old.mode) & 0o1777;
+    let tmp_name = fill_temp(dir, Some(&old), Some(final_mode), contents, &io_err)?;
+    let cleanup = |err: WriteError| {
+        let _ = rustix::fs::unlinkat(dir, tmp_name.as_str(), AtFlags::empty());
+        err
+    };
+    let new = sys::stat_at(dir, tmp_name.as_str()).map_err(|e| cleanup(io_err("stat temp", e)))?;
+    let exchanged =
+        rustix::fs::renameat_with(dir, tmp_name.as_str(), dir, name, RenameFlags::EXCHANGE);
+    let (aside, old) = match exchanged {
+        Ok(()) => {
+            // The temp name now holds what was at `name`; read right away, so the caller can
+            // tell a later change to it from the ctime the exchange itself set.
+            let old = sys::stat_at(dir, tmp_name.as_str()).ok();
+            (Some(tmp_name), old)
+        }
+        Err(rustix::io::Errno::INVAL) => {
+            rustix::fs::renameat(dir, tmp_name.as_str(), dir, name)
+                .map_err(|e| cleanup(io_err("rename", e.into())))?;
+            (None, None)
+        }
+        Err(rustix::io::Errno::NOENT) => return Err(cleanup(WriteError::Missing { path: shown })),
+        Err(e) => return Err(cleanup(io_err("exchange", e.into()))),
+    };
+    // The exchange is durable only once the directory itself is on disk.
+    rustix::fs::fsync(dir).map_err(|e| io_err("fsync dir", e.into()))?;
+    Ok(Exchanged { aside, new, old })
+}
+
 /// Creates a fresh temporary file in `dir` with `O_EXCL`. Its name does not derive from the
 /// target's, so a 255-byte target name still fits. `private` creates it `0600` (the caller sets
 /// the final mode after); otherwise `0666` minus the umask, as any new file gets.
 fn create_temp(dir: BorrowedFd<'_>, private: bool) -> io::Result<(String, OwnedFd)> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mode = Mode::from_raw_mode(if private { 0o600 } else { 0o666 });
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let pid = std::process::id();
     let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
     for _ in 0..16 {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let name = format!(".fsguard-{pid}-{n}-{nanos:08x}.tmp");
+        let name = temp_name();
         match rustix::fs::openat(dir, name.as_str(), flags, mode) {
             Ok(fd) => return Ok((name, fd)),
+            Err(e) if e == rustix::io::Errno::EXIST => last = e.into(),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last)
+}
+
+/// A fresh name for a temporary or set-aside file: `.fsguard-<pid>-<n>-<nanos>.tmp`, unlikely to
+/// exist; callers still create or rename with `O_EXCL` / `RENAME_NOREPLACE` and retry.
+fn temp_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(".fsguard-{}-{n}-{nanos:08x}.tmp", std::process::id())
+}
+
+/// Renames `name` in `dir` to a fresh name beside it (never over an existing entry) and returns
+/// that name with the moved entry's metadata right after the move: a deletion that can still
+/// be undone until the caller has checked what it moved.
+pub(crate) fn move_aside(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(String, sys::Meta)> {
+    let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
+    for _ in 0..16 {
+        let aside = temp_name();
+        match rustix::fs::renameat_with(dir, name, dir, aside.as_str(), RenameFlags::NOREPLACE) {
+            Ok(()) => {
+                let meta = sys::stat_at(dir, aside.as_str())?;
+                return Ok((aside, meta));
+            }
             Err(e) if e == rustix::io::Errno::EXIST => last = e.into(),
             Err(e) => return Err(e.into()),
         }

@@ -65,6 +65,7 @@ pub mod doctor;
 mod files;
 mod host;
 mod mcp;
+mod outcome;
 mod registry;
 mod state;
 
@@ -81,6 +82,7 @@ pub use host::{
     ConflictReport, Host, HostError, MirrorReport, Session, Turn, TurnReport, local_user_record,
 };
 pub use mcp::{McpError, McpServer};
+pub use outcome::{line_is_ok, turn_line, write_back_shortfall};
 pub use registry::{
     CallOptions, Registry, ToolEnv, ToolFuture, ToolHandler, run_file_tool, run_file_tool_hiding,
 };

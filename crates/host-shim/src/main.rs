@@ -535,17 +535,7 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
             .call(&args.call_id, args.tool.name().as_str(), tool_args, &options)
             .await;
         let report = turn.finish(result.is_ok(), args.keep_mirror);
-        let (code, mut line) = match result {
-            Ok(Value::Object(mut map)) => {
-                let mut out = serde_json::Map::new();
-                out.insert("ok".into(), Value::Bool(true));
-                out.append(&mut map);
-                (0, Value::Object(out))
-            }
-            Ok(other) => (0, json!({"ok": true, "result": other})),
-            Err(e) => (1, serde_json::to_value(&e).unwrap_or_default()),
-        };
-        if let (Some(mirror), Value::Object(map)) = (&report.mirror, &mut line) {
+        if let Some(mirror) = &report.mirror {
             if mirror.kept {
                 eprintln!("agent-exec: the mirror is kept at {}", mirror.path.display());
             }
@@ -555,11 +545,9 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
                     mirror.conflicts.len()
                 );
             }
-            map.insert(
-                "mirror".into(),
-                serde_json::to_value(mirror).unwrap_or_default(),
-            );
         }
+        let line = host_shim::turn_line(result, &report);
+        let code = u8::from(!host_shim::line_is_ok(&line));
         (code, line)
     });
     print_line(&line);

@@ -342,23 +342,8 @@ async fn one_call_turn(
         )),
     };
     let report = turn.finish(result.is_ok(), false);
-    let mut line = match result {
-        Ok(Value::Object(map)) => {
-            let mut out = Map::new();
-            out.insert("ok".into(), Value::Bool(true));
-            out.extend(map);
-            Value::Object(out)
-        }
-        Ok(other) => serde_json::json!({"ok": true, "result": other}),
-        Err(e) => error_value(&e),
-    };
-    if let (Some(mirror), Value::Object(map)) = (&report.mirror, &mut line) {
-        map.insert(
-            "mirror".into(),
-            serde_json::to_value(mirror).unwrap_or_default(),
-        );
-    }
-    if line["ok"] == Value::Bool(true) {
+    let line = crate::outcome::turn_line(result, &report);
+    if crate::outcome::line_is_ok(&line) {
         Ok(line)
     } else {
         Err(line)

@@ -52,6 +52,10 @@ pub enum ErrorCode {
     ExecScopeRequired,
     /// `AGENT_EXEC_FAILED`: the program ran and exited unsuccessfully (RUN-12).
     ExecFailed,
+    /// `AGENT_EXEC_WRITE_BACK_INCOMPLETE`: the program ran and succeeded, but its changes did
+    /// not all reach the user's folder (a conflict with the user's own edits, or the write-back
+    /// could not run); the result's `mirror` says which, and where the mirror is kept (RUN-11).
+    ExecWriteBackIncomplete,
     /// `AGENT_PERMISSION_DENIED`: service approval, consent, capability approval or a folder
     /// grant is missing or was revoked (TS-3, PERM-1, PERM-2).
     PermissionDenied,
@@ -82,6 +86,7 @@ impl ErrorCode {
         ErrorCode::ExecIoFailed,
         ErrorCode::ExecScopeRequired,
         ErrorCode::ExecFailed,
+        ErrorCode::ExecWriteBackIncomplete,
         ErrorCode::PermissionDenied,
         ErrorCode::BudgetExhausted,
         ErrorCode::AccountRetired,
@@ -104,6 +109,7 @@ impl ErrorCode {
             ErrorCode::ExecIoFailed => "AGENT_EXEC_IO_FAILED",
             ErrorCode::ExecScopeRequired => "AGENT_EXEC_SCOPE_REQUIRED",
             ErrorCode::ExecFailed => "AGENT_EXEC_FAILED",
+            ErrorCode::ExecWriteBackIncomplete => "AGENT_EXEC_WRITE_BACK_INCOMPLETE",
             ErrorCode::PermissionDenied => "AGENT_PERMISSION_DENIED",
             ErrorCode::BudgetExhausted => "AGENT_BUDGET_EXHAUSTED",
             ErrorCode::AccountRetired => "AGENT_ACCOUNT_RETIRED",
@@ -276,6 +282,7 @@ mod tests {
         "AGENT_EXEC_IO_FAILED",
         "AGENT_EXEC_SCOPE_REQUIRED",
         "AGENT_EXEC_FAILED",
+        "AGENT_EXEC_WRITE_BACK_INCOMPLETE",
         "AGENT_PERMISSION_DENIED",
         "AGENT_BUDGET_EXHAUSTED",
         "AGENT_ACCOUNT_RETIRED",

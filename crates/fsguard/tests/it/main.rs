@@ -16,3 +16,4 @@ mod relpath;
 mod scan;
 mod unprivileged;
 mod util;
+mod writeback_race;

@@ -1,0 +1,148 @@
+//! The line of a one-call turn (issue 15, item 5): `ok` is true only when the tool succeeded
+//! and everything it changed reached the folder; a write-back that did not fully happen is
+//! `ok: false` with `AGENT_EXEC_WRITE_BACK_INCOMPLETE`, the result's fields and the `mirror`
+//! report kept (RUN-11, RUN-12 as refined in `host_shim::turn_line`'s module).
+
+use std::path::PathBuf;
+
+use host_shim::{
+    CallOptions, ConflictReport, MirrorReport, TurnReport, WorkspaceKind, line_is_ok, turn_line,
+};
+use serde_json::{Value, json};
+use toolscope::{ErrorCode, ToolError};
+
+use crate::util::{Fixture, PLUGIN};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A mounted turn that writes `a.txt` and `b.txt`; `user` edits `a.txt` in the folder before
+/// the turn ends when set. Returns the one-call line.
+fn mounted_turn(user_edits: bool) -> (Fixture, Value) {
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    f.write("b.txt", "b\n");
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("mounted", &["write"]))
+        .unwrap();
+    let line = rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        let opts = CallOptions::default();
+        let result = turn
+            .call(
+                "1",
+                "write",
+                json!({"path": "a.txt", "content": "agent\n"}),
+                &opts,
+            )
+            .await;
+        turn.call(
+            "2",
+            "write",
+            json!({"path": "b.txt", "content": "agent b\n"}),
+            &opts,
+        )
+        .await
+        .unwrap();
+        if user_edits {
+            f.write("a.txt", "user\n");
+        }
+        let report = turn.finish(result.is_ok(), false);
+        turn_line(result, &report)
+    });
+    (f, line)
+}
+
+#[test]
+fn a_conflicting_write_back_makes_the_line_not_ok_and_keeps_the_result() {
+    let (f, line) = mounted_turn(true);
+    assert!(!line_is_ok(&line), "{line}");
+    assert_eq!(line["code"], "AGENT_EXEC_WRITE_BACK_INCOMPLETE");
+    let message = line["message"].as_str().unwrap();
+    assert!(message.contains("1 of its 2 change(s)"), "{message}");
+    assert!(message.contains("a.txt"), "{message}");
+    assert!(message.contains("kept in the mirror at"), "{message}");
+    assert_eq!(line["mirror"]["conflicts"][0]["path"], "a.txt");
+    assert_eq!(line["mirror"]["applied"], json!(["b.txt"]));
+    // The tool's own result is still there (the write tool answers with the path it wrote).
+    assert!(line.as_object().unwrap().len() > 4, "{line}");
+    assert_eq!(f.read("a.txt"), "user\n");
+}
+
+#[test]
+fn a_complete_write_back_is_ok() {
+    let (f, line) = mounted_turn(false);
+    assert!(line_is_ok(&line), "{line}");
+    assert!(line.get("code").is_none(), "{line}");
+    assert_eq!(line["mirror"]["writtenBack"], true);
+    assert_eq!(f.read("a.txt"), "agent\n");
+}
+
+fn report(mirror: MirrorReport) -> TurnReport {
+    TurnReport {
+        workspace: WorkspaceKind::Mounted,
+        mirror: Some(mirror),
+    }
+}
+
+fn mirror() -> MirrorReport {
+    MirrorReport {
+        path: PathBuf::from("/state/mirrors/m1"),
+        kept: false,
+        written_back: true,
+        applied: vec![],
+        conflicts: vec![],
+        error: None,
+    }
+}
+
+#[test]
+fn a_write_back_that_could_not_run_is_not_ok_and_says_why() {
+    let mut m = mirror();
+    m.written_back = false;
+    m.kept = true;
+    m.error = Some("write-back failed: the folder was replaced".into());
+    let line = turn_line(Ok(json!({"exitCode": 0, "stdout": "3\n"})), &report(m));
+    assert!(!line_is_ok(&line));
+    assert_eq!(line["code"], ErrorCode::ExecWriteBackIncomplete.as_str());
+    let message = line["message"].as_str().unwrap();
+    assert!(message.contains("the folder was replaced"), "{message}");
+    assert!(message.contains("/state/mirrors/m1"), "{message}");
+    assert_eq!(line["exitCode"], 0);
+    assert_eq!(line["stdout"], "3\n");
+}
+
+#[test]
+fn a_result_cannot_smuggle_ok_code_or_message_past_the_rule() {
+    let mut m = mirror();
+    m.conflicts = vec![ConflictReport {
+        path: "x".into(),
+        reason: "changed in the folder during the turn".into(),
+    }];
+    m.kept = true;
+    let line = turn_line(
+        Ok(json!({"ok": true, "code": "NONE", "message": "fine", "exitCode": 0})),
+        &report(m),
+    );
+    assert!(!line_is_ok(&line));
+    assert_eq!(line["code"], "AGENT_EXEC_WRITE_BACK_INCOMPLETE");
+    assert_ne!(line["message"], "fine");
+}
+
+#[test]
+fn a_write_back_with_nothing_to_write_is_ok_and_errors_keep_their_code() {
+    let line = turn_line(Ok(json!({"exitCode": 0})), &report(mirror()));
+    assert!(line_is_ok(&line), "{line}");
+    let err = ToolError::new(ErrorCode::ExecFailed, "exit 2; read stderr");
+    let mut m = mirror();
+    m.written_back = false;
+    m.kept = true;
+    let line = turn_line(Err(err), &report(m));
+    assert_eq!(line["code"], "AGENT_EXEC_FAILED");
+    assert_eq!(line["mirror"]["kept"], true);
+}
