@@ -63,7 +63,8 @@ pub use checked::{
 pub use lease::{FileId, LeaseError, RootLease, kernel_path};
 pub use mirror::{
     BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport, Mirror,
-    MirrorError, MirrorOptions, RACY_WINDOW, WRITE_BACK_SETTLE, record_path, remove_tree,
+    MirrorError, MirrorOptions, NotCopied, RACY_WINDOW, WRITE_BACK_SETTLE, record_path,
+    remove_tree,
 };
 pub use relpath::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, OpenError, RelPath, RelPathError};
 pub use scan::{

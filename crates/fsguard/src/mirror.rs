@@ -419,6 +419,38 @@ pub enum ConflictReason {
     },
 }
 
+/// What the folder has at a path the mirror did not copy ([`Mirror::not_copied`]). Displays
+/// as the noun phrase: "a FIFO".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotCopied {
+    /// A symbolic link: never copied nor followed.
+    Symlink,
+    /// A named pipe.
+    Fifo,
+    /// A Unix socket.
+    Socket,
+    /// A character or block device.
+    Device,
+    /// Another special file (or one that could no longer be looked at).
+    Special,
+    /// An entry the copy could not read (permissions).
+    Unreadable,
+}
+
+impl std::fmt::Display for NotCopied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NotCopied::Symlink => "a symbolic link",
+            NotCopied::Fifo => "a FIFO",
+            NotCopied::Socket => "a socket",
+            NotCopied::Device => "a device",
+            NotCopied::Special => "a special file",
+            NotCopied::Unreadable => "unreadable",
+        })
+    }
+}
+
 /// A change left unapplied; both sides of it are untouched.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Conflict {
@@ -621,6 +653,49 @@ impl Mirror {
     /// The recorded baseline, by path relative to the roots.
     pub fn baseline(&self) -> &BTreeMap<PathBuf, BaselineEntry> {
         &self.baseline
+    }
+
+    /// Why `rel` has no copy in the mirror, when the folder has an entry there (or above it)
+    /// that the mirror skipped: the skipped path — `rel` itself or the nearest ancestor — and
+    /// what it is. `None` when `rel` and every ancestor were copied or never existed. Lets a
+    /// tool say "not mirrored: a FIFO" instead of "does not exist" (issue 15, item 5).
+    ///
+    /// A special file is classified by looking at the folder's entry now (the baseline only
+    /// records that it was not a file, directory or symlink); if that fails, it is
+    /// [`NotCopied::Special`].
+    pub fn not_copied(&self, rel: &Path) -> Option<(PathBuf, NotCopied)> {
+        let mut ancestors: Vec<&Path> = rel.ancestors().collect();
+        ancestors.reverse();
+        for a in ancestors {
+            let Some(entry) = self.baseline.get(a) else {
+                continue;
+            };
+            let what = match entry.kind {
+                EntryKind::Symlink => NotCopied::Symlink,
+                EntryKind::Unreadable => NotCopied::Unreadable,
+                EntryKind::Special => self.special_kind(a),
+                EntryKind::File | EntryKind::Dir => continue,
+            };
+            return Some((a.to_path_buf(), what));
+        }
+        None
+    }
+
+    fn special_kind(&self, rel: &Path) -> NotCopied {
+        let Ok((dir, name)) = open_rel_parent(self.source.as_fd(), rel) else {
+            return NotCopied::Special;
+        };
+        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => match rustix::fs::FileType::from_raw_mode(st.st_mode as _) {
+                rustix::fs::FileType::Fifo => NotCopied::Fifo,
+                rustix::fs::FileType::Socket => NotCopied::Socket,
+                rustix::fs::FileType::CharacterDevice | rustix::fs::FileType::BlockDevice => {
+                    NotCopied::Device
+                }
+                _ => NotCopied::Special,
+            },
+            Err(_) => NotCopied::Special,
+        }
     }
 
     fn copy_all(&mut self) -> Result<(), MirrorError> {

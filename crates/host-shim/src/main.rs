@@ -541,7 +541,7 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
             }
             if !mirror.conflicts.is_empty() {
                 eprintln!(
-                    "agent-exec: {} path(s) changed in the folder during the call were not overwritten; see \"mirror\".\"conflicts\"",
+                    "agent-exec: {} path(s) were not written back to the folder; see \"mirror\".\"conflicts\" for why",
                     mirror.conflicts.len()
                 );
             }

@@ -625,3 +625,29 @@ fn a_mirror_inside_its_source_is_not_copied_into_itself() {
     assert_eq!(crate::util::listing(&fx.join("src/.mirror")), ["a"]);
     drop(m);
 }
+
+/// Issue 15, item 5: a path the mirror skipped says what it is, so a tool can answer "not
+/// mirrored: a FIFO" instead of "does not exist".
+#[test]
+fn a_skipped_entry_says_what_it_is_and_a_copied_one_nothing() {
+    use fsguard::NotCopied;
+    use std::path::Path;
+    let fx = Fixture::new();
+    fx.put("src/a.txt", "a");
+    fx.put("src/d/b.txt", "b");
+    std::process::Command::new("mkfifo")
+        .arg(fx.join("src/pipe"))
+        .status()
+        .unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(fx.join("src/sock")).unwrap();
+    symlink("d", fx.join("src/link")).unwrap();
+    let m = Mirror::create(fx.join("src"), fx.join("mirror")).unwrap();
+    let got = |p: &str| m.not_copied(Path::new(p));
+    assert_eq!(got("pipe"), Some(("pipe".into(), NotCopied::Fifo)));
+    assert_eq!(got("sock"), Some(("sock".into(), NotCopied::Socket)));
+    assert_eq!(got("link/b.txt"), Some(("link".into(), NotCopied::Symlink)));
+    assert_eq!(got("a.txt"), None);
+    assert_eq!(got("d/b.txt"), None);
+    assert_eq!(got("never/was"), None);
+    assert_eq!(NotCopied::Fifo.to_string(), "a FIFO");
+}
