@@ -55,6 +55,6 @@ pub use mirror::mirror_error;
 pub use run::{OUTPUT_CAP, run};
 pub use types::{AgentRunArguments, AgentRunOutput};
 pub use validate::{
-    DEFAULT_TIMEOUT_MS, MAX_ARG_BYTES, MAX_ARGS, MAX_TIMEOUT_MS, MAX_TOTAL_ARG_BYTES, Program,
-    ValidatedRun, validate,
+    DEFAULT_TIMEOUT_MS, MAX_ARG_BYTES, MAX_ARGS, MAX_TIMEOUT_MS, MAX_TOTAL_ARG_BYTES, PATH_DETAIL,
+    Program, ValidatedRun, validate,
 };

@@ -138,7 +138,12 @@ fn rel_error(what: &str, input: &str, e: &RelPathError) -> ToolError {
     )
 }
 
-fn open_error(what: &str, input: &str, e: &OpenError) -> ToolError {
+/// The detail of a path refusal that names the refused path relative to the workspace root,
+/// so a host that knows the mirror can say what the folder has there (`fsguard`'s
+/// `Mirror::not_copied`: "a FIFO" rather than "does not exist").
+pub const PATH_DETAIL: &str = "path";
+
+fn open_error(what: &str, input: &str, full: &RelPath, e: &OpenError) -> ToolError {
     let code = match e {
         OpenError::Io { .. } => ErrorCode::ExecIoFailed,
         _ => ErrorCode::ExecPathInvalid,
@@ -147,6 +152,7 @@ fn open_error(what: &str, input: &str, e: &OpenError) -> ToolError {
         code,
         format!("{what} `{input}` cannot be used: {e}; name an existing item inside the mirror"),
     )
+    .with_detail(PATH_DETAIL, full.as_path().to_string_lossy().into_owned())
 }
 
 /// The shape of the arguments before any path is looked at.
@@ -198,7 +204,7 @@ pub fn validate(args: &AgentRunArguments, mirror: &RootLease) -> Result<Validate
     let cwd = RelPath::new(cwd_input).map_err(|e| rel_error("cwdRelative", cwd_input, &e))?;
     mirror
         .open_dir(&cwd)
-        .map_err(|e| open_error("cwdRelative", cwd_input, &e))?;
+        .map_err(|e| open_error("cwdRelative", cwd_input, &cwd, &e))?;
 
     let mut argv: Vec<OsString> = shape.options.iter().map(OsString::from).collect();
     if let Some(script) = shape.script {
@@ -365,7 +371,7 @@ fn operand(
         .map_err(|e| rel_error(what, input, &e))?;
     mirror
         .open_file(&full)
-        .map_err(|e| open_error(what, input, &e))?;
+        .map_err(|e| open_error(what, input, &full, &e))?;
     let text = rel.as_path().as_os_str();
     let bytes = text.as_encoded_bytes();
     // RUN-3: a file must reach the program as a file. `--` already ends the options; `./`
