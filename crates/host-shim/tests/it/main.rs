@@ -10,6 +10,7 @@ mod cli;
 mod config;
 mod files;
 mod mcp;
+mod mcp_wire;
 mod state;
 mod turns;
 mod util;
