@@ -682,8 +682,9 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
             }
         }
     });
-    // A call still running when the client hung up was dropped (its process tree stopped);
-    // do not wait on a blocked stdin read.
+    // The server returned after every call ended (answered, or stopped because the client
+    // stopped reading); its stdin reader may still block in a read on a thread of its own, which
+    // the exit ends. Nothing of ours is left to wait for.
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     code
 }

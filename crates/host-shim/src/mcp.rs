@@ -34,7 +34,9 @@
 //!   or a revoked permission.
 //! - **Protocol errors** are JSON-RPC errors, each naming what was wrong: an unknown tool, a
 //!   `params.name` that is not a string, `arguments` that are not an object, missing params →
-//!   `-32602`; a request other than `ping` before `initialize` → `-32600`. Malformed lines
+//!   `-32602`; `tools/list` or `tools/call` before `initialize` → `-32600` (`ping` is always
+//!   answered); an unknown method → `-32601`. Nothing is printed per message: stderr only says
+//!   what is served. Malformed lines
 //!   (not JSON, not UTF-8, too deep, over 16 MiB) are answered too, with the request's id when
 //!   it can be read (`mcp/wire.rs` has the table).
 //! - **Exactly one reply per request**, also for a duplicate id (`-32600`, the first keeps

@@ -392,7 +392,7 @@ impl<S: Service> Conn<S> {
             Ok(result) => self.reply(&id, result),
             Err(()) => self.refuse(&Refusal {
                 id: Some(id.to_value()),
-                code: -32603,
+                code: code::INTERNAL_ERROR,
                 message: "Internal error: the call failed inside the server (a bug in \
                           agent-exec); its work was stopped. Send it again, and report this"
                     .into(),
