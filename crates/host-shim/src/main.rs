@@ -623,9 +623,7 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return complain(&e),
     };
-    if let Some(p) = &args.plugin
-        && let Err(e) = check_plugin_id(p)
-    {
+    if let Some(Err(e)) = args.plugin.as_deref().map(check_plugin_id) {
         return complain(&state_error(&e));
     }
     let host = match open_store(state_dir)
@@ -670,8 +668,9 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
             }
         }
     });
-    // A call still running when the client hung up was dropped (its process tree stopped);
-    // do not wait on a blocked stdin read.
+    // The server returned after every call ended (answered, or stopped because the client
+    // stopped reading); its stdin reader may still block in a read on a thread of its own, which
+    // the exit ends. Nothing of ours is left to wait for.
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     code
 }

@@ -1,5 +1,6 @@
 //! The MCP server: the host's tools offered to any Model Context Protocol client over stdio
-//! (`agent-exec mcp`), built on the official Rust SDK (`rmcp`, server side only).
+//! (`agent-exec mcp`): JSON-RPC 2.0, one message per line, MCP revisions 2024-11-05 to
+//! 2025-11-25 (the ones with an `initialize` handshake), the `tools` capability only.
 //!
 //! # How MCP requests map to sessions and turns
 //!
@@ -20,36 +21,75 @@
 //!   [`Session::begin_turn`] itself.
 //! - **callId** is `mcp-<request id>` (the JSON-RPC id of the `tools/call`), or `mcp-call-<n>`
 //!   when that id is too long to be a callId.
-//! - **Results.** Success: a text block holding the tool's JSON result with `"ok": true` merged
-//!   in — the line `agent-exec call` prints — also given as `structuredContent`. A failed call is
-//!   an MCP *tool error* (`isError: true`) whose content is the error object
+//! - **Results.** One text block holding the tool's JSON result with `"ok": true` merged in —
+//!   the line `agent-exec call` prints — and nothing else: the output is carried once. MCP
+//!   (2025-06-18 and later) makes `structuredContent` optional for a tool without an
+//!   `outputSchema` and says a tool that sends it SHOULD also send the same JSON as text for
+//!   clients that predate it; the text block is the part every client reads, so it is the one
+//!   kept (sending both doubled every reply). A failed call is an MCP *tool error*
+//!   (`isError: true`) whose text is the error object
 //!   `{"ok": false, "code": "AGENT_EXEC_…", "message": "…"}`, so the agent reads what went wrong
-//!   and what to do instead. Only an unknown tool name is a protocol error (invalid params).
-//! - **Cancellation.** `notifications/cancelled` for a running call, or the client closing the
-//!   connection, drops the call: the tool's process tree is stopped (RUN-10, CMD-6) and the turn
-//!   ends as failed.
+//!   and what to do instead. A state file that cannot be read makes a call fail with the CLI's
+//!   error for it (`AGENT_EXEC_IO_FAILED`, "state file … is not valid"), not as a missing plugin
+//!   or a revoked permission.
+//! - **Protocol errors** are JSON-RPC errors, each naming what was wrong: an unknown tool, a
+//!   `params.name` that is not a string, `arguments` that are not an object, missing params →
+//!   `-32602`; `tools/list` or `tools/call` before `initialize` → `-32600` (`ping` is always
+//!   answered); an unknown method → `-32601`. Nothing is printed per message: stderr only says
+//!   what is served. Malformed lines
+//!   (not JSON, not UTF-8, too deep, over 16 MiB) are answered too, with the request's id when
+//!   it can be read (`mcp/wire.rs` has the table).
+//! - **Exactly one reply per request**, also for a duplicate id (`-32600`, the first keeps
+//!   running), for a final line without `\n`, and beyond the limits: at most
+//!   [`MAX_IN_FLIGHT`](conn::MAX_IN_FLIGHT) (32) calls run per connection (`-32000` beyond),
+//!   and no message is read while more than 4 MiB of replies wait for the client
+//!   (backpressure, so a client that does not read cannot grow the server). `mcp/conn.rs` argues
+//!   each of these.
+//! - **Cancellation.** `notifications/cancelled` for a running call stops it: the tool's process
+//!   tree is stopped (RUN-10, CMD-6), the turn ends as failed, and — as MCP asks — the cancelled
+//!   request gets no reply.
+//! - **End of the connection.** When the client closes our stdin, every request already read is
+//!   still served and answered, then the server exits. When the client stops reading (our stdout
+//!   is closed: a write fails with `EPIPE`, or the pipe reports its reader gone even while
+//!   nothing is written), nothing further is read or started, every running call is cancelled
+//!   (process trees stopped) and the server exits once they have ended.
 //! - **Approvals.** `command`'s `extraPaths` need the user's approval for the call (CMD-3); this
 //!   server has no channel to ask the user, so it asks the host's approver, which for
 //!   `agent-exec mcp` approves nothing: calls with extra paths are refused with a permission
 //!   error naming the path.
+//!
+//! # Why not `rmcp`
+//!
+//! This server was built on the official Rust SDK's service loop and stdio transport. Every
+//! failure of issue 15 lived in that loop, below any handler we could write: requests in flight
+//! are kept in a map by id, so a duplicate id replaced the first's entry and the second's reply
+//! was dropped; it never stops reading, and spawns one task per reply waiting to be written,
+//! so a client that does not read grows the server without bound; an unparsable line or one
+//! whose id it cannot route is dropped unanswered; the last line without `\n` is discarded at
+//! end of input; wrong params fall through its untagged request enum to "method not found";
+//! a request before `initialize` is answered with the 2026 per-request `_meta` error; and a
+//! failed write is logged while the loop goes on executing requests. A front layer could mend
+//! each of these only by re-implementing the framing, the lifecycle, the id table and the
+//! output queue — everything but the dispatch of four methods — so the loop is ours: about as
+//! much code as the workarounds would have been, with the limits in one place. The wire shapes
+//! (initialize result, tool list, `CallToolResult`) are the MCP schema's and are pinned by the
+//! test with the Python SDK's client, which validates every message it receives.
 
-use std::borrow::Cow;
+mod conn;
+mod wire;
+
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-};
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use toolscope::{ErrorCode, ToolError};
 
 use crate::config::{ToolName, WorkspaceKind};
 use crate::host::Session;
 use crate::registry::CallOptions;
+use crate::state::StateError;
 
 /// The longest MCP request id used verbatim in a callId (toolscope allows 256 bytes).
 const MAX_REQUEST_ID_IN_CALL_ID: usize = 200;
@@ -58,19 +98,18 @@ const MAX_REQUEST_ID_IN_CALL_ID: usize = 200;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum McpError {
-    /// The client never completed the MCP handshake.
-    #[error("the MCP client did not complete the handshake: {0}")]
-    Handshake(String),
-    /// The server's task ended abnormally.
-    #[error("the MCP server stopped unexpectedly: {0}")]
-    Stopped(String),
+    /// Reading the client's messages or starting the connection's threads failed (the requests
+    /// read before were still answered).
+    #[error("the MCP connection failed: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// A session's tool that this server serves.
 #[derive(Clone, Debug)]
 struct Route {
     session: Session,
-    tool: Tool,
+    /// The JSON Schema of its arguments, as listed.
+    schema: Value,
 }
 
 /// An MCP server offering the tools of one or more host [`Session`]s (see the module docs for
@@ -213,16 +252,11 @@ impl McpServer {
                 ));
                 continue;
             };
-            let spec = Tool::new(
-                tool.as_str(),
-                description(tool),
-                schema_object(handler.input_schema()),
-            );
             self.routes.insert(
                 tool,
                 Route {
                     session: session.clone(),
-                    tool: spec,
+                    schema: Value::Object(schema_object(handler.input_schema())),
                 },
             );
         }
@@ -237,26 +271,35 @@ impl McpServer {
         self.routes.keys().copied().collect()
     }
 
-    /// Serves MCP on this process's stdin and stdout until the client closes the connection.
+    /// Serves MCP on this process's stdin and stdout until the client closes stdin (every
+    /// request read is answered first) or stops reading stdout (running calls are stopped).
     /// Needs a tokio runtime with IO and time enabled.
     pub async fn serve_stdio(self) -> Result<(), McpError> {
-        self.serve(rmcp::transport::stdio()).await
+        // A second descriptor of stdout, polled for the client closing its end while nothing
+        // is being written (see `conn`).
+        let watch = rustix::io::dup(std::io::stdout().as_fd()).ok();
+        self.run(std::io::stdin(), std::io::stdout(), watch).await
     }
 
-    /// Serves MCP on any transport `rmcp` accepts, e.g. an `(AsyncRead, AsyncWrite)` pair.
-    pub async fn serve<T, E, A>(self, transport: T) -> Result<(), McpError>
-    where
-        T: rmcp::transport::IntoTransport<RoleServer, E, A>,
-        E: std::error::Error + Send + Sync + 'static,
-    {
-        let running = ServiceExt::serve(self, transport)
-            .await
-            .map_err(|e| McpError::Handshake(e.to_string()))?;
-        running
-            .waiting()
-            .await
-            .map(|_| ())
-            .map_err(|e| McpError::Stopped(e.to_string()))
+    /// Serves MCP on any byte streams: `input` carries the client's messages, `output` our
+    /// replies, one JSON-RPC message per line. Returns when `input` ends (after every request
+    /// read is answered) or `output` fails (after the running calls are stopped).
+    pub async fn serve(
+        self,
+        input: impl std::io::Read + Send + 'static,
+        output: impl std::io::Write + Send + 'static,
+    ) -> Result<(), McpError> {
+        self.run(input, output, None).await
+    }
+
+    async fn run(
+        self,
+        input: impl std::io::Read + Send + 'static,
+        output: impl std::io::Write + Send + 'static,
+        watch: Option<std::os::fd::OwnedFd>,
+    ) -> Result<(), McpError> {
+        conn::serve(Arc::new(self), input, output, watch).await?;
+        Ok(())
     }
 
     fn call_id(&self, request_id: &str) -> String {
@@ -269,55 +312,90 @@ impl McpServer {
     }
 }
 
-impl ServerHandler for McpServer {
-    fn get_info(&self) -> ServerConfig {
-        let info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                self.name.clone(),
-                env!("CARGO_PKG_VERSION"),
-            ));
-        match &self.instructions {
-            Some(text) => info.with_instructions(text.clone()),
-            None => info,
+impl conn::Service for McpServer {
+    fn initialize(&self, protocol_version: &str) -> Value {
+        let mut result = json!({
+            "protocolVersion": protocol_version,
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": self.name, "version": env!("CARGO_PKG_VERSION")},
+        });
+        if let (Some(text), Value::Object(map)) = (&self.instructions, &mut result) {
+            map.insert("instructions".into(), Value::String(text.clone()));
         }
+        result
     }
 
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(
-            self.routes.values().map(|r| r.tool.clone()).collect(),
-        ))
+    fn list_tools(&self) -> Value {
+        let tools: Vec<Value> = self
+            .routes
+            .iter()
+            .map(|(tool, route)| {
+                json!({
+                    "name": tool.as_str(),
+                    "description": description(*tool),
+                    "inputSchema": route.schema,
+                })
+            })
+            .collect();
+        json!({ "tools": tools })
     }
 
-    async fn call_tool(
+    fn call(
         &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
+        id: &wire::Id,
+        name: &str,
+        arguments: Map<String, Value>,
+        cancel: conn::Cancel,
+    ) -> Result<conn::CallFuture, String> {
         let Some((tool, route)) =
-            ToolName::from_name(&request.name).and_then(|t| self.routes.get(&t).map(|r| (t, r)))
+            ToolName::from_name(name).and_then(|t| self.routes.get(&t).map(|r| (t, r)))
         else {
             let served: Vec<&str> = self.routes.keys().map(|t| t.as_str()).collect();
-            return Err(ErrorData::invalid_params(
-                Cow::Owned(format!(
-                    "this server has no tool {:?}; it serves {}",
-                    request.name,
-                    served.join(", ")
-                )),
-                None,
+            return Err(format!(
+                "tools/call params.name: this server has no tool {name:?}; it serves {}",
+                served.join(", ")
             ));
         };
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        let call_id = self.call_id(&context.id.to_string());
-        let outcome = one_call_turn(&route.session, &call_id, tool, args, &context).await;
-        Ok(match outcome {
-            Ok(value) => CallToolResult::structured(value),
-            Err(value) => CallToolResult::structured_error(value),
+        let session = route.session.clone();
+        let call_id = self.call_id(&id.to_string());
+        Ok(Box::pin(async move {
+            let outcome =
+                one_call_turn(&session, &call_id, tool, Value::Object(arguments), cancel).await;
+            let (is_error, value) = match outcome {
+                Ok(v) => (false, v),
+                Err(v) => (true, v),
+            };
+            json!({
+                "content": [{"type": "text", "text": value.to_string()}],
+                "isError": is_error,
+            })
+        }))
+    }
+}
+
+/// The error to report for `err`: when the call was refused or stopped for a permission while
+/// the state file cannot be read, the state file is the cause — the host's state watch empties
+/// the grants when the file turns invalid (fail closed), which the gate reports as a missing
+/// plugin or a revoked permission. The code is the one `agent-exec call` uses for that state
+/// file, so both say the same thing.
+fn unless_state_invalid(session: &Session, err: ToolError) -> ToolError {
+    if err.code() != ErrorCode::PermissionDenied {
+        return err;
+    }
+    match session.host().store().load() {
+        Ok(_) => err,
+        Err(e) => {
+            let code = match e {
+                StateError::BadPluginId { .. } | StateError::Refused(_) => {
+                    ErrorCode::ExecArgumentsInvalid
+                }
+                _ => ErrorCode::ExecIoFailed,
+            };
+            ToolError::new(
+                code,
+                format!("{e}; no call can run until it is (this one was refused or stopped)"),
+            )
         }
-        .into())
     }
 }
 
@@ -328,20 +406,23 @@ async fn one_call_turn(
     call_id: &str,
     tool: ToolName,
     args: Value,
-    context: &RequestContext<RoleServer>,
+    mut cancel: conn::Cancel,
 ) -> Result<Value, Value> {
-    let turn = session.begin_turn().map_err(|e| error_value(&e))?;
+    let turn = session
+        .begin_turn()
+        .map_err(|e| error_value(&unless_state_invalid(session, e)))?;
     let options = CallOptions::default();
     let result = tokio::select! {
         r = turn.call(call_id, tool.as_str(), args, &options) => r,
         // The client cancelled the request or hung up: dropping the call stops the tool's
         // process tree (RUN-10, CMD-6) before the turn ends below.
-        () = context.ct.cancelled() => Err(ToolError::new(
+        () = cancel.cancelled() => Err(ToolError::new(
             ErrorCode::ExecCancelled,
             "the MCP client cancelled this call; send it again if it is still wanted",
         )),
     };
     let report = turn.finish(result.is_ok(), false);
+    let result = result.map_err(|e| unless_state_invalid(session, e));
     let line = crate::outcome::turn_line(result, &report);
     if crate::outcome::line_is_ok(&line) {
         Ok(line)

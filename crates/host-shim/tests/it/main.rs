@@ -10,6 +10,7 @@ mod cli;
 mod config;
 mod files;
 mod mcp;
+mod mcp_wire;
 mod outcome;
 mod state;
 mod turns;
