@@ -23,7 +23,7 @@ use toolscope::{
 
 use crate::config::{AgentConfig, ConfigError, ToolName, WorkspaceKind};
 use crate::registry::{CallOptions, Registry, ToolEnv};
-use crate::state::{StateError, StateStore, StateWatch};
+use crate::state::{KeptWhy, StateError, StateStore, StateWatch};
 
 /// Why a host, session or turn could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +127,9 @@ impl Host {
         registry: Registry,
     ) -> Result<Host, HostError> {
         let state = store.load()?;
+        // Issue 15 §4: what hosts that died left behind (their temp dirs and per-call mirrors;
+        // never a live owner's) goes before this one adds its own.
+        crate::state::sweep_orphans(&store);
         Ok(Host {
             inner: Arc::new(HostInner {
                 store,
@@ -362,12 +365,15 @@ impl Session {
             self.check_state_dir(folder, &lease)?;
             folder_lease = Some(lease);
         }
-        let (root, mirror, persistent) = match self.config.workspace.kind {
+        let (root, mirror, persistent, call_dir) = match self.config.workspace.kind {
             WorkspaceKind::Mounted => {
                 let dir = host.store.mirrors_dir().map_err(io_failed)?;
-                let (mirror, persistent) = match PersistentMirror::lock(&dir, self) {
-                    Some(persistent) => (persistent.take(&self.folder)?, Some(persistent)),
-                    None => (self.temporary_mirror(&dir)?, None),
+                let (mirror, persistent, call_dir) = match PersistentMirror::lock(&dir, self) {
+                    Some(persistent) => (persistent.take(&self.folder)?, Some(persistent), None),
+                    None => {
+                        let (mirror, call_dir) = self.temporary_mirror(&dir)?;
+                        (mirror, None, call_dir)
+                    }
                 };
                 // The mirror looked the folder up once more: it must have copied the pinned
                 // directory, or its run would read, and its write-back change, another one.
@@ -388,13 +394,14 @@ impl Session {
                     ));
                 }
                 let root = RootLease::acquire(mirror.mirror_path()).map_err(folder_lease_error)?;
-                (root, Some(mirror), persistent)
+                (root, Some(mirror), persistent, call_dir)
             }
             // `direct`: the lease just checked against the pin; `app-private`: the host's own.
             _ => match folder_lease {
-                Some(root) => (root, None, None),
+                Some(root) => (root, None, None, None),
                 None => (
                     RootLease::acquire(&self.folder).map_err(folder_lease_error)?,
+                    None,
                     None,
                     None,
                 ),
@@ -406,6 +413,7 @@ impl Session {
             root: Arc::new(root),
             mirror: Mutex::new(mirror),
             persistent,
+            call_dir: call_dir.map(Arc::new),
         })
     }
 
@@ -448,13 +456,19 @@ impl Session {
 
     /// A mirror of its own for this turn (another turn holds the workspace's persistent one):
     /// a unique directory, created from scratch, removed or kept by [`Turn::finish`].
-    fn temporary_mirror(&self, dir: &Path) -> Result<Mirror, ToolError> {
-        let dest = dir.join(unique_name(&self.plugin.to_string()));
-        Mirror::create(&self.folder, &dest).map_err(|e| {
+    ///
+    /// Its name records this process (PID and start time, `<plugin>-call-<pid>-<start>-<n>`)
+    /// so a later host sweeps it if this one dies while copying; once made, it is a
+    /// [`CallDir`] that the supervisor of the turn's command removes if the host dies while
+    /// that command runs (issue 15 §4).
+    fn temporary_mirror(&self, dir: &Path) -> Result<(Mirror, Option<CallDir>), ToolError> {
+        let dest = dir.join(temporary_mirror_name(&self.plugin));
+        let mirror = Mirror::create(&self.folder, &dest).map_err(|e| {
             // A half-made mirror is ours and useless; remove it.
             let _ = fsguard::remove_tree(&dest);
             run_tool::mirror_error(e)
-        })
+        })?;
+        Ok((mirror, adopt_call_dir(&dest)))
     }
 }
 
@@ -465,6 +479,48 @@ fn unique_name(prefix: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     format!("{prefix}-{stamp}-{}-{n}", std::process::id())
+}
+
+/// The name of a turn's own mirror, recording its owner (see [`Session::temporary_mirror`]).
+fn temporary_mirror_name(plugin: &PluginId) -> String {
+    #[cfg(target_os = "linux")]
+    return proctree::owned_name(&format!("{plugin}{}", crate::state::CALL_MIRROR_MARK));
+    #[cfg(not(target_os = "linux"))]
+    unique_name(&plugin.to_string())
+}
+
+#[cfg(target_os = "linux")]
+use proctree::CallDir;
+/// Elsewhere a per-call directory is only removed by its turn.
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug)]
+struct CallDir;
+
+fn adopt_call_dir(path: &Path) -> Option<CallDir> {
+    #[cfg(target_os = "linux")]
+    return CallDir::adopt(path).ok();
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+fn keep_call_dir(dir: &CallDir) {
+    #[cfg(target_os = "linux")]
+    dir.keep();
+    #[cfg(not(target_os = "linux"))]
+    let _ = dir;
+}
+
+async fn remove_if_host_dies<F: std::future::Future>(dir: &Arc<CallDir>, fut: F) -> F::Output {
+    #[cfg(target_os = "linux")]
+    return proctree::remove_if_host_dies(Arc::clone(dir), fut).await;
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        fut.await
+    }
 }
 
 /// The persistent mirror of one (plugin, workspace folder) under the state directory's
@@ -561,6 +617,10 @@ pub struct Turn {
     mirror: Mutex<Option<Mirror>>,
     /// For `mounted`: the workspace's persistent mirror this turn holds, if it got the lock.
     persistent: Option<PersistentMirror>,
+    /// For a temporary mirror: the same directory as a [`CallDir`], handed to the supervisor
+    /// of every command of the turn (removed after its tree if the host dies), and removed
+    /// when the turn is dropped without being finished.
+    call_dir: Option<Arc<CallDir>>,
 }
 
 /// What a finished turn did with its workspace.
@@ -715,22 +775,24 @@ impl Turn {
         let root = Arc::clone(&self.root);
         let call_args = args.clone();
         let hidden = [self.session.host.inner.store.dir().to_path_buf()];
-        self.scope
-            .call(call_id, &gate, &args, |ctx| async move {
-                handler
-                    .call(
-                        call_args,
-                        ToolEnv {
-                            ctx,
-                            root,
-                            kind,
-                            options,
-                            hidden: &hidden,
-                        },
-                    )
-                    .await
-            })
-            .await
+        let call = self.scope.call(call_id, &gate, &args, |ctx| async move {
+            handler
+                .call(
+                    call_args,
+                    ToolEnv {
+                        ctx,
+                        root,
+                        kind,
+                        options,
+                        hidden: &hidden,
+                    },
+                )
+                .await
+        });
+        match &self.call_dir {
+            Some(dir) => remove_if_host_dies(dir, call).await,
+            None => call.await,
+        }
     }
 
     /// Ends the turn: the scope takes no more calls (running ones are cancelled). For a
@@ -789,6 +851,18 @@ impl Turn {
             && report.conflicts.is_empty()
             && report.error.is_none()
             && (success || unchanged);
+        let kept_why = (!remove).then(|| {
+            if keep_mirror {
+                KeptWhy::Asked
+            } else if report.error.is_some() {
+                KeptWhy::WriteBackError
+            } else if !report.conflicts.is_empty() {
+                KeptWhy::Conflicts
+            } else {
+                KeptWhy::Failed
+            }
+        });
+        let mut set_aside = false;
         match (&self.persistent, remove) {
             // Kept in place for the next turn, which refreshes it: not left for the user.
             (Some(_), true) => {
@@ -800,7 +874,10 @@ impl Turn {
             (Some(persistent), false) => {
                 drop(mirror);
                 match persistent.set_aside() {
-                    Ok(path) => report.path = path,
+                    Ok(path) => {
+                        report.path = path;
+                        set_aside = true;
+                    }
                     Err(e) => report.error = Some(e),
                 }
             }
@@ -812,7 +889,35 @@ impl Turn {
                     Err(e) => report.error = Some(format!("could not remove the mirror: {e}")),
                 }
             }
-            (None, false) => {}
+            (None, false) => {
+                drop(mirror);
+                // Kept on purpose: no longer a per-call directory that a sweep or a dying
+                // host's supervisor may remove, so it takes a kept name.
+                if let Some(dir) = &self.call_dir {
+                    keep_call_dir(dir);
+                }
+                let dir = report
+                    .path
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default();
+                let to = dir.join(unique_name(&format!("{}-kept", self.session.plugin)));
+                match std::fs::rename(&report.path, &to) {
+                    Ok(()) => {
+                        report.path = to;
+                        set_aside = true;
+                    }
+                    Err(e) => {
+                        report.error = Some(format!("could not move the kept mirror aside: {e}"))
+                    }
+                }
+            }
+        }
+        if let Some(why) = kept_why.filter(|_| set_aside) {
+            // Issue 15 §4: kept mirrors are bounded (count and bytes, oldest dropped first)
+            // and listed by `agent-exec status`.
+            let store = &self.session.host.inner.store;
+            store.record_kept_mirror(&report.path, &self.session.folder, why);
         }
         TurnReport {
             workspace: kind,

@@ -73,7 +73,9 @@ enum Command {
         #[command(subcommand)]
         what: Change,
     },
-    /// Print the persisted grants as JSON.
+    /// Print the persisted grants and the mirrors kept for diagnosis (path, size, when, why)
+    /// as JSON. Kept mirrors are bounded: at most $AGENT_EXEC_KEPT_MIRRORS (default 5) and
+    /// $AGENT_EXEC_KEPT_MIRROR_BYTES bytes (default 512 MiB), oldest removed first.
     Status {
         /// Only this plugin.
         #[arg(long)]
@@ -285,10 +287,34 @@ fn host_error(e: &HostError) -> ToolError {
 }
 
 fn open_store(cli_dir: Option<&Path>) -> Result<StateStore, StateError> {
-    match cli_dir {
-        Some(dir) => StateStore::open(dir),
-        None => StateStore::open(StateStore::default_dir()?),
+    let store = match cli_dir {
+        Some(dir) => StateStore::open(dir)?,
+        None => StateStore::open(StateStore::default_dir()?)?,
+    };
+    // Issue 15 §4: the bounds on mirrors kept for diagnosis (defaults in KeptLimits).
+    let mut limits = store.kept_limits();
+    if let Some(n) = env_number("AGENT_EXEC_KEPT_MIRRORS")? {
+        limits.max_count = usize::try_from(n).unwrap_or(usize::MAX);
     }
+    if let Some(n) = env_number("AGENT_EXEC_KEPT_MIRROR_BYTES")? {
+        limits.max_bytes = n;
+    }
+    Ok(store.with_kept_limits(limits))
+}
+
+/// A non-negative whole number from the environment, if the variable is set.
+fn env_number(name: &str) -> Result<Option<u64>, StateError> {
+    let Some(text) = std::env::var_os(name) else {
+        return Ok(None);
+    };
+    text.to_str()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            StateError::Refused(format!(
+                "{name} is {text:?}, not a whole number; set it to e.g. 5, or unset it for the default"
+            ))
+        })
 }
 
 fn main() -> ExitCode {
@@ -962,7 +988,14 @@ fn status(state_dir: Option<&Path>, plugin: Option<&str>) -> ExitCode {
         if let (Some(id), Value::Object(map)) = (plugin, &mut plugins) {
             map.retain(|k, _| k == id);
         }
-        Ok(json!({"ok": true, "stateDir": store.dir(), "plugins": plugins}))
+        // Issue 15 §4: what the state directory holds besides grants.
+        Ok(json!({
+            "ok": true,
+            "stateDir": store.dir(),
+            "plugins": plugins,
+            "keptMirrors": store.kept_mirrors(),
+            "keptMirrorLimits": store.kept_limits(),
+        }))
     });
     match result {
         Ok(line) => {
