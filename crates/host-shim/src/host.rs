@@ -357,64 +357,118 @@ impl Session {
             .accounts
             .current()
             .begin_turn(Arc::clone(&authority), self.plugin.clone())?;
-        // A granted folder, looked up once for this turn and checked against the session's pin.
-        let mut folder_lease = None;
-        if let Some(folder) = self.folder_gate() {
-            authority.check(&self.plugin, &Tool::new("turn").requires_folder(folder))?;
-            let lease = self.pinned_folder()?;
-            self.check_state_dir(folder, &lease)?;
-            folder_lease = Some(lease);
-        }
-        let (root, mirror, persistent, call_dir) = match self.config.workspace.kind {
+        let folder_lease = self.checked_folder(&authority)?;
+        let mut queued_at = PathBuf::new();
+        let ws = match self.config.workspace.kind {
             WorkspaceKind::Mounted => {
                 let dir = host.store.mirrors_dir().map_err(io_failed)?;
-                let (mirror, persistent, call_dir) = match PersistentMirror::lock(&dir, self) {
-                    Some(persistent) => (persistent.take(&self.folder)?, Some(persistent), None),
-                    None => {
-                        let (mirror, call_dir) = self.temporary_mirror(&dir)?;
-                        (mirror, None, call_dir)
-                    }
+                // Issue 15 §4: at most so many full copies of one workspace at once; without
+                // a free one, the turn makes its copy at its first call, when one is free.
+                let ws = match self.copy_right(&dir) {
+                    Some(right) => Some(self.mount(&dir, right)?),
+                    None => None,
                 };
-                // The mirror looked the folder up once more: it must have copied the pinned
-                // directory, or its run would read, and its write-back change, another one.
-                if self
-                    .pinned
-                    .get()
-                    .is_some_and(|&pinned| mirror.source_id() != pinned)
-                {
-                    // A copy of the wrong folder is useless: gone (the next turn copies afresh).
-                    let _ = fsguard::remove_tree(mirror.mirror_path());
-                    return Err(ToolError::new(
-                        ErrorCode::ExecPathInvalid,
-                        format!(
-                            "the workspace folder {} was replaced while it was mirrored; \
-                             nothing ran. Start a new session on the folder you mean",
-                            self.folder.display()
-                        ),
-                    ));
-                }
-                let root = RootLease::acquire(mirror.mirror_path()).map_err(folder_lease_error)?;
-                (root, Some(mirror), persistent, call_dir)
+                queued_at = dir;
+                ws
             }
             // `direct`: the lease just checked against the pin; `app-private`: the host's own.
-            _ => match folder_lease {
-                Some(root) => (root, None, None, None),
-                None => (
-                    RootLease::acquire(&self.folder).map_err(folder_lease_error)?,
-                    None,
-                    None,
-                    None,
-                ),
-            },
+            _ => Some(Workspace::folder(match folder_lease {
+                Some(root) => root,
+                None => RootLease::acquire(&self.folder).map_err(folder_lease_error)?,
+            })),
         };
         Ok(Turn {
             session: self.clone(),
             scope,
+            ws: tokio::sync::OnceCell::new_with(ws),
+            queued_at,
+        })
+    }
+
+    /// The granted folder, looked up now and checked against the session's pin and the state
+    /// directory (`None` for `app-private`).
+    fn checked_folder(
+        &self,
+        authority: &Arc<dyn Authority>,
+    ) -> Result<Option<RootLease>, ToolError> {
+        let Some(folder) = self.folder_gate() else {
+            return Ok(None);
+        };
+        authority.check(&self.plugin, &Tool::new("turn").requires_folder(folder))?;
+        let lease = self.pinned_folder()?;
+        self.check_state_dir(folder, &lease)?;
+        Ok(Some(lease))
+    }
+
+    /// The right to hold a full copy of the workspace now, without waiting: its persistent
+    /// mirror, else one of [`StateStore::concurrent_copies`] temporary slots (an exclusive
+    /// `flock` on `<name>.copy-<i>.lock`, so the bound holds across processes too). `None`
+    /// when all are taken. Lock files that cannot be used do not stop the turn: it copies
+    /// without a slot, as before the bound.
+    fn copy_right(&self, dir: &Path) -> Option<CopyRight> {
+        if let Some(persistent) = PersistentMirror::lock(dir, self) {
+            return Some(CopyRight::Persistent(persistent));
+        }
+        let name = workspace_mirror_name(self);
+        for i in 0..self.host.inner.store.concurrent_copies() {
+            match try_lock(&dir.join(format!("{name}.copy-{i}.lock"))) {
+                Ok(Some(file)) => return Some(CopyRight::Temporary(Some(file))),
+                Ok(None) => {}
+                Err(_) => return Some(CopyRight::Temporary(None)),
+            }
+        }
+        None
+    }
+
+    /// The workspace's copy for a turn, under `right`.
+    fn mount(&self, dir: &Path, right: CopyRight) -> Result<Workspace, ToolError> {
+        let (mirror, persistent, call_dir, slot) = match right {
+            CopyRight::Persistent(p) => (p.take(&self.folder)?, Some(p), None, None),
+            CopyRight::Temporary(slot) => {
+                let (mirror, call_dir) = self.temporary_mirror(dir)?;
+                (mirror, None, call_dir, slot)
+            }
+        };
+        // The mirror looked the folder up once more: it must have copied the pinned
+        // directory, or its run would read, and its write-back change, another one.
+        if self
+            .pinned
+            .get()
+            .is_some_and(|&pinned| mirror.source_id() != pinned)
+        {
+            // A copy of the wrong folder is useless: gone (the next turn copies afresh).
+            let _ = fsguard::remove_tree(mirror.mirror_path());
+            return Err(ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                format!(
+                    "the workspace folder {} was replaced while it was mirrored; \
+                     nothing ran. Start a new session on the folder you mean",
+                    self.folder.display()
+                ),
+            ));
+        }
+        let root = RootLease::acquire(mirror.mirror_path()).map_err(folder_lease_error)?;
+        Ok(Workspace {
             root: Arc::new(root),
-            mirror: Mutex::new(mirror),
+            mirror: Mutex::new(Some(mirror)),
             persistent,
             call_dir: call_dir.map(Arc::new),
+            _slot: slot,
         })
+    }
+
+    /// Waits (without blocking the runtime) until a copy of the workspace may be made, then
+    /// makes it. Time has passed since the turn began, so the grant and the folder are checked
+    /// again first.
+    async fn mount_when_free(&self, dir: &Path) -> Result<Workspace, ToolError> {
+        loop {
+            if let Some(right) = self.copy_right(dir) {
+                let authority: Arc<dyn Authority> = self.host.inner.authority.clone();
+                self.checked_folder(&authority)?;
+                return self.mount(dir, right);
+            }
+            tokio::time::sleep(COPY_POLL).await;
+        }
     }
 
     /// The folder, looked up now: it must still be the directory the session pinned (issue
@@ -523,6 +577,73 @@ async fn remove_if_host_dies<F: std::future::Future>(dir: &Arc<CallDir>, fut: F)
     }
 }
 
+/// `<plugin>-ws-<digest of the folder's path>`: the persistent mirror's name, and the stem of
+/// the workspace's lock files.
+fn workspace_mirror_name(session: &Session) -> String {
+    let digest = blake3::hash(session.folder.as_os_str().as_encoded_bytes());
+    let hex: String = digest.as_bytes()[..12]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{}-ws-{hex}", session.plugin)
+}
+
+/// An exclusive `flock` on the lock file `path` (made if missing, mode 0600, never through a
+/// link), without waiting: `Ok(None)` when another holder has it.
+fn try_lock(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    let lock = rustix::fs::FlockOperation::NonBlockingLockExclusive;
+    Ok(rustix::fs::flock(&file, lock).is_ok().then_some(file))
+}
+
+/// How often a turn waiting for a copy slot looks again (issue 15 §4).
+const COPY_POLL: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// The right to hold one full copy of a workspace.
+enum CopyRight {
+    /// Its persistent mirror (locked).
+    Persistent(PersistentMirror),
+    /// A temporary mirror, holding one of the bounded slots (`None`: lock files unusable).
+    Temporary(Option<std::fs::File>),
+}
+
+/// A turn's workspace once it has one: the root its tools work in and, for `mounted`, the
+/// mirror and what it holds.
+#[derive(Debug)]
+struct Workspace {
+    root: Arc<RootLease>,
+    mirror: Mutex<Option<Mirror>>,
+    /// The workspace's persistent mirror this turn holds, if it got the lock.
+    persistent: Option<PersistentMirror>,
+    /// For a temporary mirror: the same directory as a [`CallDir`], handed to the supervisor
+    /// of every command of the turn (removed after its tree if the host dies), and removed
+    /// when the turn is dropped without being finished.
+    call_dir: Option<Arc<CallDir>>,
+    /// For a temporary mirror: its copy slot (issue 15 §4), free again when the turn ends.
+    _slot: Option<std::fs::File>,
+}
+
+impl Workspace {
+    /// A workspace that is the folder itself (`direct`, `app-private`).
+    fn folder(root: RootLease) -> Workspace {
+        Workspace {
+            root: Arc::new(root),
+            mirror: Mutex::new(None),
+            persistent: None,
+            call_dir: None,
+            _slot: None,
+        }
+    }
+}
+
 /// The persistent mirror of one (plugin, workspace folder) under the state directory's
 /// `mirrors/`, held for one turn by an exclusive `flock` on `<name>.lock` (RUN-11, issue 6).
 ///
@@ -547,23 +668,8 @@ impl PersistentMirror {
     /// Takes the workspace's lock without waiting; `None` when another turn holds it or the
     /// lock file cannot be used (then a temporary mirror does the job).
     fn lock(dir: &Path, session: &Session) -> Option<PersistentMirror> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let digest = blake3::hash(session.folder.as_os_str().as_encoded_bytes());
-        let hex: String = digest.as_bytes()[..12]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let name = format!("{}-ws-{hex}", session.plugin);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(dir.join(format!("{name}.lock")))
-            .ok()?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+        let name = workspace_mirror_name(session);
+        let file = try_lock(&dir.join(format!("{name}.lock"))).ok()??;
         Some(PersistentMirror {
             _lock: file,
             dir: dir.to_path_buf(),
@@ -613,14 +719,11 @@ impl PersistentMirror {
 pub struct Turn {
     session: Session,
     scope: ToolScope,
-    root: Arc<RootLease>,
-    mirror: Mutex<Option<Mirror>>,
-    /// For `mounted`: the workspace's persistent mirror this turn holds, if it got the lock.
-    persistent: Option<PersistentMirror>,
-    /// For a temporary mirror: the same directory as a [`CallDir`], handed to the supervisor
-    /// of every command of the turn (removed after its tree if the host dies), and removed
-    /// when the turn is dropped without being finished.
-    call_dir: Option<Arc<CallDir>>,
+    /// Set at the start, or — for a `mounted` turn that found every copy slot taken — at its
+    /// first call.
+    ws: tokio::sync::OnceCell<Workspace>,
+    /// For `mounted`: the mirrors directory (where a queued turn's copy will be made).
+    queued_at: PathBuf,
 }
 
 /// What a finished turn did with its workspace.
@@ -688,8 +791,14 @@ impl Turn {
     }
 
     /// The root tools work in: the mirror for `mounted`, otherwise the folder.
+    ///
+    /// A `mounted` turn that is still waiting for a copy slot (issue 15 §4: at most
+    /// [`StateStore::concurrent_copies`] temporary copies of one workspace at once) has no
+    /// mirror yet: its root is then the mirrors directory, until its first call makes one.
     pub fn root(&self) -> &Path {
-        self.root.path()
+        self.ws
+            .get()
+            .map_or(self.queued_at.as_path(), |w| w.root.path())
     }
 
     /// Makes one tool call through the turn's [`ToolScope`].
@@ -772,7 +881,12 @@ impl Turn {
                 )
             })?
             .clone();
-        let root = Arc::clone(&self.root);
+        // A queued `mounted` turn makes its copy now, once one of the bounded slots is free.
+        let ws = self
+            .ws
+            .get_or_try_init(|| self.session.mount_when_free(&self.queued_at))
+            .await?;
+        let root = Arc::clone(&ws.root);
         let call_args = args.clone();
         let hidden = [self.session.host.inner.store.dir().to_path_buf()];
         let call = self.scope.call(call_id, &gate, &args, |ctx| async move {
@@ -789,7 +903,7 @@ impl Turn {
                 )
                 .await
         });
-        match &self.call_dir {
+        match &ws.call_dir {
             Some(dir) => remove_if_host_dies(dir, call).await,
             None => call.await,
         }
@@ -804,12 +918,14 @@ impl Turn {
     pub fn finish(self, success: bool, keep_mirror: bool) -> TurnReport {
         self.scope.end_turn();
         let kind = self.session.config.workspace.kind;
-        let mirror = self
-            .mirror
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let Some(mut mirror) = mirror else {
+        let ws = self.ws.into_inner();
+        let mirror = ws.as_ref().and_then(|ws| {
+            ws.mirror
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        });
+        let (Some(ws), Some(mut mirror)) = (ws, mirror) else {
             return TurnReport {
                 workspace: kind,
                 mirror: None,
@@ -863,7 +979,7 @@ impl Turn {
             }
         });
         let mut set_aside = false;
-        match (&self.persistent, remove) {
+        match (&ws.persistent, remove) {
             // Kept in place for the next turn, which refreshes it: not left for the user.
             (Some(_), true) => {
                 report.kept = false;
@@ -893,7 +1009,7 @@ impl Turn {
                 drop(mirror);
                 // Kept on purpose: no longer a per-call directory that a sweep or a dying
                 // host's supervisor may remove, so it takes a kept name.
-                if let Some(dir) = &self.call_dir {
+                if let Some(dir) = &ws.call_dir {
                     keep_call_dir(dir);
                 }
                 let dir = report

@@ -84,11 +84,11 @@ pub use mcp::{McpError, McpServer};
 pub use registry::{
     CallOptions, Registry, ToolEnv, ToolFuture, ToolHandler, run_file_tool, run_file_tool_hiding,
 };
+pub use state::{DEFAULT_CONCURRENT_COPIES, KeptLimits, KeptMirror, KeptWhy};
 pub use state::{
     HostState, STATE_FILE, STATE_VERSION, StateError, StateStore, StateWatch, WATCH_INTERVAL,
     check_plugin_id, replaceable_link,
 };
-pub use state::{KeptLimits, KeptMirror, KeptWhy};
 
 /// The `run` tool's wire types (RUN-14): what a host passes and gets back. There is no
 /// plugin-direct exec API; `run` is reachable only as a tool call through a [`Turn`].

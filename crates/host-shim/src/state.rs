@@ -149,7 +149,17 @@ pub fn replaceable_link(path: &Path) -> Option<PathBuf> {
 pub struct StateStore {
     dir: PathBuf,
     kept: KeptLimits,
+    copies: usize,
 }
+
+/// How many temporary full copies of one workspace may exist at once, beside its persistent
+/// mirror (issue 15 §4: 20 concurrent `run` calls on a 100 MB folder took 2 GB of copies).
+/// A `mounted` turn that finds the persistent mirror busy and every slot taken makes its copy
+/// at its first call, when a slot is free (it waits; the slots are `flock`s in the state
+/// directory, so the bound holds across processes). So at most `1 + DEFAULT_CONCURRENT_COPIES`
+/// copies of one folder exist at once. The CLI takes it from `AGENT_EXEC_CONCURRENT_COPIES`;
+/// a host sets it with [`StateStore::with_concurrent_copies`].
+pub const DEFAULT_CONCURRENT_COPIES: usize = 3;
 
 /// How many mirrors kept for diagnosis (RUN-11: failed runs that changed the mirror, runs with
 /// conflicts or a failed write-back, `--keep-mirror`) the state directory holds at most, and
@@ -334,7 +344,21 @@ impl StateStore {
         Ok(StateStore {
             dir,
             kept: KeptLimits::default(),
+            copies: DEFAULT_CONCURRENT_COPIES,
         })
+    }
+
+    /// The same store with another bound on temporary copies of one workspace
+    /// ([`DEFAULT_CONCURRENT_COPIES`]); 0 makes every turn wait for the persistent mirror.
+    #[must_use]
+    pub fn with_concurrent_copies(mut self, copies: usize) -> StateStore {
+        self.copies = copies;
+        self
+    }
+
+    /// The bound on temporary copies of one workspace at once.
+    pub fn concurrent_copies(&self) -> usize {
+        self.copies
     }
 
     /// The same store with other bounds on kept mirrors.

@@ -60,7 +60,8 @@ mod macos;
 pub use identity::{ProcessId, ProcessState};
 #[cfg(target_os = "linux")]
 pub use linux::{
-    CallDir, RemovedIfHostDies, owned_name, parse_owned_name, remove_if_host_dies, sweep_orphans,
+    CallDir, RemovedIfHostDies, owned_name, parse_owned_name, remove_call_dirs_on_signals,
+    remove_idle_call_dirs, remove_if_host_dies, sweep_orphans,
 };
 #[cfg(target_os = "linux")]
 pub use linux::{

@@ -201,3 +201,94 @@ fn the_sweep_leaves_another_users_dirs_alone() {
     assert!(removed.is_empty(), "{removed:?}");
     assert!(theirs.is_dir());
 }
+
+#[test]
+fn a_signal_handler_removes_only_the_call_dirs_no_supervisor_holds() {
+    // In a process of its own: the handler removes every idle call dir of its process, which
+    // here would include the other tests'.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "helper_idle_call_dirs",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("PROCTREE_IDLE_CALL_DIRS", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("1 passed"), "{out:?}");
+}
+
+/// Helper "test" for the one above (with `PROCTREE_IDLE_CALL_DIRS` set): what
+/// `remove_call_dirs_on_signals` does before the host dies of the signal. A directory whose
+/// command still runs is left to that command's supervisor (tree first, files after).
+#[test]
+fn helper_idle_call_dirs() {
+    if std::env::var_os("PROCTREE_IDLE_CALL_DIRS").is_none() {
+        return;
+    }
+    let parent = tempfile::tempdir().unwrap();
+    let idle = CallDir::create(parent.path(), "agent-exec-run-").unwrap();
+    let kept = CallDir::create(parent.path(), "agent-exec-run-").unwrap();
+    kept.keep();
+    let busy = Arc::new(CallDir::create(parent.path(), "agent-exec-command-").unwrap());
+    let mut tree = Command::new("/bin/sleep")
+        .args(["100"])
+        .remove_if_host_dies(Arc::clone(&busy))
+        .spawn()
+        .unwrap();
+    let removed = proctree::remove_idle_call_dirs();
+    assert!(removed >= 1, "{removed}");
+    assert!(!idle.path().exists(), "an idle call dir was left");
+    assert!(kept.path().is_dir(), "a kept call dir was removed");
+    assert!(
+        busy.path().is_dir(),
+        "a running command's call dir was removed"
+    );
+    // A host that lives on stops its tree; the supervisor leaves the directory to it.
+    tree.stop().unwrap();
+    drop(tree);
+    assert!(busy.path().is_dir());
+    proctree::remove_idle_call_dirs();
+    assert!(!busy.path().exists(), "idle once its supervisor was reaped");
+    std::fs::remove_dir(kept.path()).unwrap();
+}
+
+/// Helper "test": with `PROCTREE_SWEEP_PARENT` set (run as nobody by the test below), makes an
+/// orphan of its own there and sweeps: only its own goes.
+#[test]
+fn helper_sweep_as_nobody() {
+    let Ok(parent) = std::env::var("PROCTREE_SWEEP_PARENT") else {
+        return;
+    };
+    // PIDs above the kernel's limit (4194304) never name a live process.
+    let mine = Path::new(&parent).join("agent-exec-run-4194998-1-1");
+    std::fs::create_dir(&mine).unwrap();
+    let removed = proctree::sweep_orphans(Path::new(&parent), |_| true).unwrap();
+    assert_eq!(removed, vec![mine]);
+}
+
+#[test]
+fn as_an_unprivileged_user_the_sweep_removes_its_own_orphans_and_never_another_users() {
+    if !testkit::is_root() {
+        eprintln!("skipped: needs root to prepare another user's directory");
+        return;
+    }
+    // A shared, sticky, world-writable parent, as /tmp is.
+    let parent = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let roots = parent.path().join("agent-exec-run-4194999-1-1");
+    std::fs::create_dir(&roots).unwrap();
+    std::fs::write(roots.join("f"), "root's").unwrap();
+    testkit::run_as_nobody(
+        &[
+            "--exact",
+            "helper_sweep_as_nobody",
+            "--nocapture",
+            "--test-threads=1",
+        ],
+        &[("PROCTREE_SWEEP_PARENT", parent.path().to_str().unwrap())],
+    );
+    assert_eq!(std::fs::read_to_string(roots.join("f")).unwrap(), "root's");
+}

@@ -95,9 +95,12 @@ fn run_loop_args(f: &Fixture) -> Vec<String> {
 }
 
 fn kill(child: &mut Child, sig: Signal) {
+    use std::os::unix::process::ExitStatusExt;
     let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
     rustix::process::kill_process(pid, sig).unwrap();
-    let _ = child.wait();
+    let status = child.wait().unwrap();
+    // The host still dies of the signal (after removing what no supervisor holds).
+    assert_eq!(status.signal(), Some(sig.as_raw()), "{status:?}");
 }
 
 /// After the host died: no process of the call, no temp dir, no per-call mirror. The
@@ -108,10 +111,18 @@ fn assert_nothing_left(f: &Fixture, tmp: &Path, sig: Signal) {
         survivors(base).is_empty()
     });
     wait_until(&format!("no temp dir after {sig:?}"), 30, || {
-        temp_dirs(tmp).is_empty()
+        let left = temp_dirs(tmp);
+        left.is_empty() || {
+            eprintln!("left in {}: {left:?}", tmp.display());
+            false
+        }
     });
     wait_until(&format!("no per-call mirror after {sig:?}"), 30, || {
-        call_mirrors(&f.state).is_empty()
+        let left = call_mirrors(&f.state);
+        left.is_empty() || {
+            eprintln!("left in mirrors/: {left:?}");
+            false
+        }
     });
     assert_no_survivors(base);
 }
@@ -394,4 +405,128 @@ fn a_kept_mirror_bound_that_is_not_a_number_is_refused_with_what_to_do() {
     assert_eq!(json["code"], "AGENT_EXEC_ARGUMENTS_INVALID", "{json}");
     let message = json["message"].as_str().unwrap();
     assert!(message.contains("AGENT_EXEC_KEPT_MIRRORS"), "{json}");
+}
+
+/// Full copies of the workspace in `mirrors/`: the persistent one, temporary and kept ones.
+fn copies(state: &Path) -> usize {
+    names(&state.join("mirrors"))
+        .into_iter()
+        .filter(|n| state.join("mirrors").join(n).is_dir())
+        .count()
+}
+
+#[test]
+fn concurrent_copies_of_one_workspace_are_bounded_and_the_rest_wait_for_a_free_slot() {
+    // Issue 15 §4: 20 concurrent runs on a 100 MB folder held 2 GB of copies. With one
+    // temporary slot, a third turn waits (without blocking the runtime) for the second's.
+    let f = Fixture::new();
+    f.write("a.txt", "x\n");
+    let host = host_shim::Host::open(f.store().with_concurrent_copies(1), "alice".into()).unwrap();
+    let folder = f.folder.clone();
+    host.update_grants(|g| {
+        let mut record = toolscope::PluginRecord::fully_granted("notes@1", &[]);
+        record
+            .folder_grants
+            .insert(toolscope::FolderGrant { path: folder });
+        g.plugins.insert(crate::util::PLUGIN.into(), record);
+        Ok(())
+    })
+    .unwrap();
+    let session = host
+        .session(crate::util::PLUGIN.into(), f.config("mounted", &["read"]))
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let persistent = session.begin_turn().unwrap();
+        let temporary = session.begin_turn().unwrap();
+        let queued = session.begin_turn().unwrap();
+        assert_eq!(copies(&f.state), 2);
+        assert_eq!(queued.root(), f.state.join("mirrors"), "no copy yet");
+        let read = json!({"path": "a.txt"});
+        let options = Default::default();
+        let waiting = tokio::time::timeout(
+            Duration::from_millis(300),
+            queued.call("c1", "read", read.clone(), &options),
+        )
+        .await;
+        assert!(waiting.is_err(), "the third copy was made: {waiting:?}");
+        assert_eq!(copies(&f.state), 2);
+        temporary.finish(true, false);
+        let out = queued.call("c2", "read", read, &options).await.unwrap();
+        assert_eq!(out["totalLines"], 1, "{out}");
+        assert_eq!(copies(&f.state), 2, "the freed slot was reused");
+        queued.finish(true, false);
+        persistent.finish(true, false);
+    });
+    assert_eq!(call_mirrors(&f.state), Vec::<String>::new());
+}
+
+#[test]
+fn concurrent_run_processes_on_one_workspace_never_hold_more_copies_than_the_bound() {
+    // The same bound across processes: the slots are locks in the state directory.
+    if !sandbox_available() {
+        return;
+    }
+    let (f, tmp) = fixture();
+    f.write("busy.awk", "BEGIN { for (i = 0; i < 300000; i++) { } }\n");
+    let args = json!({"program": "awk", "args": ["-f", "busy.awk", "a.txt"]}).to_string();
+    let run = ["call", "run", "--workspace", s(&f.folder), "--json", &args];
+    let mut calls: Vec<Child> = (0..12)
+        .map(|_| {
+            let mut cmd = agent_exec_cmd(&f, &tmp, &run);
+            cmd.env("AGENT_EXEC_CONCURRENT_COPIES", "2")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    let mut most = 0;
+    let mut codes = Vec::new();
+    while !calls.is_empty() {
+        most = most.max(copies(&f.state));
+        calls.retain_mut(|c| match c.try_wait().unwrap() {
+            Some(status) => {
+                codes.push(status.code());
+                false
+            }
+            None => true,
+        });
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(codes, vec![Some(0); 12]);
+    assert!(
+        most <= 3,
+        "{most} copies at once; the bound is 1 persistent + 2"
+    );
+    assert_eq!(call_mirrors(&f.state), Vec::<String>::new());
+    assert_no_survivors(f.folder.parent().unwrap());
+}
+
+#[test]
+fn the_disk_bounds_and_their_defaults_are_documented_in_help() {
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    let kept = host_shim::KeptLimits::default();
+    for line in [
+        format!(
+            "AGENT_EXEC_KEPT_MIRRORS       mirrors kept for diagnosis at most (default {})",
+            kept.max_count
+        ),
+        format!(
+            "AGENT_EXEC_KEPT_MIRROR_BYTES  bytes in all of them at most (default {},",
+            kept.max_bytes
+        ),
+        format!(
+            "persistent mirror (default {}); further turns wait",
+            host_shim::DEFAULT_CONCURRENT_COPIES
+        ),
+    ] {
+        assert!(help.contains(&line), "{line:?} not in:\n{help}");
+    }
 }

@@ -24,8 +24,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::task::{Context, Poll};
 
 use super::remove::{DirId, remove_tree_at, stat_at};
@@ -37,11 +37,52 @@ use crate::identity::ProcessId;
 #[derive(Debug)]
 pub struct CallDir {
     path: PathBuf,
+    held: Arc<Held>,
+}
+
+/// What removing a call directory needs, shared with the registry a signal handler reads.
+#[derive(Debug)]
+struct Held {
     parent: OwnedFd,
     name: CString,
     id: DirId,
     /// Set by [`CallDir::keep`]: the directory outlives its owner on purpose.
     kept: AtomicBool,
+    /// Supervisors (not yet reaped) that hold it: they remove it after their tree if the
+    /// host dies, so a signal handler must leave it to them.
+    trees: AtomicUsize,
+}
+
+impl Held {
+    fn remove(&self) -> io::Result<()> {
+        if self.kept.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        match remove_tree_at(self.parent.as_raw_fd(), &self.name, Some(self.id)) {
+            Ok(()) | Err(libc::ENOENT) => Ok(()),
+            Err(e) => Err(errno(e)),
+        }
+    }
+}
+
+/// Every live call directory of this process, for [`remove_call_dirs_on_signals`].
+static LIVE: Mutex<Vec<Weak<Held>>> = Mutex::new(Vec::new());
+
+/// Counts one supervisor holding a call directory, from before its clone until it was reaped.
+#[derive(Debug)]
+pub(crate) struct TreeHold(Arc<Held>);
+
+impl TreeHold {
+    pub(crate) fn new(dir: &CallDir) -> TreeHold {
+        dir.held.trees.fetch_add(1, Ordering::SeqCst);
+        TreeHold(Arc::clone(&dir.held))
+    }
+}
+
+impl Drop for TreeHold {
+    fn drop(&mut self) {
+        self.0.trees.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// This process's identity, as recorded in the names of its directories.
@@ -153,13 +194,17 @@ impl CallDir {
                 "not a directory of ours",
             ));
         }
-        Ok(CallDir {
-            path,
+        let held = Arc::new(Held {
             parent,
             name,
             id,
             kept: AtomicBool::new(false),
-        })
+            trees: AtomicUsize::new(0),
+        });
+        let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(&held));
+        Ok(CallDir { path, held })
     }
 
     /// The directory's path.
@@ -174,31 +219,25 @@ impl CallDir {
     /// # Errors
     /// When something in it could not be removed.
     pub fn remove(&self) -> io::Result<()> {
-        if self.kept.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        match remove_tree_at(self.parent.as_raw_fd(), &self.name, Some(self.id)) {
-            Ok(()) | Err(libc::ENOENT) => Ok(()),
-            Err(e) => Err(errno(e)),
-        }
+        self.held.remove()
     }
 
     /// The directory outlives this handle: dropping it no longer removes it. (A supervisor
     /// that already holds it still removes it if the host dies before that command ended;
     /// keep a directory only once its commands are gone.)
     pub fn keep(&self) {
-        self.kept.store(true, Ordering::SeqCst);
+        self.held.kept.store(true, Ordering::SeqCst);
     }
 
     /// What a supervisor needs to remove it: the parent's descriptor, the name and identity.
     pub(crate) fn parts(&self) -> (&OwnedFd, &CString, DirId) {
-        (&self.parent, &self.name, self.id)
+        (&self.held.parent, &self.held.name, self.held.id)
     }
 }
 
 impl Drop for CallDir {
     fn drop(&mut self) {
-        let _ = self.remove();
+        let _ = self.held.remove();
     }
 }
 
@@ -237,6 +276,76 @@ pub fn sweep_orphans(parent: &Path, wanted: impl Fn(&str) -> bool) -> io::Result
         }
     }
     Ok(removed)
+}
+
+/// For a host binary: on SIGTERM, SIGINT or SIGHUP, first remove every call directory of this
+/// process that no running supervisor holds (one still being filled, or whose command has
+/// ended), then die of that signal as before — which closes every supervisor's channel, so each
+/// kills and reaps its tree and only then removes the directories it holds (issue 15 §4: the
+/// tree is stopped before its files go). Blocks the three signals in the calling thread and
+/// waits for them in a thread of its own, so call it first in `main`, before any other thread
+/// starts (threads inherit the mask). Supervisors and commands get a clean mask of their own.
+///
+/// # Errors
+/// When the signal mask cannot be changed or the thread cannot be started (nothing changed
+/// then: the signals keep their default action).
+pub fn remove_call_dirs_on_signals() -> io::Result<()> {
+    // SAFETY: sigset operations on a local set.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        set
+    };
+    // SAFETY: blocks signals in this thread; `set` is a valid sigset.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    let started = std::thread::Builder::new()
+        .name("call-dir-signals".into())
+        .spawn(move || {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: waits for one of the blocked signals in `set`.
+            if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                return;
+            }
+            remove_idle_call_dirs();
+            // Die of the signal, as without us: default action, unblocked in this thread.
+            // SAFETY: plain signal calls on our own process and thread.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+                let mut one: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut one);
+                libc::sigaddset(&mut one, sig);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
+                libc::raise(sig);
+            }
+            std::process::exit(128 + sig);
+        });
+    if let Err(e) = started {
+        // SAFETY: restores the mask blocked above.
+        unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Removes every live call directory of this process that is not kept and that no
+/// supervisor holds; returns how many it removed.
+pub fn remove_idle_call_dirs() -> usize {
+    let live: Vec<Arc<Held>> = LIVE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    live.iter()
+        .filter(|h| h.trees.load(Ordering::SeqCst) == 0 && !h.kept.load(Ordering::SeqCst))
+        .filter(|h| h.remove().is_ok())
+        .count()
 }
 
 thread_local! {

@@ -10,7 +10,8 @@ mod tree;
 mod walk;
 
 pub use calldir::{
-    CallDir, RemovedIfHostDies, owned_name, parse_owned_name, remove_if_host_dies, sweep_orphans,
+    CallDir, RemovedIfHostDies, owned_name, parse_owned_name, remove_call_dirs_on_signals,
+    remove_idle_call_dirs, remove_if_host_dies, sweep_orphans,
 };
 pub(crate) use sys::read_stat;
 pub use tree::{

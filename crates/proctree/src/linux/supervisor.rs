@@ -888,13 +888,20 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         } else {
             record(MSG_FAILED, libc::EIO as u32, stage::SETUP)
         };
-        let _ = write_all(chan, &msg, true);
+        let told = write_all(chan, &msg, true);
         sweep(sigfd, main, &mut main_reported, chan, false);
+        if !told {
+            // Nobody heard the failure: the host is gone, and so is whoever would remove
+            // the call's directories.
+            remove_call_dirs(&call_dirs);
+        }
         return 1;
     };
     // From this report on the host may free the plan: nothing below reads it.
     if !write_all(chan, &record(MSG_STARTED, host_pid, start_time), true) {
+        // The host died while the command was starting: as on its EOF below.
         sweep(sigfd, main, &mut main_reported, chan, false);
+        remove_call_dirs(&call_dirs);
         return 1;
     }
     // We must not hold the command's output pipes open: the host reads them to EOF.

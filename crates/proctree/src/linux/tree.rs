@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::calldir::CallDir;
+use super::calldir::{CallDir, TreeHold};
 use super::scanner;
 use super::supervisor::{self, Cwd, Plan, PreExec, RECORD, Stacks, stage};
 use super::sys::{self, Pin};
@@ -400,6 +400,9 @@ impl Command {
         // The call directories' parents, above the supervisor's fixed numbers (its tidy
         // moves its plumbing onto 0-4) and close-on-exec (the program never sees them).
         let mut call_dirs = Vec::new();
+        // Counted from before the clone until the supervisor is reaped (the tree's drop, or
+        // the end of a failed spawn): a signal handler leaves these to the supervisor.
+        let mut holds = Vec::new();
         let mut dirs = self.call_dirs;
         dirs.extend(super::calldir::in_scope());
         for dir in dirs.iter().take(supervisor::MAX_CALL_DIRS) {
@@ -421,6 +424,7 @@ impl Command {
             // SAFETY: a fresh descriptor nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(moved) };
             call_dirs.push((fd, name.clone(), id));
+            holds.push(TreeHold::new(dir));
         }
         let mut survive_fds = keep_fds.clone();
         survive_fds.extend(call_dirs.iter().map(|(fd, _, _)| fd.as_raw_fd()));
@@ -530,6 +534,7 @@ impl Command {
                     late: None,
                     shared,
                     report: None,
+                    _call_dirs: holds,
                     stacks,
                 })
             }
@@ -870,6 +875,9 @@ pub struct ProcessTree {
     late: Option<usize>,
     shared: Arc<Shared>,
     report: Option<StopReport>,
+    /// The call directories its supervisor holds; released after it was reaped (fields drop
+    /// after `Drop::drop` stopped it).
+    _call_dirs: Vec<TreeHold>,
     /// Declared last: dropped after `Drop::drop` has stopped and reaped the supervisor.
     stacks: Stacks,
 }
