@@ -7,6 +7,12 @@
 //! `app-private` → the plugin's private folder under the state directory, also leased.
 //! [`Turn::finish`] ends the scope and, for `mounted`, writes the mirror back after a successful
 //! turn (conflicts reported, nothing overwritten) or keeps it for diagnosis after a failed one.
+//!
+//! Disk (issue 15 §4): a turn's own (temporary) mirror is a `proctree::CallDir`: named for its
+//! owner so a later host sweeps it if this one dies, removed by the supervisor of the turn's
+//! command (after its tree) if the host dies mid-call; [`Host::open`] sweeps what dead hosts
+//! left; kept mirrors and concurrent copies of one workspace are bounded by the
+//! [`StateStore`]'s limits.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -655,7 +661,8 @@ impl Workspace {
 /// A mirror kept for diagnosis (failed turn, conflicts, `--keep-mirror`) is renamed aside to
 /// a unique name, so the path reported stays as the turn left it and the next turn starts
 /// from a fresh copy. A second turn on the same workspace while one holds the lock gets a
-/// temporary mirror of its own, as before.
+/// temporary mirror of its own — at most [`StateStore::concurrent_copies`] of them at once
+/// (issue 15 §4); a turn that finds every slot taken makes its copy when one is free.
 #[derive(Debug)]
 struct PersistentMirror {
     /// The locked `<name>.lock`; the lock goes when this is dropped (or the process exits).
@@ -914,7 +921,9 @@ impl Turn {
     /// removes it (unless `keep_mirror`, or a conflict left work only the mirror holds); a
     /// failed turn keeps it for diagnosis (RUN-11). The report says where it is. The
     /// workspace's persistent mirror is not removed but left for the next turn to refresh
-    /// (`kept: false`); one kept for the user is first renamed aside, and that path reported.
+    /// (`kept: false`); one kept for the user is first renamed aside (`<…>-kept-<ms>-<pid>-<n>`),
+    /// and that path reported. Kept mirrors are bounded ([`crate::KeptLimits`]: the oldest go
+    /// first, never the one just kept) and listed by `agent-exec status` (issue 15 §4).
     pub fn finish(self, success: bool, keep_mirror: bool) -> TurnReport {
         self.scope.end_turn();
         let kind = self.session.config.workspace.kind;
