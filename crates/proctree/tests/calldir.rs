@@ -118,6 +118,17 @@ fn the_call_dir_of_a_host_killed_mid_command_is_removed_after_its_tree() {
 }
 
 #[test]
+fn the_call_dir_of_a_killed_host_is_removed_also_when_the_host_is_unprivileged() {
+    // As root the supervisor makes no user namespace; as nobody it removes the directory from
+    // inside one (our uid mapped), which must work the same.
+    if !testkit::rerun_unprivileged(
+        "the_call_dir_of_a_host_killed_mid_command_is_removed_after_its_tree",
+    ) {
+        eprintln!("not root: the test above already ran unprivileged");
+    }
+}
+
+#[test]
 fn a_call_dir_is_removed_when_dropped_also_when_its_insides_were_locked() {
     let parent = tempfile::tempdir().unwrap();
     let dir = CallDir::create(parent.path(), "agent-exec-run-").unwrap();

@@ -530,3 +530,28 @@ fn the_disk_bounds_and_their_defaults_are_documented_in_help() {
         assert!(help.contains(&line), "{line:?} not in:\n{help}");
     }
 }
+
+#[test]
+fn nothing_accumulates_also_for_an_unprivileged_user() {
+    // As root the supervisor makes no user namespace and every file is root's; as nobody the
+    // removal after a signal runs in one, the sweep meets only its own uid's files, and the
+    // copy slots are nobody's locks.
+    if !testkit::is_root() || std::env::var_os("AGENT_EXEC_DISK_UNPRIVILEGED").is_some() {
+        eprintln!("not root, or already the unprivileged run");
+        return;
+    }
+    let tests = [
+        "disk::a_signal_to_call_mid_run_leaves_no_temp_dir_no_call_mirror_and_no_process",
+        "disk::a_signal_to_call_mid_command_leaves_no_temp_dir_and_no_process",
+        "disk::what_a_dead_host_left_is_swept_at_the_next_start_and_a_live_owners_is_not",
+        "disk::kept_mirrors_are_bounded_by_count_oldest_dropped_first_and_listed_in_status",
+        "disk::concurrent_run_processes_on_one_workspace_never_hold_more_copies_than_the_bound",
+    ];
+    let mut args = vec!["--exact", "--test-threads=1"];
+    args.extend(tests);
+    let out = testkit::run_as_nobody(&args, &[("AGENT_EXEC_DISK_UNPRIVILEGED", "1")]);
+    assert!(
+        out.is_empty() || out.contains(&format!("{} passed", tests.len())),
+        "{out}"
+    );
+}
