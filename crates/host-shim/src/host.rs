@@ -355,7 +355,10 @@ impl Session {
 
     /// Starts a turn: a new [`ToolScope`] under the current account generation (refused with
     /// `AGENT_ACCOUNT_RETIRED` for a retired one, CMD-12) and the workspace. A `mounted`
-    /// workspace is copied only after the folder grant is confirmed.
+    /// workspace is copied only after the folder grant is confirmed — here, or, when the
+    /// workspace already has its [`StateStore::concurrent_copies`] temporary copies besides
+    /// the persistent mirror, at the turn's first call, once a copy slot is free (issue 15 §4;
+    /// this never blocks: the wait is in the async call).
     pub fn begin_turn(&self) -> Result<Turn, ToolError> {
         let host = &self.host.inner;
         let authority: Arc<dyn Authority> = host.authority.clone();
@@ -816,7 +819,8 @@ impl Turn {
     /// `direct` or `app-private` one (CMD-1). Then the gate: dedup, budget, and the grants —
     /// service approval and consent for every tool, `local.terminal.exec@1` for the exec tools
     /// (TS-5), the folder grant for `mounted` and `direct` workspaces — checked before and
-    /// watched during the call (TS-3).
+    /// watched during the call (TS-3). A `mounted` turn still queued for a copy slot waits for
+    /// one first (issue 15 §4), then checks the folder grant again and makes its mirror.
     pub async fn call(
         &self,
         call_id: &str,
