@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use exec::{ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
@@ -211,7 +211,7 @@ pub async fn command_with(
             on_cap: OnCap::Truncate,
         },
     };
-    let outcome = exec::run(job, ctx).await.map_err(exec_error);
+    let outcome = temp.scope(exec::run(job, ctx)).await.map_err(exec_error);
     // Removing a large temp dir is file-system work: keep it off the async threads.
     let _ = tokio::task::spawn_blocking(move || temp.remove()).await;
     interpret(outcome?)
@@ -362,11 +362,24 @@ async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), T
 
 /// The call's own directory: `HOME` and `TMPDIR` inside it (CMD-2, CMD-13).
 struct PrivateTemp {
-    dir: Option<tempfile::TempDir>,
+    dir: TempHandle,
     root: PathBuf,
     /// The directory pinned right after it was made: the sandbox grants this, not the path.
     lease: RootLease,
 }
+
+/// On Linux a [`proctree::CallDir`]: named for its owner (PID + start time) so a later host
+/// sweeps it if this one dies where no supervisor runs, and handed to the supervisor, which
+/// removes it after the tree if the host dies mid-command (issue 15 §4). Elsewhere a plain
+/// temp dir.
+#[cfg(target_os = "linux")]
+type TempHandle = Arc<proctree::CallDir>;
+#[cfg(not(target_os = "linux"))]
+type TempHandle = tempfile::TempDir;
+
+/// The prefix of every call's temp dir under [`std::env::temp_dir`] (the host's orphan sweep
+/// knows it).
+const TEMP_PREFIX: &str = "agent-exec-command-";
 
 impl PrivateTemp {
     fn new(scope: &RootLease) -> Result<Self, ToolError> {
@@ -376,8 +389,13 @@ impl PrivateTemp {
                 format!("cannot {what} the call's private temp dir: {e}"),
             )
         };
+        #[cfg(target_os = "linux")]
+        let dir = proctree::CallDir::create(&std::env::temp_dir(), TEMP_PREFIX)
+            .map(Arc::new)
+            .map_err(|e| io("create", e))?;
+        #[cfg(not(target_os = "linux"))]
         let dir = tempfile::Builder::new()
-            .prefix("agent-exec-command-")
+            .prefix(TEMP_PREFIX)
             .tempdir_in(std::env::temp_dir())
             .map_err(|e| io("create", e))?;
         let root = dir.path().canonicalize().map_err(|e| io("resolve", e))?;
@@ -411,11 +429,7 @@ impl PrivateTemp {
                 .create(root.join(sub))
                 .map_err(|e| io("fill", e))?;
         }
-        Ok(PrivateTemp {
-            dir: Some(dir),
-            root,
-            lease,
-        })
+        Ok(PrivateTemp { dir, root, lease })
     }
 
     fn lease(&self) -> &RootLease {
@@ -434,23 +448,38 @@ impl PrivateTemp {
         ]
     }
 
+    /// `fut` (the command) with this directory in the supervisor's care should the host die.
+    fn scope<F: std::future::Future>(
+        &self,
+        fut: F,
+    ) -> impl std::future::Future<Output = F::Output> {
+        #[cfg(target_os = "linux")]
+        return proctree::remove_if_host_dies(Arc::clone(&self.dir), fut);
+        #[cfg(not(target_os = "linux"))]
+        fut
+    }
+
     /// Removes the directory, also when the command left directories without write or search
     /// permission in it (`chmod 000 $TMPDIR/d` would otherwise make the removal fail).
-    fn remove(mut self) {
-        let Some(dir) = self.dir.take() else {
-            return;
-        };
-        let path = dir.keep();
-        if std::fs::remove_dir_all(&path).is_ok() {
-            return;
+    fn remove(self) {
+        let dir = self.dir;
+        #[cfg(target_os = "linux")]
+        let _ = dir.remove();
+        #[cfg(not(target_os = "linux"))]
+        {
+            let path = dir.keep();
+            if std::fs::remove_dir_all(&path).is_ok() {
+                return;
+            }
+            open_up(&path);
+            let _ = std::fs::remove_dir_all(&path);
         }
-        open_up(&path);
-        let _ = std::fs::remove_dir_all(&path);
     }
 }
 
 /// Gives the owner full access to every directory below `dir` (never following a link).
-fn open_up(dir: &Path) {
+#[cfg(not(target_os = "linux"))]
+fn open_up(dir: &std::path::Path) {
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;

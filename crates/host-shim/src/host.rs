@@ -7,6 +7,12 @@
 //! `app-private` → the plugin's private folder under the state directory, also leased.
 //! [`Turn::finish`] ends the scope and, for `mounted`, writes the mirror back after a successful
 //! turn (conflicts reported, nothing overwritten) or keeps it for diagnosis after a failed one.
+//!
+//! Disk (issue 15 §4): a turn's own (temporary) mirror is a `proctree::CallDir`: named for its
+//! owner so a later host sweeps it if this one dies, removed by the supervisor of the turn's
+//! command (after its tree) if the host dies mid-call; [`Host::open`] sweeps what dead hosts
+//! left; kept mirrors and concurrent copies of one workspace are bounded by the
+//! [`StateStore`]'s limits.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,7 +29,7 @@ use toolscope::{
 
 use crate::config::{AgentConfig, ConfigError, ToolName, WorkspaceKind};
 use crate::registry::{CallOptions, Registry, ToolEnv};
-use crate::state::{StateError, StateStore, StateWatch};
+use crate::state::{KeptWhy, StateError, StateStore, StateWatch};
 
 /// Why a host, session or turn could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +133,9 @@ impl Host {
         registry: Registry,
     ) -> Result<Host, HostError> {
         let state = store.load()?;
+        // Issue 15 §4: what hosts that died left behind (their temp dirs and per-call mirrors;
+        // never a live owner's) goes before this one adds its own.
+        crate::state::sweep_orphans(&store);
         Ok(Host {
             inner: Arc::new(HostInner {
                 store,
@@ -346,7 +355,10 @@ impl Session {
 
     /// Starts a turn: a new [`ToolScope`] under the current account generation (refused with
     /// `AGENT_ACCOUNT_RETIRED` for a retired one, CMD-12) and the workspace. A `mounted`
-    /// workspace is copied only after the folder grant is confirmed.
+    /// workspace is copied only after the folder grant is confirmed — here, or, when the
+    /// workspace already has its [`StateStore::concurrent_copies`] temporary copies besides
+    /// the persistent mirror, at the turn's first call, once a copy slot is free (issue 15 §4;
+    /// this never blocks: the wait is in the async call).
     pub fn begin_turn(&self) -> Result<Turn, ToolError> {
         let host = &self.host.inner;
         let authority: Arc<dyn Authority> = host.authority.clone();
@@ -354,59 +366,118 @@ impl Session {
             .accounts
             .current()
             .begin_turn(Arc::clone(&authority), self.plugin.clone())?;
-        // A granted folder, looked up once for this turn and checked against the session's pin.
-        let mut folder_lease = None;
-        if let Some(folder) = self.folder_gate() {
-            authority.check(&self.plugin, &Tool::new("turn").requires_folder(folder))?;
-            let lease = self.pinned_folder()?;
-            self.check_state_dir(folder, &lease)?;
-            folder_lease = Some(lease);
-        }
-        let (root, mirror, persistent) = match self.config.workspace.kind {
+        let folder_lease = self.checked_folder(&authority)?;
+        let mut queued_at = PathBuf::new();
+        let ws = match self.config.workspace.kind {
             WorkspaceKind::Mounted => {
                 let dir = host.store.mirrors_dir().map_err(io_failed)?;
-                let (mirror, persistent) = match PersistentMirror::lock(&dir, self) {
-                    Some(persistent) => (persistent.take(&self.folder)?, Some(persistent)),
-                    None => (self.temporary_mirror(&dir)?, None),
+                // Issue 15 §4: at most so many full copies of one workspace at once; without
+                // a free one, the turn makes its copy at its first call, when one is free.
+                let ws = match self.copy_right(&dir) {
+                    Some(right) => Some(self.mount(&dir, right)?),
+                    None => None,
                 };
-                // The mirror looked the folder up once more: it must have copied the pinned
-                // directory, or its run would read, and its write-back change, another one.
-                if self
-                    .pinned
-                    .get()
-                    .is_some_and(|&pinned| mirror.source_id() != pinned)
-                {
-                    // A copy of the wrong folder is useless: gone (the next turn copies afresh).
-                    let _ = fsguard::remove_tree(mirror.mirror_path());
-                    return Err(ToolError::new(
-                        ErrorCode::ExecPathInvalid,
-                        format!(
-                            "the workspace folder {} was replaced while it was mirrored; \
-                             nothing ran. Start a new session on the folder you mean",
-                            self.folder.display()
-                        ),
-                    ));
-                }
-                let root = RootLease::acquire(mirror.mirror_path()).map_err(folder_lease_error)?;
-                (root, Some(mirror), persistent)
+                queued_at = dir;
+                ws
             }
             // `direct`: the lease just checked against the pin; `app-private`: the host's own.
-            _ => match folder_lease {
-                Some(root) => (root, None, None),
-                None => (
-                    RootLease::acquire(&self.folder).map_err(folder_lease_error)?,
-                    None,
-                    None,
-                ),
-            },
+            _ => Some(Workspace::folder(match folder_lease {
+                Some(root) => root,
+                None => RootLease::acquire(&self.folder).map_err(folder_lease_error)?,
+            })),
         };
         Ok(Turn {
             session: self.clone(),
             scope,
-            root: Arc::new(root),
-            mirror: Mutex::new(mirror),
-            persistent,
+            ws: tokio::sync::OnceCell::new_with(ws),
+            queued_at,
         })
+    }
+
+    /// The granted folder, looked up now and checked against the session's pin and the state
+    /// directory (`None` for `app-private`).
+    fn checked_folder(
+        &self,
+        authority: &Arc<dyn Authority>,
+    ) -> Result<Option<RootLease>, ToolError> {
+        let Some(folder) = self.folder_gate() else {
+            return Ok(None);
+        };
+        authority.check(&self.plugin, &Tool::new("turn").requires_folder(folder))?;
+        let lease = self.pinned_folder()?;
+        self.check_state_dir(folder, &lease)?;
+        Ok(Some(lease))
+    }
+
+    /// The right to hold a full copy of the workspace now, without waiting: its persistent
+    /// mirror, else one of [`StateStore::concurrent_copies`] temporary slots (an exclusive
+    /// `flock` on `<name>.copy-<i>.lock`, so the bound holds across processes too). `None`
+    /// when all are taken. Lock files that cannot be used do not stop the turn: it copies
+    /// without a slot, as before the bound.
+    fn copy_right(&self, dir: &Path) -> Option<CopyRight> {
+        if let Some(persistent) = PersistentMirror::lock(dir, self) {
+            return Some(CopyRight::Persistent(persistent));
+        }
+        let name = workspace_mirror_name(self);
+        for i in 0..self.host.inner.store.concurrent_copies() {
+            match try_lock(&dir.join(format!("{name}.copy-{i}.lock"))) {
+                Ok(Some(file)) => return Some(CopyRight::Temporary(Some(file))),
+                Ok(None) => {}
+                Err(_) => return Some(CopyRight::Temporary(None)),
+            }
+        }
+        None
+    }
+
+    /// The workspace's copy for a turn, under `right`.
+    fn mount(&self, dir: &Path, right: CopyRight) -> Result<Workspace, ToolError> {
+        let (mirror, persistent, call_dir, slot) = match right {
+            CopyRight::Persistent(p) => (p.take(&self.folder)?, Some(p), None, None),
+            CopyRight::Temporary(slot) => {
+                let (mirror, call_dir) = self.temporary_mirror(dir)?;
+                (mirror, None, call_dir, slot)
+            }
+        };
+        // The mirror looked the folder up once more: it must have copied the pinned
+        // directory, or its run would read, and its write-back change, another one.
+        if self
+            .pinned
+            .get()
+            .is_some_and(|&pinned| mirror.source_id() != pinned)
+        {
+            // A copy of the wrong folder is useless: gone (the next turn copies afresh).
+            let _ = fsguard::remove_tree(mirror.mirror_path());
+            return Err(ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                format!(
+                    "the workspace folder {} was replaced while it was mirrored; \
+                     nothing ran. Start a new session on the folder you mean",
+                    self.folder.display()
+                ),
+            ));
+        }
+        let root = RootLease::acquire(mirror.mirror_path()).map_err(folder_lease_error)?;
+        Ok(Workspace {
+            root: Arc::new(root),
+            mirror: Mutex::new(Some(mirror)),
+            persistent,
+            call_dir: call_dir.map(Arc::new),
+            _slot: slot,
+        })
+    }
+
+    /// Waits (without blocking the runtime) until a copy of the workspace may be made, then
+    /// makes it. Time has passed since the turn began, so the grant and the folder are checked
+    /// again first.
+    async fn mount_when_free(&self, dir: &Path) -> Result<Workspace, ToolError> {
+        loop {
+            if let Some(right) = self.copy_right(dir) {
+                let authority: Arc<dyn Authority> = self.host.inner.authority.clone();
+                self.checked_folder(&authority)?;
+                return self.mount(dir, right);
+            }
+            tokio::time::sleep(COPY_POLL).await;
+        }
     }
 
     /// The folder, looked up now: it must still be the directory the session pinned (issue
@@ -448,13 +519,19 @@ impl Session {
 
     /// A mirror of its own for this turn (another turn holds the workspace's persistent one):
     /// a unique directory, created from scratch, removed or kept by [`Turn::finish`].
-    fn temporary_mirror(&self, dir: &Path) -> Result<Mirror, ToolError> {
-        let dest = dir.join(unique_name(&self.plugin.to_string()));
-        Mirror::create(&self.folder, &dest).map_err(|e| {
+    ///
+    /// Its name records this process (PID and start time, `<plugin>-call-<pid>-<start>-<n>`)
+    /// so a later host sweeps it if this one dies while copying; once made, it is a
+    /// [`CallDir`] that the supervisor of the turn's command removes if the host dies while
+    /// that command runs (issue 15 §4).
+    fn temporary_mirror(&self, dir: &Path) -> Result<(Mirror, Option<CallDir>), ToolError> {
+        let dest = dir.join(temporary_mirror_name(&self.plugin));
+        let mirror = Mirror::create(&self.folder, &dest).map_err(|e| {
             // A half-made mirror is ours and useless; remove it.
             let _ = fsguard::remove_tree(&dest);
             run_tool::mirror_error(e)
-        })
+        })?;
+        Ok((mirror, adopt_call_dir(&dest)))
     }
 }
 
@@ -465,6 +542,115 @@ fn unique_name(prefix: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     format!("{prefix}-{stamp}-{}-{n}", std::process::id())
+}
+
+/// The name of a turn's own mirror, recording its owner (see [`Session::temporary_mirror`]).
+fn temporary_mirror_name(plugin: &PluginId) -> String {
+    #[cfg(target_os = "linux")]
+    return proctree::owned_name(&format!("{plugin}{}", crate::state::CALL_MIRROR_MARK));
+    #[cfg(not(target_os = "linux"))]
+    unique_name(&plugin.to_string())
+}
+
+#[cfg(target_os = "linux")]
+use proctree::CallDir;
+/// Elsewhere a per-call directory is only removed by its turn.
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug)]
+struct CallDir;
+
+fn adopt_call_dir(path: &Path) -> Option<CallDir> {
+    #[cfg(target_os = "linux")]
+    return CallDir::adopt(path).ok();
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+fn keep_call_dir(dir: &CallDir) {
+    #[cfg(target_os = "linux")]
+    dir.keep();
+    #[cfg(not(target_os = "linux"))]
+    let _ = dir;
+}
+
+async fn remove_if_host_dies<F: std::future::Future>(dir: &Arc<CallDir>, fut: F) -> F::Output {
+    #[cfg(target_os = "linux")]
+    return proctree::remove_if_host_dies(Arc::clone(dir), fut).await;
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        fut.await
+    }
+}
+
+/// `<plugin>-ws-<digest of the folder's path>`: the persistent mirror's name, and the stem of
+/// the workspace's lock files.
+fn workspace_mirror_name(session: &Session) -> String {
+    let digest = blake3::hash(session.folder.as_os_str().as_encoded_bytes());
+    let hex: String = digest.as_bytes()[..12]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{}-ws-{hex}", session.plugin)
+}
+
+/// An exclusive `flock` on the lock file `path` (made if missing, mode 0600, never through a
+/// link), without waiting: `Ok(None)` when another holder has it.
+fn try_lock(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    let lock = rustix::fs::FlockOperation::NonBlockingLockExclusive;
+    Ok(rustix::fs::flock(&file, lock).is_ok().then_some(file))
+}
+
+/// How often a turn waiting for a copy slot looks again (issue 15 §4).
+const COPY_POLL: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// The right to hold one full copy of a workspace.
+enum CopyRight {
+    /// Its persistent mirror (locked).
+    Persistent(PersistentMirror),
+    /// A temporary mirror, holding one of the bounded slots (`None`: lock files unusable).
+    Temporary(Option<std::fs::File>),
+}
+
+/// A turn's workspace once it has one: the root its tools work in and, for `mounted`, the
+/// mirror and what it holds.
+#[derive(Debug)]
+struct Workspace {
+    root: Arc<RootLease>,
+    mirror: Mutex<Option<Mirror>>,
+    /// The workspace's persistent mirror this turn holds, if it got the lock.
+    persistent: Option<PersistentMirror>,
+    /// For a temporary mirror: the same directory as a [`CallDir`], handed to the supervisor
+    /// of every command of the turn (removed after its tree if the host dies), and removed
+    /// when the turn is dropped without being finished.
+    call_dir: Option<Arc<CallDir>>,
+    /// For a temporary mirror: its copy slot (issue 15 §4), free again when the turn ends.
+    _slot: Option<std::fs::File>,
+}
+
+impl Workspace {
+    /// A workspace that is the folder itself (`direct`, `app-private`).
+    fn folder(root: RootLease) -> Workspace {
+        Workspace {
+            root: Arc::new(root),
+            mirror: Mutex::new(None),
+            persistent: None,
+            call_dir: None,
+            _slot: None,
+        }
+    }
 }
 
 /// The persistent mirror of one (plugin, workspace folder) under the state directory's
@@ -478,7 +664,8 @@ fn unique_name(prefix: &str) -> String {
 /// A mirror kept for diagnosis (failed turn, conflicts, `--keep-mirror`) is renamed aside to
 /// a unique name, so the path reported stays as the turn left it and the next turn starts
 /// from a fresh copy. A second turn on the same workspace while one holds the lock gets a
-/// temporary mirror of its own, as before.
+/// temporary mirror of its own — at most [`StateStore::concurrent_copies`] of them at once
+/// (issue 15 §4); a turn that finds every slot taken makes its copy when one is free.
 #[derive(Debug)]
 struct PersistentMirror {
     /// The locked `<name>.lock`; the lock goes when this is dropped (or the process exits).
@@ -491,23 +678,8 @@ impl PersistentMirror {
     /// Takes the workspace's lock without waiting; `None` when another turn holds it or the
     /// lock file cannot be used (then a temporary mirror does the job).
     fn lock(dir: &Path, session: &Session) -> Option<PersistentMirror> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let digest = blake3::hash(session.folder.as_os_str().as_encoded_bytes());
-        let hex: String = digest.as_bytes()[..12]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let name = format!("{}-ws-{hex}", session.plugin);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(dir.join(format!("{name}.lock")))
-            .ok()?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+        let name = workspace_mirror_name(session);
+        let file = try_lock(&dir.join(format!("{name}.lock"))).ok()??;
         Some(PersistentMirror {
             _lock: file,
             dir: dir.to_path_buf(),
@@ -557,10 +729,11 @@ impl PersistentMirror {
 pub struct Turn {
     session: Session,
     scope: ToolScope,
-    root: Arc<RootLease>,
-    mirror: Mutex<Option<Mirror>>,
-    /// For `mounted`: the workspace's persistent mirror this turn holds, if it got the lock.
-    persistent: Option<PersistentMirror>,
+    /// Set at the start, or — for a `mounted` turn that found every copy slot taken — at its
+    /// first call.
+    ws: tokio::sync::OnceCell<Workspace>,
+    /// For `mounted`: the mirrors directory (where a queued turn's copy will be made).
+    queued_at: PathBuf,
 }
 
 /// What a finished turn did with its workspace.
@@ -628,8 +801,14 @@ impl Turn {
     }
 
     /// The root tools work in: the mirror for `mounted`, otherwise the folder.
+    ///
+    /// A `mounted` turn that is still waiting for a copy slot (issue 15 §4: at most
+    /// [`StateStore::concurrent_copies`] temporary copies of one workspace at once) has no
+    /// mirror yet: its root is then the mirrors directory, until its first call makes one.
     pub fn root(&self) -> &Path {
-        self.root.path()
+        self.ws
+            .get()
+            .map_or(self.queued_at.as_path(), |w| w.root.path())
     }
 
     /// Makes one tool call through the turn's [`ToolScope`].
@@ -640,7 +819,8 @@ impl Turn {
     /// `direct` or `app-private` one (CMD-1). Then the gate: dedup, budget, and the grants —
     /// service approval and consent for every tool, `local.terminal.exec@1` for the exec tools
     /// (TS-5), the folder grant for `mounted` and `direct` workspaces — checked before and
-    /// watched during the call (TS-3).
+    /// watched during the call (TS-3). A `mounted` turn still queued for a copy slot waits for
+    /// one first (issue 15 §4), then checks the folder grant again and makes its mirror.
     pub async fn call(
         &self,
         call_id: &str,
@@ -712,25 +892,32 @@ impl Turn {
                 )
             })?
             .clone();
-        let root = Arc::clone(&self.root);
+        // A queued `mounted` turn makes its copy now, once one of the bounded slots is free.
+        let ws = self
+            .ws
+            .get_or_try_init(|| self.session.mount_when_free(&self.queued_at))
+            .await?;
+        let root = Arc::clone(&ws.root);
         let call_args = args.clone();
         let hidden = [self.session.host.inner.store.dir().to_path_buf()];
-        self.scope
-            .call(call_id, &gate, &args, |ctx| async move {
-                handler
-                    .call(
-                        call_args,
-                        ToolEnv {
-                            ctx,
-                            root,
-                            kind,
-                            options,
-                            hidden: &hidden,
-                        },
-                    )
-                    .await
-            })
-            .await
+        let call = self.scope.call(call_id, &gate, &args, |ctx| async move {
+            handler
+                .call(
+                    call_args,
+                    ToolEnv {
+                        ctx,
+                        root,
+                        kind,
+                        options,
+                        hidden: &hidden,
+                    },
+                )
+                .await
+        });
+        match &ws.call_dir {
+            Some(dir) => remove_if_host_dies(dir, call).await,
+            None => call.await,
+        }
     }
 
     /// Ends the turn: the scope takes no more calls (running ones are cancelled). For a
@@ -738,16 +925,20 @@ impl Turn {
     /// removes it (unless `keep_mirror`, or a conflict left work only the mirror holds); a
     /// failed turn keeps it for diagnosis (RUN-11). The report says where it is. The
     /// workspace's persistent mirror is not removed but left for the next turn to refresh
-    /// (`kept: false`); one kept for the user is first renamed aside, and that path reported.
+    /// (`kept: false`); one kept for the user is first renamed aside (`<…>-kept-<ms>-<pid>-<n>`),
+    /// and that path reported. Kept mirrors are bounded ([`crate::KeptLimits`]: the oldest go
+    /// first, never the one just kept) and listed by `agent-exec status` (issue 15 §4).
     pub fn finish(self, success: bool, keep_mirror: bool) -> TurnReport {
         self.scope.end_turn();
         let kind = self.session.config.workspace.kind;
-        let mirror = self
-            .mirror
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let Some(mut mirror) = mirror else {
+        let ws = self.ws.into_inner();
+        let mirror = ws.as_ref().and_then(|ws| {
+            ws.mirror
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        });
+        let (Some(ws), Some(mut mirror)) = (ws, mirror) else {
             return TurnReport {
                 workspace: kind,
                 mirror: None,
@@ -789,7 +980,19 @@ impl Turn {
             && report.conflicts.is_empty()
             && report.error.is_none()
             && (success || unchanged);
-        match (&self.persistent, remove) {
+        let kept_why = (!remove).then(|| {
+            if keep_mirror {
+                KeptWhy::Asked
+            } else if report.error.is_some() {
+                KeptWhy::WriteBackError
+            } else if !report.conflicts.is_empty() {
+                KeptWhy::Conflicts
+            } else {
+                KeptWhy::Failed
+            }
+        });
+        let mut set_aside = false;
+        match (&ws.persistent, remove) {
             // Kept in place for the next turn, which refreshes it: not left for the user.
             (Some(_), true) => {
                 report.kept = false;
@@ -800,7 +1003,10 @@ impl Turn {
             (Some(persistent), false) => {
                 drop(mirror);
                 match persistent.set_aside() {
-                    Ok(path) => report.path = path,
+                    Ok(path) => {
+                        report.path = path;
+                        set_aside = true;
+                    }
                     Err(e) => report.error = Some(e),
                 }
             }
@@ -812,7 +1018,35 @@ impl Turn {
                     Err(e) => report.error = Some(format!("could not remove the mirror: {e}")),
                 }
             }
-            (None, false) => {}
+            (None, false) => {
+                drop(mirror);
+                // Kept on purpose: no longer a per-call directory that a sweep or a dying
+                // host's supervisor may remove, so it takes a kept name.
+                if let Some(dir) = &ws.call_dir {
+                    keep_call_dir(dir);
+                }
+                let dir = report
+                    .path
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default();
+                let to = dir.join(unique_name(&format!("{}-kept", self.session.plugin)));
+                match std::fs::rename(&report.path, &to) {
+                    Ok(()) => {
+                        report.path = to;
+                        set_aside = true;
+                    }
+                    Err(e) => {
+                        report.error = Some(format!("could not move the kept mirror aside: {e}"))
+                    }
+                }
+            }
+        }
+        if let Some(why) = kept_why.filter(|_| set_aside) {
+            // Issue 15 §4: kept mirrors are bounded (count and bytes, oldest dropped first)
+            // and listed by `agent-exec status`.
+            let store = &self.session.host.inner.store;
+            store.record_kept_mirror(&report.path, &self.session.folder, why);
         }
         TurnReport {
             workspace: kind,

@@ -86,6 +86,7 @@ pub use outcome::{line_is_ok, turn_line, write_back_shortfall};
 pub use registry::{
     CallOptions, Registry, ToolEnv, ToolFuture, ToolHandler, run_file_tool, run_file_tool_hiding,
 };
+pub use state::{DEFAULT_CONCURRENT_COPIES, KeptLimits, KeptMirror, KeptWhy};
 pub use state::{
     HostState, STATE_FILE, STATE_VERSION, StateError, StateStore, StateWatch, WATCH_INTERVAL,
     check_plugin_id, replaceable_link,

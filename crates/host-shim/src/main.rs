@@ -39,7 +39,13 @@ const MAX_ARGS_BYTES: u64 = 4 * 1024 * 1024;
 #[command(
     name = "agent-exec",
     version,
-    about = "Scoped tools for AI agents: one call from a shell, an MCP server, and the user's grants."
+    about = "Scoped tools for AI agents: one call from a shell, an MCP server, and the user's grants.",
+    after_help = "Disk bounds (issue 15):\n  \
+        AGENT_EXEC_KEPT_MIRRORS       mirrors kept for diagnosis at most (default 5)\n  \
+        AGENT_EXEC_KEPT_MIRROR_BYTES  bytes in all of them at most (default 536870912, 512 MiB)\n  \
+        AGENT_EXEC_CONCURRENT_COPIES  temporary copies of one workspace at once, beside its\n                                \
+        persistent mirror (default 3); further turns wait for a free one\n\
+        Kept mirrors are listed by `agent-exec status`; the oldest go first."
 )]
 struct Cli {
     /// The state directory (grants, mirrors, private folders). Default: $AGENT_EXEC_STATE_DIR,
@@ -73,7 +79,9 @@ enum Command {
         #[command(subcommand)]
         what: Change,
     },
-    /// Print the persisted grants as JSON.
+    /// Print the persisted grants and the mirrors kept for diagnosis (path, size, when, why)
+    /// as JSON. Kept mirrors are bounded: at most $AGENT_EXEC_KEPT_MIRRORS (default 5) and
+    /// $AGENT_EXEC_KEPT_MIRROR_BYTES bytes (default 512 MiB), oldest removed first.
     Status {
         /// Only this plugin.
         #[arg(long)]
@@ -285,14 +293,52 @@ fn host_error(e: &HostError) -> ToolError {
 }
 
 fn open_store(cli_dir: Option<&Path>) -> Result<StateStore, StateError> {
-    match cli_dir {
-        Some(dir) => StateStore::open(dir),
-        None => StateStore::open(StateStore::default_dir()?),
+    let store = match cli_dir {
+        Some(dir) => StateStore::open(dir)?,
+        None => StateStore::open(StateStore::default_dir()?)?,
+    };
+    // Issue 15 §4: the bounds on mirrors kept for diagnosis (defaults in KeptLimits).
+    let mut limits = store.kept_limits();
+    if let Some(n) = env_number("AGENT_EXEC_KEPT_MIRRORS")? {
+        limits.max_count = usize::try_from(n).unwrap_or(usize::MAX);
     }
+    if let Some(n) = env_number("AGENT_EXEC_KEPT_MIRROR_BYTES")? {
+        limits.max_bytes = n;
+    }
+    let mut store = store.with_kept_limits(limits);
+    // Issue 15 §4: temporary full copies of one workspace at once (DEFAULT_CONCURRENT_COPIES).
+    if let Some(n) = env_number("AGENT_EXEC_CONCURRENT_COPIES")? {
+        store = store.with_concurrent_copies(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    Ok(store)
+}
+
+/// A non-negative whole number from the environment, if the variable is set.
+fn env_number(name: &str) -> Result<Option<u64>, StateError> {
+    let Some(text) = std::env::var_os(name) else {
+        return Ok(None);
+    };
+    text.to_str()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            StateError::Refused(format!(
+                "{name} is {text:?}, not a whole number; set it to e.g. 5, or unset it for the default"
+            ))
+        })
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Issue 15 §4: a SIGTERM, SIGINT or SIGHUP mid-call leaves no temp dir or per-call mirror.
+    // Before any thread starts (they inherit the mask); on failure the signals keep their
+    // default action, and the supervisors and the next start's sweep still clean up.
+    #[cfg(target_os = "linux")]
+    if matches!(cli.command, Command::Call(_) | Command::Mcp(_))
+        && let Err(e) = proctree::remove_call_dirs_on_signals()
+    {
+        eprintln!("agent-exec: cannot watch for signals ({e}); continuing");
+    }
     match cli.command {
         Command::Doctor => {
             print_line(&host_shim::doctor::report());
@@ -949,7 +995,14 @@ fn status(state_dir: Option<&Path>, plugin: Option<&str>) -> ExitCode {
         if let (Some(id), Value::Object(map)) = (plugin, &mut plugins) {
             map.retain(|k, _| k == id);
         }
-        Ok(json!({"ok": true, "stateDir": store.dir(), "plugins": plugins}))
+        // Issue 15 §4: what the state directory holds besides grants.
+        Ok(json!({
+            "ok": true,
+            "stateDir": store.dir(),
+            "plugins": plugins,
+            "keptMirrors": store.kept_mirrors(),
+            "keptMirrorLimits": store.kept_limits(),
+        }))
     });
     match result {
         Ok(line) => {

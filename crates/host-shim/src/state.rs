@@ -148,6 +148,143 @@ pub fn replaceable_link(path: &Path) -> Option<PathBuf> {
 #[derive(Debug, Clone)]
 pub struct StateStore {
     dir: PathBuf,
+    kept: KeptLimits,
+    copies: usize,
+}
+
+/// How many temporary full copies of one workspace may exist at once, beside its persistent
+/// mirror (issue 15 §4: 20 concurrent `run` calls on a 100 MB folder took 2 GB of copies).
+/// A `mounted` turn that finds the persistent mirror busy and every slot taken makes its copy
+/// at its first call, when a slot is free (it waits; the slots are `flock`s in the state
+/// directory, so the bound holds across processes). So at most `1 + DEFAULT_CONCURRENT_COPIES`
+/// copies of one folder exist at once. The CLI takes it from `AGENT_EXEC_CONCURRENT_COPIES`;
+/// a host sets it with [`StateStore::with_concurrent_copies`].
+pub const DEFAULT_CONCURRENT_COPIES: usize = 3;
+
+/// How many mirrors kept for diagnosis (RUN-11: failed runs that changed the mirror, runs with
+/// conflicts or a failed write-back, `--keep-mirror`) the state directory holds at most, and
+/// how many bytes of file content they may hold together (issue 15 §4). Each is a full copy of
+/// a workspace, so without a bound ten failing runs on a 100 MB folder took 1 GB. When a new
+/// one is kept, the oldest are removed until both bounds hold again; the one just kept is
+/// never removed (its path is in the turn's report), so it alone may exceed `max_bytes`.
+///
+/// The CLI takes them from `AGENT_EXEC_KEPT_MIRRORS` and `AGENT_EXEC_KEPT_MIRROR_BYTES`; a host
+/// sets them with [`StateStore::with_kept_limits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptLimits {
+    /// The most kept mirrors (default 5).
+    pub max_count: usize,
+    /// The most bytes of file content in all of them (default 512 MiB).
+    pub max_bytes: u64,
+}
+
+impl Default for KeptLimits {
+    fn default() -> Self {
+        KeptLimits {
+            max_count: 5,
+            max_bytes: 512 * 1024 * 1024,
+        }
+    }
+}
+
+/// Why a mirror was kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum KeptWhy {
+    /// The turn failed and its run changed the mirror (RUN-11: kept for diagnosis).
+    Failed,
+    /// Write-back left paths alone because the folder changed too; the mirror holds the work.
+    Conflicts,
+    /// Write-back could not run or finish.
+    WriteBackError,
+    /// The host asked (`--keep-mirror`).
+    Asked,
+    /// Kept by an older agent-exec that did not say.
+    Unknown,
+}
+
+/// One kept mirror, as `agent-exec status` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptMirror {
+    /// Where it is.
+    pub path: PathBuf,
+    /// Bytes of file content in it.
+    pub bytes: u64,
+    /// When it was kept, in milliseconds since the Unix epoch.
+    pub kept_at_ms: u64,
+    /// Why.
+    pub why: KeptWhy,
+    /// The workspace folder it mirrors (empty when unknown).
+    pub folder: PathBuf,
+}
+
+/// The part of a temporary (per-call) mirror's name before its owner: `<plugin>-call-<pid>-…`.
+pub(crate) const CALL_MIRROR_MARK: &str = "-call-";
+
+/// The suffix of a kept mirror's record, beside it in `mirrors/`.
+const KEPT_RECORD: &str = ".kept.json";
+
+/// Whether `name` is a kept mirror's: `<stem>-kept-<ms>-<pid>-<n>`.
+fn is_kept_name(name: &str) -> bool {
+    let mut parts = name.rsplitn(4, '-');
+    let numeric =
+        |s: Option<&str>| s.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+    numeric(parts.next())
+        && numeric(parts.next())
+        && numeric(parts.next())
+        && parts.next().is_some_and(|stem| stem.ends_with("-kept"))
+}
+
+/// Bytes of file content below `path`, never following a link.
+fn tree_bytes(path: &Path) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else if meta.is_file() {
+                total = total.saturating_add(meta.len());
+            }
+        }
+    }
+    total
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Removes what hosts that died left behind (issue 15 §4): per-call mirrors in `mirrors/` and
+/// the tools' temp dirs (`agent-exec-command-*`, `agent-exec-run-*`) under the system temp
+/// dir, each only when its name records an owner (PID and start time) that is no longer
+/// alive, it is a directory of our uid, and by fd-relative removal that never follows a link.
+/// Kept mirrors and the persistent ones are never touched here.
+pub(crate) fn sweep_orphans(store: &StateStore) {
+    #[cfg(target_os = "linux")]
+    {
+        let mirrors = store.dir.join("mirrors");
+        let mark = CALL_MIRROR_MARK.trim_end_matches('-');
+        if mirrors.is_dir() {
+            let _ = proctree::sweep_orphans(&mirrors, |stem| stem.ends_with(mark));
+        }
+        let _ = proctree::sweep_orphans(&std::env::temp_dir(), |stem| {
+            stem == "agent-exec-command" || stem == "agent-exec-run"
+        });
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = store;
 }
 
 /// A plugin id usable as a directory name (app-private folders live at `private/<id>`).
@@ -204,7 +341,128 @@ impl StateStore {
             .create(given)
             .map_err(dir_err)?;
         let dir = fs::canonicalize(given).map_err(dir_err)?;
-        Ok(StateStore { dir })
+        Ok(StateStore {
+            dir,
+            kept: KeptLimits::default(),
+            copies: DEFAULT_CONCURRENT_COPIES,
+        })
+    }
+
+    /// The same store with another bound on temporary copies of one workspace
+    /// ([`DEFAULT_CONCURRENT_COPIES`]); 0 makes every turn wait for the persistent mirror.
+    #[must_use]
+    pub fn with_concurrent_copies(mut self, copies: usize) -> StateStore {
+        self.copies = copies;
+        self
+    }
+
+    /// The bound on temporary copies of one workspace at once.
+    pub fn concurrent_copies(&self) -> usize {
+        self.copies
+    }
+
+    /// The same store with other bounds on kept mirrors.
+    #[must_use]
+    pub fn with_kept_limits(mut self, limits: KeptLimits) -> StateStore {
+        self.kept = limits;
+        self
+    }
+
+    /// The bounds on kept mirrors.
+    pub fn kept_limits(&self) -> KeptLimits {
+        self.kept
+    }
+
+    /// The kept mirrors, oldest first.
+    pub fn kept_mirrors(&self) -> Vec<KeptMirror> {
+        let dir = self.dir.join("mirrors");
+        let Ok(entries) = fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut kept = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(text) = name.to_str().filter(|n| is_kept_name(n)) else {
+                continue;
+            };
+            let path = dir.join(text);
+            let Ok(meta) = path.symlink_metadata() else {
+                continue;
+            };
+            if !meta.is_dir() {
+                continue;
+            }
+            let record = fs::read(dir.join(format!("{text}{KEPT_RECORD}")))
+                .ok()
+                .and_then(|t| serde_json::from_slice::<KeptMirror>(&t).ok());
+            kept.push(match record {
+                Some(r) => KeptMirror { path, ..r },
+                None => KeptMirror {
+                    bytes: tree_bytes(&path),
+                    kept_at_ms: u64::try_from(meta.mtime())
+                        .unwrap_or(0)
+                        .saturating_mul(1000),
+                    why: KeptWhy::Unknown,
+                    folder: PathBuf::new(),
+                    path,
+                },
+            });
+        }
+        kept.sort_by(|a, b| (a.kept_at_ms, &a.path).cmp(&(b.kept_at_ms, &b.path)));
+        kept
+    }
+
+    /// Records the mirror just kept at `path` (its size, when, why) and then drops the oldest
+    /// kept mirrors until the [`KeptLimits`] hold, never `path` itself. Under an exclusive lock
+    /// on `mirrors/kept.lock`, so concurrent hosts never both count the same budget.
+    /// Best effort: a failure leaves more on disk, never less.
+    pub fn record_kept_mirror(&self, path: &Path, folder: &Path, why: KeptWhy) {
+        let dir = self.dir.join("mirrors");
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            return;
+        };
+        let Ok(lock) = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc_o_nofollow())
+            .open(dir.join("kept.lock"))
+        else {
+            return;
+        };
+        if rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).is_err() {
+            return;
+        }
+        let record = KeptMirror {
+            path: path.to_path_buf(),
+            bytes: tree_bytes(path),
+            kept_at_ms: now_ms(),
+            why,
+            folder: folder.to_path_buf(),
+        };
+        if let Ok(text) = serde_json::to_vec(&record) {
+            let _ = fs::write(dir.join(format!("{name}{KEPT_RECORD}")), text);
+        }
+        let mut kept = self.kept_mirrors();
+        let mut count = kept.len();
+        let mut bytes: u64 = kept.iter().map(|k| k.bytes).sum();
+        for old in kept.drain(..) {
+            if count <= self.kept.max_count && bytes <= self.kept.max_bytes {
+                break;
+            }
+            if old.path == path {
+                continue;
+            }
+            if fsguard::remove_tree(&old.path).is_ok() {
+                if let Some(n) = old.path.file_name().and_then(|n| n.to_str()) {
+                    let _ = fs::remove_file(dir.join(format!("{n}{KEPT_RECORD}")));
+                }
+                count -= 1;
+                bytes = bytes.saturating_sub(old.bytes);
+            }
+        }
+        drop(lock);
     }
 
     /// The state directory (absolute, canonical).

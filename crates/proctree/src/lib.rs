@@ -6,6 +6,10 @@
 //! [`ProcessTree`] pair: a supervisor that is a child subreaper or PID 1 of a PID namespace,
 //! and [`ProcessTree::stop`], which freezes, rescans, kills and reaps with identity re-checked
 //! on a pidfd before every signal, and counts exactly what it stopped.
+//! Also on Linux: [`CallDir`], a directory that belongs to one call and goes with it however
+//! the host ends — removed by its owner, by the supervisor after the tree when the host dies
+//! (even by SIGKILL), or by a later host's [`sweep_orphans`] (its name records its owner's PID
+//! and start time).
 //! SPEC: CMD-6, CMD-7 (with its \[beyond\] clause), RUN-10; DESIGN invariants 3 and 4.
 //!
 //! **Refuses to know:** sandboxes (the caller passes an async-signal-safe `pre_exec` hook),
@@ -54,6 +58,11 @@ mod linux;
 mod macos;
 
 pub use identity::{ProcessId, ProcessState};
+#[cfg(target_os = "linux")]
+pub use linux::{
+    CallDir, RemovedIfHostDies, owned_name, parse_owned_name, remove_call_dirs_on_signals,
+    remove_idle_call_dirs, remove_if_host_dies, sweep_orphans,
+};
 #[cfg(target_os = "linux")]
 pub use linux::{
     Command, DEFAULT_SCAN_INTERVAL, Mode, ProcessTree, Signal, SignalOutcome, SpawnError,

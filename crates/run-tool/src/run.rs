@@ -65,7 +65,7 @@ pub async fn run(
             on_cap: OnCap::Kill,
         },
     };
-    let outcome = exec::run(job, ctx).await.map_err(exec_error);
+    let outcome = temp.scope(exec::run(job, ctx)).await.map_err(exec_error);
     // The temp dir goes whatever happened; its removal is best effort (a leftover is private,
     // 0700, and under the system's temp dir).
     drop(temp);
@@ -86,16 +86,36 @@ pub(crate) fn exec_error(e: ExecError) -> ToolError {
 
 /// The run's own directory: `HOME` and `TMPDIR` inside it (RUN-7, RUN-8).
 struct PrivateTemp {
-    dir: tempfile::TempDir,
+    dir: TempHandle,
     root: PathBuf,
 }
 
+/// On Linux a [`proctree::CallDir`]: named for its owner (PID + start time) so a later host
+/// sweeps it if this one dies where no supervisor runs, and handed to the supervisor, which
+/// removes it after the tree if the host dies mid-run (issue 15 §4). Elsewhere a plain temp
+/// dir, removed when dropped.
+#[cfg(target_os = "linux")]
+type TempHandle = Arc<proctree::CallDir>;
+#[cfg(not(target_os = "linux"))]
+type TempHandle = tempfile::TempDir;
+
+/// The prefix of every run's temp dir under [`std::env::temp_dir`] (the host's orphan sweep
+/// knows it).
+const TEMP_PREFIX: &str = "agent-exec-run-";
+
 impl PrivateTemp {
     fn new(mirror: &Path) -> Result<Self, ToolError> {
+        let create =
+            |e: std::io::Error| io_failed(format!("cannot create the run's private temp dir: {e}"));
+        #[cfg(target_os = "linux")]
+        let dir = proctree::CallDir::create(&std::env::temp_dir(), TEMP_PREFIX)
+            .map(Arc::new)
+            .map_err(create)?;
+        #[cfg(not(target_os = "linux"))]
         let dir = tempfile::Builder::new()
-            .prefix("agent-exec-run-")
+            .prefix(TEMP_PREFIX)
             .tempdir_in(std::env::temp_dir())
-            .map_err(|e| io_failed(format!("cannot create the run's private temp dir: {e}")))?;
+            .map_err(create)?;
         let root = dir
             .path()
             .canonicalize()
@@ -116,6 +136,17 @@ impl PrivateTemp {
                 .map_err(|e| io_failed(format!("cannot create the run's {sub} dir: {e}")))?;
         }
         Ok(PrivateTemp { dir, root })
+    }
+
+    /// `fut` (the run) with this directory in the supervisor's care should the host die.
+    fn scope<F: std::future::Future>(
+        &self,
+        fut: F,
+    ) -> impl std::future::Future<Output = F::Output> {
+        #[cfg(target_os = "linux")]
+        return proctree::remove_if_host_dies(Arc::clone(&self.dir), fut);
+        #[cfg(not(target_os = "linux"))]
+        fut
     }
 
     fn root(&self) -> &Path {

@@ -8,6 +8,7 @@
 mod check;
 mod cli;
 mod config;
+mod disk;
 mod files;
 mod mcp;
 mod mcp_wire;

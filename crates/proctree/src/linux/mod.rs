@@ -1,12 +1,18 @@
 //! Linux: `/proc` for identity and parent links, pidfds for signals, and a supervisor that is a
 //! child subreaper or PID 1 of a PID namespace.
 
+mod calldir;
+mod remove;
 mod scanner;
 mod supervisor;
 mod sys;
 mod tree;
 mod walk;
 
+pub use calldir::{
+    CallDir, RemovedIfHostDies, owned_name, parse_owned_name, remove_call_dirs_on_signals,
+    remove_idle_call_dirs, remove_if_host_dies, sweep_orphans,
+};
 pub(crate) use sys::read_stat;
 pub use tree::{
     Command, DEFAULT_SCAN_INTERVAL, Mode, ProcessTree, Signal, SignalOutcome, SpawnError,

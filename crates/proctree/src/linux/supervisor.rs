@@ -43,6 +43,11 @@
 //! 4. On the host's stop request, or on EOF from the host (the host died, even by SIGKILL), it
 //!    kills every remaining descendant (only its own unreaped children, repeatedly, so no PID it
 //!    signals can have been recycled), reaps them all, reports and exits.
+//! 5. On EOF only (the host is gone), once that tree is reaped, it removes the call
+//!    directories the host handed it ([`CallDir`](crate::CallDir): the call's temp dir, a
+//!    per-call copy of the workspace), fd-relative and without following links. A host that
+//!    lives removes its own; one that died cannot, and the order — tree first, files after —
+//!    means nothing is still writing into them.
 //!
 //! It runs the sandboxed command; it is not sandboxed by it.
 
@@ -53,6 +58,7 @@ use std::os::fd::RawFd;
 use libc::{c_char, c_int, c_void};
 use syscalls::{Sysno, syscall};
 
+use super::remove::{DirId, remove_tree_at};
 use crate::identity::{ProcessState, parse_stat, parse_u64};
 
 /// A record on the host channel: kind, a 32-bit and a 64-bit value. 16 bytes, so each record
@@ -75,6 +81,52 @@ pub(crate) mod stage {
     pub(crate) const CWD: u64 = 3;
     pub(crate) const PRE_EXEC: u64 = 4;
     pub(crate) const EXEC: u64 = 5;
+}
+
+/// The most call directories one supervisor removes (a tool's temp dir and a turn's copy of
+/// the workspace need two).
+pub(crate) const MAX_CALL_DIRS: usize = 4;
+
+/// A call directory as the supervisor keeps it: on its own stack, because the host may free
+/// the plan once the command started. `name` is NUL-terminated.
+#[derive(Clone, Copy)]
+struct CallDirSlot {
+    parent: RawFd,
+    name: [u8; 256],
+    id: DirId,
+}
+
+impl CallDirSlot {
+    const EMPTY: CallDirSlot = CallDirSlot {
+        parent: -1,
+        name: [0; 256],
+        id: (0, 0),
+    };
+}
+
+/// Copies the plan's call directories to the stack (names longer than `NAME_MAX` are skipped;
+/// the kernel would not have made them).
+fn call_dir_slots(plan: &Plan) -> [CallDirSlot; MAX_CALL_DIRS] {
+    let mut slots = [CallDirSlot::EMPTY; MAX_CALL_DIRS];
+    for (slot, (fd, name, id)) in slots.iter_mut().zip(plan.call_dirs.iter()) {
+        let bytes = name.as_bytes_with_nul();
+        if let Some(dst) = slot.name.get_mut(..bytes.len()) {
+            dst.copy_from_slice(bytes);
+            slot.parent = std::os::fd::AsRawFd::as_raw_fd(fd);
+            slot.id = *id;
+        }
+    }
+    slots
+}
+
+/// Removes the call directories: only after the sweep, when nothing of the tree is left to
+/// write into them.
+fn remove_call_dirs(slots: &[CallDirSlot; MAX_CALL_DIRS]) {
+    for slot in slots.iter().filter(|s| s.parent >= 0) {
+        if let Ok(name) = CStr::from_bytes_until_nul(&slot.name) {
+            let _ = remove_tree_at(slot.parent, name, Some(slot.id));
+        }
+    }
 }
 
 /// Fixed descriptor numbers inside the supervisor after it tidied its table.
@@ -106,6 +158,11 @@ pub(crate) struct Plan {
     pub(crate) pre_exec: Option<PreExec>,
     /// Descriptors left open for `pre_exec` (sorted, all above `CWD_FD`).
     pub(crate) keep_fds: Vec<RawFd>,
+    /// Directories to remove once the tree is gone if the host died first (issue 15 §4): the
+    /// parent's descriptor (above `CWD_FD`), the name, and the identity it must still have.
+    pub(crate) call_dirs: Vec<(std::os::fd::OwnedFd, CString, DirId)>,
+    /// `keep_fds` and the `call_dirs` descriptors, sorted: what survives the descriptor tidy.
+    pub(crate) survive_fds: Vec<RawFd>,
     /// `Some((uid_map, gid_map))` when the supervisor enters a new user namespace.
     pub(crate) id_maps: Option<(Vec<u8>, Vec<u8>)>,
     /// Top of the stack the main process runs on until `execve` (see [`Stacks`]).
@@ -309,9 +366,9 @@ pub(crate) unsafe fn clone_probe(
 // The raw system calls used after the clone. Each returns the error number instead of writing
 // `errno` (see the module documentation), and none allocates.
 
-type Sys<T> = Result<T, c_int>;
+pub(crate) type Sys<T> = Result<T, c_int>;
 
-fn sys(r: Result<usize, syscalls::Errno>) -> Sys<usize> {
+pub(crate) fn sys(r: Result<usize, syscalls::Errno>) -> Sys<usize> {
     r.map_err(|e| e.into_raw())
 }
 
@@ -344,12 +401,12 @@ fn send(fd: RawFd, buf: &[u8]) -> Sys<usize> {
     })
 }
 
-fn close(fd: RawFd) {
+pub(crate) fn close(fd: RawFd) {
     // SAFETY: closing a descriptor number; a stale one only yields EBADF.
     let _ = unsafe { syscall!(Sysno::close, fd) };
 }
 
-fn openat(dir: RawFd, path: &CStr, flags: c_int) -> Sys<RawFd> {
+pub(crate) fn openat(dir: RawFd, path: &CStr, flags: c_int) -> Sys<RawFd> {
     // SAFETY: a NUL-terminated path; the mode argument is unused without O_CREAT.
     fd_of(sys(unsafe {
         syscall!(
@@ -645,6 +702,9 @@ struct MainStart<'a> {
 unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     use std::os::fd::AsRawFd;
 
+    // Read now: the plan may be freed once the command has started.
+    let call_dirs = call_dir_slots(plan);
+
     // 1. Our own user namespace, when asked.
     if let Some(maps) = &plan.id_maps {
         if let Err(e) = write_id_maps(maps) {
@@ -690,10 +750,10 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         }
     }
     let chan = CHAN_FD;
-    // Close everything above our plumbing except the descriptors kept for the hook (sorted
-    // before the clone), range by range.
+    // Close everything above our plumbing except the descriptors kept for the hook and the
+    // call directories' parents (sorted before the clone), range by range.
     let mut from = CWD_FD + 1;
-    for &keep in plan.keep_fds.iter().chain(std::iter::once(&RawFd::MAX)) {
+    for &keep in plan.survive_fds.iter().chain(std::iter::once(&RawFd::MAX)) {
         if keep > from {
             let last = if keep == RawFd::MAX {
                 u32::MAX
@@ -828,13 +888,20 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         } else {
             record(MSG_FAILED, libc::EIO as u32, stage::SETUP)
         };
-        let _ = write_all(chan, &msg, true);
+        let told = write_all(chan, &msg, true);
         sweep(sigfd, main, &mut main_reported, chan, false);
+        if !told {
+            // Nobody heard the failure: the host is gone, and so is whoever would remove
+            // the call's directories.
+            remove_call_dirs(&call_dirs);
+        }
         return 1;
     };
     // From this report on the host may free the plan: nothing below reads it.
     if !write_all(chan, &record(MSG_STARTED, host_pid, start_time), true) {
+        // The host died while the command was starting: as on its EOF below.
         sweep(sigfd, main, &mut main_reported, chan, false);
+        remove_call_dirs(&call_dirs);
         return 1;
     }
     // We must not hold the command's output pipes open: the host reads them to EOF.
@@ -844,6 +911,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
 
     // 6. Reap; leave as soon as the main process exited and nothing is left below us, or on
     //    the stop request or the host's EOF.
+    let mut host_gone = false;
     loop {
         if reap(main, &mut main_reported, chan, true) && main_reported {
             return 0;
@@ -867,14 +935,22 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         drain(sigfd);
         if fds[0].revents != 0 {
             let mut byte = [0u8; 1];
-            if read(chan, &mut byte) == Err(libc::EINTR) {
-                continue;
+            match read(chan, &mut byte) {
+                Err(libc::EINTR) => continue,
+                // A stop request: the host lives on and removes its own directories.
+                Ok(1) => {}
+                // EOF (the host is gone, even if SIGKILLed) or a broken channel.
+                _ => host_gone = true,
             }
-            // EOF (the host is gone, even if SIGKILLed), an error, or a stop request.
             break;
         }
     }
     let late = sweep(sigfd, main, &mut main_reported, chan, true);
+    if host_gone {
+        // The tree is gone (killed and reaped): nothing can write into the call's
+        // directories any more, and nobody else will remove them (issue 15 §4).
+        remove_call_dirs(&call_dirs);
+    }
     let _ = write_all(chan, &record(MSG_DONE, late, 0), true);
     0
 }

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::calldir::{CallDir, TreeHold};
 use super::scanner;
 use super::supervisor::{self, Cwd, Plan, PreExec, RECORD, Stacks, stage};
 use super::sys::{self, Pin};
@@ -183,6 +184,7 @@ pub struct Command {
     keep_fds: Vec<RawFd>,
     mode: Option<Mode>,
     scan_interval: Option<Duration>,
+    call_dirs: Vec<Arc<CallDir>>,
 }
 
 enum CwdSpec {
@@ -222,6 +224,7 @@ impl Command {
             stderr: None,
             pre_exec: None,
             keep_fds: Vec::new(),
+            call_dirs: Vec::new(),
             mode: None,
             scan_interval: Some(DEFAULT_SCAN_INTERVAL),
         }
@@ -322,6 +325,17 @@ impl Command {
         self
     }
 
+    /// Has the supervisor remove `dir` if the host dies while the command runs — after it has
+    /// killed and reaped the whole tree (issue 15 §4). Directories in scope of a
+    /// [`remove_if_host_dies`](crate::remove_if_host_dies) future being polled are added
+    /// too; at most four in all (the rest are left to the host and to
+    /// [`sweep_orphans`](crate::sweep_orphans)).
+    #[must_use]
+    pub fn remove_if_host_dies(mut self, dir: Arc<CallDir>) -> Self {
+        self.call_dirs.push(dir);
+        self
+    }
+
     /// A hook run in the command's process after fork and before `execve`, e.g. to apply a
     /// Landlock ruleset and a seccomp filter. `Err(code)` aborts the spawn with
     /// [`SpawnError::PreExec`].
@@ -383,6 +397,39 @@ impl Command {
         if let Some(&fd) = keep_fds.iter().find(|&&fd| fd <= supervisor::CWD_FD) {
             return Err(SpawnError::KeepFdTooLow { fd });
         }
+        // The call directories' parents, above the supervisor's fixed numbers (its tidy
+        // moves its plumbing onto 0-4) and close-on-exec (the program never sees them).
+        let mut call_dirs = Vec::new();
+        // Counted from before the clone until the supervisor is reaped (the tree's drop, or
+        // the end of a failed spawn): a signal handler leaves these to the supervisor.
+        let mut holds = Vec::new();
+        let mut dirs = self.call_dirs;
+        dirs.extend(super::calldir::in_scope());
+        for dir in dirs.iter().take(supervisor::MAX_CALL_DIRS) {
+            let (parent, name, id) = dir.parts();
+            // SAFETY: fcntl(F_DUPFD_CLOEXEC) on a descriptor the directory keeps open.
+            let moved = unsafe {
+                libc::fcntl(
+                    parent.as_raw_fd(),
+                    libc::F_DUPFD_CLOEXEC,
+                    supervisor::CWD_FD + 1,
+                )
+            };
+            if moved < 0 {
+                return Err(SpawnError::Setup {
+                    what: "hold a call directory",
+                    source: io::Error::last_os_error(),
+                });
+            }
+            // SAFETY: a fresh descriptor nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(moved) };
+            call_dirs.push((fd, name.clone(), id));
+            holds.push(TreeHold::new(dir));
+        }
+        let mut survive_fds = keep_fds.clone();
+        survive_fds.extend(call_dirs.iter().map(|(fd, _, _)| fd.as_raw_fd()));
+        survive_fds.sort_unstable();
+        survive_fds.dedup();
         let (mode, flags, id_maps) = choose_mode(self.mode)?;
         let null = || -> Result<OwnedFd, SpawnError> {
             std::fs::OpenOptions::new()
@@ -420,6 +467,8 @@ impl Command {
             },
             pre_exec: self.pre_exec,
             keep_fds,
+            call_dirs,
+            survive_fds,
             id_maps,
             main_stack: stacks.main_top(),
         });
@@ -485,6 +534,7 @@ impl Command {
                     late: None,
                     shared,
                     report: None,
+                    _call_dirs: holds,
                     stacks,
                 })
             }
@@ -825,6 +875,9 @@ pub struct ProcessTree {
     late: Option<usize>,
     shared: Arc<Shared>,
     report: Option<StopReport>,
+    /// The call directories its supervisor holds; released after it was reaped (fields drop
+    /// after `Drop::drop` stopped it).
+    _call_dirs: Vec<TreeHold>,
     /// Declared last: dropped after `Drop::drop` has stopped and reaped the supervisor.
     stacks: Stacks,
 }
