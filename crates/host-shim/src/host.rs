@@ -28,7 +28,7 @@ use toolscope::{
 };
 
 use crate::config::{AgentConfig, ConfigError, ToolName, WorkspaceKind};
-use crate::registry::{CallOptions, Registry, ToolEnv};
+use crate::registry::{CallOptions, NotCopiedLookup, Registry, ToolEnv};
 use crate::state::{KeptWhy, StateError, StateStore, StateWatch};
 
 /// Why a host, session or turn could not be set up.
@@ -775,12 +775,24 @@ pub struct ConflictReport {
     pub reason: String,
 }
 
-fn reason_text(reason: &ConflictReason) -> String {
+fn reason_text(reason: &ConflictReason, mirror: &Mirror, path: &Path) -> String {
     match reason {
+        ConflictReason::NotMirrored => match mirror.not_copied(path) {
+            Some((at, what)) => format!(
+                "not mirrored: the folder has {what} at {}, which the mirror does not copy and \
+                 write-back never replaces",
+                at.display()
+            ),
+            None => "not mirrored (symlink, special or unreadable)".into(),
+        },
+        ConflictReason::KeptAside { at } => format!(
+            "changed in the folder while it was written back; the folder's earlier version is \
+             kept at {}",
+            at.display()
+        ),
         ConflictReason::ChangedInSource => "changed in the folder during the turn".into(),
         ConflictReason::DeletedInSource => "deleted from the folder during the turn".into(),
         ConflictReason::CreatedInSource => "created in the folder during the turn".into(),
-        ConflictReason::NotMirrored => "not mirrored (symlink, special or unreadable)".into(),
         ConflictReason::UnsafePath => "path not safe to write".into(),
         ConflictReason::UnsupportedType => "not a regular file or directory".into(),
         ConflictReason::ForbiddenName => "forbidden name (.git)".into(),
@@ -900,6 +912,13 @@ impl Turn {
         let root = Arc::clone(&ws.root);
         let call_args = args.clone();
         let hidden = [self.session.host.inner.store.dir().to_path_buf()];
+        let not_copied = |rel: &Path| {
+            ws.mirror
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .and_then(|m| m.not_copied(rel))
+        };
         let call = self.scope.call(call_id, &gate, &args, |ctx| async move {
             handler
                 .call(
@@ -910,6 +929,7 @@ impl Turn {
                         kind,
                         options,
                         hidden: &hidden,
+                        not_copied: NotCopiedLookup(&not_copied),
                     },
                 )
                 .await
@@ -966,7 +986,7 @@ impl Turn {
                         .iter()
                         .map(|c| ConflictReport {
                             path: c.change.path.to_string_lossy().into_owned(),
-                            reason: reason_text(&c.reason),
+                            reason: reason_text(&c.reason, &mirror, &c.change.path),
                         })
                         .collect();
                 }

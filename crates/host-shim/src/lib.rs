@@ -84,7 +84,8 @@ pub use host::{
 pub use mcp::{McpError, McpServer};
 pub use outcome::{line_is_ok, turn_line, write_back_shortfall};
 pub use registry::{
-    CallOptions, Registry, ToolEnv, ToolFuture, ToolHandler, run_file_tool, run_file_tool_hiding,
+    CallOptions, NotCopiedLookup, Registry, ToolEnv, ToolFuture, ToolHandler, run_file_tool,
+    run_file_tool_hiding,
 };
 pub use state::{DEFAULT_CONCURRENT_COPIES, KeptLimits, KeptMirror, KeptWhy};
 pub use state::{

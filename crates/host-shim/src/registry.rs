@@ -6,11 +6,11 @@
 
 use std::fmt;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
-use fsguard::{RelPath, RootLease};
+use fsguard::{NotCopied, RelPath, RootLease};
 use serde_json::Value;
 use toolscope::{CallContext, ErrorCode, ToolError};
 
@@ -36,6 +36,27 @@ pub struct ToolEnv<'a> {
     /// Directories no sandboxed command may read or change, even inside the workspace or an
     /// extra path: the host's state directory (grants, mirrors, locks, configuration), issue 14.
     pub hidden: &'a [PathBuf],
+    /// For `mounted`: what the folder has at a workspace path the mirror did not copy (the path
+    /// or the nearest skipped ancestor, and what it is), so a tool can say "not mirrored: a
+    /// FIFO" rather than "does not exist" (issue 15). Always `None` for other workspaces.
+    pub not_copied: NotCopiedLookup<'a>,
+}
+
+/// [`ToolEnv::not_copied`]: a lookup into the turn's mirror, if it has one.
+#[derive(Clone, Copy)]
+pub struct NotCopiedLookup<'a>(pub &'a (dyn Fn(&Path) -> Option<(PathBuf, NotCopied)> + Sync));
+
+impl NotCopiedLookup<'_> {
+    /// The skipped path (`rel` or its nearest skipped ancestor) and what the folder has there.
+    pub fn get(&self, rel: &Path) -> Option<(PathBuf, NotCopied)> {
+        (self.0)(rel)
+    }
+}
+
+impl fmt::Debug for NotCopiedLookup<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NotCopiedLookup")
+    }
 }
 
 /// Per-call options a host passes along with the arguments.
@@ -210,10 +231,42 @@ impl ToolHandler for RunTool {
     fn call<'a>(&'a self, args: Value, env: ToolEnv<'a>) -> ToolFuture<'a> {
         Box::pin(async move {
             let args = run_tool::AgentRunArguments::from_json(args)?;
-            let out = run_tool::run(args, env.root, &env.ctx).await?;
+            let out = run_tool::run(args, env.root, &env.ctx)
+                .await
+                .map_err(|e| explain_not_copied(e, env.not_copied))?;
             files::to_value(&out)
         })
     }
+}
+
+/// A path refusal of `run` for a path the mirror skipped becomes what happened: the folder has a
+/// FIFO (socket, symlink, unreadable entry) there, which the mirror does not copy — not "does
+/// not exist".
+fn explain_not_copied(err: ToolError, not_copied: NotCopiedLookup<'_>) -> ToolError {
+    if err.code() != ErrorCode::ExecPathInvalid {
+        return err;
+    }
+    let Some(path) = err
+        .details()
+        .get(run_tool::PATH_DETAIL)
+        .and_then(Value::as_str)
+    else {
+        return err;
+    };
+    let Some((at, what)) = not_copied.get(Path::new(path)) else {
+        return err;
+    };
+    ToolError::new(
+        ErrorCode::ExecPathInvalid,
+        format!(
+            "`{path}` is not in the mirror: in the folder `{}` is {what}, and `run` works on a \
+             copy holding only regular files and directories (symbolic links are never \
+             followed); use the command tool in a direct workspace if you need it",
+            at.display()
+        ),
+    )
+    .with_detail(run_tool::PATH_DETAIL, path.to_owned())
+    .with_detail("notMirrored", what.to_string())
 }
 
 /// `command` (CMD-*), from `command-tool`: `/bin/sh -c` in the turn's `direct` or `app-private`

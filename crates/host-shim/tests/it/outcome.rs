@@ -3,6 +3,7 @@
 //! `ok: false` with `AGENT_EXEC_WRITE_BACK_INCOMPLETE`, the result's fields and the `mirror`
 //! report kept (RUN-11, RUN-12 as refined in `host_shim::turn_line`'s module).
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
 use host_shim::{
@@ -145,4 +146,61 @@ fn a_write_back_with_nothing_to_write_is_ok_and_errors_keep_their_code() {
     let line = turn_line(Err(err), &report(m));
     assert_eq!(line["code"], "AGENT_EXEC_FAILED");
     assert_eq!(line["mirror"]["kept"], true);
+}
+
+/// Issue 15, item 5: a name the mirror skipped is "not mirrored: a FIFO", not "does not exist",
+/// both when `run` is asked to read it and when the agent's write to that name is not written
+/// back.
+#[test]
+fn a_fifo_the_mirror_skipped_is_named_as_such_when_read_and_when_written() {
+    if !crate::util::sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    std::process::Command::new("mkfifo")
+        .arg(f.folder.join("pipe"))
+        .status()
+        .unwrap();
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("mounted", &["run", "write"]))
+        .unwrap();
+    let (read, line) = rt().block_on(async {
+        let turn = s.begin_turn().unwrap();
+        let opts = CallOptions::default();
+        let read = turn
+            .call(
+                "1",
+                "run",
+                json!({"program": "wc", "args": ["-l", "pipe"]}),
+                &opts,
+            )
+            .await
+            .unwrap_err();
+        let result = turn
+            .call(
+                "2",
+                "write",
+                json!({"path": "pipe", "content": "agent\n"}),
+                &opts,
+            )
+            .await;
+        let report = turn.finish(result.is_ok(), false);
+        (read, turn_line(result, &report))
+    });
+    assert_eq!(read.code(), ErrorCode::ExecPathInvalid);
+    assert!(read.message().contains("is a FIFO"), "{}", read.message());
+    assert!(!read.message().contains("does not exist"), "{}", read.message());
+    assert_eq!(read.details()["notMirrored"], "a FIFO");
+    assert!(!line_is_ok(&line), "{line}");
+    let reason = line["mirror"]["conflicts"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("a FIFO at pipe"), "{reason}");
+    assert!(
+        std::fs::symlink_metadata(f.folder.join("pipe"))
+            .unwrap()
+            .file_type()
+            .is_fifo(),
+        "the FIFO is left as it is"
+    );
 }
