@@ -43,8 +43,10 @@ pub(crate) async fn drain(
     loop {
         buf.clear();
         let read = tokio::select! {
+            // Data first: a busy runtime may poll this late, after `stop`, with the pipe full.
+            biased;
             r = rx.read_buf(&mut buf) => r,
-            () = stop.cancelled() => return Ok(out),
+            () = stop.cancelled() => return take_ready(&rx, &mut buf, cap, out, over_cap),
         };
         let n = match read {
             Ok(0) => return Ok(out),
@@ -72,6 +74,41 @@ pub(crate) async fn drain(
                 .map(|()| out);
         }
         out.bytes.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// After `stop`: what is already in the pipe still belongs to the output — the writers are
+/// dead, their last bytes must not be dropped because the runtime was slow to read them (a
+/// busy runtime could otherwise return 16 KiB of a 64 KiB output as complete). Reads without
+/// waiting until the pipe is empty, then returns; bytes past the cap only mark `truncated`.
+fn take_ready(
+    rx: &pipe::Receiver,
+    buf: &mut Vec<u8>,
+    cap: usize,
+    mut out: Captured,
+    over_cap: &Notify,
+) -> io::Result<Captured> {
+    use std::os::fd::AsFd;
+    // A plain `read` on the non-blocking descriptor: tokio's `try_read` answers "would block"
+    // from its cached readiness without asking the kernel, which is exactly the case here.
+    buf.resize(buf.capacity().max(16 * 1024), 0);
+    loop {
+        match rustix::io::read(rx.as_fd(), &mut buf[..]) {
+            Ok(0) => return Ok(out),
+            Ok(n) => {
+                let room = cap - out.bytes.len();
+                if n > room {
+                    out.bytes.extend_from_slice(&buf[..room]);
+                    out.truncated = true;
+                    over_cap.notify_one();
+                    return Ok(out);
+                }
+                out.bytes.extend_from_slice(&buf[..n]);
+            }
+            Err(rustix::io::Errno::AGAIN) => return Ok(out),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
@@ -216,6 +253,25 @@ mod tests {
         assert_eq!(got.bytes, input[..65_536]);
         assert!(got.truncated);
         assert!(notified);
+    }
+
+    #[tokio::test]
+    async fn what_is_already_in_the_pipe_when_stop_comes_is_kept() {
+        // Issue 15: under load the grace timer could fire before the reader ran, and the
+        // output came back cut to what had been read, with `truncated: false`. The writer
+        // stays open (as an escaped descriptor would), so only `stop` ends the read.
+        for _ in 0..50 {
+            let (mut tx, rx) = pipe::pipe().unwrap();
+            let input: Vec<u8> = (0..60_000u32).map(|i| (i % 241) as u8).collect();
+            tx.write_all(&input).await.unwrap();
+            let stop = CancellationToken::new();
+            stop.cancel();
+            let got = drain(rx, 65_536, &Notify::new(), stop).await.unwrap();
+            assert_eq!(got.bytes.len(), input.len());
+            assert_eq!(got.bytes, input);
+            assert!(!got.truncated);
+            drop(tx);
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -191,7 +191,11 @@ fn a_fifo_the_mirror_skipped_is_named_as_such_when_read_and_when_written() {
     });
     assert_eq!(read.code(), ErrorCode::ExecPathInvalid);
     assert!(read.message().contains("is a FIFO"), "{}", read.message());
-    assert!(!read.message().contains("does not exist"), "{}", read.message());
+    assert!(
+        !read.message().contains("does not exist"),
+        "{}",
+        read.message()
+    );
     assert_eq!(read.details()["notMirrored"], "a FIFO");
     assert!(!line_is_ok(&line), "{line}");
     let reason = line["mirror"]["conflicts"][0]["reason"].as_str().unwrap();
