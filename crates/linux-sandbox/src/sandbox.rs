@@ -973,12 +973,20 @@ mod tests {
             .allow_if_exists(dir.path(), Access::READ);
         // Reuse across calls is pinned in `syscache`'s tests (this cache is shared with the
         // other tests of this binary, whose temp files rightly empty it now and then).
+        // Prepared and looked at again until one look finds it cached: another test's temp
+        // files in the shared temp dir may empty the cache between the two (a flake in CI).
         let held_is_on_disk = || {
-            let on_disk = rustix::fs::stat(&system).unwrap();
-            let held = rustix::fs::fstat(&*cached(&system).expect("system path cached")).unwrap();
-            (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
+            for _ in 0..100 {
+                policy.prepare().unwrap();
+                let Some(held) = cached(&system) else {
+                    continue;
+                };
+                let on_disk = rustix::fs::stat(&system).unwrap();
+                let held = rustix::fs::fstat(&*held).unwrap();
+                return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino);
+            }
+            panic!("the system path was never found cached after 100 prepares");
         };
-        policy.prepare().unwrap();
         policy.prepare().unwrap();
         assert!(held_is_on_disk());
         assert!(cached(&user).is_none());
@@ -987,7 +995,6 @@ mod tests {
         // Replaced: a descriptor on the new inode.
         std::fs::write(dir.path().join("next"), "t").unwrap();
         std::fs::rename(dir.path().join("next"), &system).unwrap();
-        policy.prepare().unwrap();
         assert!(held_is_on_disk());
 
         // Gone: skipped like allow_if_exists, and dropped from the cache.
