@@ -411,6 +411,13 @@ pub enum ConflictReason {
         /// Where the set-aside version is, relative to the folder.
         at: PathBuf,
     },
+    /// Writing this path back failed (permissions, a full disk, an immutable directory…);
+    /// the folder's entry is left as it was, the agent's version stays in the mirror, and the
+    /// rest of the write-back went on.
+    Failed {
+        /// What failed.
+        error: String,
+    },
     /// Another path's conflict blocks this one (its parent or child, or the other half of a
     /// type change).
     Dependent {
@@ -446,7 +453,7 @@ impl std::fmt::Display for NotCopied {
             NotCopied::Socket => "a socket",
             NotCopied::Device => "a device",
             NotCopied::Special => "a special file",
-            NotCopied::Unreadable => "unreadable",
+            NotCopied::Unreadable => "an unreadable entry",
         })
     }
 }
@@ -919,7 +926,16 @@ impl Mirror {
             }
             let reason = match verdict[i].take() {
                 Some(r) => Some(r),
-                None => match self.apply(c, i, &mut dir_modes)? {
+                // One path's I/O error is that path's conflict, not the end of the write-back:
+                // the report must list what did land (issue 15).
+                None => match self.apply(c, i, &mut dir_modes).unwrap_or_else(|e| {
+                    Applied::Now(
+                        Some(ConflictReason::Failed {
+                            error: e.to_string(),
+                        }),
+                        None,
+                    )
+                }) {
                     Applied::Now(reason, copy) => {
                         if let Some(copy) = copy {
                             copies.insert(i, copy);
@@ -1103,10 +1119,16 @@ impl Mirror {
             Err(_) => return now(Some(ConflictReason::UnsafePath)),
         };
         // A replacement or deletion that stays undoable until `settle` verified what it moved.
-        let later = |parent: OwnedFd, aside: String, moved: Option<Meta>, step| {
-            let base = self.baseline.get(&c.path).cloned().ok_or_else(|| {
-                io_err("write back", &c.path)(io::Error::other("no baseline entry"))
-            })?;
+        let later = |parent: OwnedFd,
+                     aside: String,
+                     moved: Option<Meta>,
+                     step,
+                     base: Option<BaselineEntry>| {
+            let base = base
+                .or_else(|| self.baseline.get(&c.path).cloned())
+                .ok_or_else(|| {
+                    io_err("write back", &c.path)(io::Error::other("no baseline entry"))
+                })?;
             Ok::<_, MirrorError>(settle::Pending {
                 index,
                 rel: c.path.clone(),
@@ -1152,7 +1174,13 @@ impl Mirror {
                 }
                 match crate::atomic::move_aside(parent.as_fd(), name) {
                     Ok((aside, moved)) => Ok(Applied::Later(
-                        Box::new(later(parent, aside, Some(moved), settle::Step::Deleted)?),
+                        Box::new(later(
+                            parent,
+                            aside,
+                            Some(moved),
+                            settle::Step::Deleted,
+                            None,
+                        )?),
                         None,
                     )),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => now(None),
@@ -1180,9 +1208,13 @@ impl Mirror {
                 now(None)
             }
             (ChangeKind::Modified, _) => {
-                if !still_baseline()? {
+                // Vetted by content as well: a save during the fill below that keeps size and
+                // mtime (`touch -r`, `rsync --inplace -t`) and lands before the swap changes
+                // only the ctime, which the swap itself moves, so the verification after it
+                // compares the set-aside file with the content read here.
+                let Some(vetted) = self.vetted_file(&c.path)? else {
                     return now(Some(ConflictReason::ChangedInSource));
-                }
+                };
                 let (mut contents, copy) = self.mirror_file(&c.path)?;
                 match exchange_entry(
                     parent.as_fd(),
@@ -1196,7 +1228,13 @@ impl Mirror {
                         new,
                         old,
                     }) => Ok(Applied::Later(
-                        Box::new(later(parent, aside, old, settle::Step::Replaced { new })?),
+                        Box::new(later(
+                            parent,
+                            aside,
+                            old,
+                            settle::Step::Replaced { new },
+                            Some(vetted),
+                        )?),
                         Some(copy),
                     )),
                     // No exchange on this file system: replaced after the check only.
@@ -1219,6 +1257,36 @@ impl Mirror {
                 }
             }
         }
+    }
+
+    /// The folder's file at `rel` if it still is what the baseline recorded, with the hash of
+    /// its content now (the baseline's own hash must match where it has one).
+    fn vetted_file(&self, rel: &Path) -> Result<Option<BaselineEntry>, MirrorError> {
+        let Some(base) = self.baseline.get(rel) else {
+            return Ok(None);
+        };
+        if base.kind != EntryKind::File {
+            return Ok(None);
+        }
+        let SourceState::Present(now) =
+            source_state(self.source.as_fd(), rel, |m| base.same_meta(m))?
+        else {
+            return Ok(None);
+        };
+        let same = match base.hash {
+            Some(_) => base.matches(&now),
+            None => {
+                now.hash.is_some()
+                    && BaselineEntry {
+                        hash: None,
+                        ..now.clone()
+                    } == *base
+            }
+        };
+        Ok(same.then(|| BaselineEntry {
+            hash: now.hash,
+            ..base.clone()
+        }))
     }
 
     fn mirror_meta(&self, rel: &Path) -> Result<Meta, MirrorError> {

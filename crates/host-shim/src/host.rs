@@ -526,6 +526,8 @@ impl Session {
     /// that command runs (issue 15 §4).
     fn temporary_mirror(&self, dir: &Path) -> Result<(Mirror, Option<CallDir>), ToolError> {
         let dest = dir.join(temporary_mirror_name(&self.plugin));
+        // A caught signal waits until the copy is a CallDir it can remove (issue 15).
+        let _whole = defer_signal_exit();
         let mirror = Mirror::create(&self.folder, &dest).map_err(|e| {
             // A half-made mirror is ours and useless; remove it.
             let _ = fsguard::remove_tree(&dest);
@@ -566,6 +568,20 @@ fn adopt_call_dir(path: &Path) -> Option<CallDir> {
     {
         let _ = path;
         None
+    }
+}
+
+/// See `proctree::defer_signal_exit`; elsewhere signals are not caught, so nothing waits.
+fn defer_signal_exit() -> impl Drop {
+    #[cfg(target_os = "linux")]
+    return proctree::defer_signal_exit();
+    #[cfg(not(target_os = "linux"))]
+    {
+        struct Nothing;
+        impl Drop for Nothing {
+            fn drop(&mut self) {}
+        }
+        Nothing
     }
 }
 
@@ -785,6 +801,9 @@ fn reason_text(reason: &ConflictReason, mirror: &Mirror, path: &Path) -> String 
             ),
             None => "not mirrored (symlink, special or unreadable)".into(),
         },
+        ConflictReason::Failed { error } => {
+            format!("could not be written back ({error}); the folder's version is left as it was")
+        }
         ConflictReason::KeptAside { at } => format!(
             "changed in the folder while it was written back; the folder's earlier version is \
              kept at {}",
@@ -973,7 +992,12 @@ impl Turn {
             error: None,
         };
         if success {
-            match mirror.finalize() {
+            // A caught signal waits: replaced files sit aside in the user's folder until the
+            // write-back verified them (fsguard's `settle`); cut there, they would stay.
+            let whole = defer_signal_exit();
+            let finalized = mirror.finalize();
+            drop(whole);
+            match finalized {
                 Ok(done) => {
                     report.written_back = true;
                     report.applied = done

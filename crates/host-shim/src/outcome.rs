@@ -74,9 +74,9 @@ pub fn write_back_shortfall(mirror: &MirrorReport) -> Option<String> {
         ));
     }
     Some(format!(
-        "the run succeeded, but {} of its {} change(s) were not written back because the folder \
-         changed too: {}; the folder's versions are kept as they are{kept}; read the folder \
-         again and redo those edits if they are still wanted (see \"mirror\".\"conflicts\")",
+        "the run succeeded, but {} of its {} change(s) were not written back to the folder: {}; \
+         the folder's entries there are left as they are{kept}; read the folder again and redo \
+         those edits if they are still wanted (see \"mirror\".\"conflicts\")",
         mirror.conflicts.len(),
         mirror.conflicts.len() + mirror.applied.len(),
         named.join(", ")

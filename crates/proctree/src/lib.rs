@@ -60,8 +60,9 @@ mod macos;
 pub use identity::{ProcessId, ProcessState};
 #[cfg(target_os = "linux")]
 pub use linux::{
-    CallDir, RemovedIfHostDies, owned_name, parse_owned_name, remove_call_dirs_on_signals,
-    remove_idle_call_dirs, remove_if_host_dies, sweep_orphans,
+    CallDir, DeferSignalExit, RemovedIfHostDies, SIGNAL_EXIT_WAIT, defer_signal_exit, owned_name,
+    parse_owned_name, remove_call_dirs_on_signals, remove_idle_call_dirs, remove_if_host_dies,
+    sweep_orphans,
 };
 #[cfg(target_os = "linux")]
 pub use linux::{

@@ -143,7 +143,17 @@ impl Settling {
             std::thread::sleep(ready - now);
         }
         let index = p.index;
-        Ok((index, verify(p)?))
+        let aside = aside_path(&p);
+        // An error is this path's conflict; the set-aside file may be left, so say where.
+        let reason = verify(p).unwrap_or_else(|e| {
+            Some(ConflictReason::Failed {
+                error: format!(
+                    "{e}; the folder's earlier version may be left at {}",
+                    aside.display()
+                ),
+            })
+        });
+        Ok((index, reason))
     }
 }
 

@@ -239,3 +239,35 @@ fn refresh_resets_mirror_directories_their_owner_cannot_read() {
         },
     );
 }
+
+/// Issue 15 (review finding F2): a write-back that cannot write one directory (made read-only
+/// meanwhile) goes on with the rest and reports exactly what landed: the paths written are
+/// `applied`, the refused one a `Failed` conflict with the folder's file untouched — not an
+/// error that throws the whole report away while half of it is in the folder.
+#[test]
+fn a_write_back_that_fails_for_one_directory_reports_what_landed() {
+    as_unprivileged(
+        "a_write_back_that_fails_for_one_directory_reports_what_landed",
+        || {
+            let fx = Fixture::new();
+            fx.put("src/d1/a", "orig");
+            fx.put("src/d2/b", "orig");
+            let mut m = Mirror::create(fx.join("src"), fx.join("mirror")).unwrap();
+            fx.put("mirror/d1/a", "agent");
+            fx.put("mirror/d2/b", "agent");
+            fx.chmod("src/d2", 0o555);
+            let report = m.finalize().unwrap();
+            fx.chmod("src/d2", 0o755);
+            let applied: Vec<_> = report.applied.iter().map(|c| c.path.clone()).collect();
+            assert_eq!(applied, [Path::new("d1/a")]);
+            assert_eq!(report.conflicts.len(), 1, "{report:?}");
+            assert_eq!(report.conflicts[0].change.path, Path::new("d2/b"));
+            assert!(
+                matches!(&report.conflicts[0].reason, ConflictReason::Failed { error } if error.contains("denied")),
+                "{report:?}"
+            );
+            assert_eq!(fx.read("src/d1/a"), "agent");
+            assert_eq!(fx.read("src/d2/b"), "orig");
+        },
+    );
+}

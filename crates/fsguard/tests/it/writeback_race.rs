@@ -220,3 +220,50 @@ fn a_save_by_rename_of_the_very_file_being_written_back_is_never_lost() {
 fn a_save_of_a_file_the_agent_deleted_is_never_lost() {
     no_save_is_lost(Save::InPlace, Pace::Frontier, Agent::Deletes);
 }
+
+/// A save while the write-back fills its temp file that keeps the size and puts the mtime back
+/// (`touch -r`, `rsync --inplace -t`) changes only the ctime, which the swap itself moves; the
+/// verification compares content read at the check, so it is still a conflict (issue 15,
+/// review finding F1: this save was lost and the file reported applied).
+#[test]
+fn a_same_size_save_that_restores_the_mtime_during_the_fill_is_not_lost() {
+    for round in 0..3 {
+        let fx = Fixture::new();
+        fx.put("src/big.txt", "orig\n");
+        fx.settle_clock();
+        let options = MirrorOptions::new().racy_window(Duration::ZERO);
+        let mut mirror = Mirror::create_with(fx.join("src"), fx.join("mirror"), &options).unwrap();
+        fs::write(fx.join("mirror/big.txt"), vec![b'a'; 64 << 20]).unwrap();
+        let src = fx.join("src");
+        let user = std::thread::spawn(move || {
+            // The temp file of the fill has appeared: the check is done, the swap not yet.
+            while !fs::read_dir(&src)
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(".fsguard-"))
+            {
+                std::hint::spin_loop();
+            }
+            let target = src.join("big.txt");
+            let mtime = fs::metadata(&target).unwrap().modified().unwrap();
+            fs::write(&target, "USER\n").unwrap();
+            fs::File::options()
+                .write(true)
+                .open(&target)
+                .unwrap()
+                .set_modified(mtime)
+                .unwrap();
+        });
+        let report = mirror.finalize().unwrap();
+        user.join().unwrap();
+        assert_eq!(
+            fs::read_to_string(fx.join("src/big.txt"))
+                .unwrap_or_default()
+                .len(),
+            5,
+            "round {round}: the user's save was overwritten ({report:?})"
+        );
+        assert_eq!(fx.read("src/big.txt"), "USER\n", "round {round}");
+        assert!(report.applied.is_empty(), "round {round}: {report:?}");
+    }
+}

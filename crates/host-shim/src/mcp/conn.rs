@@ -432,10 +432,14 @@ impl<S: Service> Conn<S> {
             code: code::INVALID_REQUEST,
             message: format!("Invalid Request: {message}"),
         };
-        if self.flights.contains_key(id) {
+        if let Some(flight) = self.flights.get(id) {
+            let state = if flight.cancelled {
+                "was cancelled and is still being stopped (a cancelled request gets no reply)"
+            } else {
+                "is still in flight; it keeps running and gets its own reply"
+            };
             return Err(invalid_request(format!(
-                "a request with id {} is still in flight; it keeps running and gets its own \
-                 reply. Use a new id for every request",
+                "a request with id {} {state}. Use a new id for every request",
                 id.to_value()
             )));
         }

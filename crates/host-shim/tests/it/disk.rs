@@ -555,3 +555,64 @@ fn nothing_accumulates_also_for_an_unprivileged_user() {
         "{out}"
     );
 }
+
+/// Review finding F4 of issue 15: a caught signal during the write-back waits for it to end
+/// (`proctree::defer_signal_exit`), so the user's folder is never left with the replaced
+/// originals set aside as `.fsguard-*.tmp`, and every file holds the agent's version.
+#[test]
+fn a_signal_during_write_back_lets_it_finish_and_leaves_nothing_aside() {
+    if !sandbox_available() {
+        return;
+    }
+    const FILES: usize = 600;
+    for sig in [Signal::TERM, Signal::INT, Signal::HUP] {
+        let (f, tmp) = fixture();
+        for i in 0..FILES {
+            f.write(&format!("f{i:04}.txt"), "orig\n");
+        }
+        f.write(
+            "all.awk",
+            format!(
+                "BEGIN {{ for (i = 0; i < {FILES}; i++) {{ f = sprintf(\"f%04d.txt\", i); \
+                 print \"agent\" > f; close(f) }} }}\n"
+            ),
+        );
+        let args = [
+            "call",
+            "run",
+            "--workspace",
+            s(&f.folder),
+            "--json",
+            &json!({"program": "awk", "args": ["-f", "all.awk", "all.awk"]}).to_string(),
+        ];
+        let mut child = agent_exec_bg(&f, &tmp, &args);
+        // The write-back has begun: some file holds the agent's version.
+        wait_until("the write-back begins", 60, || {
+            (0..FILES)
+                .step_by(7)
+                .any(|i| f.read(&format!("f{i:04}.txt")) == "agent\n")
+        });
+        {
+            use std::os::unix::process::ExitStatusExt;
+            let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+            rustix::process::kill_process(pid, sig).unwrap();
+            let status = child.wait().unwrap();
+            // Dies of the signal once the write-back is done, or, when the call finished its
+            // last steps first, ends as it would have.
+            assert!(
+                status.signal() == Some(sig.as_raw()) || status.success(),
+                "{sig:?}: {status:?}"
+            );
+        }
+        let aside: Vec<String> = names(&f.folder)
+            .into_iter()
+            .filter(|n| n.starts_with(".fsguard-"))
+            .collect();
+        assert!(aside.is_empty(), "{sig:?} left {aside:?} in the folder");
+        let orig = (0..FILES)
+            .filter(|i| f.read(&format!("f{i:04}.txt")) != "agent\n")
+            .count();
+        assert_eq!(orig, 0, "{sig:?}: the write-back was cut short");
+        assert_nothing_left(&f, &tmp, sig);
+    }
+}

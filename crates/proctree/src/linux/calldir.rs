@@ -278,11 +278,58 @@ pub fn sweep_orphans(parent: &Path, wanted: impl Fn(&str) -> bool) -> io::Result
     Ok(removed)
 }
 
+/// How long a caught SIGTERM, SIGINT or SIGHUP waits for [`DeferSignalExit`] sections to end
+/// before the host removes its call directories and dies anyway. A second such signal ends the
+/// wait at once.
+pub const SIGNAL_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Sections a caught signal waits for (see [`defer_signal_exit`]).
+static DEFERRING: AtomicUsize = AtomicUsize::new(0);
+
+/// Held while work runs that must not be cut in half by a caught signal (issue 15): a copy
+/// whose directory is not yet a [`CallDir`] (the signal would leave it behind), a write-back
+/// whose replaced files still wait aside in the user's folder. While any is held, the signal
+/// thread of [`remove_call_dirs_on_signals`] waits — at most [`SIGNAL_EXIT_WAIT`], or until a
+/// second signal — then removes the idle call directories and dies of the signal. SIGKILL
+/// cannot wait; the supervisor and the next start's sweep cover it.
+#[derive(Debug)]
+#[must_use = "the section ends when the guard is dropped"]
+pub struct DeferSignalExit(());
+
+/// Starts a section a caught signal waits for; it ends when the guard is dropped.
+pub fn defer_signal_exit() -> DeferSignalExit {
+    DEFERRING.fetch_add(1, Ordering::SeqCst);
+    DeferSignalExit(())
+}
+
+impl Drop for DeferSignalExit {
+    fn drop(&mut self) {
+        DEFERRING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// After the first signal: waits while sections are deferring, up to the limit or a second
+/// signal from `set`.
+fn wait_for_deferred(set: &libc::sigset_t) {
+    let deadline = std::time::Instant::now() + SIGNAL_EXIT_WAIT;
+    while DEFERRING.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+        let step = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 20_000_000,
+        };
+        // SAFETY: waits up to `step` for a signal of `set` (blocked in every thread).
+        if unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &step) } > 0 {
+            return;
+        }
+    }
+}
+
 /// For a host binary: on SIGTERM, SIGINT or SIGHUP, first remove every call directory of this
 /// process that no running supervisor holds (one still being filled, or whose command has
 /// ended), then die of that signal as before — which closes every supervisor's channel, so each
 /// kills and reaps its tree and only then removes the directories it holds (issue 15 §4: the
-/// tree is stopped before its files go). Blocks the three signals in the calling thread and
+/// tree is stopped before its files go). Work inside a [`DeferSignalExit`] section is waited for
+/// first. Blocks the three signals in the calling thread and
 /// waits for them in a thread of its own, so call it first in `main`, before any other thread
 /// starts (threads inherit the mask). Supervisors and commands get a clean mask of their own.
 ///
@@ -312,6 +359,7 @@ pub fn remove_call_dirs_on_signals() -> io::Result<()> {
             if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
                 return;
             }
+            wait_for_deferred(&set);
             remove_idle_call_dirs();
             // Die of the signal, as without us: default action, unblocked in this thread.
             // SAFETY: plain signal calls on our own process and thread.

@@ -10,8 +10,9 @@ mod tree;
 mod walk;
 
 pub use calldir::{
-    CallDir, RemovedIfHostDies, owned_name, parse_owned_name, remove_call_dirs_on_signals,
-    remove_idle_call_dirs, remove_if_host_dies, sweep_orphans,
+    CallDir, DeferSignalExit, RemovedIfHostDies, SIGNAL_EXIT_WAIT, defer_signal_exit, owned_name,
+    parse_owned_name, remove_call_dirs_on_signals, remove_idle_call_dirs, remove_if_host_dies,
+    sweep_orphans,
 };
 pub(crate) use sys::read_stat;
 pub use tree::{
