@@ -302,6 +302,32 @@ pub fn check_plugin_id(id: &str) -> Result<(), StateError> {
     }
 }
 
+/// A state directory (and its `mirrors/`) must be a directory of this user that nobody else
+/// may write: grants are read from it and call dirs swept in it, so another user who could
+/// plant a `state.json` or swap `mirrors` for a symlink would decide both (issue 15 review).
+fn only_ours(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::symlink_metadata(path)?;
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() {
+        return Err(io::Error::other("is not a directory"));
+    }
+    if meta.uid() != me {
+        return Err(io::Error::other(format!(
+            "belongs to uid {}, not to this user (uid {me}); another user's directory could hold \
+             grants or links planted for you",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(io::Error::other(format!(
+            "is writable by group or others (mode {:o}); make it `chmod 700`",
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
 impl StateStore {
     /// The default state directory: `$AGENT_EXEC_STATE_DIR`, else `$XDG_STATE_HOME/agent-exec`,
     /// else `$HOME/.local/state/agent-exec`.
@@ -341,6 +367,15 @@ impl StateStore {
             .create(given)
             .map_err(dir_err)?;
         let dir = fs::canonicalize(given).map_err(dir_err)?;
+        only_ours(&dir).map_err(dir_err)?;
+        match fs::symlink_metadata(dir.join("mirrors")) {
+            Ok(_) => only_ours(&dir.join("mirrors")).map_err(|source| StateError::Dir {
+                path: dir.join("mirrors"),
+                source,
+            })?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(dir_err(e)),
+        }
         Ok(StateStore {
             dir,
             kept: KeptLimits::default(),

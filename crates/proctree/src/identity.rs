@@ -53,7 +53,10 @@ pub enum ProcessState {
     /// Running, sleeping, stopped, traced or in disk sleep: a live process.
     Alive,
     /// Exited and waiting to be reaped (`Z`) or being torn down (`X`): it runs no code any more,
-    /// so it is never counted as stopped by us.
+    /// so it is never counted as stopped by us. A `Z` thread-group leader whose other threads
+    /// still run (the main thread called `pthread_exit`) is [`Alive`](Self::Alive): its code
+    /// runs, and a signal to it reaches those threads (issue 15 review: such a process was
+    /// never signalled and outlived its call).
     Dead,
 }
 
@@ -87,6 +90,7 @@ pub(crate) fn parse_stat(text: &[u8]) -> Option<Stat> {
     let rest = text.get(close + 1..)?;
     // Fields 3.. after the name; field n is at index n - 3.
     let mut state = None;
+    let mut zombie_leader = false;
     let mut ppid = None;
     let mut pgid = None;
     let mut threads = None;
@@ -98,6 +102,7 @@ pub(crate) fn parse_stat(text: &[u8]) -> Option<Stat> {
     {
         match index {
             0 => {
+                zombie_leader = field == b"Z";
                 state = Some(match field {
                     b"Z" | b"X" | b"x" => ProcessState::Dead,
                     [_] => ProcessState::Alive,
@@ -114,12 +119,18 @@ pub(crate) fn parse_stat(text: &[u8]) -> Option<Stat> {
             _ => {}
         }
     }
+    let threads = u32::try_from(threads?).ok()?;
+    // `Z` only says the leader thread exited; with other threads left the process still runs.
+    let state = match state? {
+        ProcessState::Dead if zombie_leader && threads > 1 => ProcessState::Alive,
+        s => s,
+    };
     Some(Stat {
         pid: u32::try_from(pid).ok()?,
-        state: state?,
+        state,
         ppid: u32::try_from(ppid?).ok()?,
         pgid: u32::try_from(pgid?).ok()?,
-        threads: u32::try_from(threads?).ok()?,
+        threads,
         start_time: start_time?,
     })
 }
@@ -180,6 +191,21 @@ mod tests {
         check(
             &format!("45 ()) X 1 1 1 {TAIL}\n"),
             Some((45, ProcessState::Dead, 1, 1, 98765)),
+        );
+    }
+
+    #[test]
+    fn a_zombie_leader_with_running_threads_is_alive() {
+        // `pthread_exit` in main: the leader shows `Z`, two threads still run (issue 15 review).
+        let text = "46 (zl) Z 1 46 1 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 3 0 777 1 1";
+        assert_eq!(
+            parse_stat(text.as_bytes()).map(|s| s.state),
+            Some(ProcessState::Alive)
+        );
+        let reaped_soon = "47 (zl) Z 1 47 1 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 777 1 1";
+        assert_eq!(
+            parse_stat(reaped_soon.as_bytes()).map(|s| s.state),
+            Some(ProcessState::Dead)
         );
     }
 

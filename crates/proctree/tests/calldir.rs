@@ -303,3 +303,32 @@ fn as_an_unprivileged_user_the_sweep_removes_its_own_orphans_and_never_another_u
     );
     assert_eq!(std::fs::read_to_string(roots.join("f")).unwrap(), "root's");
 }
+
+/// Issue 15 review: a host in another PID namespace (a container sharing /tmp) has PIDs that
+/// mean nothing here; its live call dirs must not be taken for orphans.
+#[test]
+fn the_sweep_leaves_dirs_of_owners_in_another_pid_namespace() {
+    let parent = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new("/bin/true").spawn().unwrap();
+    let gone = ProcessId::of(child.id()).unwrap_or(ProcessId::new(child.id(), 1));
+    child.wait().unwrap();
+    // Namespace inode 1 is never a PID namespace of this host.
+    let foreign = parent.path().join(format!(
+        "agent-exec-run-{}-{}-p1-7",
+        gone.pid(),
+        gone.start_time()
+    ));
+    std::fs::create_dir(&foreign).unwrap();
+    let ours = CallDir::create(parent.path(), "agent-exec-run-").unwrap();
+    let name = ours
+        .path()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(name.contains("-p"), "{name} records the namespace");
+    let removed = proctree::sweep_orphans(parent.path(), |_| true).unwrap();
+    assert!(removed.is_empty(), "{removed:?}");
+    assert!(foreign.is_dir());
+}

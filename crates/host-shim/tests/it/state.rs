@@ -124,3 +124,38 @@ fn plugin_ids_that_cannot_name_a_folder_are_refused() {
         host_shim::check_plugin_id(good).unwrap();
     }
 }
+
+/// Issue 15 review: a state directory (or its `mirrors/`) another user owns or may write is
+/// refused — grants are read from it and call dirs swept in it — with what to do instead.
+#[test]
+fn a_state_dir_others_may_write_or_own_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let open = |p: &std::path::Path| {
+        host_shim::StateStore::open(p)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = open(&shared).unwrap_err();
+    assert!(err.contains("writable by group or others"), "{err}");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(open(&shared), Ok(()));
+    std::fs::create_dir(shared.join("mirrors")).unwrap();
+    std::fs::set_permissions(
+        shared.join("mirrors"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let err = open(&shared).unwrap_err();
+    assert!(err.contains("mirrors"), "{err}");
+    if rustix::process::geteuid().is_root() {
+        let theirs = tmp.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65533), Some(65533)).unwrap();
+        let err = open(&theirs).unwrap_err();
+        assert!(err.contains("belongs to uid 65533"), "{err}");
+    }
+}

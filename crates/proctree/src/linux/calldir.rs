@@ -107,27 +107,63 @@ pub fn owned_name(prefix: &str) -> String {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let me = owner();
     format!(
-        "{prefix}{}-{}-{}",
+        "{prefix}{}-{}-p{}-{}",
         me.pid(),
         me.start_time(),
+        pid_namespace(),
         (seed << 20) ^ n
     )
 }
 
-/// The stem and owner of a name made by [`owned_name`]: `("agent-exec-run", pid, start)` for
-/// `agent-exec-run-<pid>-<start>-<n>`.
-#[must_use]
-pub fn parse_owned_name(name: &str) -> Option<(&str, ProcessId)> {
+/// The inode of this process's PID namespace (`/proc/self/ns/pid`), 0 when unreadable. A PID
+/// means something only inside its namespace: a host in a container and one outside it can
+/// share `/tmp` and a state directory, and each would take the other's live owner for dead
+/// (issue 15 review), so an owner is judged only by a host of the same namespace.
+fn pid_namespace() -> u64 {
+    static NS: OnceLock<u64> = OnceLock::new();
+    *NS.get_or_init(|| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+    })
+}
+
+/// Stem, owner and (for names that record it) the owner's PID namespace.
+fn parse_owned(name: &str) -> Option<(&str, ProcessId, Option<u64>)> {
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let mut parts = name.rsplitn(5, '-');
+    let n = parts.next()?;
+    let ns = parts.next()?;
+    if let Some(ns) = ns.strip_prefix('p').filter(|d| numeric(d)) {
+        let start = parts.next()?;
+        let pid = parts.next()?;
+        let stem = parts.next()?;
+        if !(numeric(n) && numeric(start) && numeric(pid)) || stem.is_empty() {
+            return None;
+        }
+        let owner = ProcessId::new(pid.parse().ok()?, start.parse().ok()?);
+        return Some((stem, owner, Some(ns.parse().ok()?)));
+    }
+    // `<stem>-<pid>-<start>-<n>`, as names were made before the namespace was recorded.
     let mut parts = name.rsplitn(4, '-');
     let n = parts.next()?;
     let start = parts.next()?;
     let pid = parts.next()?;
     let stem = parts.next()?;
-    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     if !(numeric(n) && numeric(start) && numeric(pid)) || stem.is_empty() {
         return None;
     }
-    Some((stem, ProcessId::new(pid.parse().ok()?, start.parse().ok()?)))
+    Some((
+        stem,
+        ProcessId::new(pid.parse().ok()?, start.parse().ok()?),
+        None,
+    ))
+}
+
+/// The stem and owner of a name made by [`owned_name`]: `("agent-exec-run", pid, start)` for
+/// `agent-exec-run-<pid>-<start>-p<pid namespace>-<n>` (or the older name without the namespace).
+#[must_use]
+pub fn parse_owned_name(name: &str) -> Option<(&str, ProcessId)> {
+    parse_owned(name).map(|(stem, owner, _)| (stem, owner))
 }
 
 fn open_parent(parent: &Path) -> io::Result<OwnedFd> {
@@ -148,7 +184,8 @@ fn c_name(name: &OsStr) -> io::Result<CString> {
 }
 
 impl CallDir {
-    /// Makes `<parent>/<prefix><pid>-<start>-<n>` (mode 0700), owned by this process.
+    /// Makes `<parent>/<prefix><pid>-<start>-p<pid namespace>-<n>` (mode 0700), owned by this
+    /// process.
     ///
     /// # Errors
     /// When the directory cannot be made (a name already taken is retried with another).
@@ -255,9 +292,13 @@ pub fn sweep_orphans(parent: &Path, wanted: impl Fn(&str) -> bool) -> io::Result
     let mut removed = Vec::new();
     for entry in std::fs::read_dir(parent)?.flatten() {
         let name = entry.file_name();
-        let Some((stem, owner)) = name.to_str().and_then(parse_owned_name) else {
+        let Some((stem, owner, ns)) = name.to_str().and_then(parse_owned) else {
             continue;
         };
+        // An owner in another PID namespace cannot be judged from here: leave it.
+        if ns.is_some_and(|ns| ns != pid_namespace()) {
+            continue;
+        }
         // Alive means the same PID with the same start time; a zombie still counts (its
         // supervisors may be at work), and so does this process.
         let alive = ProcessId::of(owner.pid()).is_some_and(|now| now == owner);

@@ -291,8 +291,31 @@ fn descend(dir: RawFd, name: &CStr) -> Entry {
 /// final link, so the look comes first; only the owner can swap the entry in between, and the
 /// owner may chmod its own files anyway.
 fn chmod_dir_at(dir: RawFd, name: &CStr, expect: Option<DirId>) -> bool {
-    let fits = stat_at(dir, name)
+    // The name is pinned first — `O_PATH | O_NOFOLLOW | O_DIRECTORY` needs no permission on a
+    // mode-000 directory and refuses a symlink — and the chmod goes through that descriptor,
+    // never through the name again: `fchmodat` follows a final symlink, and a process of the
+    // same user (the sandboxed command's leftover) could swap one in between a check and it
+    // (issue 15 review: a sweep chmod-ed a file outside).
+    let Ok(fd) = openat(
+        dir,
+        name,
+        libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY | libc::O_CLOEXEC,
+    ) else {
+        return false;
+    };
+    let fits = stat_at(fd, c"")
         .is_ok_and(|(id, _, mode)| is_dir(mode) && expect.is_none_or(|want| want == id));
-    // SAFETY: a NUL-terminated name relative to our descriptor.
-    fits && sys(unsafe { syscall!(Sysno::fchmodat, dir, name.as_ptr(), 0o700usize) }).is_ok()
+    // `fchmod` refuses an O_PATH descriptor; its /proc/self/fd link names exactly the opened
+    // directory, whatever the name points to by now.
+    let mut buf = [0u8; 64];
+    let done = fits
+        && super::supervisor::c_path(&mut buf, b"/proc/self/fd/", fd as u64, b"").is_some_and(
+            |path| {
+                // SAFETY: a NUL-terminated absolute path.
+                sys(unsafe { syscall!(Sysno::fchmodat, libc::AT_FDCWD, path.as_ptr(), 0o700usize) })
+                    .is_ok()
+            },
+        );
+    close(fd);
+    done
 }

@@ -577,7 +577,7 @@ fn proc_path<'a>(buf: &'a mut [u8; 64], pid: u64, suffix: &[u8]) -> Option<&'a C
 
 /// Formats `prefix`, the decimal `number` and `suffix` into `buf` as a C string;
 /// async-signal-safe.
-fn c_path<'a>(
+pub(super) fn c_path<'a>(
     buf: &'a mut [u8; 64],
     prefix: &[u8],
     number: u64,
