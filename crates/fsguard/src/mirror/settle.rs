@@ -15,8 +15,10 @@
 //!    had already looked the name up when the name was swapped (`open(O_TRUNC)` resolved, not
 //!    yet truncated) lands on the old file within that time.
 //! 3. **Verify** — the old file must be the vetted inode with the baseline's size, mode, mtime
-//!    and link count, the ctime read right after the swap, and, where the baseline hashed the
-//!    file, the same content. Then it is deleted and the change reported applied.
+//!    and link count, the ctime read right after the swap, and — for a replaced file — the
+//!    content read when it was vetted, right before the new file was written (a save during
+//!    that write which keeps size and mtime changes only the ctime, which the swap moves
+//!    anyway). Then it is deleted and the change reported applied.
 //! 4. **Undo** otherwise — a save reached the old file, or a save by rename put another file
 //!    under the name just before the swap (so that is what was swapped out): the two names are
 //!    swapped back (a deletion renamed back, never over anything), and the change is a
@@ -34,8 +36,11 @@
 //! after the verification writes to the deleted file (as with any atomic save, an editor's
 //! included — the module docs of the mirror say so for mappings); an `open` that stays between
 //! looking the name up and truncating it for longer than the settle time (a process stopped
-//! in the middle of the system call); and file systems that cannot exchange two names
-//! (`EINVAL`: a plain `rename` replaces the file after the check, as before).
+//! in the middle of the system call); a deleted file is compared by metadata only (not read:
+//! a deleted `node_modules` would cost its whole size), so a same-size save that also restores
+//! the mtime within the microseconds between the check and the rename is not seen; and file
+//! systems that cannot exchange two names (`EINVAL`: a plain `rename` replaces the file after
+//! the check, as before).
 //!
 //! At most [`MAX_PENDING`] changes wait at once (each holds its directory open); the oldest
 //! is verified first. On error or unwinding, whatever still waits is verified before the
