@@ -332,3 +332,61 @@ fn the_sweep_leaves_dirs_of_owners_in_another_pid_namespace() {
     assert!(removed.is_empty(), "{removed:?}");
     assert!(foreign.is_dir());
 }
+
+/// Helper "test": with `PROCTREE_CHMOD_RACE` set (run as nobody by the test below), sweeps
+/// orphans whose locked directory `a` is swapped, over and over, with `b`, a symlink to a decoy
+/// outside; returns through a panic if the decoy's mode ever changed.
+#[test]
+fn helper_chmod_race_as_nobody() {
+    let Ok(base) = std::env::var("PROCTREE_CHMOD_RACE") else {
+        return;
+    };
+    let base = Path::new(&base);
+    let decoy = base.join("decoy");
+    std::fs::write(&decoy, "outside").unwrap();
+    std::fs::set_permissions(&decoy, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let parent = base.join("parent");
+    std::fs::create_dir(&parent).unwrap();
+    for attempt in 0..3000 {
+        // PIDs above the kernel's limit (4194304) never name a live process.
+        let orphan = parent.join(format!("agent-exec-run-4194990-1-{attempt}"));
+        std::fs::create_dir_all(orphan.join("a")).unwrap();
+        std::fs::write(orphan.join("a/x"), "x").unwrap();
+        std::fs::set_permissions(orphan.join("a"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        std::os::unix::fs::symlink(&decoy, orphan.join("b")).unwrap();
+        let swapper = testkit::Swapper::new(orphan.join("a"), orphan.join("b")).start();
+        let _ = proctree::sweep_orphans(&parent, |_| true);
+        swapper.stop();
+        let mode = std::fs::metadata(&decoy).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(
+            mode, 0o640,
+            "attempt {attempt}: the sweep chmod-ed the decoy outside"
+        );
+        // What the race left is removed without it.
+        let _ = proctree::sweep_orphans(&parent, |_| true);
+    }
+}
+
+/// Issue 15 review (S2): the removal's chmod of a directory it may not enter goes through a
+/// descriptor of that directory, never its name again, so a symlink swapped in meanwhile is
+/// never followed to chmod a file outside. Only an unprivileged remover chmods (root enters
+/// mode-000 directories as it is), so this runs as nobody. With the name-based `fchmodat` of
+/// before, the decoy was chmod-ed within about 500 of the 3000 attempts.
+#[test]
+fn a_sweep_never_chmods_through_a_symlink_swapped_in_for_a_locked_directory() {
+    if !testkit::is_root() {
+        eprintln!("skipped: needs root to run the race as an unprivileged user");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(base.path(), Some(65534), Some(65534)).unwrap();
+    testkit::run_as_nobody(
+        &[
+            "--exact",
+            "helper_chmod_race_as_nobody",
+            "--nocapture",
+            "--test-threads=1",
+        ],
+        &[("PROCTREE_CHMOD_RACE", base.path().to_str().unwrap())],
+    );
+}
