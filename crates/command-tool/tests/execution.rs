@@ -415,3 +415,53 @@ async fn the_calls_home_and_temp_dir_are_private_to_its_user() {
     let out = call(&f, "stat -c %a \"$HOME/..\" \"$HOME\" \"$TMPDIR\"").await;
     assert_eq!(out.stdout, "700\n700\n700\n", "{out:?}");
 }
+
+/// Issue 16 (first step): the system headers, OpenSSL's configuration and the helpers of
+/// programs under /usr/local are part of the runtime a shell command sees, so a C compile, a
+/// TLS client's start and a locally built git's `commit` work — while `/etc/ssl/private` and
+/// `/etc/shadow` stay unreadable (the escape suite holds the rest).
+#[tokio::test]
+async fn a_c_compile_openssl_config_and_git_commit_work_and_private_keys_stay_private() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write(
+        "m.c",
+        "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n",
+    );
+    if std::path::Path::new("/usr/bin/cc").exists() {
+        let out = call(&f, "cc -O2 -c m.c -o m.o && echo compiled").await;
+        assert_eq!(out.stdout, "compiled\n", "{out:?}");
+    } else {
+        eprintln!("skipped: no C compiler at /usr/bin/cc");
+    }
+    if std::path::Path::new("/etc/ssl/openssl.cnf").exists() {
+        let out = call(&f, "cat /etc/ssl/openssl.cnf >/dev/null && echo read").await;
+        assert_eq!(out.stdout, "read\n", "{out:?}");
+    }
+    if which_git() {
+        let out = call(
+            &f,
+            "git init -q repo && cd repo && echo x > f && git add f && \
+             git -c user.name=a -c user.email=a@example.com commit -qm first && echo committed",
+        )
+        .await;
+        assert_eq!(out.stdout, "committed\n", "{out:?}");
+        assert!(!out.stderr.contains("cannot exec"), "{out:?}");
+    } else {
+        eprintln!("skipped: git is not installed");
+    }
+    let out = call(
+        &f,
+        "ls /etc/ssl/private >/dev/null 2>&1 && echo listed; cat /etc/shadow >/dev/null 2>&1 && echo read; true",
+    )
+    .await;
+    assert_eq!(out.stdout, "", "{out:?}");
+}
+
+fn which_git() -> bool {
+    ["/usr/bin/git", "/usr/local/bin/git"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists())
+}

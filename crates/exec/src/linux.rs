@@ -20,6 +20,7 @@ const SHELL_EXEC_DIRS: &[&str] = &[
     "/usr/bin",
     "/usr/sbin",
     "/usr/local/bin",
+    "/usr/local/sbin",
     "/lib",
     "/lib64",
     "/lib32",
@@ -28,6 +29,8 @@ const SHELL_EXEC_DIRS: &[&str] = &[
     "/usr/lib32",
     "/usr/libexec",
     "/usr/local/lib",
+    // Helpers a program in /usr/local/bin runs (a locally built git's `git-core`), issue 16.
+    "/usr/local/libexec",
 ];
 
 /// Read-only data shell commands commonly need: shared data (locales, terminfo, zoneinfo) and
@@ -37,6 +40,9 @@ const SHELL_EXEC_DIRS: &[&str] = &[
 const SHELL_READ: &[&str] = &[
     "/usr/share",
     "/usr/local/share",
+    // C and C++ headers: without them no compiler works (issue 16).
+    "/usr/include",
+    "/usr/local/include",
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
@@ -46,6 +52,8 @@ const SHELL_READ: &[&str] = &[
     "/etc/localtime",
     "/etc/timezone",
     "/etc/ssl/certs",
+    // OpenSSL's configuration (node exits 13 without it, issue 16); not `/etc/ssl/private`.
+    "/etc/ssl/openssl.cnf",
     "/etc/ca-certificates",
     "/etc/alternatives",
     "/etc/mime.types",
