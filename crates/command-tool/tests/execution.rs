@@ -465,3 +465,31 @@ fn which_git() -> bool {
         .iter()
         .any(|p| std::path::Path::new(p).exists())
 }
+
+/// Issue 16: an approved read-only extra path runs its programs (`~/.cargo` runs `cargo`) and
+/// stays unwritable.
+#[tokio::test]
+async fn a_read_only_extra_path_runs_its_programs_and_stays_read_only() {
+    use std::os::unix::fs::PermissionsExt;
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let tool = f.outside("tools/bin/tool", "#!/bin/sh\necho tool-ran\n");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tools = f.outside_dir().join("tools");
+    let approver = Recorder::allowing(&[&tools]);
+    let script = format!(
+        "'{tools}/bin/tool'; echo x > '{tools}/bin/new' 2>/dev/null || echo ro-denied",
+        tools = tools.display()
+    );
+    let out = call_with(
+        &f,
+        json!({"command": script, "extraPaths": [{"path": tools.display().to_string()}]}),
+        &approver,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.stdout, "tool-ran\nro-denied\n", "{out:?}");
+    assert!(!tools.join("bin/new").exists());
+}

@@ -110,7 +110,9 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
     };
     for grant in &spec.grants {
         let access = match grant.access {
-            Access::Read => LlAccess::READ,
+            // A read-only grant (an approved extra path) runs what it holds: `~/.cargo` runs
+            // `cargo` (issue 16). Read-write roots stay non-executable, as before.
+            Access::Read => LlAccess::READ | LlAccess::EXECUTE,
             Access::ReadWrite => LlAccess::READ | LlAccess::WRITE,
         };
         // The descriptor opened at validation, never the path (issue 14).

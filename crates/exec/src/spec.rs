@@ -17,7 +17,8 @@ use fsguard::RootLease;
 /// How much of a root the command may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Access {
-    /// Read files and list directories.
+    /// Read files, list directories and run the programs there (a read-only extra path holds
+    /// an approved toolchain, issue 16).
     Read,
     /// Read, create, modify, rename and delete beneath the root (never hard-link: CMD-9).
     ReadWrite,

@@ -104,8 +104,8 @@ pub enum Processes {
     /// `process-fork`, and only [`SYSTEM_LIBRARIES`] besides the granted roots.
     OnlyProgram(PathBuf),
     /// The `command` profile (CMD-2, CMD-10): `process-fork` allowed, `process-exec` of anything in
-    /// [`PROGRAM_DIRECTORIES`] or a read-write root; `signal` and `process-info*` only inside the
-    /// same sandbox.
+    /// [`PROGRAM_DIRECTORIES`], a read-write root or a read-only one (an approved toolchain);
+    /// `signal` and `process-info*` only inside the same sandbox.
     Spawn,
 }
 
@@ -255,7 +255,10 @@ impl ProfileSpec {
                     .rule(
                         Rule::allow([Op::ProcessExec])
                             .filters(programs())
-                            .filters(rw_filters.iter().cloned()),
+                            .filters(rw_filters.iter().cloned())
+                            // An approved read-only extra path runs its tools (`~/.cargo`
+                            // runs `cargo`, issue 16), as on Linux.
+                            .filters(ro_filters.iter().cloned()),
                     )
                     .rule(
                         Rule::allow([Op::FileReadAll, Op::FileMapExecutable])
@@ -307,7 +310,16 @@ impl ProfileSpec {
             });
         }
         if !ro_filters.is_empty() {
-            profile = profile.rule(Rule::allow([Op::FileReadAll]).filters(ro_filters));
+            let ops = match program {
+                Some(_) => vec![Op::FileReadAll],
+                // What runs from there loads its own libraries too.
+                None => vec![Op::FileReadAll, Op::FileMapExecutable],
+            };
+            profile = profile.rule(Rule {
+                action: Action::Allow,
+                operations: ops,
+                filters: ro_filters,
+            });
         }
         if self.network == Network::Allowed {
             profile = profile

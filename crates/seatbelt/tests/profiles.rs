@@ -351,7 +351,8 @@ fn command_may_fork_and_exec_system_homebrew_macports_and_scope_programs() {
             (Op::ProcessExec, &s("target/debug/app"), Allow),
             (Op::ProcessExec, &format!("{TEMP}/build.sh"), Allow),
             (Op::ProcessExec, "/Users/alice/Downloads/evil", Deny),
-            (Op::ProcessExec, "/Users/alice/datasets/run.sh", Deny),
+            // A read-only extra path runs what it holds (an approved toolchain, issue 16).
+            (Op::ProcessExec, "/Users/alice/datasets/run.sh", Allow),
             (
                 Op::ProcessExec,
                 "/Applications/Calculator.app/Contents/MacOS/Calculator",
