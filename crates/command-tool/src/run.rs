@@ -2,7 +2,7 @@
 //! sandboxed `/bin/sh -c` through `exec`, and the result (CMD-1…CMD-9, CMD-13).
 
 use std::ffi::OsString;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -168,7 +168,9 @@ pub async fn command_with(
         hard_link_scan(&scope, validated.extra_paths()).await?;
     }
 
-    let temp = PrivateTemp::new(&scope)?;
+    // CMD-2, CMD-13: the call's own `HOME` and `TMPDIR`.
+    let temp = exec::CallTemp::create(TEMP_PREFIX, scope.path())
+        .map_err(|e| ToolError::new(ErrorCode::ExecIoFailed, e.to_string()))?;
     let describe = |e: exec::SpecError| {
         ToolError::new(
             ErrorCode::ExecIoFailed,
@@ -198,8 +200,7 @@ pub async fn command_with(
             lease: scope,
             rel: validated.cwd().clone(),
         },
-        env: temp
-            .env()
+        env: command_env(&temp)
             .into_iter()
             .chain(options.env.iter().map(|(k, v)| (k.into(), v.into())))
             .collect(),
@@ -360,135 +361,20 @@ async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), T
     .with_detail("hardLinkCount", found.len()))
 }
 
-/// The call's own directory: `HOME` and `TMPDIR` inside it (CMD-2, CMD-13).
-struct PrivateTemp {
-    dir: TempHandle,
-    root: PathBuf,
-    /// The directory pinned right after it was made: the sandbox grants this, not the path.
-    lease: RootLease,
-}
-
-/// On Linux a [`proctree::CallDir`]: named for its owner (PID + start time) so a later host
-/// sweeps it if this one dies where no supervisor runs, and handed to the supervisor, which
-/// removes it after the tree if the host dies mid-command (issue 15 §4). Elsewhere a plain
-/// temp dir.
-#[cfg(target_os = "linux")]
-type TempHandle = Arc<proctree::CallDir>;
-#[cfg(not(target_os = "linux"))]
-type TempHandle = tempfile::TempDir;
-
 /// The prefix of every call's temp dir under [`std::env::temp_dir`] (the host's orphan sweep
 /// knows it).
 const TEMP_PREFIX: &str = "agent-exec-command-";
 
-impl PrivateTemp {
-    fn new(scope: &RootLease) -> Result<Self, ToolError> {
-        let io = |what: &str, e: std::io::Error| {
-            ToolError::new(
-                ErrorCode::ExecIoFailed,
-                format!("cannot {what} the call's private temp dir: {e}"),
-            )
-        };
-        #[cfg(target_os = "linux")]
-        let dir = proctree::CallDir::create(&std::env::temp_dir(), TEMP_PREFIX)
-            .map(Arc::new)
-            .map_err(|e| io("create", e))?;
-        #[cfg(not(target_os = "linux"))]
-        let dir = tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .tempdir_in(std::env::temp_dir())
-            .map_err(|e| io("create", e))?;
-        let root = dir.path().canonicalize().map_err(|e| io("resolve", e))?;
-        let scope_real = scope
-            .path()
-            .canonicalize()
-            .unwrap_or_else(|_| scope.path().to_path_buf());
-        if root.starts_with(&scope_real) || scope_real.starts_with(&root) {
-            return Err(ToolError::new(
-                ErrorCode::ExecIoFailed,
-                format!(
-                    "the system temp dir {} overlaps the work scope {}; point TMPDIR elsewhere",
-                    root.display(),
-                    scope_real.display()
-                ),
-            ));
-        }
-        // Only the call's user may look inside (issue 14: `HOME` lives here); tempfile makes it
-        // 0700, and this says so rather than trusting it.
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| io("protect", e))?;
-        let lease = RootLease::acquire(&root).map_err(|e| {
-            ToolError::new(
-                ErrorCode::ExecIoFailed,
-                format!("cannot pin the call's private temp dir: {e}"),
-            )
-        })?;
-        for sub in ["home", "tmp"] {
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(root.join(sub))
-                .map_err(|e| io("fill", e))?;
-        }
-        Ok(PrivateTemp { dir, root, lease })
-    }
-
-    fn lease(&self) -> &RootLease {
-        &self.lease
-    }
-
-    /// CMD-13: a documented, minimal environment; nothing of the host's.
-    fn env(&self) -> Vec<(OsString, OsString)> {
-        vec![
-            ("PATH".into(), SANDBOX_PATH.into()),
-            ("HOME".into(), self.root.join("home").into_os_string()),
-            ("TMPDIR".into(), self.root.join("tmp").into_os_string()),
-            ("LANG".into(), "C.UTF-8".into()),
-            ("LC_ALL".into(), "C.UTF-8".into()),
-            ("TERM".into(), "dumb".into()),
-        ]
-    }
-
-    /// `fut` (the command) with this directory in the supervisor's care should the host die.
-    fn scope<F: std::future::Future>(
-        &self,
-        fut: F,
-    ) -> impl std::future::Future<Output = F::Output> {
-        #[cfg(target_os = "linux")]
-        return proctree::remove_if_host_dies(Arc::clone(&self.dir), fut);
-        #[cfg(not(target_os = "linux"))]
-        fut
-    }
-
-    /// Removes the directory, also when the command left directories without write or search
-    /// permission in it (`chmod 000 $TMPDIR/d` would otherwise make the removal fail).
-    fn remove(self) {
-        let dir = self.dir;
-        #[cfg(target_os = "linux")]
-        let _ = dir.remove();
-        #[cfg(not(target_os = "linux"))]
-        {
-            let path = dir.keep();
-            if std::fs::remove_dir_all(&path).is_ok() {
-                return;
-            }
-            open_up(&path);
-            let _ = std::fs::remove_dir_all(&path);
-        }
-    }
-}
-
-/// Gives the owner full access to every directory below `dir` (never following a link).
-#[cfg(not(target_os = "linux"))]
-fn open_up(dir: &std::path::Path) {
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            open_up(&entry.path());
-        }
-    }
+/// CMD-13: a documented, minimal environment; nothing of the host's.
+fn command_env(temp: &exec::CallTemp) -> Vec<(OsString, OsString)> {
+    let mut env = vec![("PATH".into(), SANDBOX_PATH.into())];
+    env.extend(temp.home_and_tmpdir());
+    env.extend([
+        ("LANG".into(), "C.UTF-8".into()),
+        ("LC_ALL".into(), "C.UTF-8".into()),
+        ("TERM".into(), "dumb".into()),
+    ]);
+    env
 }
 
 fn text(bytes: &[u8]) -> String {

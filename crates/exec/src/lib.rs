@@ -50,6 +50,7 @@
 //! wait and cancellation; `rustix` for pipes and `poll`.
 #![deny(missing_docs)]
 
+mod calltemp;
 mod capture;
 pub mod libdeps;
 #[cfg(target_os = "linux")]
@@ -63,6 +64,7 @@ mod spec;
 #[cfg(target_os = "linux")]
 mod backend;
 
+pub use calltemp::{CallTemp, CallTempError};
 pub use run::{ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir, run};
 pub use spec::{Access, Grant, Network, Program, SandboxSpec, SpecError};
 pub use toolscope::CallContext;

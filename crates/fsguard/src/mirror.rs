@@ -922,7 +922,7 @@ impl Mirror {
         for &i in &order {
             let c = &changes[i];
             if c.kind == ChangeKind::Deleted && c.entry == EntryKind::Dir {
-                record(settling.settle_under(&c.path)?, &mut outcome);
+                record(settling.settle_under(&c.path), &mut outcome);
             }
             let reason = match verdict[i].take() {
                 Some(r) => Some(r),
@@ -946,14 +946,14 @@ impl Mirror {
                         if let Some(copy) = copy {
                             copies.insert(i, copy);
                         }
-                        record(settling.push(*pending)?, &mut outcome);
+                        record(settling.push(*pending), &mut outcome);
                         continue;
                     }
                 },
             };
             outcome[i] = Some(reason);
         }
-        record(settling.settle_all()?, &mut outcome);
+        record(settling.settle_all(), &mut outcome);
         for &i in &order {
             let c = &changes[i];
             match outcome[i].take().flatten() {

@@ -2,7 +2,7 @@
 //! [`exec::Outcome`] to the public result.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+
 use std::sync::Arc;
 
 use exec::{ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
@@ -43,11 +43,11 @@ pub async fn run(
     mirror
         .verify()
         .map_err(|e| ToolError::new(ErrorCode::ExecCancelled, format!("{e}; nothing ran")))?;
-    let temp = PrivateTemp::new(mirror.path())?;
-    let temp_lease = RootLease::acquire(temp.root())
-        .map_err(|e| io_failed(format!("cannot pin the run's private temp dir: {e}")))?;
+    // RUN-7, RUN-8: the run's own `HOME` and `TMPDIR`, outside the mirror.
+    let temp =
+        exec::CallTemp::create(TEMP_PREFIX, mirror.path()).map_err(|e| io_failed(e.to_string()))?;
     // Both roots are granted on their leases' descriptors, never looked up again (issue 14).
-    let sandbox = SandboxSpec::for_run(validated.executable(), &mirror, &temp_lease)
+    let sandbox = SandboxSpec::for_run(validated.executable(), &mirror, temp.lease())
         .map_err(|e| io_failed(format!("cannot describe the sandbox: {e}")))?;
     let job = Job {
         program: validated.executable().to_path_buf(),
@@ -56,7 +56,7 @@ pub async fn run(
             lease: mirror,
             rel: validated.cwd().clone(),
         },
-        env: temp.env(),
+        env: run_env(&temp),
         sandbox,
         limits: Limits {
             timeout: validated.timeout(),
@@ -68,7 +68,7 @@ pub async fn run(
     let outcome = temp.scope(exec::run(job, ctx)).await.map_err(exec_error);
     // The temp dir goes whatever happened; its removal is best effort (a leftover is private,
     // 0700, and under the system's temp dir).
-    drop(temp);
+    temp.remove();
     interpret(&validated, outcome?)
 }
 
@@ -84,93 +84,16 @@ pub(crate) fn exec_error(e: ExecError) -> ToolError {
     }
 }
 
-/// The run's own directory: `HOME` and `TMPDIR` inside it (RUN-7, RUN-8).
-struct PrivateTemp {
-    dir: TempHandle,
-    root: PathBuf,
-}
-
-/// On Linux a [`proctree::CallDir`]: named for its owner (PID + start time) so a later host
-/// sweeps it if this one dies where no supervisor runs, and handed to the supervisor, which
-/// removes it after the tree if the host dies mid-run (issue 15 §4). Elsewhere a plain temp
-/// dir, removed when dropped.
-#[cfg(target_os = "linux")]
-type TempHandle = Arc<proctree::CallDir>;
-#[cfg(not(target_os = "linux"))]
-type TempHandle = tempfile::TempDir;
-
 /// The prefix of every run's temp dir under [`std::env::temp_dir`] (the host's orphan sweep
 /// knows it).
 const TEMP_PREFIX: &str = "agent-exec-run-";
 
-impl PrivateTemp {
-    fn new(mirror: &Path) -> Result<Self, ToolError> {
-        let create =
-            |e: std::io::Error| io_failed(format!("cannot create the run's private temp dir: {e}"));
-        #[cfg(target_os = "linux")]
-        let dir = proctree::CallDir::create(&std::env::temp_dir(), TEMP_PREFIX)
-            .map(Arc::new)
-            .map_err(create)?;
-        #[cfg(not(target_os = "linux"))]
-        let dir = tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .tempdir_in(std::env::temp_dir())
-            .map_err(create)?;
-        let root = dir
-            .path()
-            .canonicalize()
-            .map_err(|e| io_failed(format!("cannot resolve the run's temp dir: {e}")))?;
-        // The temp dir is granted read-write; inside the mirror it would also be written back.
-        let mirror_real = mirror
-            .canonicalize()
-            .unwrap_or_else(|_| mirror.to_path_buf());
-        if root.starts_with(&mirror_real) || mirror_real.starts_with(&root) {
-            return Err(io_failed(format!(
-                "the system temp dir {} overlaps the mirror {}; point TMPDIR elsewhere",
-                root.display(),
-                mirror_real.display()
-            )));
-        }
-        for sub in ["home", "tmp"] {
-            std::fs::create_dir(root.join(sub))
-                .map_err(|e| io_failed(format!("cannot create the run's {sub} dir: {e}")))?;
-        }
-        Ok(PrivateTemp { dir, root })
-    }
-
-    /// `fut` (the run) with this directory in the supervisor's care should the host die.
-    fn scope<F: std::future::Future>(
-        &self,
-        fut: F,
-    ) -> impl std::future::Future<Output = F::Output> {
-        #[cfg(target_os = "linux")]
-        return proctree::remove_if_host_dies(Arc::clone(&self.dir), fut);
-        #[cfg(not(target_os = "linux"))]
-        fut
-    }
-
-    fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// RUN-8: nothing inherited; `PATH` fixed and empty, private `HOME` and `TMPDIR`,
-    /// `LC_ALL=C`.
-    fn env(&self) -> Vec<(OsString, OsString)> {
-        vec![
-            ("PATH".into(), OsString::new()),
-            ("HOME".into(), self.root.join("home").into_os_string()),
-            ("TMPDIR".into(), self.root.join("tmp").into_os_string()),
-            ("LC_ALL".into(), "C".into()),
-        ]
-    }
-}
-
-impl std::fmt::Debug for PrivateTemp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PrivateTemp")
-            .field("dir", &self.dir.path())
-            .finish()
-    }
+/// RUN-8: nothing inherited; `PATH` fixed and empty, private `HOME` and `TMPDIR`, `LC_ALL=C`.
+fn run_env(temp: &exec::CallTemp) -> Vec<(OsString, OsString)> {
+    let mut env = vec![("PATH".into(), OsString::new())];
+    env.extend(temp.home_and_tmpdir());
+    env.push(("LC_ALL".into(), "C".into()));
+    env
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -43,13 +43,12 @@
 //! the check, as before).
 //!
 //! At most [`MAX_PENDING`] changes wait at once (each holds its directory open); the oldest
-//! is verified first. On error or unwinding, whatever still waits is verified before the
-//! write-back returns, so no set-aside file is left unexamined.
+//! is verified first. A verification's own error is that path's conflict; on unwinding,
+//! whatever still waits is verified, so no set-aside file is left unexamined.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::File;
-use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -105,71 +104,60 @@ pub(super) type Settled = (usize, Option<ConflictReason>);
 
 impl Settling {
     /// Queues `p`; returns the changes that had to be verified to make room.
-    pub(super) fn push(&mut self, p: Pending) -> Result<Vec<Settled>, MirrorError> {
+    pub(super) fn push(&mut self, p: Pending) -> Vec<Settled> {
         let mut out = Vec::new();
         while self.queue.len() >= MAX_PENDING {
-            out.push(self.settle_front()?);
+            out.extend(self.queue.pop_front().map(settle));
         }
         self.queue.push_back(p);
-        Ok(out)
+        out
     }
 
     /// Verifies every waiting change whose path is `dir` or below it (before `dir` itself is
     /// removed: set-aside files would keep it from being empty).
-    pub(super) fn settle_under(&mut self, dir: &Path) -> Result<Vec<Settled>, MirrorError> {
+    pub(super) fn settle_under(&mut self, dir: &Path) -> Vec<Settled> {
         let (under, rest): (VecDeque<Pending>, VecDeque<Pending>) = std::mem::take(&mut self.queue)
             .into_iter()
             .partition(|p| p.rel.starts_with(dir));
         self.queue = rest;
-        let mut under = Settling { queue: under };
-        under.settle_all()
+        under.into_iter().map(settle).collect()
     }
 
     /// Verifies every waiting change.
-    pub(super) fn settle_all(&mut self) -> Result<Vec<Settled>, MirrorError> {
-        let mut out = Vec::with_capacity(self.queue.len());
-        while !self.queue.is_empty() {
-            out.push(self.settle_front()?);
-        }
-        Ok(out)
-    }
-
-    fn settle_front(&mut self) -> Result<Settled, MirrorError> {
-        let Some(p) = self.queue.pop_front() else {
-            return Err(MirrorError::Io {
-                op: "write back",
-                path: PathBuf::new(),
-                source: io::Error::other("nothing to verify"),
-            });
-        };
-        let ready = p.at + WRITE_BACK_SETTLE;
-        let now = Instant::now();
-        if ready > now {
-            std::thread::sleep(ready - now);
-        }
-        let index = p.index;
-        let aside = aside_path(&p);
-        // An error is this path's conflict; the set-aside file may be left, so say where.
-        let reason = verify(p).unwrap_or_else(|e| {
-            Some(ConflictReason::Failed {
-                error: format!(
-                    "{e}; the folder's earlier version may be left at {}",
-                    aside.display()
-                ),
-            })
-        });
-        Ok((index, reason))
+    pub(super) fn settle_all(&mut self) -> Vec<Settled> {
+        self.queue.drain(..).map(settle).collect()
     }
 }
 
 impl Drop for Settling {
-    /// An error or a panic left changes waiting: verify (and keep or undo) each, so no
-    /// set-aside file stays unexamined. Their outcome is lost with the error, not the files.
+    /// A panic left changes waiting: verify (and keep or undo) each, so no set-aside file
+    /// stays unexamined. Their outcome is lost with the panic, not the files.
     fn drop(&mut self) {
-        while !self.queue.is_empty() {
-            let _ = self.settle_front();
+        for p in self.queue.drain(..) {
+            settle(p);
         }
     }
+}
+
+/// Waits until `p` has settled, then verifies it. An error is this path's conflict: the
+/// set-aside file may be left, so the conflict says where.
+fn settle(p: Pending) -> Settled {
+    let ready = p.at + WRITE_BACK_SETTLE;
+    let now = Instant::now();
+    if ready > now {
+        std::thread::sleep(ready - now);
+    }
+    let index = p.index;
+    let aside = aside_path(&p);
+    let reason = verify(p).unwrap_or_else(|e| {
+        Some(ConflictReason::Failed {
+            error: format!(
+                "{e}; the folder's earlier version may be left at {}",
+                aside.display()
+            ),
+        })
+    });
+    (index, reason)
 }
 
 /// Whether the set-aside file is still the vetted one, unchanged since it was moved.
