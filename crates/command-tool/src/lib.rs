@@ -20,6 +20,20 @@
 //! [`CommandOptions`]. Nothing of the host's otherwise (no tokens, no `SSH_AUTH_SOCK`).
 //! Standard input is closed.
 //!
+//! **The user's toolchains (LIVE-3).** Only when the host opts in
+//! ([`CommandOptions::toolchains`], `agent-exec call --toolchains`): the toolchain homes of
+//! [`known_homes`] that exist under the user's home directory are granted read + execute
+//! (`~/.cargo/{bin,registry,git,config.toml}`, `~/.rustup`, `~/.nvm/versions`, `~/.pyenv`'s
+//! versions and shims, `~/.local/{bin,lib}`, `~/go/{bin,pkg/mod}`, `~/.sdkman/candidates`,
+//! `~/.bun/bin`, `~/.deno/bin`, `~/.volta`), their program directories go in front of `PATH`
+//! (the newest nvm/SDKMAN version first), and `CARGO_HOME`, `RUSTUP_HOME`, `PYENV_ROOT`,
+//! `GOPATH`, `VOLTA_HOME` point at them. Nothing is writable, so offline builds and tests work
+//! and downloads into those caches do not. No grant is, contains or lies inside a location of
+//! [`CREDENTIALS`] (`~/.ssh`, `~/.cargo/credentials.toml`, `~/.npmrc`, `~/.pypirc`,
+//! `~/.config`, …) or the home directory itself, compared on canonical paths. A hard link
+//! placed inside a toolchain home by the user is not scanned for (read-only grants never
+//! are, CMD-9).
+//!
 //! **Pinned paths (issue 14).** The work root and every extra path are opened once, when they
 //! are validated (extra paths with `openat2(RESOLVE_NO_SYMLINKS)`, the root and the temp dir
 //! as `RootLease`s); the hard-link scan and the sandbox rules use those descriptors, never the
@@ -66,11 +80,13 @@
 
 mod approve;
 mod run;
+mod toolchains;
 mod types;
 mod validate;
 
 pub use approve::{Approval, Approver, DenyAll, PreApproved};
 pub use run::{CommandOptions, HARD_LINKS_SHOWN, OUTPUT_CAP, command, command_with};
+pub use toolchains::{CREDENTIALS, known_homes};
 pub use types::{CommandArguments, CommandOutput, ExtraPath, Status};
 pub use validate::{
     DEFAULT_TIMEOUT_MS, Extra, MAX_COMMAND_BYTES, MAX_EXTRA_PATHS, MAX_TIMEOUT_MS,

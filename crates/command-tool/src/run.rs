@@ -73,6 +73,11 @@ pub struct CommandOptions {
     /// Hidden by the sandbox where it can be; otherwise a call whose grants contain one is
     /// refused (`AGENT_EXEC_PATH_INVALID`).
     pub hidden: Vec<PathBuf>,
+    /// The user's home directory, when the host opts in to the user's own toolchains
+    /// (`--toolchains`, LIVE-3): the toolchain homes that exist under it are granted read +
+    /// execute, put on `PATH` and named by their variables (`CARGO_HOME`, `RUSTUP_HOME`, …);
+    /// their credential files never are (module `toolchains`). Off (`None`) by default.
+    pub toolchains: Option<PathBuf>,
 }
 
 impl CommandOptions {
@@ -80,6 +85,13 @@ impl CommandOptions {
     #[must_use]
     pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Opts in to the user's own toolchains under `home` ([`toolchains`](CommandOptions::toolchains)).
+    #[must_use]
+    pub fn toolchains(mut self, home: impl Into<PathBuf>) -> Self {
+        self.toolchains = Some(home.into());
         self
     }
 
@@ -189,6 +201,18 @@ pub async fn command_with(
             Pin::File(fd) => exec::Grant::pinned(e.path(), Arc::clone(fd), access),
         });
     }
+    // LIVE-3: the user's toolchains, read + execute, only when the host opted in.
+    let toolchains = match &options.toolchains {
+        Some(home) => {
+            let home = home.clone();
+            let hidden = options.hidden.clone();
+            tokio::task::spawn_blocking(move || crate::toolchains::resolve(&home, &hidden))
+                .await
+                .unwrap_or_default()
+        }
+        None => crate::toolchains::Resolved::default(),
+    };
+    extra.extend(toolchains.grants);
     let mut sandbox = SandboxSpec::for_command(&scope, temp.lease(), extra).map_err(describe)?;
     for path in &options.hidden {
         sandbox = sandbox.hide(path.clone());
@@ -200,8 +224,9 @@ pub async fn command_with(
             lease: scope,
             rel: validated.cwd().clone(),
         },
-        env: command_env(&temp)
+        env: command_env(&temp, &toolchains.path)
             .into_iter()
+            .chain(toolchains.env)
             .chain(options.env.iter().map(|(k, v)| (k.into(), v.into())))
             .collect(),
         sandbox,
@@ -366,8 +391,14 @@ async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), T
 const TEMP_PREFIX: &str = "agent-exec-command-";
 
 /// CMD-13: a documented, minimal environment; nothing of the host's.
-fn command_env(temp: &exec::CallTemp) -> Vec<(OsString, OsString)> {
-    let mut env = vec![("PATH".into(), SANDBOX_PATH.into())];
+fn command_env(temp: &exec::CallTemp, toolchain_path: &[PathBuf]) -> Vec<(OsString, OsString)> {
+    let mut path = OsString::new();
+    for dir in toolchain_path {
+        path.push(dir);
+        path.push(":");
+    }
+    path.push(SANDBOX_PATH);
+    let mut env = vec![("PATH".into(), path)];
     env.extend(temp.home_and_tmpdir());
     env.extend([
         ("LANG".into(), "C.UTF-8".into()),

@@ -493,3 +493,70 @@ async fn a_read_only_extra_path_runs_its_programs_and_stays_read_only() {
     assert_eq!(out.stdout, "tool-ran\nro-denied\n", "{out:?}");
     assert!(!tools.join("bin/new").exists());
 }
+
+/// LIVE-3 (issue 16 §4): with the host's opt-in, the user's toolchain homes are on `PATH`,
+/// run, and are named by their variables; the credential files beside them stay unreadable,
+/// the toolchains unwritable. Without the opt-in none of it is there.
+#[tokio::test]
+async fn opted_in_toolchains_run_and_their_credentials_stay_private() {
+    use std::os::unix::fs::PermissionsExt;
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let home = f.outside_dir().join("home");
+    let cargo = f.outside(
+        "home/.cargo/bin/cargo",
+        "#!/bin/sh\necho cargo-ran \"$CARGO_HOME\"\n",
+    );
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    f.outside("home/.cargo/credentials.toml", "CARGO-TOKEN-SECRET");
+    f.outside(
+        "home/.rustup/settings.toml",
+        "default_toolchain = \"stable\"\n",
+    );
+    f.outside("home/.npmrc", "NPM-TOKEN-SECRET");
+    f.outside("home/.ssh/id_rsa", "SSH-KEY-SECRET");
+    let node = f.outside(
+        "home/.nvm/versions/node/v20.11.0/bin/node",
+        "#!/bin/sh\necho node20\n",
+    );
+    std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let old = f.outside(
+        "home/.nvm/versions/node/v9.1.0/bin/node",
+        "#!/bin/sh\necho node9\n",
+    );
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let h = home.display();
+    let script = format!(
+        "cargo; node; cat \"$RUSTUP_HOME/settings.toml\"; \
+         cat '{h}/.cargo/credentials.toml' '{h}/.npmrc' '{h}/.ssh/id_rsa' 2>/dev/null; \
+         echo x > '{h}/.cargo/bin/new' 2>/dev/null || echo ro-denied"
+    );
+    let run = |options: command_tool::CommandOptions| {
+        let script = script.clone();
+        let lease = f.lease.clone();
+        async move {
+            let (ctx, _h) = CallContext::standalone();
+            let args = CommandArguments::from_json(json!({ "command": script })).unwrap();
+            command_tool::command_with(args, lease, &DenyAll, &ctx, &options)
+                .await
+                .unwrap()
+        }
+    };
+    let out = run(command_tool::CommandOptions::default().toolchains(&home)).await;
+    assert_eq!(
+        out.stdout,
+        format!("cargo-ran {h}/.cargo\nnode20\ndefault_toolchain = \"stable\"\nro-denied\n"),
+        "{out:?}"
+    );
+    for secret in ["CARGO-TOKEN", "NPM-TOKEN", "SSH-KEY"] {
+        assert!(!out.stdout.contains(secret), "{secret} leaked: {out:?}");
+    }
+    assert!(!home.join(".cargo/bin/new").exists());
+
+    let without = run(command_tool::CommandOptions::default()).await;
+    assert!(!without.stdout.contains("cargo-ran"), "{without:?}");
+    assert!(!without.stdout.contains("node20"), "{without:?}");
+    assert!(without.stdout.ends_with("ro-denied\n"), "{without:?}");
+}

@@ -154,6 +154,11 @@ struct CallArgs {
     /// Keep a `mounted` workspace's mirror after a successful call and print where it is.
     #[arg(long)]
     keep_mirror: bool,
+    /// Let `command` use your own toolchains: read + execute of ~/.cargo/bin, ~/.rustup,
+    /// ~/.nvm/versions, ~/.pyenv, ~/.local/bin, ~/go/bin, ~/.sdkman/candidates … where they
+    /// exist, on PATH, never their credential files (~/.cargo/credentials.toml, ~/.npmrc, …).
+    #[arg(long)]
+    toolchains: bool,
 }
 
 #[derive(Args, Debug)]
@@ -168,6 +173,9 @@ struct McpArgs {
     /// Serve for this installed plugin, with its persisted grants, instead of as the local user.
     #[arg(long, value_name = "ID")]
     plugin: Option<String>,
+    /// Let `command` use your own toolchains (as `call --toolchains`).
+    #[arg(long)]
+    toolchains: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -576,6 +584,7 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
         };
         let options = CallOptions {
             approved_extra_paths: args.approve_extra_path.clone(),
+            toolchains: args.toolchains,
         };
         let result = turn
             .call(&args.call_id, args.tool.name().as_str(), tool_args, &options)
@@ -685,7 +694,10 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
     };
     let code = runtime.block_on(async {
         host.watch_state();
-        let mut server = host_shim::McpServer::new("agent-exec");
+        let mut server = host_shim::McpServer::new("agent-exec").with_call_options(CallOptions {
+            toolchains: args.toolchains,
+            ..CallOptions::default()
+        });
         for config in configs {
             let plugin = calling_plugin(&host, args.plugin.as_deref(), &config);
             let session = match host.session(plugin, config) {

@@ -145,6 +145,7 @@ pub struct McpServer {
     instructions: Option<String>,
     routes: BTreeMap<ToolName, Route>,
     calls: Arc<AtomicU64>,
+    options: CallOptions,
 }
 
 /// Why `session` cannot serve `tool`, if it cannot (PERM-3, PERM-4, CMD-1).
@@ -229,7 +230,15 @@ impl McpServer {
             instructions: None,
             routes: BTreeMap::new(),
             calls: Arc::new(AtomicU64::new(0)),
+            options: CallOptions::default(),
         }
+    }
+
+    /// The per-call options every call gets (e.g. [`CallOptions::toolchains`]).
+    #[must_use]
+    pub fn with_call_options(mut self, options: CallOptions) -> McpServer {
+        self.options = options;
+        self
     }
 
     /// Routes to `session` every tool its configuration offers and can run that no earlier
@@ -358,9 +367,17 @@ impl conn::Service for McpServer {
         };
         let session = route.session.clone();
         let call_id = self.call_id(&id.to_string());
+        let options = self.options.clone();
         Ok(Box::pin(async move {
-            let outcome =
-                one_call_turn(&session, &call_id, tool, Value::Object(arguments), cancel).await;
+            let outcome = one_call_turn(
+                &session,
+                &call_id,
+                tool,
+                Value::Object(arguments),
+                &options,
+                cancel,
+            )
+            .await;
             let (is_error, value) = match outcome {
                 Ok(v) => (false, v),
                 Err(v) => (true, v),
@@ -406,14 +423,14 @@ async fn one_call_turn(
     call_id: &str,
     tool: ToolName,
     args: Value,
+    options: &CallOptions,
     mut cancel: conn::Cancel,
 ) -> Result<Value, Value> {
     let turn = session
         .begin_turn()
         .map_err(|e| error_value(&unless_state_invalid(session, e)))?;
-    let options = CallOptions::default();
     let result = tokio::select! {
-        r = turn.call(call_id, tool.as_str(), args, &options) => r,
+        r = turn.call(call_id, tool.as_str(), args, options) => r,
         // The client cancelled the request or hung up: dropping the call stops the tool's
         // process tree (RUN-10, CMD-6) before the turn ends below.
         () = cancel.cancelled() => Err(ToolError::new(

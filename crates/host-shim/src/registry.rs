@@ -65,6 +65,11 @@ pub struct CallOptions {
     /// Extra paths the user approved for this call ahead of time (`--approve-extra-path`,
     /// CMD-3). Any other extra path is refused unless the host's approver says yes.
     pub approved_extra_paths: Vec<PathBuf>,
+    /// `command` also gets the user's own toolchains (`--toolchains`, LIVE-3): read + execute
+    /// of the toolchain homes under `$HOME` (`~/.cargo/bin`, `~/.rustup`, `~/.nvm/versions`, …,
+    /// see `command_tool::known_homes`), never their credential files. Off by default; never
+    /// for `run`.
+    pub toolchains: bool,
 }
 
 /// One tool.
@@ -293,6 +298,17 @@ impl ToolHandler for CommandTool {
                 host: &*self.approver.0,
             };
             let mut options = command_tool::CommandOptions::default();
+            if env.options.toolchains {
+                let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+                    return Err(ToolError::new(
+                        ErrorCode::ExecArgumentsInvalid,
+                        "the host asked for the user's toolchains, but HOME is not set, so \
+                         there is no home directory to find them in; set HOME or drop \
+                         --toolchains",
+                    ));
+                };
+                options = options.toolchains(home);
+            }
             for dir in env.hidden {
                 options = options.hide(dir.clone());
             }
