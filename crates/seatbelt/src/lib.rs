@@ -67,6 +67,7 @@
 
 mod ast;
 pub mod eval;
+mod explain;
 mod parse;
 mod pattern;
 mod profiles;
@@ -76,6 +77,7 @@ pub use ast::{
     Action, Filter, Operation, Profile, Rule, Target, Value, VnodeType, literal, param, prefix,
     subpath,
 };
+pub use explain::{Denial, Explanation, FileAccess, Grantor};
 pub use eval::{Decision, EvalError, ParamError, Params, Request, Verdict};
 pub use parse::{ParseError, ParseErrorKind};
 pub use pattern::{Pattern, PatternError};
