@@ -52,6 +52,7 @@
 
 mod calltemp;
 mod capture;
+pub mod denials;
 pub mod libdeps;
 #[cfg(target_os = "linux")]
 pub mod linux;

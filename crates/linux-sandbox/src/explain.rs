@@ -543,7 +543,10 @@ mod tests {
         let p = policy(t.path());
         for (path, why) in [
             (PathBuf::from("work/a.txt"), "relative"),
-            (t.path().join("out/missing/../secret"), "dot-dot after missing"),
+            (
+                t.path().join("out/missing/../secret"),
+                "dot-dot after missing",
+            ),
             (PathBuf::from("/proc/1/environ"), "private view"),
             (PathBuf::from("/dev/shm/sem.x"), "private view"),
         ] {

@@ -101,7 +101,9 @@ impl BoundProfile {
         };
         let rule = verdict.rule.and_then(|i| self.profile().rules.get(i));
         match (verdict.decision, rule) {
-            (Decision::Allow, Some(rule)) => Explanation::Allowed(grantor(self, &rule.filters, &request)),
+            (Decision::Allow, Some(rule)) => {
+                Explanation::Allowed(grantor(self, &rule.filters, &request))
+            }
             // `(deny default)` cannot allow; kept total rather than panicking.
             (Decision::Allow, None) => Explanation::Allowed(Grantor::System),
             (Decision::Deny, Some(rule)) if rule.action == Action::Deny => {

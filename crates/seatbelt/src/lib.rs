@@ -77,8 +77,8 @@ pub use ast::{
     Action, Filter, Operation, Profile, Rule, Target, Value, VnodeType, literal, param, prefix,
     subpath,
 };
-pub use explain::{Denial, Explanation, FileAccess, Grantor};
 pub use eval::{Decision, EvalError, ParamError, Params, Request, Verdict};
+pub use explain::{Denial, Explanation, FileAccess, Grantor};
 pub use parse::{ParseError, ParseErrorKind};
 pub use pattern::{Pattern, PatternError};
 pub use profiles::{
