@@ -126,6 +126,56 @@ pub struct CommandOutput {
     /// command had private mount and IPC namespaces, and any protection that is missing here
     /// (issue 14). Not in seed 000; ours.
     pub sandbox: String,
+    /// Accesses the sandbox refused that the output names (`Permission denied` on a path the
+    /// policy denies), with why and what to do (SPEC LIVE-4). Absent when there is none: a
+    /// permission error the policy did not cause (a file's own mode) is not listed. At most 16.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<Denial>,
+}
+
+/// One access the sandbox refused (SPEC LIVE-4), derived from the policy itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Denial {
+    /// The path, absolute (a relative one the output named is taken against `cwd`).
+    pub path: String,
+    /// What was refused.
+    pub access: DeniedAccess,
+    /// Why the sandbox refuses it, e.g. "outside the work scope and the system runtime".
+    pub reason: String,
+    /// What to do instead, e.g. "add it as an extraPaths entry (the user confirms it)".
+    pub remedy: String,
+}
+
+/// The access a [`Denial`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum DeniedAccess {
+    /// Reading a file or listing a directory.
+    Read,
+    /// Writing or removing an existing file.
+    Write,
+    /// Creating a file or directory.
+    Create,
+    /// Executing a file.
+    Execute,
+}
+
+impl From<exec::denials::Denial> for Denial {
+    fn from(d: exec::denials::Denial) -> Denial {
+        use exec::denials::DeniedAccess as A;
+        Denial {
+            path: d.path.to_string_lossy().into_owned(),
+            access: match d.access {
+                A::Read => DeniedAccess::Read,
+                A::Write => DeniedAccess::Write,
+                A::Create => DeniedAccess::Create,
+                A::Execute => DeniedAccess::Execute,
+            },
+            reason: d.reason,
+            remedy: d.remedy,
+        }
+    }
 }
 
 impl CommandOutput {
@@ -172,13 +222,32 @@ mod tests {
             partial_execution: true,
             descendants_stopped: 2,
             sandbox: "fully enforced".into(),
+            denials: Vec::new(),
         };
+        // No denial: no `denials` field.
         assert_eq!(
             serde_json::to_value(&out).unwrap(),
             json!({"stdout": "a", "stderr": "", "exitCode": null, "status": "timedOut",
                    "truncated": false, "partialExecution": true, "descendantsStopped": 2,
                    "sandbox": "fully enforced"})
         );
+        let denied = CommandOutput {
+            denials: vec![Denial {
+                path: "/home/u/.ssh/id_rsa".into(),
+                access: DeniedAccess::Read,
+                reason: "outside the work scope and the system runtime".into(),
+                remedy: "add it as an extraPaths entry (the user confirms it)".into(),
+            }],
+            ..out
+        };
+        let value = serde_json::to_value(&denied).unwrap();
+        assert_eq!(
+            value["denials"],
+            json!([{"path": "/home/u/.ssh/id_rsa", "access": "read",
+                    "reason": "outside the work scope and the system runtime",
+                    "remedy": "add it as an extraPaths entry (the user confirms it)"}])
+        );
+        assert_eq!(serde_json::from_value::<CommandOutput>(value).unwrap(), denied);
         let names: Vec<String> = [
             Status::Exited,
             Status::Signaled,

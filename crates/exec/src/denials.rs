@@ -342,9 +342,17 @@ enum Why {
 }
 
 /// The denials among the permission errors `stderr` and `stdout` name, for a program that ran
-/// under `spec` in `cwd`. Call it right after the program ended, before its temp dir is
-/// removed (a missing file is explained by its nearest existing directory).
+/// under `spec` in `cwd`: [`scan_output`] then [`explain`]. Call it right after the program
+/// ended, before its temp dir is removed (a missing file is explained by its nearest existing
+/// directory).
 pub fn find(spec: &SandboxSpec, cwd: &Path, stdout: &[u8], stderr: &[u8]) -> Vec<Denial> {
+    explain(spec, cwd, &scan_output(stdout, stderr))
+}
+
+/// The mentions of a program's output, stderr first, at most [`MAX_MENTIONS`]. Touches no
+/// file: a caller may run it inline and move [`explain`] (which looks at the file system) off
+/// an async thread only when something was found.
+pub fn scan_output(stdout: &[u8], stderr: &[u8]) -> Vec<Mention> {
     let mut mentions = scan(&String::from_utf8_lossy(stderr));
     if mentions.len() < MAX_MENTIONS {
         for m in scan(&String::from_utf8_lossy(stdout)) {
@@ -356,6 +364,12 @@ pub fn find(spec: &SandboxSpec, cwd: &Path, stdout: &[u8], stderr: &[u8]) -> Vec
             }
         }
     }
+    mentions
+}
+
+/// The mentions the policy of `spec` denies, as [`Denial`]s (at most [`MAX_DENIALS`], each
+/// `(path, access)` once); relative paths are taken against `cwd`.
+pub fn explain(spec: &SandboxSpec, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
     if mentions.is_empty() {
         return Vec::new();
     }
@@ -371,7 +385,7 @@ pub fn find(spec: &SandboxSpec, cwd: &Path, stdout: &[u8], stderr: &[u8]) -> Vec
         let Some(path) = absolute(cwd, &m.path) else {
             continue;
         };
-        let Some((access, why)) = judge.first_denied(&path, &m) else {
+        let Some((access, why)) = judge.first_denied(&path, m) else {
             continue;
         };
         if out.iter().any(|d| d.path == path && d.access == access) {
