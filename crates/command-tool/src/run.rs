@@ -194,7 +194,10 @@ pub async fn command_with(
         sandbox = sandbox.hide(path.clone());
     }
     // Kept to explain the command's permission errors afterwards (LIVE-4).
-    let explain = (sandbox.clone(), scope.path().join(validated.cwd().as_path()));
+    let explain = (
+        sandbox.clone(),
+        scope.path().join(validated.cwd().as_path()),
+    );
     let job = Job {
         program: SHELL.into(),
         args: vec!["-c".into(), validated.command().into()],

@@ -247,7 +247,10 @@ mod tests {
                     "reason": "outside the work scope and the system runtime",
                     "remedy": "add it as an extraPaths entry (the user confirms it)"}])
         );
-        assert_eq!(serde_json::from_value::<CommandOutput>(value).unwrap(), denied);
+        assert_eq!(
+            serde_json::from_value::<CommandOutput>(value).unwrap(),
+            denied
+        );
         let names: Vec<String> = [
             Status::Exited,
             Status::Signaled,

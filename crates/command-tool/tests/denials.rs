@@ -23,7 +23,8 @@ async fn call(f: &Fixture, command: &str) -> CommandOutput {
 /// Runs `test` again as uid 65534 when we are root (the body has already run as root).
 fn also_as_nobody(test: &str) {
     if testkit::is_root() {
-        let text = testkit::run_as_nobody(&["--exact", test, "--nocapture", "--test-threads=1"], &[]);
+        let text =
+            testkit::run_as_nobody(&["--exact", test, "--nocapture", "--test-threads=1"], &[]);
         assert!(
             text.is_empty() || text.contains("1 passed"),
             "{test} as nobody:\n{text}"
@@ -65,7 +66,11 @@ async fn a_successful_command_has_no_denials_field() {
     let f = Fixture::new();
     f.write("a.txt", "a\n");
     // Output that mentions a path and the words without an error shape is not a denial.
-    let out = call(&f, "cat a.txt; echo 'reading /etc/shadow'; echo 'Permission denied'").await;
+    let out = call(
+        &f,
+        "cat a.txt; echo 'reading /etc/shadow'; echo 'Permission denied'",
+    )
+    .await;
     assert_eq!(out.exit_code, Some(0), "{out:?}");
     assert!(out.denials.is_empty(), "{out:?}");
     let wire = serde_json::to_value(&out).unwrap();
@@ -82,7 +87,11 @@ async fn a_files_own_mode_in_the_workspace_is_not_a_sandbox_denial() {
     let f = Fixture::new();
     let locked = f.write("locked.txt", "l\n");
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
-    let out = call(&f, "cat locked.txt; cat \"$PWD/locked.txt\"; echo x > locked.txt").await;
+    let out = call(
+        &f,
+        "cat locked.txt; cat \"$PWD/locked.txt\"; echo x > locked.txt",
+    )
+    .await;
     if !testkit::is_root() {
         // A real DAC error: the sandbox allows it, the file's mode does not.
         assert!(out.stderr.contains("Permission denied"), "{out:?}");

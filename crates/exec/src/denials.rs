@@ -186,9 +186,11 @@ fn scan_line(line: &str) -> Option<Mention> {
         }
     }
     // The `prog: [what ]path: error` family: coreutils, dash, gcc, git.
+    // … or `prog: what path (error)` (mawk: `cannot open "/x" for output (Permission denied)`).
     let head = before
         .strip_suffix(": ")
-        .or_else(|| before.strip_suffix(':'))?;
+        .or_else(|| before.strip_suffix(':'))
+        .or_else(|| before.strip_suffix(" (").filter(|_| after.starts_with(')')))?;
     let segment = match head.rfind(": ") {
         Some(i) => &head[i + 2..],
         None => head,
@@ -206,8 +208,7 @@ fn scan_line(line: &str) -> Option<Mention> {
         }
         last.to_owned()
     };
-    let lower = segment.to_ascii_lowercase();
-    let verb = verb_of(&lower).or_else(|| verb_of_program(line));
+    let verb = verb_of(&lower_before).or_else(|| verb_of_program(line));
     Some(mention(&path, verb, read_only_fs))
 }
 
@@ -221,6 +222,7 @@ fn verb_of(lower: &str) -> Option<Verb> {
         ("cannot execute", Verb::Execute),
         ("cannot exec", Verb::Execute),
         ("for writing", Verb::Write),
+        ("for output", Verb::Write),
         ("for reading", Verb::Read),
         ("cannot open directory", Verb::Read),
         ("cannot read", Verb::Read),
@@ -468,11 +470,14 @@ impl Judge {
                 continue;
             }
             if let Some(why) = self.why(path, *access) {
-                // Creating over an existing file opens it for writing.
-                let access = if *access == DeniedAccess::Create && is_file(path) {
-                    DeniedAccess::Write
-                } else {
-                    *access
+                // Creating over an existing file opens it for writing; writing a missing one
+                // creates it.
+                let access = match access {
+                    DeniedAccess::Create | DeniedAccess::Write if is_file(path) => {
+                        DeniedAccess::Write
+                    }
+                    DeniedAccess::Create | DeniedAccess::Write => DeniedAccess::Create,
+                    other => *other,
                 };
                 return Some((access, why));
             }

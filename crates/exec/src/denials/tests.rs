@@ -111,6 +111,31 @@ fn the_scanner_reads_each_common_shape() {
         "/opt/tool",
         Some(Execute),
     );
+    check(
+        "mawk: cannot open \"/root/x\" for output (Permission denied)",
+        "/root/x",
+        Some(Write),
+    );
+    check(
+        "mawk: cannot open /etc/shadow (Permission denied)",
+        "/etc/shadow",
+        Some(Read),
+    );
+    check(
+        "wc: /etc/shadow: Permission denied",
+        "/etc/shadow",
+        Some(Read),
+    );
+    check(
+        "sort: cannot read: /etc/shadow: Permission denied",
+        "/etc/shadow",
+        Some(Read),
+    );
+    check(
+        "diff: /etc/shadow: Permission denied",
+        "/etc/shadow",
+        Some(Read),
+    );
     let rofs = scan("touch: cannot touch '/etc/x': Read-only file system");
     assert!(rofs[0].read_only_fs, "{rofs:?}");
 }
