@@ -92,6 +92,57 @@ pub struct AgentRunOutput {
     /// Always `false` on success: passing a cap fails the run with `AGENT_EXEC_OUTPUT_LIMIT`
     /// (RUN-9). Kept because the seed's result has it.
     pub truncated: bool,
+    /// Accesses the sandbox refused that the output names, with why and what to do (SPEC
+    /// LIVE-4); absent when there is none. A failed run carries the same list in its error's
+    /// details (`denials`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<Denial>,
+}
+
+/// One access the sandbox refused (SPEC LIVE-4), derived from the policy itself; the roots of
+/// `run` are the workspace's mirror and the call's temp dir.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Denial {
+    /// The path, absolute (a relative one the output named is taken against `cwdRelative`).
+    pub path: String,
+    /// What was refused.
+    pub access: DeniedAccess,
+    /// Why the sandbox refuses it.
+    pub reason: String,
+    /// What to do instead.
+    pub remedy: String,
+}
+
+/// The access a [`Denial`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum DeniedAccess {
+    /// Reading a file or listing a directory.
+    Read,
+    /// Writing or removing an existing file.
+    Write,
+    /// Creating a file or directory.
+    Create,
+    /// Executing a file.
+    Execute,
+}
+
+impl From<exec::denials::Denial> for Denial {
+    fn from(d: exec::denials::Denial) -> Denial {
+        use exec::denials::DeniedAccess as A;
+        Denial {
+            path: d.path.to_string_lossy().into_owned(),
+            access: match d.access {
+                A::Read => DeniedAccess::Read,
+                A::Write => DeniedAccess::Write,
+                A::Create => DeniedAccess::Create,
+                A::Execute => DeniedAccess::Execute,
+            },
+            reason: d.reason,
+            remedy: d.remedy,
+        }
+    }
 }
 
 impl AgentRunOutput {
@@ -128,10 +179,24 @@ mod tests {
             stdout: "x".into(),
             stderr: String::new(),
             truncated: false,
+            denials: Vec::new(),
         };
         assert_eq!(
             serde_json::to_value(&out).unwrap(),
             json!({"program": "diff", "exitCode": 1, "stdout": "x", "stderr": "", "truncated": false})
+        );
+        let denied = AgentRunOutput {
+            denials: vec![Denial {
+                path: "/etc/shadow".into(),
+                access: DeniedAccess::Read,
+                reason: "r".into(),
+                remedy: "m".into(),
+            }],
+            ..out
+        };
+        assert_eq!(
+            serde_json::to_value(&denied).unwrap()["denials"],
+            json!([{"path": "/etc/shadow", "access": "read", "reason": "r", "remedy": "m"}])
         );
     }
 
@@ -171,7 +236,14 @@ mod tests {
         names.sort_unstable();
         assert_eq!(
             names,
-            ["exitCode", "program", "stderr", "stdout", "truncated"]
+            [
+                "denials",
+                "exitCode",
+                "program",
+                "stderr",
+                "stdout",
+                "truncated"
+            ]
         );
     }
 }
