@@ -315,8 +315,11 @@ mod linux {
         std::fs::write(base.join("home/.ssh/id_rsa"), "k").unwrap();
         std::fs::write(base.join("ro/tool"), "t").unwrap();
         std::fs::write(base.join("ws/locked"), "l").unwrap();
-        std::fs::set_permissions(base.join("ws/locked"), std::fs::Permissions::from_mode(0))
-            .unwrap();
+        std::fs::set_permissions(
+            base.join("ws/locked"),
+            std::fs::Permissions::from_mode(0o000),
+        )
+        .unwrap();
         let ws = RootLease::acquire(base.join("ws")).unwrap();
         let tmp = RootLease::acquire(base.join("tmp")).unwrap();
         let spec = SandboxSpec::for_command(
