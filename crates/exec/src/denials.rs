@@ -13,8 +13,9 @@
 //! and whatever the policy cannot tell (a relative path with `..`, a dangling link, `/proc`) is
 //! left out. It never changes the outcome: exit codes, output and status are the caller's.
 //!
-//! **Bounds:** the scanner reads each line once per marker (linear in the output), considers at
-//! most [`MAX_MENTIONS`] mentions and paths of at most 4096 bytes, and [`find`] returns at most
+//! **Bounds:** the scanner finds the lines holding a marker with one substring search per
+//! marker over the whole output (linear), reads at most 256 of them, keeps at most
+//! [`MAX_MENTIONS`] mentions and paths of at most 4096 bytes, and [`find`] returns at most
 //! [`MAX_DENIALS`] denials, in output order (stderr first), each `(path, access)` once.
 //!
 //! Not done: Landlock's audit records (ABI 7 can log each denial to the audit subsystem, read
@@ -31,6 +32,10 @@ pub const MAX_DENIALS: usize = 16;
 
 /// At most this many mentions are taken from one call's output.
 pub const MAX_MENTIONS: usize = 64;
+
+/// At most this many lines with a marker are read: a flood of one repeated error costs no more
+/// than this.
+const MAX_LINES: usize = 4 * MAX_MENTIONS;
 
 /// Longest path the scanner takes (Linux's `PATH_MAX`).
 const MAX_PATH: usize = 4096;
@@ -114,11 +119,13 @@ const MARKERS: &[(&str, bool)] = &[
 /// [`MAX_MENTIONS`]. Never panics; linear in `text`.
 pub fn scan(text: &str) -> Vec<Mention> {
     let mut out: Vec<Mention> = Vec::new();
-    for line in text.lines() {
+    for (start, end) in marked_lines(text).into_iter().take(MAX_LINES) {
         if out.len() >= MAX_MENTIONS {
             break;
         }
-        let Some(m) = scan_line(line) else { continue };
+        let Some(m) = scan_line(&text[start..end]) else {
+            continue;
+        };
         if m.path.is_empty() || m.path.len() > MAX_PATH || m.path.contains('\0') {
             continue;
         }
@@ -127,6 +134,37 @@ pub fn scan(text: &str) -> Vec<Mention> {
         }
     }
     out
+}
+
+/// The `(start, end)` of each line holding a marker, in order. Why not every line: most output
+/// has none, and a substring search over the whole text per needle is several times faster than
+/// asking each line. Each needle's search resumes after the line it found, and looks back for
+/// the line's start no further than the previous line it found, so every byte is read a
+/// bounded number of times.
+fn marked_lines(text: &str) -> Vec<(usize, usize)> {
+    // The markers without their first letter, which is either case.
+    const NEEDLES: [&str; 3] = [
+        "ermission denied",
+        "peration not permitted",
+        "ead-only file system",
+    ];
+    let mut lines = Vec::new();
+    for needle in NEEDLES {
+        let mut from = 0;
+        while let Some(i) = text[from..].find(needle).map(|i| from + i) {
+            let start = text[from..i].rfind('\n').map_or(from, |j| from + j + 1);
+            let end = text[i..].find('\n').map_or(text.len(), |j| i + j);
+            lines.push((start, end));
+            // Bounded: enough lines for every mention, whatever the duplicates.
+            if lines.len() >= MAX_LINES {
+                break;
+            }
+            from = end;
+        }
+    }
+    lines.sort_unstable();
+    lines.dedup();
+    lines
 }
 
 fn scan_line(line: &str) -> Option<Mention> {

@@ -450,3 +450,11 @@ mod linux {
         assert_eq!(denials(&c, &out).len(), MAX_DENIALS);
     }
 }
+
+#[test]
+fn lines_are_found_in_order_across_markers_and_line_ends() {
+    let text = "a\nrm: cannot remove '/r': Operation not permitted\r\nok\n\
+                cat: /c: Permission denied\ntouch: cannot touch '/t': Read-only file system";
+    let paths: Vec<String> = scan(text).into_iter().map(|m| m.path).collect();
+    assert_eq!(paths, ["/r", "/c", "/t"]);
+}
