@@ -145,3 +145,63 @@ async fn a_write_outside_and_a_system_secret_get_their_own_remedies() {
     assert_eq!(out.denials.len(), 1 + usize::from(shadow), "{out:?}");
     also_as_nobody("a_write_outside_and_a_system_secret_get_their_own_remedies");
 }
+
+#[tokio::test]
+async fn real_tools_messages_under_the_sandbox_each_name_their_denial() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let secret = f.outside("private/data.txt", "secret\n");
+    let dir = secret.parent().unwrap().to_path_buf();
+    let s = secret.display();
+    let d = dir.display();
+    // (command, path, access) — in C.UTF-8, as the command tool runs them.
+    let mut cases: Vec<(String, String, DeniedAccess)> = vec![
+        (format!("ls '{d}'"), d.to_string(), DeniedAccess::Read),
+        (format!("head -c1 '{s}'"), s.to_string(), DeniedAccess::Read),
+        (
+            format!("mkdir '{d}/new'"),
+            format!("{d}/new"),
+            DeniedAccess::Create,
+        ),
+        (
+            format!("cp '{s}' copy.txt"),
+            s.to_string(),
+            DeniedAccess::Read,
+        ),
+        (
+            format!("echo x > '{d}/out'"),
+            format!("{d}/out"),
+            DeniedAccess::Create,
+        ),
+    ];
+    for (tool, command) in [
+        ("python3", format!("python3 -c \"open('{s}')\"")),
+        (
+            "node",
+            format!("node -e \"require('fs').readFileSync('{s}')\""),
+        ),
+    ] {
+        if std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            cases.push((command, s.to_string(), DeniedAccess::Read));
+        } else {
+            eprintln!("skipped the {tool} case: no {tool} on PATH");
+        }
+    }
+    for (command, path, access) in cases {
+        let out = call(&f, &command).await;
+        assert_ne!(out.exit_code, Some(0), "{command}: {out:?}");
+        assert_eq!(out.denials.len(), 1, "{command}: {out:?}");
+        assert_eq!(
+            (out.denials[0].path.as_str(), out.denials[0].access),
+            (path.as_str(), access),
+            "{command}: {out:?}"
+        );
+    }
+    also_as_nobody("real_tools_messages_under_the_sandbox_each_name_their_denial");
+}

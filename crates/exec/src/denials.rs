@@ -233,8 +233,9 @@ fn scan_line(line: &str) -> Option<Mention> {
         Some(i) => &head[i + 2..],
         None => head,
     };
-    let path = if segment.contains(['\'', '"']) {
-        let start = segment.find(['\'', '"'])?;
+    let is_open = |c: char| QUOTES.iter().any(|(o, _)| *o == c);
+    let path = if segment.contains(is_open) {
+        let start = segment.find(is_open)?;
         unquote_prefix(&segment[start..])?
     } else if !segment.contains(char::is_whitespace) {
         segment.to_owned()
@@ -261,6 +262,7 @@ fn verb_of(lower: &str) -> Option<Verb> {
         ("cannot exec", Verb::Execute),
         ("for writing", Verb::Write),
         ("for output", Verb::Write),
+        ("output file", Verb::Write),
         ("for reading", Verb::Read),
         ("cannot open directory", Verb::Read),
         ("cannot read", Verb::Read),
@@ -345,17 +347,28 @@ fn mention(path: &str, verb: Option<Verb>, read_only_fs: bool) -> Mention {
 /// A string that is exactly one quoted path (`'…'` or `"…"`).
 fn unquote(s: &str) -> Option<String> {
     let inner = unquote_prefix(s)?;
-    (inner.len() + 2 == s.len()).then_some(inner)
+    let quotes = s.chars().next().map_or(0, char::len_utf8) * 2;
+    (inner.len() + quotes == s.len()).then_some(inner)
 }
+
+/// Opening quotes and their closing ones: ASCII, and the typographic ones coreutils' `quote()`
+/// prints in a UTF-8 locale (`mkdir: cannot create directory ‘/x’`).
+const QUOTES: [(char, char); 4] = [
+    ('\'', '\''),
+    ('"', '"'),
+    ('\u{2018}', '\u{2019}'),
+    ('\u{201c}', '\u{201d}'),
+];
 
 /// The quoted string at the start of `s`. Escapes (`\'`, coreutils' `'\''`) are refused rather
 /// than decoded: a wrong decoding would name another path.
 fn unquote_prefix(s: &str) -> Option<String> {
-    let quote = s.chars().next().filter(|c| matches!(c, '\'' | '"'))?;
-    let rest = &s[1..];
-    let end = rest.find(quote)?;
+    let open = s.chars().next()?;
+    let (_, close) = QUOTES.iter().find(|(o, _)| *o == open)?;
+    let rest = &s[open.len_utf8()..];
+    let end = rest.find(*close)?;
     let inner = &rest[..end];
-    if inner.contains('\\') || rest[end + 1..].starts_with('\\') {
+    if inner.contains('\\') || rest[end + close.len_utf8()..].starts_with('\\') {
         return None;
     }
     Some(inner.to_owned())

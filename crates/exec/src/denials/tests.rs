@@ -136,6 +136,16 @@ fn the_scanner_reads_each_common_shape() {
         "/etc/shadow",
         Some(Read),
     );
+    check(
+        "mkdir: cannot create directory ‘/root/x’: Permission denied",
+        "/root/x",
+        Some(Create),
+    );
+    check(
+        "/usr/bin/ld: cannot open output file /root/m: Permission denied",
+        "/root/m",
+        Some(Write),
+    );
     let rofs = scan("touch: cannot touch '/etc/x': Read-only file system");
     assert!(rofs[0].read_only_fs, "{rofs:?}");
 }
