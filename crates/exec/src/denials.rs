@@ -18,10 +18,13 @@
 //! [`MAX_MENTIONS`] mentions and paths of at most 4096 bytes, and [`find`] returns at most
 //! [`MAX_DENIALS`] denials, in output order (stderr first), each `(path, access)` once.
 //!
-//! Not done: Landlock's audit records (ABI 7 can log each denial to the audit subsystem, read
-//! as root through the audit netlink socket). They would name denials a tool does not print,
-//! but need root, the audit socket to be free (auditd holds it on many hosts) and a filter for
-//! the call's processes; the policy-derived answer above works for every user.
+//! Not done: Landlock's audit records (ABI 7 logs a denial as an `AUDIT_LANDLOCK_ACCESS`
+//! record naming the path, read by root through the audit netlink socket's log group). They
+//! would name denials a tool does not print, but: denials after `execve` are logged only when
+//! `landlock_restrict_self` is passed `LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON` (our sandbox is
+//! applied before `exec`, in `linux-sandbox`'s child code, owned elsewhere), the records must be
+//! matched to the call through its Landlock domain id, and it needs root, `CAP_AUDIT_READ` and
+//! an enabled audit subsystem. The policy-derived answer here works for every user.
 
 use std::path::{Path, PathBuf};
 
@@ -376,6 +379,8 @@ fn unquote_prefix(s: &str) -> Option<String> {
 
 /// Why the policy refuses, independent of the platform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Seatbelt's model has no hidden paths and no system-area answer; Linux makes them all.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 enum Why {
     /// No grant covers the path.
     Outside,
@@ -465,7 +470,13 @@ fn absolute(cwd: &Path, path: &str) -> Option<PathBuf> {
     if path.starts_with('~') || p.components().any(|c| c == std::path::Component::ParentDir) {
         return None;
     }
-    Some(cwd.join(p))
+    // `.` changes nothing, even after a link: dropped so the path reads as the agent wrote it.
+    Some(
+        cwd.join(p)
+            .components()
+            .filter(|c| *c != std::path::Component::CurDir)
+            .collect(),
+    )
 }
 
 /// The order accesses are asked in when the line does not say which (LIVE-4).

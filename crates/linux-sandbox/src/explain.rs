@@ -167,7 +167,7 @@ impl Policy {
                 }
             }
             // `prepare` grants the interpreters of executable files (ELF loader, `#!` line).
-            if rule.access.contains(Access::EXECUTE) && !is_dir && rule.fd.is_none() {
+            if rule.access.contains(Access::EXECUTE) && !is_dir {
                 interpreters(&rule.path, &mut grants);
             }
         }

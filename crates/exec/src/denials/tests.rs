@@ -228,7 +228,7 @@ fn scanning_a_large_output_is_linear_enough_to_finish() {
 fn relative_paths_resolve_against_the_cwd_unless_they_climb() {
     let cwd = Path::new("/w/sub");
     assert_eq!(absolute(cwd, "a/b"), Some(PathBuf::from("/w/sub/a/b")));
-    assert_eq!(absolute(cwd, "./a"), Some(PathBuf::from("/w/sub/./a")));
+    assert_eq!(absolute(cwd, "./a"), Some(PathBuf::from("/w/sub/a")));
     assert_eq!(absolute(cwd, "/etc/x"), Some(PathBuf::from("/etc/x")));
     assert_eq!(absolute(cwd, "../x"), None);
     assert_eq!(absolute(cwd, "~/.ssh/id_rsa"), None);
@@ -422,7 +422,7 @@ mod linux {
         let d = denials(&c, "sh: 1: ./run.sh: Permission denied");
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].access, DeniedAccess::Execute);
-        assert_eq!(d[0].path, c.base.join("ws/./run.sh"));
+        assert_eq!(d[0].path, c.base.join("ws/run.sh"));
 
         let state = c.base.join("ws/.state/grants");
         let d = denials(&c, &format!("cat: {}: Permission denied", state.display()));
