@@ -3,6 +3,7 @@
 //! `writable` must not silently become a read-only grant the model did not mean, nor the
 //! reverse.
 
+use exec::denials::{Cause, DeniedAccess as A};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolscope::{ErrorCode, ToolError};
@@ -163,7 +164,7 @@ pub enum DeniedAccess {
 
 impl From<exec::denials::Denial> for Denial {
     fn from(d: exec::denials::Denial) -> Denial {
-        use exec::denials::DeniedAccess as A;
+        let (reason, remedy) = words(d.cause, d.access);
         Denial {
             path: d.path.to_string_lossy().into_owned(),
             access: match d.access {
@@ -172,9 +173,56 @@ impl From<exec::denials::Denial> for Denial {
                 A::Create => DeniedAccess::Create,
                 A::Execute => DeniedAccess::Execute,
             },
-            reason: d.reason,
-            remedy: d.remedy,
+            reason: reason.to_owned(),
+            remedy: remedy.to_owned(),
         }
+    }
+}
+
+/// Reason and remedy of a denial, in `command`'s terms (LIVE-4): its roots are the workspace,
+/// the call's temp dir and the approved extra paths; the system runtime is read-only.
+fn words(cause: Cause, access: A) -> (&'static str, &'static str) {
+    const WRITE_REMEDY: &str = "write inside the workspace or the call's temp dir, or ask the \
+                                user for a writable extraPaths entry";
+    const EXTRA: &str = "add it as an extraPaths entry (the user confirms it)";
+    let writing = matches!(access, A::Write | A::Create);
+    match cause {
+        Cause::Hidden => (
+            "agent-exec's own state directory (grants, mirrors, locks)",
+            "never accessible from a command",
+        ),
+        Cause::SystemSecret => (
+            "a system file that only root or a group may read",
+            "not part of the system runtime: only world-readable system files are",
+        ),
+        Cause::ReadOnly { system } if access == A::Execute => (
+            if system {
+                "a system location that is readable but not executable"
+            } else {
+                "the workspace, the call's temp dir and writable extra paths hold data, not \
+                 programs: nothing in them is executed"
+            },
+            "run a script through its interpreter (`sh x.sh`, `python3 x.py`), or ask the user \
+             for a read-only extraPaths entry, whose programs run",
+        ),
+        _ if access == A::Execute => (
+            "outside the work scope and the system runtime",
+            "ask the user for a read-only extraPaths entry (read-only extra paths run their \
+             programs)",
+        ),
+        Cause::ReadOnly { system: true } => ("a read-only system location", WRITE_REMEDY),
+        Cause::ReadOnly { system: false } => ("a read-only extra path", WRITE_REMEDY),
+        _ if writing => (
+            "outside the writable roots (the workspace, the call's temp dir, writable extra \
+             paths)",
+            WRITE_REMEDY,
+        ),
+        Cause::NotSystemRuntime => (
+            "a system location that is not part of the system runtime",
+            EXTRA,
+        ),
+        // Outside, and what only `run` meets (its one program, `.git` on a Mac's mirror).
+        _ => ("outside the work scope and the system runtime", EXTRA),
     }
 }
 
@@ -267,6 +315,43 @@ mod tests {
         })
         .collect();
         assert_eq!(names, ["exited", "signaled", "timedOut", "cancelled"]);
+    }
+
+    #[test]
+    fn denial_words_follow_live_4() {
+        let w = |cause, access| words(cause, access);
+        assert_eq!(
+            w(Cause::Outside, A::Read),
+            (
+                "outside the work scope and the system runtime",
+                "add it as an extraPaths entry (the user confirms it)"
+            )
+        );
+        let write = "write inside the workspace or the call's temp dir, or ask the user for a \
+                     writable extraPaths entry";
+        for cause in [
+            Cause::Outside,
+            Cause::NotSystemRuntime,
+            Cause::ReadOnly { system: true },
+            Cause::ReadOnly { system: false },
+        ] {
+            for access in [A::Write, A::Create] {
+                assert_eq!(w(cause, access).1, write, "{cause:?} {access:?}");
+            }
+        }
+        assert_eq!(
+            w(Cause::Hidden, A::Read).1,
+            "never accessible from a command"
+        );
+        assert_eq!(
+            w(Cause::SystemSecret, A::Read).1,
+            "not part of the system runtime: only world-readable system files are"
+        );
+        assert!(
+            w(Cause::ReadOnly { system: false }, A::Execute)
+                .1
+                .contains("interpreter")
+        );
     }
 
     #[test]

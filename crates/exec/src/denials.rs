@@ -4,8 +4,9 @@
 //! **Owns:** a bounded scanner for the error shapes common tools print ([`scan`]: coreutils,
 //! dash, Python, Node, gcc, OpenSSL's `fopen(…)`, git), and the translation of the policy's own
 //! answer — `linux_sandbox::Policy::explain` on Linux, `seatbelt::BoundProfile::explain` on
-//! macOS — into a [`Denial`] with its reason and remedy, worded for the kind of program
-//! ([`Program::Shell`] is `command`, [`Program::Single`] is `run`, whose roots are the mirror).
+//! macOS — into a [`Denial`] with its [`Cause`]; the tools word the cause for the agent (a
+//! reason and a remedy in their own terms: `command`'s roots are the workspace and extra paths,
+//! `run`'s the mirror).
 //!
 //! **Refuses:** to claim a denial the policy would not make. A path is reported only when the
 //! policy, asked about that access to that path, says *denied*; a `Permission denied` on a path
@@ -28,7 +29,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::spec::{Program, SandboxSpec};
+use crate::spec::SandboxSpec;
 
 /// At most this many denials are reported for one call.
 pub const MAX_DENIALS: usize = 16;
@@ -75,10 +76,8 @@ pub struct Denial {
     pub path: PathBuf,
     /// What was refused.
     pub access: DeniedAccess,
-    /// Why the policy refuses it, in words.
-    pub reason: String,
-    /// What the agent can do instead.
-    pub remedy: String,
+    /// Why the policy refuses it.
+    pub cause: Cause,
 }
 
 /// What an output line says was attempted, where it says it.
@@ -377,11 +376,11 @@ fn unquote_prefix(s: &str) -> Option<String> {
     Some(inner.to_owned())
 }
 
-/// Why the policy refuses, independent of the platform.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-// Seatbelt's model has no hidden paths and no system-area answer; Linux makes them all.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-enum Why {
+/// Why the policy refuses, independent of the platform; the tools word it for the agent (a
+/// reason and a remedy in their own terms: this crate does not know them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Cause {
     /// No grant covers the path.
     Outside,
     /// Next to the system runtime's files but not one of them, and only root or a group may
@@ -390,7 +389,11 @@ enum Why {
     /// Next to the system runtime's files but not one of them.
     NotSystemRuntime,
     /// Covered by a grant that does not give this access.
-    ReadOnly { system: bool },
+    ReadOnly {
+        /// Whether the grant is a system location (else the user's read-only extra path, or a
+        /// read-write root asked to execute).
+        system: bool,
+    },
     /// The host's own state directory.
     Hidden,
     /// `.git` in the `run` mirror (macOS).
@@ -434,7 +437,6 @@ pub fn explain(spec: &SandboxSpec, cwd: &Path, mentions: &[Mention]) -> Vec<Deni
     let Some(judge) = Judge::new(spec) else {
         return Vec::new();
     };
-    let run = matches!(spec.program, Program::Single(_));
     let mut out: Vec<Denial> = Vec::new();
     for m in mentions {
         if out.len() >= MAX_DENIALS {
@@ -449,12 +451,10 @@ pub fn explain(spec: &SandboxSpec, cwd: &Path, mentions: &[Mention]) -> Vec<Deni
         if out.iter().any(|d| d.path == path && d.access == access) {
             continue;
         }
-        let (reason, remedy) = words(why, access, run);
         out.push(Denial {
             path,
             access,
-            reason: reason.to_owned(),
-            remedy: remedy.to_owned(),
+            cause: why,
         });
     }
     out
@@ -510,7 +510,7 @@ impl Judge {
     }
 
     /// The first access of the mention that the policy denies, and why.
-    fn first_denied(&self, path: &Path, m: &Mention) -> Option<(DeniedAccess, Why)> {
+    fn first_denied(&self, path: &Path, m: &Mention) -> Option<(DeniedAccess, Cause)> {
         let asked: &[DeniedAccess] = match (m.verb, m.read_only_fs) {
             (Some(Verb::Read), _) => &[DeniedAccess::Read],
             (Some(Verb::Write), _) => &[DeniedAccess::Write],
@@ -549,7 +549,7 @@ impl Judge {
 
     /// Why the policy denies `access` to `path`; `None` when it allows it or cannot tell.
     #[cfg(target_os = "linux")]
-    fn why(&self, path: &Path, access: DeniedAccess) -> Option<Why> {
+    fn why(&self, path: &Path, access: DeniedAccess) -> Option<Cause> {
         use linux_sandbox::{Access, Denial as D, Explanation};
         let rights = match access {
             DeniedAccess::Read => Access::READ,
@@ -558,29 +558,29 @@ impl Judge {
         };
         match self.explainer.explain(path, rights) {
             Explanation::Denied(d) => Some(match d {
-                D::Hidden { .. } => Why::Hidden,
-                D::NotTheProgram { .. } => Why::NotTheProgram,
+                D::Hidden { .. } => Cause::Hidden,
+                D::NotTheProgram { .. } => Cause::NotTheProgram,
                 D::NotGranted { system, .. } if access != DeniedAccess::Read => {
-                    Why::ReadOnly { system }
+                    Cause::ReadOnly { system }
                 }
                 D::Outside {
                     system_area: Some(_),
                     world_readable,
                 } => {
                     if access == DeniedAccess::Read && world_readable == Some(false) {
-                        Why::SystemSecret
+                        Cause::SystemSecret
                     } else {
-                        Why::NotSystemRuntime
+                        Cause::NotSystemRuntime
                     }
                 }
-                _ => Why::Outside,
+                _ => Cause::Outside,
             }),
             _ => None,
         }
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn why(&self, path: &Path, access: DeniedAccess) -> Option<Why> {
+    fn why(&self, path: &Path, access: DeniedAccess) -> Option<Cause> {
         let resolved = resolve_for_seatbelt(path)?;
         seatbelt_why(&self.bound, &resolved, access)
     }
@@ -625,10 +625,10 @@ fn resolve_for_seatbelt(path: &Path) -> Option<String> {
     }
 }
 
-/// The Seatbelt evaluator's answer as a [`Why`] (portable: tested on Linux with a model
+/// The Seatbelt evaluator's answer as a [`Cause`] (portable: tested on Linux with a model
 /// profile).
 #[cfg_attr(target_os = "linux", allow(dead_code))]
-fn seatbelt_why(bound: &seatbelt::BoundProfile, path: &str, access: DeniedAccess) -> Option<Why> {
+fn seatbelt_why(bound: &seatbelt::BoundProfile, path: &str, access: DeniedAccess) -> Option<Cause> {
     use seatbelt::{Denial as D, Explanation, FileAccess, Grantor};
     let asked = match access {
         DeniedAccess::Read => FileAccess::Read,
@@ -638,85 +638,14 @@ fn seatbelt_why(bound: &seatbelt::BoundProfile, path: &str, access: DeniedAccess
     };
     match bound.explain(path, asked) {
         Explanation::Denied(d) => Some(match d {
-            D::Outside => Why::Outside,
-            D::DotGit => Why::DotGit,
-            D::NotTheProgram => Why::NotTheProgram,
-            D::ReadOnly(Grantor::System) => Why::ReadOnly { system: true },
-            D::ReadOnly(_) => Why::ReadOnly { system: false },
+            D::Outside => Cause::Outside,
+            D::DotGit => Cause::DotGit,
+            D::NotTheProgram => Cause::NotTheProgram,
+            D::ReadOnly(Grantor::System) => Cause::ReadOnly { system: true },
+            D::ReadOnly(_) => Cause::ReadOnly { system: false },
             _ => return None,
         }),
         _ => None,
-    }
-}
-
-/// Reason and remedy, worded for `command` or (`run`) for a single program on the mirror.
-fn words(why: Why, access: DeniedAccess, run: bool) -> (&'static str, &'static str) {
-    let writing = matches!(access, DeniedAccess::Write | DeniedAccess::Create);
-    match (why, run) {
-        (Why::Hidden, _) => (
-            "agent-exec's own state directory (grants, mirrors, locks)",
-            "never accessible from a command",
-        ),
-        (Why::DotGit, _) => (
-            "`.git` is not part of the mirror run works on",
-            "never accessible from run; use the command tool for git",
-        ),
-        (Why::NotTheProgram, _) => (
-            "run executes its one program and nothing else",
-            "run one program per call; use the command tool for pipelines and other programs",
-        ),
-        (_, true) if writing => (
-            "outside the mirror of the workspace and the call's temp dir",
-            "write inside the workspace (run works on its mirror) or the call's temp dir",
-        ),
-        (Why::SystemSecret, _) => (
-            "a system file that only root or a group may read",
-            "not part of the system runtime: only world-readable system files are",
-        ),
-        (_, true) => (
-            "outside the mirror of the workspace and the program's own files",
-            "copy what the program needs into the workspace, or use the command tool with an \
-             extraPaths entry (the user confirms it)",
-        ),
-        (Why::ReadOnly { system }, false) if access == DeniedAccess::Execute => (
-            if system {
-                "a system location that is readable but not executable"
-            } else {
-                "the workspace, the call's temp dir and writable extra paths hold data, not \
-                 programs: nothing in them is executed"
-            },
-            "run a script through its interpreter (`sh x.sh`, `python3 x.py`), or ask the user \
-             for a read-only extraPaths entry, whose programs run",
-        ),
-        (_, false) if access == DeniedAccess::Execute => (
-            "outside the work scope and the system runtime",
-            "ask the user for a read-only extraPaths entry (read-only extra paths run their \
-             programs)",
-        ),
-        (Why::ReadOnly { system: true }, false) => (
-            "a read-only system location",
-            "write inside the workspace or the call's temp dir, or ask the user for a writable \
-             extraPaths entry",
-        ),
-        (Why::ReadOnly { system: false }, false) => (
-            "a read-only extra path",
-            "write inside the workspace or the call's temp dir, or ask the user for a writable \
-             extraPaths entry",
-        ),
-        (_, false) if writing => (
-            "outside the writable roots (the workspace, the call's temp dir, writable extra \
-             paths)",
-            "write inside the workspace or the call's temp dir, or ask the user for a writable \
-             extraPaths entry",
-        ),
-        (Why::NotSystemRuntime, false) => (
-            "a system location that is not part of the system runtime",
-            "add it as an extraPaths entry (the user confirms it)",
-        ),
-        (Why::Outside, false) => (
-            "outside the work scope and the system runtime",
-            "add it as an extraPaths entry (the user confirms it)",
-        ),
     }
 }
 

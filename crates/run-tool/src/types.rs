@@ -6,6 +6,7 @@
 //! program gets its own stable code (`AGENT_EXEC_PROGRAM_UNSUPPORTED`, RUN-1) instead of a
 //! generic parse error; the JSON Schema still lists the four names.
 
+use exec::denials::{Cause, DeniedAccess as A};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolscope::{ErrorCode, ToolError};
@@ -130,7 +131,7 @@ pub enum DeniedAccess {
 
 impl From<exec::denials::Denial> for Denial {
     fn from(d: exec::denials::Denial) -> Denial {
-        use exec::denials::DeniedAccess as A;
+        let (reason, remedy) = words(d.cause, d.access);
         Denial {
             path: d.path.to_string_lossy().into_owned(),
             access: match d.access {
@@ -139,9 +140,41 @@ impl From<exec::denials::Denial> for Denial {
                 A::Create => DeniedAccess::Create,
                 A::Execute => DeniedAccess::Execute,
             },
-            reason: d.reason,
-            remedy: d.remedy,
+            reason: reason.to_owned(),
+            remedy: remedy.to_owned(),
         }
+    }
+}
+
+/// Reason and remedy of a denial, in `run`'s terms (LIVE-4): its roots are the workspace's
+/// mirror and the call's temp dir, and it executes one program.
+fn words(cause: Cause, access: A) -> (&'static str, &'static str) {
+    match cause {
+        Cause::NotTheProgram => (
+            "run executes its one program and nothing else",
+            "run one program per call; use the command tool for pipelines and other programs",
+        ),
+        Cause::DotGit => (
+            "`.git` is not part of the mirror run works on",
+            "never accessible from run; use the command tool for git",
+        ),
+        Cause::Hidden => (
+            "agent-exec's own state directory (grants, mirrors, locks)",
+            "never accessible from a command",
+        ),
+        _ if matches!(access, A::Write | A::Create) => (
+            "outside the mirror of the workspace and the call's temp dir",
+            "write inside the workspace (run works on its mirror) or the call's temp dir",
+        ),
+        Cause::SystemSecret => (
+            "a system file that only root or a group may read",
+            "not part of the system runtime: only world-readable system files are",
+        ),
+        _ => (
+            "outside the mirror of the workspace and the program's own files",
+            "copy what the program needs into the workspace, or use the command tool with an \
+             extraPaths entry (the user confirms it)",
+        ),
     }
 }
 
@@ -197,6 +230,26 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&denied).unwrap()["denials"],
             json!([{"path": "/etc/shadow", "access": "read", "reason": "r", "remedy": "m"}])
+        );
+    }
+
+    #[test]
+    fn denial_words_speak_of_the_mirror_and_the_one_program() {
+        assert!(words(Cause::Outside, A::Read).0.contains("mirror"));
+        assert!(words(Cause::Outside, A::Create).1.contains("mirror"));
+        assert!(
+            words(Cause::ReadOnly { system: true }, A::Write)
+                .1
+                .contains("mirror")
+        );
+        assert!(
+            words(Cause::NotTheProgram, A::Execute)
+                .1
+                .contains("command tool")
+        );
+        assert_eq!(
+            words(Cause::SystemSecret, A::Read).1,
+            "not part of the system runtime: only world-readable system files are"
         );
     }
 
