@@ -87,7 +87,7 @@ mod validate;
 pub use approve::{Approval, Approver, DenyAll, PreApproved};
 pub use run::{CommandOptions, HARD_LINKS_SHOWN, OUTPUT_CAP, command, command_with};
 pub use toolchains::{CREDENTIALS, known_homes};
-pub use types::{CommandArguments, CommandOutput, ExtraPath, Status};
+pub use types::{CommandArguments, CommandOutput, Denial, DeniedAccess, ExtraPath, Status};
 pub use validate::{
     DEFAULT_TIMEOUT_MS, Extra, MAX_COMMAND_BYTES, MAX_EXTRA_PATHS, MAX_TIMEOUT_MS,
     ValidatedCommand, validate,

@@ -217,6 +217,11 @@ pub async fn command_with(
     for path in &options.hidden {
         sandbox = sandbox.hide(path.clone());
     }
+    // Kept to explain the command's permission errors afterwards (LIVE-4).
+    let explain = (
+        sandbox.clone(),
+        scope.path().join(validated.cwd().as_path()),
+    );
     let job = Job {
         program: SHELL.into(),
         args: vec!["-c".into(), validated.command().into()],
@@ -238,9 +243,33 @@ pub async fn command_with(
         },
     };
     let outcome = temp.scope(exec::run(job, ctx)).await.map_err(exec_error);
+    // Before the temp dir goes: a path in it is explained by the directory it was in.
+    let denials = match &outcome {
+        Ok(out) => denials(explain, out).await,
+        Err(_) => Vec::new(),
+    };
     // Removing a large temp dir is file-system work: keep it off the async threads.
     let _ = tokio::task::spawn_blocking(move || temp.remove()).await;
-    interpret(outcome?)
+    interpret(outcome?, denials)
+}
+
+/// LIVE-4: the accesses the output names that the sandbox's policy refused. The scan is cheap
+/// and touches nothing; only when it finds a permission error does the policy look at files,
+/// off the async threads.
+async fn denials(
+    (sandbox, cwd): (SandboxSpec, PathBuf),
+    out: &exec::Outcome,
+) -> Vec<crate::types::Denial> {
+    let mentions = exec::denials::scan_output(&out.stdout, &out.stderr);
+    if mentions.is_empty() {
+        return Vec::new();
+    }
+    tokio::task::spawn_blocking(move || exec::denials::explain(&sandbox, &cwd, &mentions))
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(Into::into)
+        .collect()
 }
 
 /// An extra path that is a hidden directory or lies inside one (the host's state directory,
@@ -413,7 +442,10 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// CMD-5, CMD-6, CMD-8: the outcome as the model sees it.
-fn interpret(out: exec::Outcome) -> Result<CommandOutput, ToolError> {
+fn interpret(
+    out: exec::Outcome,
+    denials: Vec<crate::types::Denial>,
+) -> Result<CommandOutput, ToolError> {
     let status = match &out.cancelled {
         Some(reason @ CancelReason::Revoked(_)) => return Err(reason.to_error()),
         Some(CancelReason::Deadline) => Status::TimedOut,
@@ -436,6 +468,7 @@ fn interpret(out: exec::Outcome) -> Result<CommandOutput, ToolError> {
         partial_execution: matches!(status, Status::TimedOut | Status::Cancelled),
         descendants_stopped: out.descendants_stopped,
         sandbox: out.enforcement.clone(),
+        denials,
     };
     if out.lease_lost {
         let mut err = ToolError::new(
@@ -466,7 +499,7 @@ mod tests {
         let mut out = exec::Outcome::default();
         out.exit_code = Some(3);
         out.stdout = b"partial".to_vec();
-        let r = interpret(out).unwrap();
+        let r = interpret(out, Vec::new()).unwrap();
         assert_eq!(r.status, Status::Exited);
         assert_eq!(r.exit_code, Some(3));
         assert!(!r.partial_execution);
@@ -479,7 +512,7 @@ mod tests {
         out.signal = Some(9);
         out.main_stopped = true;
         out.descendants_stopped = 2;
-        let r = interpret(out).unwrap();
+        let r = interpret(out, Vec::new()).unwrap();
         assert_eq!(
             (r.status, r.exit_code, r.partial_execution),
             (Status::TimedOut, None, true)
@@ -488,12 +521,12 @@ mod tests {
 
         let mut out = exec::Outcome::default();
         out.cancelled = Some(CancelReason::TurnEnded);
-        let r = interpret(out).unwrap();
+        let r = interpret(out, Vec::new()).unwrap();
         assert_eq!((r.status, r.partial_execution), (Status::Cancelled, true));
 
         let mut out = exec::Outcome::default();
         out.cancelled = Some(CancelReason::Deadline);
-        assert_eq!(interpret(out).unwrap().status, Status::TimedOut);
+        assert_eq!(interpret(out, Vec::new()).unwrap().status, Status::TimedOut);
     }
 
     #[test]
@@ -502,7 +535,7 @@ mod tests {
         out.cancelled = Some(CancelReason::Revoked(
             toolscope::Denial::AuthorityUnavailable,
         ));
-        let err = interpret(out).unwrap_err();
+        let err = interpret(out, Vec::new()).unwrap_err();
         assert_eq!(err.code(), ErrorCode::PermissionDenied);
     }
 
@@ -512,7 +545,7 @@ mod tests {
         out.lease_lost = true;
         out.main_stopped = true;
         out.stdout = b"so far".to_vec();
-        let err = interpret(out).unwrap_err();
+        let err = interpret(out, Vec::new()).unwrap_err();
         assert_eq!(err.code(), ErrorCode::ExecCancelled);
         assert_eq!(err.details()["status"], "cancelled");
         assert_eq!(err.details()["stdout"], "so far");
@@ -523,7 +556,7 @@ mod tests {
     fn a_signal_without_exit_is_signaled() {
         let mut out = exec::Outcome::default();
         out.signal = Some(31);
-        let r = interpret(out).unwrap();
+        let r = interpret(out, Vec::new()).unwrap();
         assert_eq!(
             (r.status, r.exit_code, r.partial_execution),
             (Status::Signaled, None, false)

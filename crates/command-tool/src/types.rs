@@ -3,6 +3,7 @@
 //! `writable` must not silently become a read-only grant the model did not mean, nor the
 //! reverse.
 
+use exec::denials::{Cause, DeniedAccess as A};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolscope::{ErrorCode, ToolError};
@@ -126,6 +127,103 @@ pub struct CommandOutput {
     /// command had private mount and IPC namespaces, and any protection that is missing here
     /// (issue 14). Not in seed 000; ours.
     pub sandbox: String,
+    /// Accesses the sandbox refused that the output names (`Permission denied` on a path the
+    /// policy denies), with why and what to do (SPEC LIVE-4). Absent when there is none: a
+    /// permission error the policy did not cause (a file's own mode) is not listed. At most 16.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<Denial>,
+}
+
+/// One access the sandbox refused (SPEC LIVE-4), derived from the policy itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Denial {
+    /// The path, absolute (a relative one the output named is taken against `cwd`).
+    pub path: String,
+    /// What was refused.
+    pub access: DeniedAccess,
+    /// Why the sandbox refuses it, e.g. "outside the work scope and the system runtime".
+    pub reason: String,
+    /// What to do instead, e.g. "add it as an extraPaths entry (the user confirms it)".
+    pub remedy: String,
+}
+
+/// The access a [`Denial`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum DeniedAccess {
+    /// Reading a file or listing a directory.
+    Read,
+    /// Writing or removing an existing file.
+    Write,
+    /// Creating a file or directory.
+    Create,
+    /// Executing a file.
+    Execute,
+}
+
+impl From<exec::denials::Denial> for Denial {
+    fn from(d: exec::denials::Denial) -> Denial {
+        let (reason, remedy) = words(d.cause, d.access);
+        Denial {
+            path: d.path.to_string_lossy().into_owned(),
+            access: match d.access {
+                A::Read => DeniedAccess::Read,
+                A::Write => DeniedAccess::Write,
+                A::Create => DeniedAccess::Create,
+                A::Execute => DeniedAccess::Execute,
+            },
+            reason: reason.to_owned(),
+            remedy: remedy.to_owned(),
+        }
+    }
+}
+
+/// Reason and remedy of a denial, in `command`'s terms (LIVE-4): its roots are the workspace,
+/// the call's temp dir and the approved extra paths; the system runtime is read-only.
+fn words(cause: Cause, access: A) -> (&'static str, &'static str) {
+    const WRITE_REMEDY: &str = "write inside the workspace or the call's temp dir, or ask the \
+                                user for a writable extraPaths entry";
+    const EXTRA: &str = "add it as an extraPaths entry (the user confirms it)";
+    let writing = matches!(access, A::Write | A::Create);
+    match cause {
+        Cause::Hidden => (
+            "agent-exec's own state directory (grants, mirrors, locks)",
+            "never accessible from a command",
+        ),
+        Cause::SystemSecret => (
+            "a system file that only root or a group may read",
+            "not part of the system runtime: only world-readable system files are",
+        ),
+        Cause::ReadOnly { system } if access == A::Execute => (
+            if system {
+                "a system location that is readable but not executable"
+            } else {
+                "the workspace, the call's temp dir and writable extra paths hold data, not \
+                 programs: nothing in them is executed"
+            },
+            "run a script through its interpreter (`sh x.sh`, `python3 x.py`), or ask the user \
+             for a read-only extraPaths entry, whose programs run",
+        ),
+        _ if access == A::Execute => (
+            "outside the work scope and the system runtime",
+            "ask the user for a read-only extraPaths entry (read-only extra paths run their \
+             programs)",
+        ),
+        Cause::ReadOnly { system: true } => ("a read-only system location", WRITE_REMEDY),
+        Cause::ReadOnly { system: false } => ("a read-only extra path", WRITE_REMEDY),
+        _ if writing => (
+            "outside the writable roots (the workspace, the call's temp dir, writable extra \
+             paths)",
+            WRITE_REMEDY,
+        ),
+        Cause::NotSystemRuntime => (
+            "a system location that is not part of the system runtime",
+            EXTRA,
+        ),
+        // Outside, and what only `run` meets (its one program, `.git` on a Mac's mirror).
+        _ => ("outside the work scope and the system runtime", EXTRA),
+    }
 }
 
 impl CommandOutput {
@@ -172,12 +270,34 @@ mod tests {
             partial_execution: true,
             descendants_stopped: 2,
             sandbox: "fully enforced".into(),
+            denials: Vec::new(),
         };
+        // No denial: no `denials` field.
         assert_eq!(
             serde_json::to_value(&out).unwrap(),
             json!({"stdout": "a", "stderr": "", "exitCode": null, "status": "timedOut",
                    "truncated": false, "partialExecution": true, "descendantsStopped": 2,
                    "sandbox": "fully enforced"})
+        );
+        let denied = CommandOutput {
+            denials: vec![Denial {
+                path: "/home/u/.ssh/id_rsa".into(),
+                access: DeniedAccess::Read,
+                reason: "outside the work scope and the system runtime".into(),
+                remedy: "add it as an extraPaths entry (the user confirms it)".into(),
+            }],
+            ..out
+        };
+        let value = serde_json::to_value(&denied).unwrap();
+        assert_eq!(
+            value["denials"],
+            json!([{"path": "/home/u/.ssh/id_rsa", "access": "read",
+                    "reason": "outside the work scope and the system runtime",
+                    "remedy": "add it as an extraPaths entry (the user confirms it)"}])
+        );
+        assert_eq!(
+            serde_json::from_value::<CommandOutput>(value).unwrap(),
+            denied
         );
         let names: Vec<String> = [
             Status::Exited,
@@ -195,6 +315,43 @@ mod tests {
         })
         .collect();
         assert_eq!(names, ["exited", "signaled", "timedOut", "cancelled"]);
+    }
+
+    #[test]
+    fn denial_words_follow_live_4() {
+        let w = |cause, access| words(cause, access);
+        assert_eq!(
+            w(Cause::Outside, A::Read),
+            (
+                "outside the work scope and the system runtime",
+                "add it as an extraPaths entry (the user confirms it)"
+            )
+        );
+        let write = "write inside the workspace or the call's temp dir, or ask the user for a \
+                     writable extraPaths entry";
+        for cause in [
+            Cause::Outside,
+            Cause::NotSystemRuntime,
+            Cause::ReadOnly { system: true },
+            Cause::ReadOnly { system: false },
+        ] {
+            for access in [A::Write, A::Create] {
+                assert_eq!(w(cause, access).1, write, "{cause:?} {access:?}");
+            }
+        }
+        assert_eq!(
+            w(Cause::Hidden, A::Read).1,
+            "never accessible from a command"
+        );
+        assert_eq!(
+            w(Cause::SystemSecret, A::Read).1,
+            "not part of the system runtime: only world-readable system files are"
+        );
+        assert!(
+            w(Cause::ReadOnly { system: false }, A::Execute)
+                .1
+                .contains("interpreter")
+        );
     }
 
     #[test]

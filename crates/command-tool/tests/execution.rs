@@ -49,6 +49,7 @@ async fn exit_code_stdout_and_stderr_are_returned_as_a_result() {
             partial_execution: false,
             descendants_stopped: 0,
             sandbox: out.sandbox.clone(),
+            denials: Vec::new(),
         }
     );
 }

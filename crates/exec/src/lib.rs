@@ -6,7 +6,8 @@
 //! ([`macos`]); spawning under `proctree`'s supervisor with the sandbox applied between `fork`
 //! and `exec`; bounded capture of stdout and stderr (cap-and-kill or cap-and-truncate, every
 //! byte drained); the deadline; cancellation through `toolscope`'s [`CallContext`]; root-lease
-//! ticks; and the final stop of the whole process tree. SPEC: RUN-6…RUN-10, CMD-2, CMD-5,
+//! ticks; the final stop of the whole process tree; and which permission errors in a program's
+//! output the sandbox caused ([`denials`], LIVE-4). SPEC: RUN-6…RUN-10, CMD-2, CMD-5,
 //! CMD-6, CMD-8, CMD-10; DESIGN invariants 2, 4, 5, 6.
 //!
 //! **Refuses to know:** which tool is calling, argument whitelists, JSON, approvals. It never
@@ -52,6 +53,7 @@
 
 mod calltemp;
 mod capture;
+pub mod denials;
 pub mod libdeps;
 #[cfg(target_os = "linux")]
 pub mod linux;

@@ -63,6 +63,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod explain;
 mod interp;
 mod isolate;
 mod policy;
@@ -72,6 +73,7 @@ mod seccomp;
 mod syscache;
 
 pub use error::{ApplyError, ApplyStage, SandboxError};
+pub use explain::{Denial, Explainer, Explanation};
 pub use policy::{Access, Launch, Network, Policy, Scopes};
 pub use probe::{Availability, LandlockSupport, probe};
 pub use sandbox::{Enforcement, EnforcementStatus, Gaps, PreparedSandbox};

@@ -53,7 +53,7 @@ mod validate;
 
 pub use mirror::mirror_error;
 pub use run::{OUTPUT_CAP, run};
-pub use types::{AgentRunArguments, AgentRunOutput};
+pub use types::{AgentRunArguments, AgentRunOutput, Denial, DeniedAccess};
 pub use validate::{
     DEFAULT_TIMEOUT_MS, MAX_ARG_BYTES, MAX_ARGS, MAX_TIMEOUT_MS, MAX_TOTAL_ARG_BYTES, PATH_DETAIL,
     Program, ValidatedRun, validate,

@@ -9,7 +9,7 @@ use exec::{ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
 use fsguard::RootLease;
 use toolscope::{CallContext, ErrorCode, ToolError};
 
-use crate::types::{AgentRunArguments, AgentRunOutput};
+use crate::types::{AgentRunArguments, AgentRunOutput, Denial};
 use crate::validate::{Program, ValidatedRun, validate};
 
 /// Bytes of stdout and of stderr a run may produce; one more fails it (RUN-9).
@@ -49,6 +49,11 @@ pub async fn run(
     // Both roots are granted on their leases' descriptors, never looked up again (issue 14).
     let sandbox = SandboxSpec::for_run(validated.executable(), &mirror, temp.lease())
         .map_err(|e| io_failed(format!("cannot describe the sandbox: {e}")))?;
+    // Kept to explain the program's permission errors afterwards (LIVE-4).
+    let explain = (
+        sandbox.clone(),
+        mirror.path().join(validated.cwd().as_path()),
+    );
     let job = Job {
         program: validated.executable().to_path_buf(),
         args: validated.argv().to_vec(),
@@ -66,10 +71,15 @@ pub async fn run(
         },
     };
     let outcome = temp.scope(exec::run(job, ctx)).await.map_err(exec_error);
+    // Before the temp dir goes: a path in it is explained by the directory it was in.
+    let denials = match &outcome {
+        Ok(out) => denials(explain, out),
+        Err(_) => Vec::new(),
+    };
     // The temp dir goes whatever happened; its removal is best effort (a leftover is private,
     // 0700, and under the system's temp dir).
     temp.remove();
-    interpret(&validated, outcome?)
+    interpret(&validated, outcome?, denials)
 }
 
 fn io_failed(message: impl Into<String>) -> ToolError {
@@ -101,7 +111,22 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// RUN-9, RUN-10, RUN-12: what the outcome means for the caller.
-fn interpret(run: &ValidatedRun, out: exec::Outcome) -> Result<AgentRunOutput, ToolError> {
+/// LIVE-4: the accesses the output names that the sandbox's policy refused. The scan touches
+/// nothing; only a permission error makes the policy look at files (a few `stat`s each, done
+/// here like the temp dir's removal: this crate has no blocking pool of its own).
+fn denials((sandbox, cwd): (SandboxSpec, std::path::PathBuf), out: &exec::Outcome) -> Vec<Denial> {
+    let mentions = exec::denials::scan_output(&out.stdout, &out.stderr);
+    exec::denials::explain(&sandbox, &cwd, &mentions)
+        .into_iter()
+        .map(Into::into)
+        .collect()
+}
+
+fn interpret(
+    run: &ValidatedRun,
+    out: exec::Outcome,
+    denials: Vec<Denial>,
+) -> Result<AgentRunOutput, ToolError> {
     let name = run.program().name();
     if let Some(reason) = &out.cancelled {
         return Err(reason.to_error());
@@ -157,6 +182,7 @@ fn interpret(run: &ValidatedRun, out: exec::Outcome) -> Result<AgentRunOutput, T
             stdout,
             stderr,
             truncated: false,
+            denials,
         }),
         (_, Some(code)) => Err(ToolError::new(
             ErrorCode::ExecFailed,
@@ -166,7 +192,8 @@ fn interpret(run: &ValidatedRun, out: exec::Outcome) -> Result<AgentRunOutput, T
         .with_detail("exitCode", code)
         .with_detail("stdout", stdout)
         .with_detail("stderr", stderr)
-        .with_detail("truncated", false)),
+        .with_detail("truncated", false)
+        .with_denials(&denials)),
         (_, None) => {
             let signal = out.signal.unwrap_or(0);
             Err(ToolError::new(
@@ -181,7 +208,25 @@ fn interpret(run: &ValidatedRun, out: exec::Outcome) -> Result<AgentRunOutput, T
             .with_detail("signal", signal)
             .with_detail("stdout", stdout)
             .with_detail("stderr", stderr)
-            .with_detail("truncated", false))
+            .with_detail("truncated", false)
+            .with_denials(&denials))
+        }
+    }
+}
+
+/// The failed run's details carry the result's `denials` field, absent when empty (LIVE-4).
+trait WithDenials {
+    fn with_denials(self, denials: &[Denial]) -> Self;
+}
+
+impl WithDenials for ToolError {
+    fn with_denials(self, denials: &[Denial]) -> Self {
+        if denials.is_empty() {
+            return self;
+        }
+        match serde_json::to_value(denials) {
+            Ok(value) => self.with_detail("denials", value),
+            Err(_) => self,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! program gets its own stable code (`AGENT_EXEC_PROGRAM_UNSUPPORTED`, RUN-1) instead of a
 //! generic parse error; the JSON Schema still lists the four names.
 
+use exec::denials::{Cause, DeniedAccess as A};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolscope::{ErrorCode, ToolError};
@@ -92,6 +93,89 @@ pub struct AgentRunOutput {
     /// Always `false` on success: passing a cap fails the run with `AGENT_EXEC_OUTPUT_LIMIT`
     /// (RUN-9). Kept because the seed's result has it.
     pub truncated: bool,
+    /// Accesses the sandbox refused that the output names, with why and what to do (SPEC
+    /// LIVE-4); absent when there is none. A failed run carries the same list in its error's
+    /// details (`denials`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<Denial>,
+}
+
+/// One access the sandbox refused (SPEC LIVE-4), derived from the policy itself; the roots of
+/// `run` are the workspace's mirror and the call's temp dir.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Denial {
+    /// The path, absolute (a relative one the output named is taken against `cwdRelative`).
+    pub path: String,
+    /// What was refused.
+    pub access: DeniedAccess,
+    /// Why the sandbox refuses it.
+    pub reason: String,
+    /// What to do instead.
+    pub remedy: String,
+}
+
+/// The access a [`Denial`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum DeniedAccess {
+    /// Reading a file or listing a directory.
+    Read,
+    /// Writing or removing an existing file.
+    Write,
+    /// Creating a file or directory.
+    Create,
+    /// Executing a file.
+    Execute,
+}
+
+impl From<exec::denials::Denial> for Denial {
+    fn from(d: exec::denials::Denial) -> Denial {
+        let (reason, remedy) = words(d.cause, d.access);
+        Denial {
+            path: d.path.to_string_lossy().into_owned(),
+            access: match d.access {
+                A::Read => DeniedAccess::Read,
+                A::Write => DeniedAccess::Write,
+                A::Create => DeniedAccess::Create,
+                A::Execute => DeniedAccess::Execute,
+            },
+            reason: reason.to_owned(),
+            remedy: remedy.to_owned(),
+        }
+    }
+}
+
+/// Reason and remedy of a denial, in `run`'s terms (LIVE-4): its roots are the workspace's
+/// mirror and the call's temp dir, and it executes one program.
+fn words(cause: Cause, access: A) -> (&'static str, &'static str) {
+    match cause {
+        Cause::NotTheProgram => (
+            "run executes its one program and nothing else",
+            "run one program per call; use the command tool for pipelines and other programs",
+        ),
+        Cause::DotGit => (
+            "`.git` is not part of the mirror run works on",
+            "never accessible from run; use the command tool for git",
+        ),
+        Cause::Hidden => (
+            "agent-exec's own state directory (grants, mirrors, locks)",
+            "never accessible from a command",
+        ),
+        _ if matches!(access, A::Write | A::Create) => (
+            "outside the mirror of the workspace and the call's temp dir",
+            "write inside the workspace (run works on its mirror) or the call's temp dir",
+        ),
+        Cause::SystemSecret => (
+            "a system file that only root or a group may read",
+            "not part of the system runtime: only world-readable system files are",
+        ),
+        _ => (
+            "outside the mirror of the workspace and the program's own files",
+            "copy what the program needs into the workspace, or use the command tool with an \
+             extraPaths entry (the user confirms it)",
+        ),
+    }
 }
 
 impl AgentRunOutput {
@@ -128,10 +212,44 @@ mod tests {
             stdout: "x".into(),
             stderr: String::new(),
             truncated: false,
+            denials: Vec::new(),
         };
         assert_eq!(
             serde_json::to_value(&out).unwrap(),
             json!({"program": "diff", "exitCode": 1, "stdout": "x", "stderr": "", "truncated": false})
+        );
+        let denied = AgentRunOutput {
+            denials: vec![Denial {
+                path: "/etc/shadow".into(),
+                access: DeniedAccess::Read,
+                reason: "r".into(),
+                remedy: "m".into(),
+            }],
+            ..out
+        };
+        assert_eq!(
+            serde_json::to_value(&denied).unwrap()["denials"],
+            json!([{"path": "/etc/shadow", "access": "read", "reason": "r", "remedy": "m"}])
+        );
+    }
+
+    #[test]
+    fn denial_words_speak_of_the_mirror_and_the_one_program() {
+        assert!(words(Cause::Outside, A::Read).0.contains("mirror"));
+        assert!(words(Cause::Outside, A::Create).1.contains("mirror"));
+        assert!(
+            words(Cause::ReadOnly { system: true }, A::Write)
+                .1
+                .contains("mirror")
+        );
+        assert!(
+            words(Cause::NotTheProgram, A::Execute)
+                .1
+                .contains("command tool")
+        );
+        assert_eq!(
+            words(Cause::SystemSecret, A::Read).1,
+            "not part of the system runtime: only world-readable system files are"
         );
     }
 
@@ -171,7 +289,14 @@ mod tests {
         names.sort_unstable();
         assert_eq!(
             names,
-            ["exitCode", "program", "stderr", "stdout", "truncated"]
+            [
+                "denials",
+                "exitCode",
+                "program",
+                "stderr",
+                "stdout",
+                "truncated"
+            ]
         );
     }
 }

@@ -49,6 +49,7 @@ async fn wc_counts_lines_of_a_file_in_the_mirror() {
             stdout: "3 data.csv\n".into(),
             stderr: String::new(),
             truncated: false,
+            denials: Vec::new(),
         }
     );
 }

@@ -67,6 +67,7 @@
 
 mod ast;
 pub mod eval;
+mod explain;
 mod parse;
 mod pattern;
 mod profiles;
@@ -77,6 +78,7 @@ pub use ast::{
     subpath,
 };
 pub use eval::{Decision, EvalError, ParamError, Params, Request, Verdict};
+pub use explain::{Denial, Explanation, FileAccess, Grantor};
 pub use parse::{ParseError, ParseErrorKind};
 pub use pattern::{Pattern, PatternError};
 pub use profiles::{

@@ -1,0 +1,653 @@
+//! Denials the agent can act on (issue 16 part 5, SPEC LIVE-4): which of the paths a command's
+//! output names with a permission error the *sandbox* refused, what access, why, and what to do.
+//!
+//! **Owns:** a bounded scanner for the error shapes common tools print ([`scan`]: coreutils,
+//! dash, Python, Node, gcc, OpenSSL's `fopen(…)`, git), and the translation of the policy's own
+//! answer — `linux_sandbox::Policy::explain` on Linux, `seatbelt::BoundProfile::explain` on
+//! macOS — into a [`Denial`] with its [`Cause`]; the tools word the cause for the agent (a
+//! reason and a remedy in their own terms: `command`'s roots are the workspace and extra paths,
+//! `run`'s the mirror).
+//!
+//! **Refuses:** to claim a denial the policy would not make. A path is reported only when the
+//! policy, asked about that access to that path, says *denied*; a `Permission denied` on a path
+//! the policy allows (the file's own mode, a DAC error) is not the sandbox's and is not reported,
+//! and whatever the policy cannot tell (a relative path with `..`, a dangling link, `/proc`) is
+//! left out. It never changes the outcome: exit codes, output and status are the caller's.
+//!
+//! **Bounds:** the scanner finds the lines holding a marker with one substring search per
+//! marker over the whole output (linear), reads at most 256 of them, keeps at most
+//! [`MAX_MENTIONS`] mentions and paths of at most 4096 bytes, and [`find`] returns at most
+//! [`MAX_DENIALS`] denials, in output order (stderr first), each `(path, access)` once.
+//!
+//! Not done: Landlock's audit records (ABI 7 logs a denial as an `AUDIT_LANDLOCK_ACCESS`
+//! record naming the path, read by root through the audit netlink socket's log group). They
+//! would name denials a tool does not print, but: denials after `execve` are logged only when
+//! `landlock_restrict_self` is passed `LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON` (our sandbox is
+//! applied before `exec`, in `linux-sandbox`'s child code, owned elsewhere), the records must be
+//! matched to the call through its Landlock domain id, and it needs root, `CAP_AUDIT_READ` and
+//! an enabled audit subsystem. The policy-derived answer here works for every user.
+
+use std::path::{Path, PathBuf};
+
+use crate::spec::SandboxSpec;
+
+/// At most this many denials are reported for one call.
+pub const MAX_DENIALS: usize = 16;
+
+/// At most this many mentions are taken from one call's output.
+pub const MAX_MENTIONS: usize = 64;
+
+/// At most this many lines with a marker are read: a flood of one repeated error costs no more
+/// than this.
+const MAX_LINES: usize = 4 * MAX_MENTIONS;
+
+/// Longest path the scanner takes (Linux's `PATH_MAX`).
+const MAX_PATH: usize = 4096;
+
+/// The access the sandbox refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeniedAccess {
+    /// Reading a file or listing a directory.
+    Read,
+    /// Writing, truncating or removing an existing file.
+    Write,
+    /// Creating a file or directory.
+    Create,
+    /// Executing a file.
+    Execute,
+}
+
+impl DeniedAccess {
+    /// The wire spelling: `read`, `write`, `create`, `execute`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeniedAccess::Read => "read",
+            DeniedAccess::Write => "write",
+            DeniedAccess::Create => "create",
+            DeniedAccess::Execute => "execute",
+        }
+    }
+}
+
+/// One access the sandbox refused, as the agent sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The path as the output named it (made absolute against the command's working directory).
+    pub path: PathBuf,
+    /// What was refused.
+    pub access: DeniedAccess,
+    /// Why the policy refuses it.
+    pub cause: Cause,
+}
+
+/// What an output line says was attempted, where it says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// Reading or listing (`cannot open directory`, `for reading`, `fopen(…, r)`, `scandir`).
+    Read,
+    /// Writing an existing file (`for writing`, `fopen(…, w)`).
+    Write,
+    /// Creating (`cannot create`, `cannot touch`, `mkdir`).
+    Create,
+    /// Removing (`cannot remove`, `unlink`, `rmdir`): a write in the parent directory.
+    Remove,
+    /// Executing (`cannot execute`, `spawn … EACCES`).
+    Execute,
+}
+
+/// One path an output line names with a permission error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mention {
+    /// The path as printed (unquoted).
+    pub path: String,
+    /// What the line says was attempted, if it says.
+    pub verb: Option<Verb>,
+    /// The error was `EROFS` (`Read-only file system`): some kind of write.
+    pub read_only_fs: bool,
+}
+
+/// Error texts of `EACCES`, `EPERM` and `EROFS` (the private mount view is read-only outside
+/// the writable roots, so a write there can fail with `EROFS` before Landlock is asked).
+const MARKERS: &[(&str, bool)] = &[
+    ("Permission denied", false),
+    ("permission denied", false),
+    ("Operation not permitted", false),
+    ("operation not permitted", false),
+    ("Read-only file system", true),
+    ("read-only file system", true),
+];
+
+/// The paths `text` names with a permission error, in order, each `(path, verb)` once, at most
+/// [`MAX_MENTIONS`]. Never panics; linear in `text`.
+pub fn scan(text: &str) -> Vec<Mention> {
+    let mut out: Vec<Mention> = Vec::new();
+    for (start, end) in marked_lines(text).into_iter().take(MAX_LINES) {
+        if out.len() >= MAX_MENTIONS {
+            break;
+        }
+        let Some(m) = scan_line(&text[start..end]) else {
+            continue;
+        };
+        if m.path.is_empty() || m.path.len() > MAX_PATH || m.path.contains('\0') {
+            continue;
+        }
+        if !out.iter().any(|o| o.path == m.path && o.verb == m.verb) {
+            out.push(m);
+        }
+    }
+    out
+}
+
+/// The `(start, end)` of each line holding a marker, in order. Why not every line: most output
+/// has none, and a substring search over the whole text per needle is several times faster than
+/// asking each line. Each needle's search resumes after the line it found, and looks back for
+/// the line's start no further than the previous line it found, so every byte is read a
+/// bounded number of times.
+fn marked_lines(text: &str) -> Vec<(usize, usize)> {
+    // The markers without their first letter, which is either case.
+    const NEEDLES: [&str; 3] = [
+        "ermission denied",
+        "peration not permitted",
+        "ead-only file system",
+    ];
+    let mut lines = Vec::new();
+    for needle in NEEDLES {
+        let mut from = 0;
+        while let Some(i) = text[from..].find(needle).map(|i| from + i) {
+            let start = text[from..i].rfind('\n').map_or(from, |j| from + j + 1);
+            let end = text[i..].find('\n').map_or(text.len(), |j| i + j);
+            lines.push((start, end));
+            // Bounded: enough lines for every mention, whatever the duplicates.
+            if lines.len() >= MAX_LINES {
+                break;
+            }
+            from = end;
+        }
+    }
+    lines.sort_unstable();
+    lines.dedup();
+    lines
+}
+
+fn scan_line(line: &str) -> Option<Mention> {
+    let (at, marker, read_only_fs) = MARKERS
+        .iter()
+        .filter_map(|(m, rofs)| line.find(m).map(|i| (i, *m, *rofs)))
+        .min_by_key(|(i, _, _)| *i)?;
+    let before = &line[..at];
+    let after = &line[at + marker.len()..];
+    let lower_before = before.to_ascii_lowercase();
+
+    // OpenSSL: `…:Permission denied:…:calling fopen(/etc/ssl/openssl.cnf, rb)`.
+    if let Some(i) = line.find("fopen(") {
+        let rest = &line[i + "fopen(".len()..];
+        let end = rest.find([',', ')'])?;
+        let mode = rest[end..].trim_start_matches([',', ' ']);
+        let verb = if rest.as_bytes().get(end) == Some(&b',') {
+            match mode.bytes().next() {
+                Some(b'r') => Some(Verb::Read),
+                Some(b'w' | b'a') => Some(Verb::Write),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        return Some(mention(&rest[..end], verb, read_only_fs));
+    }
+    // Node: `EACCES: permission denied, open '/x'`; `Error: spawn /x EACCES`.
+    if let Some(rest) = after.strip_prefix(", ") {
+        let (call, quoted) = rest.split_once(' ')?;
+        let verb = match call {
+            "mkdir" => Some(Verb::Create),
+            "scandir" | "opendir" | "stat" | "lstat" | "access" => Some(Verb::Read),
+            "unlink" | "rmdir" => Some(Verb::Remove),
+            _ => None,
+        };
+        // `[Error: …, scandir '/x']` in an inspected error: the first quoted string.
+        return Some(mention(&unquote_prefix(quoted)?, verb, read_only_fs));
+    }
+    // Python: `PermissionError: [Errno 13] Permission denied: '/x'`.
+    if let Some(rest) = after.strip_prefix(": ") {
+        if rest.starts_with(['\'', '"']) {
+            let path = unquote(rest.trim_end())?;
+            let verb = if lower_before.contains("mkdir") {
+                Some(Verb::Create)
+            } else {
+                None
+            };
+            return Some(mention(&path, verb, read_only_fs));
+        }
+    }
+    if let Some(i) = line.find("spawn ") {
+        if line.contains("EACCES") || line.contains("EPERM") {
+            let rest = &line[i + "spawn ".len()..];
+            let path = rest.split(' ').next()?;
+            return Some(mention(path, Some(Verb::Execute), read_only_fs));
+        }
+    }
+    // The `prog: [what ]path: error` family: coreutils, dash, gcc, git.
+    // … or `prog: what path (error)` (mawk: `cannot open "/x" for output (Permission denied)`).
+    let head = before
+        .strip_suffix(": ")
+        .or_else(|| before.strip_suffix(':'))
+        .or_else(|| before.strip_suffix(" (").filter(|_| after.starts_with(')')))?;
+    let segment = match head.rfind(": ") {
+        Some(i) => &head[i + 2..],
+        None => head,
+    };
+    let is_open = |c: char| QUOTES.iter().any(|(o, _)| *o == c);
+    let path = if segment.contains(is_open) {
+        let start = segment.find(is_open)?;
+        unquote_prefix(&segment[start..])?
+    } else if !segment.contains(char::is_whitespace) {
+        segment.to_owned()
+    } else {
+        // `cannot create /x`, `could not lock config file /x`: the last word, if a path.
+        let last = segment.rsplit(' ').next()?;
+        if !last.starts_with('/') {
+            return None;
+        }
+        last.to_owned()
+    };
+    let verb = verb_of(&lower_before).or_else(|| verb_of_program(line));
+    Some(mention(&path, verb, read_only_fs))
+}
+
+fn verb_of(lower: &str) -> Option<Verb> {
+    const TABLE: &[(&str, Verb)] = &[
+        ("cannot create directory", Verb::Create),
+        ("cannot create", Verb::Create),
+        ("cannot touch", Verb::Create),
+        ("cannot make directory", Verb::Create),
+        ("cannot remove", Verb::Remove),
+        ("cannot execute", Verb::Execute),
+        ("cannot exec", Verb::Execute),
+        ("for writing", Verb::Write),
+        ("for output", Verb::Write),
+        ("output file", Verb::Write),
+        ("for reading", Verb::Read),
+        ("cannot open directory", Verb::Read),
+        ("cannot read", Verb::Read),
+        ("cannot open", Verb::Read),
+        ("can't open", Verb::Read),
+        ("could not open", Verb::Read),
+    ];
+    TABLE
+        .iter()
+        .find(|(words, _)| lower.contains(words))
+        .map(|(_, v)| *v)
+}
+
+/// What a line that does not say it was doing is doing, from the program that prints it:
+/// `cat: x: Permission denied` is a read, `sh: 1: ./x: Permission denied` an exec. Without it,
+/// a DAC error on a file the policy lets `cat` read would be taken for a refused execute.
+fn verb_of_program(line: &str) -> Option<Verb> {
+    const READERS: &[&str] = &[
+        "cat",
+        "head",
+        "tail",
+        "less",
+        "more",
+        "grep",
+        "egrep",
+        "fgrep",
+        "rg",
+        "wc",
+        "sort",
+        "uniq",
+        "cut",
+        "diff",
+        "cmp",
+        "md5sum",
+        "sha1sum",
+        "sha256sum",
+        "file",
+        "od",
+        "xxd",
+        "hexdump",
+        "awk",
+        "mawk",
+        "gawk",
+        "ls",
+        "find",
+        "du",
+        "cc1",
+        "cc1plus",
+        "gcc",
+        "g++",
+        "cc",
+        "c++",
+        "clang",
+        "javac",
+        "java",
+        "python",
+        "python3",
+        "node",
+        "perl",
+        "ruby",
+    ];
+    const SHELLS: &[&str] = &["sh", "dash", "bash", "zsh", "env", "xargs", "make", "nohup"];
+    let program = line.split(':').next()?.trim();
+    let program = program.rsplit('/').next()?;
+    if READERS.contains(&program) {
+        Some(Verb::Read)
+    } else if SHELLS.contains(&program) {
+        Some(Verb::Execute)
+    } else {
+        None
+    }
+}
+
+fn mention(path: &str, verb: Option<Verb>, read_only_fs: bool) -> Mention {
+    Mention {
+        path: path.to_owned(),
+        verb,
+        read_only_fs,
+    }
+}
+
+/// A string that is exactly one quoted path (`'…'` or `"…"`).
+fn unquote(s: &str) -> Option<String> {
+    let inner = unquote_prefix(s)?;
+    let quotes = s.chars().next().map_or(0, char::len_utf8) * 2;
+    (inner.len() + quotes == s.len()).then_some(inner)
+}
+
+/// Opening quotes and their closing ones: ASCII, and the typographic ones coreutils' `quote()`
+/// prints in a UTF-8 locale (`mkdir: cannot create directory ‘/x’`).
+const QUOTES: [(char, char); 4] = [
+    ('\'', '\''),
+    ('"', '"'),
+    ('\u{2018}', '\u{2019}'),
+    ('\u{201c}', '\u{201d}'),
+];
+
+/// The quoted string at the start of `s`. Escapes (`\'`, coreutils' `'\''`) are refused rather
+/// than decoded: a wrong decoding would name another path.
+fn unquote_prefix(s: &str) -> Option<String> {
+    let open = s.chars().next()?;
+    let (_, close) = QUOTES.iter().find(|(o, _)| *o == open)?;
+    let rest = &s[open.len_utf8()..];
+    let end = rest.find(*close)?;
+    let inner = &rest[..end];
+    if inner.contains('\\') || rest[end + close.len_utf8()..].starts_with('\\') {
+        return None;
+    }
+    Some(inner.to_owned())
+}
+
+/// Why the policy refuses, independent of the platform; the tools word it for the agent (a
+/// reason and a remedy in their own terms: this crate does not know them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Cause {
+    /// No grant covers the path.
+    Outside,
+    /// Next to the system runtime's files but not one of them, and only root or a group may
+    /// read it (`/etc/shadow`).
+    SystemSecret,
+    /// Next to the system runtime's files but not one of them.
+    NotSystemRuntime,
+    /// Covered by a grant that does not give this access.
+    ReadOnly {
+        /// Whether the grant is a system location (else the user's read-only extra path, or a
+        /// read-write root asked to execute).
+        system: bool,
+    },
+    /// The host's own state directory.
+    Hidden,
+    /// `.git` in the `run` mirror (macOS).
+    DotGit,
+    /// `run` executes its one program only.
+    NotTheProgram,
+}
+
+/// The denials among the permission errors `stderr` and `stdout` name, for a program that ran
+/// under `spec` in `cwd`: [`scan_output`] then [`explain`]. Call it right after the program
+/// ended, before its temp dir is removed (a missing file is explained by its nearest existing
+/// directory).
+pub fn find(spec: &SandboxSpec, cwd: &Path, stdout: &[u8], stderr: &[u8]) -> Vec<Denial> {
+    explain(spec, cwd, &scan_output(stdout, stderr))
+}
+
+/// The mentions of a program's output, stderr first, at most [`MAX_MENTIONS`]. Touches no
+/// file: a caller may run it inline and move [`explain`] (which looks at the file system) off
+/// an async thread only when something was found.
+pub fn scan_output(stdout: &[u8], stderr: &[u8]) -> Vec<Mention> {
+    let mut mentions = scan(&String::from_utf8_lossy(stderr));
+    if mentions.len() < MAX_MENTIONS {
+        for m in scan(&String::from_utf8_lossy(stdout)) {
+            if mentions.len() >= MAX_MENTIONS {
+                break;
+            }
+            if !mentions.contains(&m) {
+                mentions.push(m);
+            }
+        }
+    }
+    mentions
+}
+
+/// The mentions the policy of `spec` denies, as [`Denial`]s (at most [`MAX_DENIALS`], each
+/// `(path, access)` once); relative paths are taken against `cwd`.
+pub fn explain(spec: &SandboxSpec, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
+    if mentions.is_empty() {
+        return Vec::new();
+    }
+    let Some(judge) = Judge::new(spec) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Denial> = Vec::new();
+    for m in mentions {
+        if out.len() >= MAX_DENIALS {
+            break;
+        }
+        let Some(path) = absolute(cwd, &m.path) else {
+            continue;
+        };
+        let Some((access, why)) = judge.first_denied(&path, m) else {
+            continue;
+        };
+        if out.iter().any(|d| d.path == path && d.access == access) {
+            continue;
+        }
+        out.push(Denial {
+            path,
+            access,
+            cause: why,
+        });
+    }
+    out
+}
+
+/// `path` made absolute against `cwd`; `None` for a relative path with `..` (the command may
+/// have changed directory, so where it points cannot be told) or `~`.
+fn absolute(cwd: &Path, path: &str) -> Option<PathBuf> {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        return Some(p.to_path_buf());
+    }
+    if path.starts_with('~') || p.components().any(|c| c == std::path::Component::ParentDir) {
+        return None;
+    }
+    // `.` changes nothing, even after a link: dropped so the path reads as the agent wrote it.
+    Some(
+        cwd.join(p)
+            .components()
+            .filter(|c| *c != std::path::Component::CurDir)
+            .collect(),
+    )
+}
+
+/// The order accesses are asked in when the line does not say which (LIVE-4).
+const UNSAID: [DeniedAccess; 3] = [
+    DeniedAccess::Read,
+    DeniedAccess::Write,
+    DeniedAccess::Execute,
+];
+
+/// The policy of one call, asked about accesses.
+struct Judge {
+    #[cfg(target_os = "linux")]
+    explainer: linux_sandbox::Explainer,
+    #[cfg(not(target_os = "linux"))]
+    bound: seatbelt::BoundProfile,
+}
+
+impl Judge {
+    #[cfg(target_os = "linux")]
+    fn new(spec: &SandboxSpec) -> Option<Judge> {
+        let policy = crate::linux::policy(spec).ok()?;
+        Some(Judge {
+            explainer: policy.explainer(),
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn new(spec: &SandboxSpec) -> Option<Judge> {
+        let bound = crate::macos::profile_spec(spec).build().ok()?;
+        Some(Judge { bound })
+    }
+
+    /// The first access of the mention that the policy denies, and why.
+    fn first_denied(&self, path: &Path, m: &Mention) -> Option<(DeniedAccess, Cause)> {
+        let asked: &[DeniedAccess] = match (m.verb, m.read_only_fs) {
+            (Some(Verb::Read), _) => &[DeniedAccess::Read],
+            (Some(Verb::Write), _) => &[DeniedAccess::Write],
+            (Some(Verb::Create), _) => &[DeniedAccess::Create],
+            (Some(Verb::Remove), _) => {
+                // Removing is a write in the parent directory.
+                let parent = path.parent()?;
+                return self
+                    .why(parent, DeniedAccess::Create)
+                    .map(|w| (DeniedAccess::Write, w));
+            }
+            (Some(Verb::Execute), _) => &[DeniedAccess::Execute],
+            (None, true) => &[DeniedAccess::Write],
+            (None, false) => &UNSAID,
+        };
+        for access in asked {
+            // Unsaid: a file no one may execute fails its exec on its mode first.
+            if m.verb.is_none() && *access == DeniedAccess::Execute && !has_x_bit(path) {
+                continue;
+            }
+            if let Some(why) = self.why(path, *access) {
+                // Creating over an existing file opens it for writing; writing a missing one
+                // creates it.
+                let access = match access {
+                    DeniedAccess::Create | DeniedAccess::Write if is_file(path) => {
+                        DeniedAccess::Write
+                    }
+                    DeniedAccess::Create | DeniedAccess::Write => DeniedAccess::Create,
+                    other => *other,
+                };
+                return Some((access, why));
+            }
+        }
+        None
+    }
+
+    /// Why the policy denies `access` to `path`; `None` when it allows it or cannot tell.
+    #[cfg(target_os = "linux")]
+    fn why(&self, path: &Path, access: DeniedAccess) -> Option<Cause> {
+        use linux_sandbox::{Access, Denial as D, Explanation};
+        let rights = match access {
+            DeniedAccess::Read => Access::READ,
+            DeniedAccess::Write | DeniedAccess::Create => Access::WRITE,
+            DeniedAccess::Execute => Access::EXECUTE,
+        };
+        match self.explainer.explain(path, rights) {
+            Explanation::Denied(d) => Some(match d {
+                D::Hidden { .. } => Cause::Hidden,
+                D::NotTheProgram { .. } => Cause::NotTheProgram,
+                D::NotGranted { system, .. } if access != DeniedAccess::Read => {
+                    Cause::ReadOnly { system }
+                }
+                D::Outside {
+                    system_area: Some(_),
+                    world_readable,
+                } => {
+                    if access == DeniedAccess::Read && world_readable == Some(false) {
+                        Cause::SystemSecret
+                    } else {
+                        Cause::NotSystemRuntime
+                    }
+                }
+                _ => Cause::Outside,
+            }),
+            _ => None,
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn why(&self, path: &Path, access: DeniedAccess) -> Option<Cause> {
+        let resolved = resolve_for_seatbelt(path)?;
+        seatbelt_why(&self.bound, &resolved, access)
+    }
+}
+
+fn has_x_bit(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| !m.is_dir() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn is_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_dir())
+}
+
+/// The path Seatbelt matches: symbolic links resolved on the host, a missing tail kept as
+/// written (it has no links to follow).
+#[cfg(not(target_os = "linux"))]
+fn resolve_for_seatbelt(path: &Path) -> Option<String> {
+    let mut existing = path;
+    let mut tail = Vec::new();
+    loop {
+        match std::fs::canonicalize(existing) {
+            Ok(c) => {
+                let mut full = c;
+                for part in tail.iter().rev() {
+                    full.push(part);
+                }
+                return full.to_str().map(str::to_owned);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if std::fs::symlink_metadata(existing).is_ok() {
+                    return None;
+                }
+                match existing.components().next_back() {
+                    Some(std::path::Component::Normal(n)) => tail.push(n.to_owned()),
+                    _ => return None,
+                }
+                existing = existing.parent()?;
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The Seatbelt evaluator's answer as a [`Cause`] (portable: tested on Linux with a model
+/// profile).
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+fn seatbelt_why(bound: &seatbelt::BoundProfile, path: &str, access: DeniedAccess) -> Option<Cause> {
+    use seatbelt::{Denial as D, Explanation, FileAccess, Grantor};
+    let asked = match access {
+        DeniedAccess::Read => FileAccess::Read,
+        DeniedAccess::Write => FileAccess::Write,
+        DeniedAccess::Create => FileAccess::Create,
+        DeniedAccess::Execute => FileAccess::Execute,
+    };
+    match bound.explain(path, asked) {
+        Explanation::Denied(d) => Some(match d {
+            D::Outside => Cause::Outside,
+            D::DotGit => Cause::DotGit,
+            D::NotTheProgram => Cause::NotTheProgram,
+            D::ReadOnly(Grantor::System) => Cause::ReadOnly { system: true },
+            D::ReadOnly(_) => Cause::ReadOnly { system: false },
+            _ => return None,
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;
