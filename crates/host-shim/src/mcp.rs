@@ -191,14 +191,16 @@ fn description(tool: ToolName) -> &'static str {
             "Run awk (-f script file), wc, sort or diff on files of the workspace, in a \
              deny-default sandbox on a mirror of it that is written back when the call \
              succeeds. Arguments {program, args, cwdRelative?, timeoutMs?}; result {program, \
-             exitCode, stdout, stderr, truncated}."
+             exitCode, stdout, stderr, truncated, denials?}. denials lists each access the \
+             sandbox refused ({path, access, reason, remedy})."
         }
         ToolName::Command => {
             "Run one /bin/sh -c command line in the workspace, in a deny-default sandbox (the \
              workspace and a private temp dir are writable). Arguments {command, cwd?, \
              extraPaths?, timeoutMs?}; result {stdout, stderr, exitCode, status, truncated, \
-             partialExecution, descendantsStopped}. extraPaths need the user's approval per \
-             call."
+             partialExecution, descendantsStopped, denials?}. denials lists each access the \
+             sandbox refused ({path, access, reason, remedy}): act on its remedy rather than \
+             retrying. extraPaths need the user's approval per call."
         }
     }
 }
