@@ -60,6 +60,8 @@ pub mod macos;
 mod macos_run;
 mod run;
 mod spec;
+#[cfg(target_os = "linux")]
+pub mod sysset;
 
 #[cfg(target_os = "linux")]
 mod backend;
