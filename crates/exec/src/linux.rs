@@ -25,7 +25,7 @@ use crate::spec::{Access, Network, Program, SandboxSpec};
 /// Kernel facts a shell command may read (CPU count and memory size for build tools' `-j`,
 /// runtimes' heap sizing). Not `/proc/self`: Landlock binds a rule to the inode when it is made,
 /// in the parent, so it would expose the *host's* `/proc/<pid>`.
-const SHELL_KERNEL_FACTS: &[&str] = &[
+pub const SHELL_KERNEL_FACTS: &[&str] = &[
     "/proc/meminfo",
     "/proc/cpuinfo",
     "/proc/stat",
@@ -33,10 +33,10 @@ const SHELL_KERNEL_FACTS: &[&str] = &[
 ];
 
 /// Devices a shell command may read and write: the sinks and sources every shell script uses.
-const SHELL_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+pub const SHELL_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
 /// Devices a shell command may only read: the kernel's random sources.
-const SHELL_RANDOM: &[&str] = &["/dev/random", "/dev/urandom"];
+pub const SHELL_RANDOM: &[&str] = &["/dev/random", "/dev/urandom"];
 
 /// Why a spec could not become a policy.
 #[derive(Debug, thiserror::Error)]

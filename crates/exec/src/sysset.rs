@@ -388,7 +388,7 @@ pub fn resolve(base: &Path, watch: &mut dyn FnMut(&Path)) -> SystemSet {
     for rel in ["usr/bin", "usr/sbin", "usr/libexec", "bin", "sbin"] {
         push(&mut trees, at(rel), true);
     }
-    for dir in [base.to_path_buf(), at("usr"), at("usr/local")] {
+    for dir in [at("usr"), at("usr/local"), base.to_path_buf()] {
         watch(&dir);
         for lib in lib_dirs(&dir) {
             push(&mut trees, lib, true);
@@ -644,7 +644,10 @@ fn alternatives(dir: &Path, trees: &[PathBuf]) -> Vec<PathBuf> {
     };
     let mut out: Vec<PathBuf> = entries
         .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
         .filter_map(|e| std::fs::canonicalize(e.path()).ok())
+        // A target in `/etc` is the `/etc` rule's to judge.
+        .filter(|t| !t.starts_with(dir.parent().unwrap_or(dir)))
         .filter(|t| !trees.iter().any(|root| t.starts_with(root)))
         .filter(|t| system_owned(t))
         .collect();
