@@ -334,12 +334,7 @@ impl Watcher {
             tv_nsec: 0,
         };
         match rustix::event::poll(&mut fds, Some(&zero)) {
-            Ok(_) => {
-                changed
-                    || fds[0]
-                        .revents()
-                        .intersects(PollFlags::PRI | PollFlags::ERR)
-            }
+            Ok(_) => changed || fds[0].revents().intersects(PollFlags::PRI | PollFlags::ERR),
             Err(_) => true,
         }
     }
@@ -668,9 +663,9 @@ fn system_owned(path: &Path) -> bool {
         meta.is_file() && meta.mode() & 0o004 != 0
     };
     readable
-        && path.ancestors().all(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0)
-        })
+        && path
+            .ancestors()
+            .all(|p| std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0))
 }
 
 #[cfg(test)]
@@ -879,11 +874,21 @@ mod tests {
             .filter(|t| t.path == root.join("lib") || t.path == root.join("usr/lib"))
             .count();
         assert_eq!(libs, 1, "{set:#?}");
-        for rel in ["usr/local/etc", "usr/local/var", "var/lib", "var", "usr", "opt/data"] {
+        for rel in [
+            "usr/local/etc",
+            "usr/local/var",
+            "var/lib",
+            "var",
+            "usr",
+            "opt/data",
+        ] {
             assert!(tree(rel).is_none(), "{rel} is in the set: {set:#?}");
         }
         // `/opt/<pkg>` with a `bin`: only where root owns it (a test as root made it).
-        assert_eq!(tree("opt/pkg").is_some(), rustix::process::getuid().is_root());
+        assert_eq!(
+            tree("opt/pkg").is_some(),
+            rustix::process::getuid().is_root()
+        );
         assert_eq!(set.etc.allowed, vec![root.join("etc")]);
     }
 
@@ -902,7 +907,11 @@ mod tests {
         chmod(&writable, 0o777);
         let set = resolve(&root, &mut |_| {});
         assert!(set.trees.iter().any(|t| t.path == root.join("opt/pkg")));
-        assert!(!set.trees.iter().any(|t| t.path == theirs || t.path == writable));
+        assert!(
+            !set.trees
+                .iter()
+                .any(|t| t.path == theirs || t.path == writable)
+        );
     }
 
     #[test]
@@ -925,13 +934,21 @@ mod tests {
         let mut cache = Cache::watched(root.clone());
         let first = cache.get();
         assert_eq!(first.etc.allowed, vec![root.join("etc")]);
-        assert!(Arc::ptr_eq(&first, &cache.get()), "rebuilt without a change");
+        assert!(
+            Arc::ptr_eq(&first, &cache.get()),
+            "rebuilt without a change"
+        );
         // A chmod changes no directory's mtime; IN_ATTRIB on the parent's watch sees it.
         chmod(&root.join("etc/conf.d/deep/b.conf"), 0o600);
         let second = cache.get();
         assert!(!second.etc.allowed.contains(&root.join("etc")));
         assert!(second.etc.allowed.contains(&root.join("etc/conf.d/a.conf")));
-        assert!(!second.etc.allowed.contains(&root.join("etc/conf.d/deep/b.conf")));
+        assert!(
+            !second
+                .etc
+                .allowed
+                .contains(&root.join("etc/conf.d/deep/b.conf"))
+        );
         assert_eq!(
             withheld(&second.etc, &root.join("etc"), "conf.d/deep/b.conf"),
             Some(Withheld::NotWorldReadable)
