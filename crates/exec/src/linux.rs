@@ -70,9 +70,6 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
                 };
                 p = p.allow_system(tree.path.clone(), access);
             }
-            for target in &set.alternatives {
-                p = p.allow_system(target.clone(), LlAccess::READ | LlAccess::EXECUTE);
-            }
             for entry in &set.etc.allowed {
                 p = p.allow_system(entry.clone(), LlAccess::READ);
             }

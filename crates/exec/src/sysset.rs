@@ -34,10 +34,11 @@
 //!    these same rules (`/etc/os-release` → `/usr/lib/os-release` does, `/etc/sgml/catalog` →
 //!    `/var/lib/…` does not). `ls /etc` itself fails where `/etc` holds a secret: the directory is
 //!    not granted, only its entries.
-//! 5. **`/etc/alternatives` targets** (read + execute): a target outside the trees above is
-//!    granted if it is a world-readable file or directory that root owns and nobody else may
-//!    write, through every directory on its way (`update-alternatives` is root's; a target in a
-//!    user's home is not a system program).
+//! 5. **`/etc/alternatives` targets**: no rule of their own. Each alternative is a link (granted
+//!    as links are, rule 4) that runs where it leads, so a target in the trees of rules 1–3
+//!    (`/usr/lib/jvm/…/bin/java`, an `/opt` package's `bin`) works and one elsewhere (a home
+//!    directory) does not. Judging each target by its owner instead would cost a `readlink` per
+//!    alternative (~400 on Debian) on every cold start, for targets no distribution installs.
 //!
 //! Inside a granted program tree every file is readable (the distribution ships no secrets in
 //! `/usr`; a root host reads even its rare non-world-readable files, such as
@@ -58,9 +59,9 @@
 //! or a directory lies on a filesystem that another machine may change (NFS, FUSE, …: no event),
 //! every call rebuilds the set.
 //!
-//! What the cache does not see: a change of ownership or mode of an `/etc/alternatives` target's
-//! directories outside the watched ones. The descriptors of the granted locations are
-//! `linux_sandbox`'s syscache's, which follows replacements of each location on its own.
+//! The descriptors of the granted locations are `linux_sandbox`'s syscache's, which follows
+//! replacements of each location on its own. A host administrator's change that lands between
+//! this check and the sandbox's open is seen by the next call (only root changes `/etc`).
 
 use std::collections::HashSet;
 use std::os::fd::OwnedFd;
@@ -149,7 +150,12 @@ pub struct EtcSet {
     pub allowed: Vec<PathBuf>,
     /// Entries not granted (and everything beneath a withheld directory), with why.
     pub withheld: Vec<(PathBuf, Withheld)>,
-    /// Symbolic links whose targets are in the set (they need no rule).
+    /// Every symbolic link found (none gets a rule: each reaches what its target's rules
+    /// allow). Judged only on request ([`SystemSet::judged`], [`etc_set`]): a `realpath` each,
+    /// which no call needs.
+    pub links: Vec<PathBuf>,
+    /// Of [`links`](EtcSet::links), once judged: how many lead into the set (those leading out
+    /// are in `withheld`).
     pub links_in_set: usize,
 }
 
@@ -158,10 +164,8 @@ pub struct EtcSet {
 pub struct SystemSet {
     /// Program, library, header and data trees (rules 1–3), deduplicated by what they lead to.
     pub trees: Vec<Tree>,
-    /// `/etc` (rule 4).
+    /// `/etc` (rule 4; rule 5 is in it).
     pub etc: EtcSet,
-    /// `/etc/alternatives` targets outside the trees (rule 5), read + execute.
-    pub alternatives: Vec<PathBuf>,
 }
 
 /// The system runtime set of this machine, from the process-wide cache (see the module
@@ -406,26 +410,29 @@ pub fn resolve(base: &Path, watch: &mut dyn FnMut(&Path)) -> SystemSet {
     for pkg in opt_packages(&opt) {
         push(&mut trees, pkg, true);
     }
-    let tree_roots: Vec<PathBuf> = trees
-        .iter()
-        .filter_map(|t| std::fs::canonicalize(&t.path).ok())
-        .collect();
-
     let etc_root = at("etc");
-    let mut etc = walk_etc(&etc_root, watch);
-    let alternatives = alternatives(&etc_root.join("alternatives"), &tree_roots);
-    let mut in_set: Vec<PathBuf> = tree_roots;
-    in_set.extend(
-        etc.allowed
+    let etc = walk_etc(&etc_root, watch);
+    SystemSet { trees, etc }
+}
+
+impl SystemSet {
+    /// This set with its `/etc` links judged: those leading outside the set listed in
+    /// `etc.withheld` as [`Withheld::LinkOutside`], the others counted (doctor, tests).
+    pub fn judged(&self) -> SystemSet {
+        let mut out = self.clone();
+        let mut in_set: HashSet<PathBuf> = self
+            .trees
             .iter()
-            .filter_map(|p| std::fs::canonicalize(p).ok()),
-    );
-    in_set.extend(alternatives.iter().cloned());
-    classify_links(&mut etc, &in_set);
-    SystemSet {
-        trees,
-        etc,
-        alternatives,
+            .filter_map(|t| std::fs::canonicalize(&t.path).ok())
+            .collect();
+        in_set.extend(
+            self.etc
+                .allowed
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(p).ok()),
+        );
+        judge_links(&mut out.etc, &in_set);
+        out
     }
 }
 
@@ -438,8 +445,8 @@ pub fn resolve(base: &Path, watch: &mut dyn FnMut(&Path)) -> SystemSet {
 /// assert!(!set.allowed.iter().any(|p| p.ends_with("shadow")));
 /// ```
 pub fn etc_set(root: &Path) -> EtcSet {
-    let system = resolve(Path::new("/"), &mut |_| {});
-    let mut in_set: Vec<PathBuf> = system
+    let system = current();
+    let mut in_set: HashSet<PathBuf> = system
         .trees
         .iter()
         .filter_map(|t| std::fs::canonicalize(&t.path).ok())
@@ -450,7 +457,7 @@ pub fn etc_set(root: &Path) -> EtcSet {
             .iter()
             .filter_map(|p| std::fs::canonicalize(p).ok()),
     );
-    classify_links(&mut etc, &in_set);
+    judge_links(&mut etc, &in_set);
     etc
 }
 
@@ -480,10 +487,8 @@ fn walk_etc(root: &Path, watch: &mut dyn FnMut(&Path)) -> EtcSet {
     }
     walk.set.allowed.sort();
     walk.set.withheld.sort_by(|a, b| a.0.cmp(&b.0));
-    // Links are judged later against the whole set; park them as withheld for now.
-    for link in walk.links {
-        walk.set.withheld.push((link, Withheld::LinkOutside(None)));
-    }
+    walk.links.sort();
+    walk.set.links = walk.links;
     walk.set
 }
 
@@ -527,6 +532,12 @@ fn walk_dir(
         if let Some((_, why)) = ETC_DENIED.iter().find(|(n, _)| *n == child_rel) {
             walk.set.withheld.push((path, Withheld::Denied(why)));
             all = false;
+            continue;
+        }
+        // A link needs no `stat`: the directory entry's type says so (most of `/etc` is links:
+        // the alternatives and the rc*.d and systemd wants directories).
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            walk.links.push(path);
             continue;
         }
         // `DirEntry::metadata` does not follow a symbolic link.
@@ -575,24 +586,26 @@ fn world_readable_dir(meta: &std::fs::Metadata) -> bool {
     meta.mode() & 0o005 == 0o005
 }
 
-/// Sorts the parked links into in-set (counted) and outside (withheld with their target).
-fn classify_links(etc: &mut EtcSet, in_set: &[PathBuf]) {
-    let mut kept = Vec::with_capacity(etc.withheld.len());
-    for (path, why) in std::mem::take(&mut etc.withheld) {
-        if why != Withheld::LinkOutside(None) {
-            kept.push((path, why));
-            continue;
-        }
-        match std::fs::canonicalize(&path) {
-            Ok(target) if in_set.iter().any(|root| target.starts_with(root)) => {
+/// Judges `etc.links` against the canonical roots of the set: a link whose target lies beneath
+/// one of them is counted, one leading elsewhere (or nowhere) is withheld with its target.
+fn judge_links(etc: &mut EtcSet, in_set: &HashSet<PathBuf>) {
+    etc.links_in_set = 0;
+    etc.withheld
+        .retain(|(_, why)| !matches!(why, Withheld::LinkOutside(_)));
+    for link in &etc.links {
+        match std::fs::canonicalize(link) {
+            Ok(target) if target.ancestors().any(|a| in_set.contains(a)) => {
                 etc.links_in_set += 1;
             }
-            Ok(target) => kept.push((path, Withheld::LinkOutside(Some(target)))),
-            Err(_) => kept.push((path, Withheld::LinkOutside(None))),
+            Ok(target) => etc
+                .withheld
+                .push((link.clone(), Withheld::LinkOutside(Some(target)))),
+            Err(_) => etc
+                .withheld
+                .push((link.clone(), Withheld::LinkOutside(None))),
         }
     }
-    kept.sort_by(|a, b| a.0.cmp(&b.0));
-    etc.withheld = kept;
+    etc.withheld.sort_by(|a, b| a.0.cmp(&b.0));
 }
 
 /// The `lib*` directories in `dir` (symbolic links to directories included: `/lib64` →
@@ -629,43 +642,6 @@ fn opt_packages(opt: &Path) -> Vec<PathBuf> {
         .collect();
     out.sort();
     out
-}
-
-/// Rule 5: targets of the links in `dir` outside `trees` that root owns and only root may
-/// change, all the way up, and everyone may read.
-fn alternatives(dir: &Path, trees: &[PathBuf]) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
-        .filter_map(|e| std::fs::canonicalize(e.path()).ok())
-        // A target in `/etc` is the `/etc` rule's to judge.
-        .filter(|t| !t.starts_with(dir.parent().unwrap_or(dir)))
-        .filter(|t| !trees.iter().any(|root| t.starts_with(root)))
-        .filter(|t| system_owned(t))
-        .collect();
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// `path` (canonical) is a world-readable file or directory, and it and every directory above it
-/// belong to root and are writable by nobody else.
-fn system_owned(path: &Path) -> bool {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return false;
-    };
-    let readable = if meta.is_dir() {
-        world_readable_dir(&meta)
-    } else {
-        meta.is_file() && meta.mode() & 0o004 != 0
-    };
-    readable
-        && path
-            .ancestors()
-            .all(|p| std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0))
 }
 
 #[cfg(test)]
@@ -915,15 +891,24 @@ mod tests {
     }
 
     #[test]
-    fn an_alternatives_link_into_a_user_writable_place_grants_nothing() {
+    fn an_alternative_leading_outside_the_trees_reaches_nothing() {
         let (base, root) = fake_root();
         file(&base.path().join("tool"), 0o755);
         dir(&root.join("etc/alternatives"), 0o755);
         symlink(base.path().join("tool"), root.join("etc/alternatives/tool")).unwrap();
         symlink(root.join("usr/bin"), root.join("etc/alternatives/in-usr")).unwrap();
-        let set = resolve(&root, &mut |_| {});
-        // The temp dir lies below world-writable /tmp: not root's alone.
-        assert!(set.alternatives.is_empty(), "{set:#?}");
+        let set = resolve(&root, &mut |_| {}).judged();
+        // `etc` is one rule, the links get none: the tool is reached only through a tree.
+        assert_eq!(set.etc.allowed, vec![root.join("etc")]);
+        assert!(
+            !set.trees
+                .iter()
+                .any(|t| base.path().join("tool").starts_with(&t.path))
+        );
+        assert_eq!(set.etc.links_in_set, 1, "{set:#?}");
+        assert!(set.etc.withheld.iter().any(|(p, w)| {
+            *p == root.join("etc/alternatives/tool") && matches!(w, Withheld::LinkOutside(_))
+        }));
     }
 
     #[test]

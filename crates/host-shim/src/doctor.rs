@@ -90,7 +90,8 @@ pub fn report() -> Value {
 #[cfg(target_os = "linux")]
 fn system_set() -> Value {
     use std::collections::BTreeMap;
-    let set = exec::sysset::current();
+    // Links judged for the report only: a call needs no `realpath` of each.
+    let set = exec::sysset::current().judged();
     let trees: Vec<Value> = set
         .trees
         .iter()
@@ -126,7 +127,6 @@ fn system_set() -> Value {
         .collect();
     json!({
         "trees": trees,
-        "alternativesTargets": set.alternatives,
         "etc": {
             "rule": "each /etc entry everyone may read (files o+r, directories o+rx), one rule per fully world-readable subtree; never what only an owner or group may read, never the named deny list; symbolic links reach only targets in the set",
             "rules": set.etc.allowed.len(),
