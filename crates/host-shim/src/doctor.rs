@@ -162,3 +162,46 @@ pub fn report() -> Value {
         },
     })
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doctor_prints_the_system_set_and_what_etc_withholds() {
+        let report = report();
+        let set = &report["systemSet"];
+        let trees: Vec<&str> = set["trees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["path"].as_str().unwrap())
+            .collect();
+        assert!(trees.contains(&"/usr/bin"), "{trees:?}");
+        for never in [
+            "/usr",
+            "/usr/local/etc",
+            "/usr/local/var",
+            "/var/lib",
+            "/etc",
+        ] {
+            assert!(!trees.contains(&never), "{never} is a tree: {trees:?}");
+        }
+        let etc = &set["etc"];
+        let allowed: Vec<&str> = etc["allowed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        assert_eq!(etc["rules"], json!(allowed.len()));
+        assert!(!allowed.contains(&"/etc/shadow"), "{allowed:?}");
+        let summary = etc["withheldSummary"].as_str().unwrap();
+        assert!(summary.contains("/etc entries withheld"), "{summary}");
+        if std::path::Path::new("/etc/shadow").exists() {
+            assert!(summary.contains("not world-readable"), "{summary}");
+            assert!(summary.contains("shadow"), "{summary}");
+        }
+        assert_eq!(set["devices"]["readWrite"][0], json!("/dev/null"));
+    }
+}
