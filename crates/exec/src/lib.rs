@@ -2,7 +2,8 @@
 //!
 //! **Owns:** the platform-neutral [`SandboxSpec`] (the user's roots, the program kind, the
 //! network switch) and its translation per platform — Landlock + seccomp on Linux (the system
-//! locations a program needs are added here: [`linux`]), a Seatbelt profile input on macOS
+//! locations a program needs are added here: [`linux`], a shell's by rule in `sysset` —
+//! LIVE-1), a Seatbelt profile input on macOS
 //! ([`macos`]); spawning under `proctree`'s supervisor with the sandbox applied between `fork`
 //! and `exec`; bounded capture of stdout and stderr (cap-and-kill or cap-and-truncate, every
 //! byte drained); the deadline; cancellation through `toolscope`'s [`CallContext`]; root-lease
@@ -62,6 +63,8 @@ pub mod macos;
 mod macos_run;
 mod run;
 mod spec;
+#[cfg(target_os = "linux")]
+pub mod sysset;
 
 #[cfg(target_os = "linux")]
 mod backend;

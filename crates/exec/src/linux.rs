@@ -2,9 +2,18 @@
 //!
 //! This module owns the system locations a Linux program needs to start. For a single program
 //! (`run`) they are exactly the files its loader opens, read from its ELF headers
-//! ([`libdeps`](crate::libdeps)), plus `/etc/ld.so.cache`; for a shell (`command`) they are the
-//! system's program and library directories and a short list of `/etc` files — not all of
-//! `/usr`, not all of `/etc` (CMD-10).
+//! ([`libdeps`](crate::libdeps)), plus `/etc/ld.so.cache` (RUN-7); for a shell (`command`) they
+//! are the system runtime set of [`sysset`](crate::sysset) — program, library, header and data
+//! trees and the world-readable part of `/etc`, by rule (CMD-10, LIVE-1) — plus the kernel facts
+//! and devices below. Devices: `/dev/null`, `/dev/zero`, `/dev/full` read + write,
+//! `/dev/random`, `/dev/urandom` read. Not `/dev/tty`: the command runs in a session of its own
+//! without a controlling terminal, so it has none to open (and would reach the user's terminal
+//! if it had). Not `/dev/ptmx` and `/dev/pts`: Landlock can only grant the host's devpts as a
+//! whole, which holds every pseudo-terminal of the host (typing into the user's shell through
+//! `/dev/pts/N`); a command's own pseudo-terminal needs a private devpts in its mount namespace.
+//!
+//! A shell's writable roots are also executable (programs built in the workspace run); `run`'s
+//! are not.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,65 +22,21 @@ use linux_sandbox::{Access as LlAccess, Launch, Network as LlNetwork, Policy};
 
 use crate::spec::{Access, Network, Program, SandboxSpec};
 
-/// Program and library directories a shell command may read and execute (CMD-10).
-const SHELL_EXEC_DIRS: &[&str] = &[
-    "/bin",
-    "/sbin",
-    "/usr/bin",
-    "/usr/sbin",
-    "/usr/local/bin",
-    "/usr/local/sbin",
-    "/lib",
-    "/lib64",
-    "/lib32",
-    "/usr/lib",
-    "/usr/lib64",
-    "/usr/lib32",
-    "/usr/libexec",
-    "/usr/local/lib",
-    // Helpers a program in /usr/local/bin runs (a locally built git's `git-core`), issue 16.
-    "/usr/local/libexec",
-];
-
-/// Read-only data shell commands commonly need: shared data (locales, terminfo, zoneinfo) and
-/// the `/etc` files that libc, the loader and TLS clients read. Not `/etc` as a whole: it holds
-/// `shadow`, `sudoers` and system services' credentials. Not `/proc/self`: Landlock binds a rule
-/// to the inode when it is made, in the parent, so it would expose the *host's* `/proc/<pid>`.
-const SHELL_READ: &[&str] = &[
-    "/usr/share",
-    "/usr/local/share",
-    // C and C++ headers: without them no compiler works (issue 16).
-    "/usr/include",
-    "/usr/local/include",
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/passwd",
-    "/etc/group",
-    "/etc/nsswitch.conf",
-    "/etc/localtime",
-    "/etc/timezone",
-    "/etc/ssl/certs",
-    // OpenSSL's configuration (node exits 13 without it, issue 16); not `/etc/ssl/private`.
-    "/etc/ssl/openssl.cnf",
-    "/etc/ca-certificates",
-    "/etc/alternatives",
-    "/etc/mime.types",
-    "/etc/gitconfig",
-    "/etc/inputrc",
-    "/etc/python3",
-    "/etc/python3.11",
-    "/dev/urandom",
-    "/dev/random",
+/// Kernel facts a shell command may read (CPU count and memory size for build tools' `-j`,
+/// runtimes' heap sizing). Not `/proc/self`: Landlock binds a rule to the inode when it is made,
+/// in the parent, so it would expose the *host's* `/proc/<pid>`.
+pub const SHELL_KERNEL_FACTS: &[&str] = &[
     "/proc/meminfo",
     "/proc/cpuinfo",
     "/proc/stat",
     "/sys/devices/system/cpu",
 ];
 
-/// Devices a shell command may read and write. Not `/dev/tty`: a command has no business
-/// writing into the user's terminal.
-const SHELL_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+/// Devices a shell command may read and write: the sinks and sources every shell script uses.
+pub const SHELL_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
+/// Devices a shell command may only read: the kernel's random sources.
+pub const SHELL_RANDOM: &[&str] = &["/dev/random", "/dev/urandom"];
 
 /// Why a spec could not become a policy.
 #[derive(Debug, thiserror::Error)]
@@ -93,13 +58,22 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
     let mut policy = match &spec.program {
         Program::Single(program) => single_program(program)?,
         Program::Shell => {
+            let set = crate::sysset::current();
             let mut p = Policy::new();
             // System locations, not user paths: their descriptors are cached by the sandbox
             // crate until something changes what they name (issue 4's spawn cost).
-            for dir in SHELL_EXEC_DIRS {
-                p = p.allow_system(*dir, LlAccess::READ | LlAccess::EXECUTE);
+            for tree in &set.trees {
+                let access = if tree.execute {
+                    LlAccess::READ | LlAccess::EXECUTE
+                } else {
+                    LlAccess::READ
+                };
+                p = p.allow_system(tree.path.clone(), access);
             }
-            for path in SHELL_READ {
+            for entry in &set.etc.allowed {
+                p = p.allow_system(entry.clone(), LlAccess::READ);
+            }
+            for path in SHELL_KERNEL_FACTS.iter().chain(SHELL_RANDOM) {
                 p = p.allow_system(*path, LlAccess::READ);
             }
             for dev in SHELL_DEVICES {
@@ -108,11 +82,18 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
             p
         }
     };
+    let shell = matches!(spec.program, Program::Shell);
     for grant in &spec.grants {
         let access = match grant.access {
             // A read-only grant (an approved extra path) runs what it holds: `~/.cargo` runs
-            // `cargo` (issue 16). Read-write roots stay non-executable, as before.
+            // `cargo` (issue 16).
             Access::Read => LlAccess::READ | LlAccess::EXECUTE,
+            // A shell's writable roots (the workspace, the call's temp dir, writable extra
+            // paths) run what is built there: `./m`, `make test`, `go test`'s binaries in
+            // TMPDIR. This adds no power: the shell already runs any interpreter on any file it
+            // may write, and an executed program is confined by the same kernel rules as the
+            // shell. `run`'s one program stays the only executable (RUN-7).
+            Access::ReadWrite if shell => LlAccess::READ | LlAccess::WRITE | LlAccess::EXECUTE,
             Access::ReadWrite => LlAccess::READ | LlAccess::WRITE,
         };
         // The descriptor opened at validation, never the path (issue 14).

@@ -1,6 +1,7 @@
-//! `agent-exec doctor`: which sandbox features this machine has and which process-cleanup mode
-//! will be used, as JSON. Facts only, from `linux_sandbox::probe()` and
-//! `proctree::pid_namespace_available()`; nothing is guessed.
+//! `agent-exec doctor`: which sandbox features this machine has, which process-cleanup mode
+//! will be used, and the system runtime set a `command` gets, as JSON. Facts only, from
+//! `linux_sandbox::probe()`, `proctree::pid_namespace_available()` and `exec::sysset::current()`
+//! (the set the next call would be given, by the same rules); nothing is guessed.
 
 use serde_json::{Value, json};
 
@@ -80,6 +81,72 @@ pub fn report() -> Value {
             "mode": if pid_ns { "pid-namespace" } else { "subreaper" },
             "pidNamespace": pid_ns,
         },
+        "systemSet": system_set(),
+    })
+}
+
+/// The system runtime set of a `command` (issue 16, CMD-10): the trees by rule, the `/etc`
+/// entries allowed, and what is withheld there and why.
+#[cfg(target_os = "linux")]
+fn system_set() -> Value {
+    use std::collections::BTreeMap;
+    // Links judged for the report only: a call needs no `realpath` of each.
+    let set = exec::sysset::current().judged();
+    let trees: Vec<Value> = set
+        .trees
+        .iter()
+        .map(|t| {
+            json!({
+                "path": t.path,
+                "access": if t.execute { "read+execute" } else { "read" },
+            })
+        })
+        .collect();
+    // Reason → the withheld paths, in the order of the set (sorted by path).
+    let mut by_reason: BTreeMap<&str, Vec<&std::path::Path>> = BTreeMap::new();
+    for (path, why) in &set.etc.withheld {
+        by_reason.entry(why.label()).or_default().push(path);
+    }
+    let name = |p: &std::path::Path| {
+        p.strip_prefix("/etc")
+            .unwrap_or(p)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let summary: Vec<String> = by_reason
+        .iter()
+        .map(|(reason, paths)| {
+            let names: Vec<String> = paths.iter().take(6).map(|p| name(p)).collect();
+            let more = if paths.len() > 6 { ", …" } else { "" };
+            format!("{} {reason} ({}{more})", paths.len(), names.join(", "))
+        })
+        .collect();
+    let denied: Vec<Value> = exec::sysset::ETC_DENIED
+        .iter()
+        .map(|(n, why)| json!({ "entry": format!("/etc/{n}"), "why": why }))
+        .collect();
+    json!({
+        "trees": trees,
+        "etc": {
+            "rule": "each /etc entry everyone may read (files o+r, directories o+rx), one rule per fully world-readable subtree; never what only an owner or group may read, never the named deny list; symbolic links reach only targets in the set",
+            "rules": set.etc.allowed.len(),
+            "allowed": set.etc.allowed,
+            "linksIntoTheSet": set.etc.links_in_set,
+            "withheld": set.etc.withheld.len(),
+            "withheldSummary": format!(
+                "{} /etc entries withheld: {}",
+                set.etc.withheld.len(),
+                summary.join("; ")
+            ),
+            "withheldByReason": by_reason,
+            "denyList": denied,
+        },
+        "devices": {
+            "readWrite": exec::linux::SHELL_DEVICES,
+            "read": exec::linux::SHELL_RANDOM,
+            "notGranted": "/dev/tty (a command has no controlling terminal), /dev/ptmx and /dev/pts (Landlock could only grant every pseudo-terminal of the host)",
+        },
+        "kernelFacts": exec::linux::SHELL_KERNEL_FACTS,
     })
 }
 
@@ -94,4 +161,47 @@ pub fn report() -> Value {
             "summary": "this agent-exec build enforces on Linux only; exec tools return AGENT_EXEC_UNSUPPORTED here",
         },
     })
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doctor_prints_the_system_set_and_what_etc_withholds() {
+        let report = report();
+        let set = &report["systemSet"];
+        let trees: Vec<&str> = set["trees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["path"].as_str().unwrap())
+            .collect();
+        assert!(trees.contains(&"/usr/bin"), "{trees:?}");
+        for never in [
+            "/usr",
+            "/usr/local/etc",
+            "/usr/local/var",
+            "/var/lib",
+            "/etc",
+        ] {
+            assert!(!trees.contains(&never), "{never} is a tree: {trees:?}");
+        }
+        let etc = &set["etc"];
+        let allowed: Vec<&str> = etc["allowed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        assert_eq!(etc["rules"], json!(allowed.len()));
+        assert!(!allowed.contains(&"/etc/shadow"), "{allowed:?}");
+        let summary = etc["withheldSummary"].as_str().unwrap();
+        assert!(summary.contains("/etc entries withheld"), "{summary}");
+        if std::path::Path::new("/etc/shadow").exists() {
+            assert!(summary.contains("not world-readable"), "{summary}");
+            assert!(summary.contains("shadow"), "{summary}");
+        }
+        assert_eq!(set["devices"]["readWrite"][0], json!("/dev/null"));
+    }
 }

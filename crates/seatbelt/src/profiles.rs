@@ -30,26 +30,50 @@ pub const SYSTEM_LIBRARIES: &[&str] = &[
     "/System/Volumes/Preboot/Cryptexes/OS",
 ];
 
-/// Program and library directories the `command` profile may read, map and execute (CMD-10): the
-/// system's, the Command Line Tools', Homebrew's (both prefixes) and MacPorts'. Deliberately not
-/// all of `/usr` (no `/usr/share`) and not the package managers' `etc`/`var` (user config, data).
+/// Program and library trees the `command` profile may read, map and execute (CMD-10, LIVE-1):
+/// the system's; the Command Line Tools and Xcode's developer directory (compilers, SDK headers
+/// and stubs); Homebrew's prefixes (`/opt/homebrew` on Apple silicon, `/usr/local` on Intel) and
+/// MacPorts' (`/opt/local`), their program and library directories only. Seed 000: never all of
+/// `/usr` as such, never a package manager's `etc` (user configuration), `var` (service data:
+/// databases, logs) or Homebrew's own `Library` (taps). Fixed system paths, so literals in the
+/// profile; a user's path only ever travels as a parameter.
 pub const PROGRAM_DIRECTORIES: &[&str] = &[
     "/bin",
     "/sbin",
     "/usr/bin",
     "/usr/sbin",
     "/usr/libexec",
-    "/Library/Developer/CommandLineTools/usr",
+    "/Library/Developer/CommandLineTools",
+    "/Applications/Xcode.app/Contents/Developer",
     "/opt/homebrew/bin",
+    "/opt/homebrew/sbin",
     "/opt/homebrew/lib",
+    "/opt/homebrew/libexec",
     "/opt/homebrew/opt",
     "/opt/homebrew/Cellar",
     "/usr/local/bin",
+    "/usr/local/sbin",
     "/usr/local/lib",
+    "/usr/local/libexec",
     "/usr/local/opt",
     "/usr/local/Cellar",
     "/opt/local/bin",
+    "/opt/local/sbin",
     "/opt/local/lib",
+    "/opt/local/libexec",
+];
+
+/// Header and shared-data trees the `command` profile may read but not execute from: the
+/// system's `/usr/share` (zoneinfo, terminfo, locales) and each package manager's `include` and
+/// `share`, as `/usr/share` and `/usr/include` on Linux.
+const DATA_DIRECTORIES: &[&str] = &[
+    "/usr/share",
+    "/opt/homebrew/include",
+    "/opt/homebrew/share",
+    "/usr/local/include",
+    "/usr/local/share",
+    "/opt/local/include",
+    "/opt/local/share",
 ];
 
 /// Single files the `command` profile reads: `/bin/sh` on macOS is a shim that reads the
@@ -105,7 +129,8 @@ pub enum Processes {
     OnlyProgram(PathBuf),
     /// The `command` profile (CMD-2, CMD-10): `process-fork` allowed, `process-exec` of anything in
     /// [`PROGRAM_DIRECTORIES`], a read-write root or a read-only one (an approved toolchain);
-    /// `signal` and `process-info*` only inside the same sandbox.
+    /// the header and data trees (`/usr/share`, each package manager's `include` and `share`)
+    /// read-only; `signal` and `process-info*` only inside the same sandbox.
     Spawn,
 }
 
@@ -264,6 +289,10 @@ impl ProfileSpec {
                         Rule::allow([Op::FileReadAll, Op::FileMapExecutable])
                             .filters(libraries())
                             .filters(programs()),
+                    )
+                    .rule(
+                        Rule::allow([Op::FileReadAll])
+                            .filters(DATA_DIRECTORIES.iter().map(|d| subpath(*d))),
                     )
                     .rule(
                         Rule::allow([Op::FileReadAll])

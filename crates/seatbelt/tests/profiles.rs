@@ -1,6 +1,6 @@
 //! The `run` and `command` profiles under the evaluator: every rule exercised allowed and denied,
 //! plus the attacks the issue names (`.GIT/config`, a hard link into the scope, `~/.ssh/id_rsa`,
-//! `/opt/homebrew/etc`, `/usr/share` vs `/usr/lib`). SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10.
+//! `/opt/homebrew/etc` and `var` vs `include` and `share`, Xcode's compilers). SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10.
 //! The evaluator is a model (see `seatbelt::eval`); `tests/macos.rs` checks it on a Mac.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -365,21 +365,31 @@ fn command_may_fork_and_exec_system_homebrew_macports_and_scope_programs() {
 }
 
 #[test]
-fn command_reads_usr_lib_but_not_usr_share_nor_package_manager_config_or_data() {
-    // CMD-10.
+fn command_reads_program_header_and_data_trees_but_not_package_manager_config_or_data() {
+    // CMD-10, LIVE-1, seed 000: program, library, header and data trees, never `etc` or `var`.
     expect(
         &command(),
         &[
             (Op::FileReadData, "/usr/lib/libz.dylib", Allow),
             (Op::FileMapExecutable, "/usr/lib/libz.dylib", Allow),
-            (Op::FileReadData, "/usr/share/dict/words", Deny),
-            (Op::FileReadData, "/usr/share/zoneinfo/UTC", Deny),
+            (Op::FileReadData, "/usr/share/dict/words", Allow),
+            (Op::FileReadData, "/usr/share/zoneinfo/UTC", Allow),
+            (Op::FileMapExecutable, "/usr/share/zoneinfo/UTC", Deny),
             (Op::FileReadData, "/opt/homebrew/lib/libssl.dylib", Allow),
             (
                 Op::FileMapExecutable,
                 "/opt/homebrew/opt/openssl/lib/libssl.dylib",
                 Allow,
             ),
+            (
+                Op::FileReadData,
+                "/opt/homebrew/include/openssl/ssl.h",
+                Allow,
+            ),
+            (Op::FileReadData, "/opt/homebrew/share/man/man1/rg.1", Allow),
+            (Op::FileReadData, "/usr/local/include/zlib.h", Allow),
+            (Op::FileReadData, "/opt/local/include/zlib.h", Allow),
+            (Op::FileReadData, "/opt/local/share/x", Allow),
             (
                 Op::FileReadData,
                 "/opt/homebrew/etc/openssl@3/cert.pem",
@@ -390,7 +400,12 @@ fn command_reads_usr_lib_but_not_usr_share_nor_package_manager_config_or_data() 
                 "/opt/homebrew/var/postgres/pg_hba.conf",
                 Deny,
             ),
-            (Op::FileReadData, "/opt/homebrew/share/x", Deny),
+            (
+                Op::FileReadData,
+                "/opt/homebrew/var/homebrew/linked/x",
+                Deny,
+            ),
+            (Op::FileReadData, "/opt/homebrew/etc/my.cnf", Deny),
             (Op::FileReadData, "/opt/homebrew/Library/Taps/x", Deny),
             (Op::FileReadData, "/usr/local/etc/my.cnf", Deny),
             (Op::FileReadData, "/usr/local/var/x", Deny),
@@ -404,6 +419,81 @@ fn command_reads_usr_lib_but_not_usr_share_nor_package_manager_config_or_data() 
             (Op::FileReadMetadata, "/var/select/sh", Allow),
             (Op::FileReadData, "/private/var/select", Deny),
             (Op::FileReadData, "/etc/hosts", Deny),
+            (Op::FileReadData, "/Users/x/.ssh/id_rsa", Deny),
+            (Op::FileReadData, "/Users/alice/.ssh/id_rsa", Deny),
+        ],
+    );
+}
+
+#[test]
+fn command_runs_the_command_line_tools_and_xcode_compilers_with_their_sdks() {
+    // Issue 16: `cc` works on a Mac with either developer directory.
+    expect(
+        &command(),
+        &[
+            (
+                Op::ProcessExec,
+                "/Library/Developer/CommandLineTools/usr/bin/clang",
+                Allow,
+            ),
+            (
+                Op::FileMapExecutable,
+                "/Library/Developer/CommandLineTools/usr/lib/libclang.dylib",
+                Allow,
+            ),
+            (
+                Op::FileReadData,
+                "/Library/Developer/CommandLineTools/SDKs/MacOSX.sdk/usr/include/stdio.h",
+                Allow,
+            ),
+            (
+                Op::ProcessExec,
+                "/Applications/Xcode.app/Contents/Developer/Toolchains/XcodeDefault.xctoolchain/usr/bin/clang",
+                Allow,
+            ),
+            (
+                Op::FileReadData,
+                "/Applications/Xcode.app/Contents/Developer/Platforms/MacOSX.platform/Developer/SDKs/MacOSX.sdk/usr/include/math.h",
+                Allow,
+            ),
+            (
+                Op::ProcessExec,
+                "/Applications/Xcode.app/Contents/MacOS/Xcode",
+                Deny,
+            ),
+            (Op::ProcessExec, "/opt/homebrew/libexec/x", Allow),
+            (Op::ProcessExec, "/opt/local/libexec/x", Allow),
+            (Op::ProcessExec, "/opt/local/sbin/x", Allow),
+            (Op::ProcessExec, "/usr/local/libexec/git-core/git-x", Allow),
+            (Op::ProcessExec, "/opt/homebrew/include/x", Deny),
+            (Op::ProcessExec, "/opt/homebrew/share/x", Deny),
+            (
+                Op::FileWriteData,
+                "/Library/Developer/CommandLineTools/usr/bin/clang",
+                Deny,
+            ),
+            (Op::FileWriteCreate, "/opt/homebrew/include/x.h", Deny),
+        ],
+    );
+}
+
+#[test]
+fn run_gets_none_of_the_command_trees() {
+    // RUN-7: the `run` profile keeps to its program and the system libraries.
+    expect(
+        &run(),
+        &[
+            (
+                Op::FileReadData,
+                "/Library/Developer/CommandLineTools/usr/bin/clang",
+                Deny,
+            ),
+            (
+                Op::FileReadData,
+                "/opt/homebrew/include/openssl/ssl.h",
+                Deny,
+            ),
+            (Op::FileReadData, "/usr/share/zoneinfo/UTC", Deny),
         ],
     );
 }

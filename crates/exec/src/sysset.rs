@@ -1,0 +1,1119 @@
+//! The system runtime set of a shell command (`command`, CMD-10, LIVE-1): which system locations
+//! it may read, and which of them run programs, derived by rule from what the operating system
+//! itself publishes — never a hand list of the files one toolchain happens to need.
+//!
+//! **Owns** the rules, their evaluation on a live file system, and a process-wide cache of the
+//! result that is invalidated when anything the rules looked at changes.
+//!
+//! **Refuses** user paths (workspaces, extra paths, temp dirs: `linux.rs` grants those on their
+//! descriptors), `/proc`, `/sys` and devices (fixed lists in `linux.rs`), and everything a package
+//! manager keeps as data or configuration: `/usr/local/etc`, `/usr/local/var`, `/var/lib`, `/var`
+//! as a whole, home directories. Seed 000: the system's program and library directories, not the
+//! whole of `/usr` as such.
+//!
+//! # The rules
+//!
+//! 1. **Program and library trees** (read + execute): `/bin`, `/sbin`, `/usr/{bin,sbin,libexec}`,
+//!    every `lib*` directory of `/`, `/usr` and `/usr/local` that exists (`lib`, `lib32`,
+//!    `lib64`, `libx32`, …), `/usr/local/{bin,sbin,libexec}`, and `/usr/share` +
+//!    `/usr/local/share`: Debian installs architecture-independent programs there and links them
+//!    from `/usr/bin` (`mvn` → `/usr/share/maven/bin/mvn`, `pg_dump` →
+//!    `/usr/share/postgresql-common/pg_wrapper`), and a link is executed where it leads.
+//! 2. **Header and source trees** (read only): `/usr/include`, `/usr/local/include`, `/usr/src`.
+//! 3. **`/opt` package trees** (read + execute): `/opt/<pkg>` where the directory is owned by
+//!    root, writable by nobody else, readable and searchable by everyone, and holds a `bin`
+//!    directory — the FHS layout of an add-on package. A tree a user owns or may write is the
+//!    user's data, not the system's.
+//! 4. **`/etc`** (read only), see [`etc_set`]: each entry any local user may read (a file with
+//!    `o+r`, a directory with `o+rx`), descending only into directories that hold an entry that is
+//!    not, so a fully world-readable subtree is one rule. Never an entry only its owner or a group
+//!    may read (`shadow`, `gshadow`, `sudoers`, `ssh_host_*_key`, `ssl/private`), even for a root
+//!    host (which would otherwise read them as their owner). Never a device, fifo or socket. Never
+//!    the world-readable secrets of [`ETC_DENIED`]. Symbolic links get no rule of their own: Landlock
+//!    grants the inode a path leads to, so a link works exactly when its target is in this set by
+//!    these same rules (`/etc/os-release` → `/usr/lib/os-release` does, `/etc/sgml/catalog` →
+//!    `/var/lib/…` does not). `ls /etc` itself fails where `/etc` holds a secret: the directory is
+//!    not granted, only its entries.
+//! 5. **`/etc/alternatives` targets**: no rule of their own. Each alternative is a link (granted
+//!    as links are, rule 4) that runs where it leads, so a target in the trees of rules 1–3
+//!    (`/usr/lib/jvm/…/bin/java`, an `/opt` package's `bin`) works and one elsewhere (a home
+//!    directory) does not. Judging each target by its owner instead would cost a `readlink` per
+//!    alternative (~400 on Debian) on every cold start, for targets no distribution installs.
+//!
+//! Inside a granted program tree every file is readable (the distribution ships no secrets in
+//! `/usr`; a root host reads even its rare non-world-readable files, such as
+//! `/usr/share/polkit-1/rules.d`).
+//!
+//! # The cache
+//!
+//! Landlock has no deny rules, so the `/etc` rule is an enumerated allow set, and enumerating it
+//! costs ~1,200 `stat`s. [`current`] keeps the result for the process. From its second call on, an
+//! inotify watch (`IN_ATTRIB`, `IN_CREATE`, `IN_DELETE`, `IN_MOVED_*`, `IN_DELETE_SELF`,
+//! `IN_MOVE_SELF`) is placed on every directory the rules read *before* it is read — `/`, `/usr`,
+//! `/usr/local`, `/opt`, and every directory of `/etc` walked — so a change after the read queues
+//! an event; `IN_ATTRIB` on a directory reports `chmod` of its entries, which a directory's mtime
+//! does not. `/proc/self/mountinfo` polls as changed after a mount. Each call reads the queue and
+//! polls first; anything at all rebuilds the set. The first call does not watch (closing an
+//! inotify instance with watches waits ~5 ms for the kernel's grace period, which a one-call
+//! process would pay for nothing, as in `linux_sandbox`'s syscache). Where inotify cannot be had,
+//! or a directory lies on a filesystem that another machine may change (NFS, FUSE, …: no event),
+//! every call rebuilds the set.
+//!
+//! The descriptors of the granted locations are `linux_sandbox`'s syscache's, which follows
+//! replacements of each location on its own. A host administrator's change that lands between
+//! this check and the sandbox's open is seen by the next call (only root changes `/etc`).
+
+use std::collections::HashSet;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use rustix::fs::inotify;
+use rustix::fs::{Mode, OFlags};
+
+/// Named `/etc` entries (relative to `/etc`) that are withheld although world-readable, each with
+/// why: secrets that distributions, images or common guides leave readable by everyone. Short on
+/// purpose: the mode rule does the work; this list covers where the mode lies.
+pub const ETC_DENIED: &[(&str, &str)] = &[
+    (
+        "machine-id",
+        "the host's unique identifier; machine-id(5): confidential, never exposed to untrusted code",
+    ),
+    (
+        "fstab",
+        "world-readable by design, and where CIFS/NFS mounts keep `password=` options",
+    ),
+    (
+        "netplan",
+        "Ubuntu wrote Wi-Fi passphrases into world-readable /etc/netplan/*.yaml (netplan now warns)",
+    ),
+    (
+        "wpa_supplicant",
+        "Wi-Fi passphrases; images and guides create wpa_supplicant.conf world-readable",
+    ),
+    (
+        "openvpn",
+        "VPN keys and credentials, usually copied in with a umask that leaves them world-readable",
+    ),
+    (
+        "pki/tls/private",
+        "Fedora and RHEL ship the private-key directory world-readable (0755)",
+    ),
+];
+
+/// Deepest `/etc` directory level walked; anything deeper is withheld (no distribution nests
+/// that deep; a loop of bind mounts would otherwise walk forever).
+const MAX_DEPTH: usize = 24;
+
+/// One program, library, header or data tree of the set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tree {
+    /// The location as the rule names it (`/lib64`, which may be a link to `/usr/lib64`).
+    pub path: PathBuf,
+    /// Whether programs run from it (read + execute), or it is read only.
+    pub execute: bool,
+}
+
+/// Why an `/etc` entry is not in the set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Withheld {
+    /// Its mode does not let "other" read it (a directory: read and search it).
+    NotWorldReadable,
+    /// Named in [`ETC_DENIED`], with the reason given there.
+    Denied(&'static str),
+    /// A device, fifo or socket.
+    SpecialFile,
+    /// A symbolic link whose target is outside the set (or that leads nowhere).
+    LinkOutside(Option<PathBuf>),
+    /// A directory that could not be read, or lies deeper than anything a distribution ships.
+    Unreadable,
+}
+
+impl Withheld {
+    /// A short, stable name for the reason (doctor output).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Withheld::NotWorldReadable => "not world-readable",
+            Withheld::Denied(_) => "world-readable secret (named deny list)",
+            Withheld::SpecialFile => "device, fifo or socket",
+            Withheld::LinkOutside(_) => "symbolic link leading outside the system set",
+            Withheld::Unreadable => "directory not readable",
+        }
+    }
+}
+
+/// The `/etc` part of the set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EtcSet {
+    /// One read rule each, sorted; a directory here is granted with everything beneath it.
+    pub allowed: Vec<PathBuf>,
+    /// Entries not granted (and everything beneath a withheld directory), with why.
+    pub withheld: Vec<(PathBuf, Withheld)>,
+    /// Every symbolic link found (none gets a rule: each reaches what its target's rules
+    /// allow). Judged only on request ([`SystemSet::judged`], [`etc_set`]): a `realpath` each,
+    /// which no call needs.
+    pub links: Vec<PathBuf>,
+    /// Of [`links`](EtcSet::links), once judged: how many lead into the set (those leading out
+    /// are in `withheld`).
+    pub links_in_set: usize,
+}
+
+/// The resolved system runtime set of a shell command.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SystemSet {
+    /// Program, library, header and data trees (rules 1–3), deduplicated by what they lead to.
+    pub trees: Vec<Tree>,
+    /// `/etc` (rule 4; rule 5 is in it).
+    pub etc: EtcSet,
+}
+
+/// The system runtime set of this machine, from the process-wide cache (see the module
+/// documentation for when it is rebuilt).
+pub fn current() -> Arc<SystemSet> {
+    let mut cache = SHARED.lock().unwrap_or_else(|poisoned| {
+        SHARED.clear_poison();
+        let mut guard = poisoned.into_inner();
+        *guard = Cache::new(PathBuf::from("/"));
+        guard
+    });
+    cache.get()
+}
+
+static SHARED: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::new("/".into())));
+
+/// The set of the file system below `base` ("/" for the real one; a fake tree in tests), kept
+/// until something it was built from changes.
+#[derive(Debug)]
+pub struct Cache {
+    base: PathBuf,
+    set: Option<Arc<SystemSet>>,
+    /// Whether every directory `set` was built from was watched before it was read.
+    vouched: bool,
+    watch: Watching,
+}
+
+#[derive(Debug)]
+enum Watching {
+    /// Not yet (the first build of a process is not watched), or a transient failure.
+    NotYet,
+    Active(Watcher),
+    /// No inotify here: every call rebuilds.
+    Unavailable,
+}
+
+impl Cache {
+    /// A cache for the tree below `base` that starts watching at its second [`get`](Cache::get).
+    pub fn new(base: PathBuf) -> Cache {
+        Cache {
+            base,
+            set: None,
+            vouched: false,
+            watch: Watching::NotYet,
+        }
+    }
+
+    /// A cache that watches from its first build (tests of the invalidation).
+    pub fn watched(base: PathBuf) -> Cache {
+        Cache {
+            watch: Watcher::start(),
+            ..Cache::new(base)
+        }
+    }
+
+    /// The set, rebuilt if anything it was built from may have changed.
+    pub fn get(&mut self) -> Arc<SystemSet> {
+        match &mut self.watch {
+            Watching::NotYet if self.set.is_some() => self.watch = Watcher::start(),
+            Watching::Active(w) => {
+                if w.changed() {
+                    self.vouched = false;
+                }
+            }
+            Watching::NotYet | Watching::Unavailable => self.vouched = false,
+        }
+        if let (Some(set), true) = (&self.set, self.vouched) {
+            return Arc::clone(set);
+        }
+        let (set, vouched) = match &mut self.watch {
+            Watching::Active(w) => {
+                let mut all = true;
+                let set = resolve(&self.base, &mut |dir| all &= w.cover(dir));
+                (set, all)
+            }
+            _ => (resolve(&self.base, &mut |_| {}), false),
+        };
+        let set = Arc::new(set);
+        self.set = Some(Arc::clone(&set));
+        // The first, unwatched build serves the first call; a watcher vouches for later ones.
+        self.vouched = vouched;
+        set
+    }
+}
+
+/// The change detector: one inotify instance and the mount table.
+#[derive(Debug)]
+struct Watcher {
+    inotify: OwnedFd,
+    mounts: OwnedFd,
+    /// Directory → watch descriptor, so a replaced directory's old watch can be dropped.
+    held: std::collections::HashMap<PathBuf, i32>,
+    events: Box<[u8; 4096]>,
+}
+
+/// What a directory's watch reports: entries created, deleted, renamed, their mode or owner
+/// changed (`IN_ATTRIB` covers the directory and each entry in it), the directory itself gone.
+const WATCH_MASK: inotify::WatchFlags = inotify::WatchFlags::ATTRIB
+    .union(inotify::WatchFlags::CREATE)
+    .union(inotify::WatchFlags::DELETE)
+    .union(inotify::WatchFlags::MOVED_FROM)
+    .union(inotify::WatchFlags::MOVED_TO)
+    .union(inotify::WatchFlags::DELETE_SELF)
+    .union(inotify::WatchFlags::MOVE_SELF)
+    .union(inotify::WatchFlags::ONLYDIR)
+    .union(inotify::WatchFlags::DONT_FOLLOW);
+
+/// `statfs` magic numbers of filesystems that change only through this kernel (so every change
+/// queues an event): ext2/3/4, XFS, Btrfs, F2FS, bcachefs, ZFS, tmpfs, ramfs, overlayfs,
+/// squashfs. The same list as `linux_sandbox`'s syscache, which does not export it.
+const LOCAL_FILESYSTEMS: &[u64] = &[
+    0xEF53,
+    0x5846_5342,
+    0x9123_683E,
+    0xF2F5_2010,
+    0xCA45_1A4E,
+    0x2FC1_2FC1,
+    0x0102_1994,
+    0x8584_58F6,
+    0x794C_7630,
+    0x7371_7368,
+];
+
+impl Watcher {
+    fn start() -> Watching {
+        let transient = |e: rustix::io::Errno| {
+            matches!(
+                e,
+                rustix::io::Errno::MFILE | rustix::io::Errno::NFILE | rustix::io::Errno::NOMEM
+            )
+        };
+        let inotify =
+            match inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) {
+                Ok(fd) => fd,
+                Err(e) if transient(e) => return Watching::NotYet,
+                Err(_) => return Watching::Unavailable,
+            };
+        let mounts = match rustix::fs::open(
+            "/proc/self/mountinfo",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(e) if transient(e) => return Watching::NotYet,
+            Err(_) => return Watching::Unavailable,
+        };
+        Watching::Active(Watcher {
+            inotify,
+            mounts,
+            held: std::collections::HashMap::new(),
+            events: Box::new([0; 4096]),
+        })
+    }
+
+    /// Whether anything changed since the last call (events read and dropped; errors count).
+    fn changed(&mut self) -> bool {
+        let mut changed = false;
+        loop {
+            match rustix::io::read(&self.inotify, &mut self.events[..]) {
+                Ok(0) | Err(rustix::io::Errno::AGAIN) => break,
+                Ok(_) => changed = true,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return true,
+            }
+        }
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(&self.mounts, PollFlags::PRI)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        match rustix::event::poll(&mut fds, Some(&zero)) {
+            Ok(_) => changed || fds[0].revents().intersects(PollFlags::PRI | PollFlags::ERR),
+            Err(_) => true,
+        }
+    }
+
+    /// Watches `dir` (before it is read). `false`: a change to it might queue no event.
+    fn cover(&mut self, dir: &Path) -> bool {
+        let local = rustix::fs::statfs(dir).is_ok_and(|fs| {
+            // The field's width and sign differ by architecture; every magic fits 32 bits.
+            #[allow(clippy::unnecessary_cast, clippy::cast_sign_loss)]
+            let kind = (fs.f_type as u64) & 0xFFFF_FFFF;
+            LOCAL_FILESYSTEMS.contains(&kind)
+        });
+        if !local {
+            return false;
+        }
+        let Ok(wd) = inotify::add_watch(&self.inotify, dir, WATCH_MASK) else {
+            return false;
+        };
+        if let Some(old) = self.held.insert(dir.to_path_buf(), wd)
+            && old != wd
+            && !self.held.values().any(|&w| w == old)
+        {
+            // The directory was replaced: the old inode's watch would only pin it. Its
+            // IN_IGNORED rebuilds the set once more; the next build settles.
+            let _ = inotify::remove_watch(&self.inotify, old);
+        }
+        true
+    }
+}
+
+/// Evaluates the rules on the file system below `base`, calling `watch` on every directory just
+/// before it is read.
+pub fn resolve(base: &Path, watch: &mut dyn FnMut(&Path)) -> SystemSet {
+    let at = |rel: &str| base.join(rel);
+    let mut trees: Vec<Tree> = Vec::new();
+    let mut seen: HashSet<PathBuf> = HashSet::new();
+    let mut push = |trees: &mut Vec<Tree>, path: PathBuf, execute: bool| {
+        // `/lib` → `usr/lib` on a merged-/usr system: one rule for one inode.
+        let Ok(real) = std::fs::canonicalize(&path) else {
+            return;
+        };
+        if real.is_dir() && seen.insert(real) {
+            trees.push(Tree { path, execute });
+        }
+    };
+    for rel in ["usr/bin", "usr/sbin", "usr/libexec", "bin", "sbin"] {
+        push(&mut trees, at(rel), true);
+    }
+    for dir in [at("usr"), at("usr/local"), base.to_path_buf()] {
+        watch(&dir);
+        for lib in lib_dirs(&dir) {
+            push(&mut trees, lib, true);
+        }
+    }
+    for rel in [
+        "usr/local/bin",
+        "usr/local/sbin",
+        "usr/local/libexec",
+        "usr/share",
+        "usr/local/share",
+    ] {
+        push(&mut trees, at(rel), true);
+    }
+    for rel in ["usr/include", "usr/local/include", "usr/src"] {
+        push(&mut trees, at(rel), false);
+    }
+    let opt = at("opt");
+    watch(&opt);
+    for pkg in opt_packages(&opt) {
+        push(&mut trees, pkg, true);
+    }
+    let etc_root = at("etc");
+    let etc = walk_etc(&etc_root, watch);
+    SystemSet { trees, etc }
+}
+
+impl SystemSet {
+    /// This set with its `/etc` links judged: those leading outside the set listed in
+    /// `etc.withheld` as [`Withheld::LinkOutside`], the others counted (doctor, tests).
+    pub fn judged(&self) -> SystemSet {
+        let mut out = self.clone();
+        let mut in_set: HashSet<PathBuf> = self
+            .trees
+            .iter()
+            .filter_map(|t| std::fs::canonicalize(&t.path).ok())
+            .collect();
+        in_set.extend(
+            self.etc
+                .allowed
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(p).ok()),
+        );
+        judge_links(&mut out.etc, &in_set);
+        out
+    }
+}
+
+/// The `/etc` rule on the tree at `root`, unwatched; see the module documentation, rule 4.
+/// Symbolic links are judged against the real system's program trees and this tree's own
+/// entries.
+///
+/// ```
+/// let set = exec::sysset::etc_set(std::path::Path::new("/etc"));
+/// assert!(!set.allowed.iter().any(|p| p.ends_with("shadow")));
+/// ```
+pub fn etc_set(root: &Path) -> EtcSet {
+    let system = current();
+    let mut in_set: HashSet<PathBuf> = system
+        .trees
+        .iter()
+        .filter_map(|t| std::fs::canonicalize(&t.path).ok())
+        .collect();
+    let mut etc = walk_etc(root, &mut |_| {});
+    in_set.extend(
+        etc.allowed
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok()),
+    );
+    judge_links(&mut etc, &in_set);
+    etc
+}
+
+/// Pending symbolic links found by the walk, judged once the whole set is known.
+#[derive(Debug, Default)]
+struct Walk {
+    set: EtcSet,
+    links: Vec<PathBuf>,
+}
+
+fn walk_etc(root: &Path, watch: &mut dyn FnMut(&Path)) -> EtcSet {
+    let mut walk = Walk::default();
+    match std::fs::symlink_metadata(root) {
+        Ok(meta) if meta.is_dir() && world_readable_dir(&meta) => {
+            let mut children = Vec::new();
+            if walk_dir(root, "", 0, watch, &mut walk, &mut children) {
+                walk.set.allowed.push(root.to_path_buf());
+            } else {
+                walk.set.allowed.extend(children);
+            }
+        }
+        Ok(_) => walk
+            .set
+            .withheld
+            .push((root.to_path_buf(), Withheld::NotWorldReadable)),
+        Err(_) => {}
+    }
+    walk.set.allowed.sort();
+    walk.set.withheld.sort_by(|a, b| a.0.cmp(&b.0));
+    walk.links.sort();
+    walk.set.links = walk.links;
+    walk.set
+}
+
+/// Walks `dir` (relative name `rel` below the `/etc` root). Returns whether everything beneath
+/// is in the set (then the caller grants `dir` as one rule); otherwise `allowed` holds the rules
+/// for what is.
+fn walk_dir(
+    dir: &Path,
+    rel: &str,
+    depth: usize,
+    watch: &mut dyn FnMut(&Path),
+    walk: &mut Walk,
+    allowed: &mut Vec<PathBuf>,
+) -> bool {
+    if depth > MAX_DEPTH {
+        walk.set
+            .withheld
+            .push((dir.to_path_buf(), Withheld::Unreadable));
+        return false;
+    }
+    watch(dir);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        walk.set
+            .withheld
+            .push((dir.to_path_buf(), Withheld::Unreadable));
+        return false;
+    };
+    let mut all = true;
+    let mut names: Vec<_> = entries.filter_map(Result::ok).collect();
+    names.sort_by_key(|e| e.file_name());
+    for entry in names {
+        let path = entry.path();
+        let name = entry.file_name();
+        let child_rel = match name.to_str() {
+            Some(n) if rel.is_empty() => n.to_owned(),
+            Some(n) => format!("{rel}/{n}"),
+            // Not UTF-8: no deny-list entry can match it, but it is judged by its mode all
+            // the same.
+            None => String::new(),
+        };
+        if let Some((_, why)) = ETC_DENIED.iter().find(|(n, _)| *n == child_rel) {
+            walk.set.withheld.push((path, Withheld::Denied(why)));
+            all = false;
+            continue;
+        }
+        // A link needs no `stat`: the directory entry's type says so (most of `/etc` is links:
+        // the alternatives and the rc*.d and systemd wants directories).
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            walk.links.push(path);
+            continue;
+        }
+        // `DirEntry::metadata` does not follow a symbolic link.
+        let Ok(meta) = entry.metadata() else {
+            walk.set.withheld.push((path, Withheld::Unreadable));
+            all = false;
+            continue;
+        };
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            // No rule: the link works exactly when its target is in the set.
+            walk.links.push(path);
+        } else if kind.is_file() {
+            if meta.mode() & 0o004 != 0 {
+                allowed.push(path);
+            } else {
+                walk.set.withheld.push((path, Withheld::NotWorldReadable));
+                all = false;
+            }
+        } else if kind.is_dir() {
+            if !world_readable_dir(&meta) {
+                walk.set.withheld.push((path, Withheld::NotWorldReadable));
+                all = false;
+                continue;
+            }
+            let mut below = Vec::new();
+            if walk_dir(&path, &child_rel, depth + 1, watch, walk, &mut below) {
+                allowed.push(path);
+            } else {
+                allowed.extend(below);
+                all = false;
+            }
+        } else if kind.is_block_device()
+            || kind.is_char_device()
+            || kind.is_fifo()
+            || kind.is_socket()
+        {
+            walk.set.withheld.push((path, Withheld::SpecialFile));
+            all = false;
+        }
+    }
+    all
+}
+
+fn world_readable_dir(meta: &std::fs::Metadata) -> bool {
+    meta.mode() & 0o005 == 0o005
+}
+
+/// Judges `etc.links` against the canonical roots of the set: a link whose target lies beneath
+/// one of them is counted, one leading elsewhere (or nowhere) is withheld with its target.
+fn judge_links(etc: &mut EtcSet, in_set: &HashSet<PathBuf>) {
+    etc.links_in_set = 0;
+    etc.withheld
+        .retain(|(_, why)| !matches!(why, Withheld::LinkOutside(_)));
+    for link in &etc.links {
+        match std::fs::canonicalize(link) {
+            Ok(target) if target.ancestors().any(|a| in_set.contains(a)) => {
+                etc.links_in_set += 1;
+            }
+            Ok(target) => etc
+                .withheld
+                .push((link.clone(), Withheld::LinkOutside(Some(target)))),
+            Err(_) => etc
+                .withheld
+                .push((link.clone(), Withheld::LinkOutside(None))),
+        }
+    }
+    etc.withheld.sort_by(|a, b| a.0.cmp(&b.0));
+}
+
+/// The `lib*` directories in `dir` (symbolic links to directories included: `/lib64` →
+/// `usr/lib64`), sorted.
+fn lib_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("lib")))
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Rule 3: `/opt/<pkg>` trees owned by root, writable by no one else, open to everyone, with a
+/// `bin` directory.
+fn opt_packages(opt: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(opt) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.metadata().is_ok_and(|m| {
+                m.is_dir() && m.uid() == 0 && m.mode() & 0o022 == 0 && world_readable_dir(&m)
+            })
+        })
+        .map(|e| e.path())
+        .filter(|p| std::fs::symlink_metadata(p.join("bin")).is_ok_and(|m| m.is_dir()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    fn chmod(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn file(path: &Path, mode: u32) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "x\n").unwrap();
+        chmod(path, mode);
+    }
+
+    fn dir(path: &Path, mode: u32) {
+        std::fs::create_dir_all(path).unwrap();
+        chmod(path, mode);
+    }
+
+    /// A fake `/etc` shaped like Debian's, with the secrets a real one holds, chmod'ed as
+    /// there. Never the real `/etc`: tests do not modify the host.
+    fn fake_etc() -> (tempfile::TempDir, PathBuf) {
+        let base = tempfile::tempdir().unwrap();
+        let etc = base.path().canonicalize().unwrap().join("etc");
+        dir(&etc, 0o755);
+        file(&etc.join("passwd"), 0o644);
+        file(&etc.join("shadow"), 0o640);
+        file(&etc.join("gshadow"), 0o600);
+        file(&etc.join("sudoers"), 0o440);
+        file(&etc.join("machine-id"), 0o444);
+        file(&etc.join("ssh/ssh_config"), 0o644);
+        file(&etc.join("ssh/ssh_host_ed25519_key"), 0o600);
+        file(&etc.join("ssh/ssh_host_ed25519_key.pub"), 0o644);
+        file(&etc.join("ssl/certs/ca.pem"), 0o644);
+        file(&etc.join("ssl/openssl.cnf"), 0o644);
+        file(&etc.join("ssl/private/snakeoil.key"), 0o640);
+        chmod(&etc.join("ssl/private"), 0o710);
+        file(&etc.join("java/security/java.security"), 0o644);
+        file(&etc.join("java/jvm.cfg"), 0o644);
+        file(&etc.join("pki/tls/private/server.key"), 0o644);
+        file(&etc.join("pki/tls/certs/ca.pem"), 0o644);
+        symlink("/usr/bin", etc.join("link-into-usr")).unwrap();
+        symlink("passwd", etc.join("link-to-passwd")).unwrap();
+        symlink("shadow", etc.join("link-to-shadow")).unwrap();
+        symlink(base.path().join("home"), etc.join("link-outside")).unwrap();
+        symlink("/root/.ssh/id_rsa", etc.join("java/link-to-root")).unwrap();
+        (base, etc)
+    }
+
+    fn allowed(set: &EtcSet, etc: &Path, rel: &str) -> bool {
+        set.allowed.contains(&etc.join(rel))
+    }
+
+    fn withheld(set: &EtcSet, etc: &Path, rel: &str) -> Option<Withheld> {
+        set.withheld
+            .iter()
+            .find(|(p, _)| *p == etc.join(rel))
+            .map(|(_, w)| w.clone())
+    }
+
+    #[test]
+    fn etc_grants_what_everyone_may_read_and_withholds_secrets_even_for_root() {
+        let (_base, etc) = fake_etc();
+        let set = etc_set(&etc);
+        for rel in ["passwd", "ssh/ssh_config", "ssh/ssh_host_ed25519_key.pub"] {
+            assert!(allowed(&set, &etc, rel), "{rel} not allowed: {set:#?}");
+        }
+        for rel in [
+            "shadow",
+            "gshadow",
+            "sudoers",
+            "ssh/ssh_host_ed25519_key",
+            "ssl/private",
+        ] {
+            assert_eq!(
+                withheld(&set, &etc, rel),
+                Some(Withheld::NotWorldReadable),
+                "{rel}"
+            );
+        }
+        assert!(matches!(
+            withheld(&set, &etc, "machine-id"),
+            Some(Withheld::Denied(_))
+        ));
+        assert!(matches!(
+            withheld(&set, &etc, "pki/tls/private"),
+            Some(Withheld::Denied(_))
+        ));
+        assert!(!allowed(&set, &etc, "") && !set.allowed.contains(&etc));
+    }
+
+    #[test]
+    fn a_fully_world_readable_subtree_is_one_rule() {
+        let (_base, etc) = fake_etc();
+        let set = etc_set(&etc);
+        assert!(allowed(&set, &etc, "ssl/certs"), "{set:#?}");
+        assert!(!allowed(&set, &etc, "ssl/certs/ca.pem"));
+        assert!(allowed(&set, &etc, "pki/tls/certs"));
+        // A link out of a subtree does not split it: links get no rule of their own.
+        assert!(allowed(&set, &etc, "java"), "{set:#?}");
+        // `ssl` holds `private`: descended into, its public entries granted one by one.
+        assert!(!allowed(&set, &etc, "ssl"));
+        assert!(allowed(&set, &etc, "ssl/openssl.cnf"));
+    }
+
+    #[test]
+    fn a_whole_world_readable_etc_is_a_single_rule() {
+        let base = tempfile::tempdir().unwrap();
+        let etc = base.path().join("etc");
+        file(&etc.join("a/b/c"), 0o644);
+        chmod(&etc, 0o755);
+        let set = etc_set(&etc);
+        assert_eq!(set.allowed, vec![etc.clone()]);
+        assert!(set.withheld.is_empty());
+    }
+
+    #[test]
+    fn links_reach_only_targets_in_the_set_and_never_get_a_rule() {
+        let (_base, etc) = fake_etc();
+        let set = etc_set(&etc);
+        for rel in [
+            "link-into-usr",
+            "link-to-passwd",
+            "link-to-shadow",
+            "link-outside",
+        ] {
+            assert!(!allowed(&set, &etc, rel), "{rel} got a rule");
+        }
+        assert!(matches!(
+            withheld(&set, &etc, "link-to-shadow"),
+            Some(Withheld::LinkOutside(Some(_)))
+        ));
+        assert!(matches!(
+            withheld(&set, &etc, "link-outside"),
+            Some(Withheld::LinkOutside(_))
+        ));
+        assert!(matches!(
+            withheld(&set, &etc, "java/link-to-root"),
+            Some(Withheld::LinkOutside(_))
+        ));
+        assert_eq!(set.links_in_set, 2, "{set:#?}");
+    }
+
+    #[test]
+    fn a_fifo_in_etc_is_withheld() {
+        let base = tempfile::tempdir().unwrap();
+        let etc = base.path().join("etc");
+        file(&etc.join("ok"), 0o644);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            etc.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o666),
+            0,
+        )
+        .unwrap();
+        chmod(&etc.join("fifo"), 0o666);
+        let set = etc_set(&etc);
+        assert_eq!(set.allowed, vec![etc.join("ok")]);
+        assert_eq!(withheld(&set, &etc, "fifo"), Some(Withheld::SpecialFile));
+    }
+
+    /// A fake root with the trees of rule 1–3 and the prefixes they must leave out.
+    fn fake_root() -> (tempfile::TempDir, PathBuf) {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().canonicalize().unwrap();
+        for rel in [
+            "usr/bin",
+            "usr/lib",
+            "usr/lib64",
+            "usr/include",
+            "usr/share",
+            "usr/local/bin",
+            "usr/local/lib",
+            "usr/local/etc",
+            "usr/local/var",
+            "var/lib",
+            "opt/pkg/bin",
+            "opt/data/files",
+        ] {
+            dir(&root.join(rel), 0o755);
+        }
+        symlink("usr/lib", root.join("lib")).unwrap();
+        symlink("usr/bin", root.join("bin")).unwrap();
+        file(&root.join("etc/passwd"), 0o644);
+        chmod(&root.join("etc"), 0o755);
+        (base, root)
+    }
+
+    #[test]
+    fn trees_follow_the_rule_and_leave_package_managers_data_out() {
+        let (_base, root) = fake_root();
+        let set = resolve(&root, &mut |_| {});
+        let tree = |rel: &str| set.trees.iter().find(|t| t.path == root.join(rel)).cloned();
+        assert_eq!(tree("usr/bin").map(|t| t.execute), Some(true));
+        assert_eq!(tree("usr/lib64").map(|t| t.execute), Some(true));
+        assert_eq!(tree("usr/local/lib").map(|t| t.execute), Some(true));
+        assert_eq!(tree("usr/include").map(|t| t.execute), Some(false));
+        // `/lib` → `usr/lib`: one rule for the one directory.
+        let libs = set
+            .trees
+            .iter()
+            .filter(|t| t.path == root.join("lib") || t.path == root.join("usr/lib"))
+            .count();
+        assert_eq!(libs, 1, "{set:#?}");
+        for rel in [
+            "usr/local/etc",
+            "usr/local/var",
+            "var/lib",
+            "var",
+            "usr",
+            "opt/data",
+        ] {
+            assert!(tree(rel).is_none(), "{rel} is in the set: {set:#?}");
+        }
+        // `/opt/<pkg>` with a `bin`: only where root owns it (a test as root made it).
+        assert_eq!(
+            tree("opt/pkg").is_some(),
+            rustix::process::getuid().is_root()
+        );
+        assert_eq!(set.etc.allowed, vec![root.join("etc")]);
+    }
+
+    #[test]
+    fn an_opt_tree_another_user_owns_is_not_a_system_package() {
+        if !rustix::process::getuid().is_root() {
+            eprintln!("skipped: needs root to give a directory to another user");
+            return;
+        }
+        let (_base, root) = fake_root();
+        let theirs = root.join("opt/theirs");
+        dir(&theirs.join("bin"), 0o755);
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let writable = root.join("opt/writable");
+        dir(&writable.join("bin"), 0o755);
+        chmod(&writable, 0o777);
+        let set = resolve(&root, &mut |_| {});
+        assert!(set.trees.iter().any(|t| t.path == root.join("opt/pkg")));
+        assert!(
+            !set.trees
+                .iter()
+                .any(|t| t.path == theirs || t.path == writable)
+        );
+    }
+
+    #[test]
+    fn an_alternative_leading_outside_the_trees_reaches_nothing() {
+        let (base, root) = fake_root();
+        file(&base.path().join("tool"), 0o755);
+        dir(&root.join("etc/alternatives"), 0o755);
+        symlink(base.path().join("tool"), root.join("etc/alternatives/tool")).unwrap();
+        symlink(root.join("usr/bin"), root.join("etc/alternatives/in-usr")).unwrap();
+        let set = resolve(&root, &mut |_| {}).judged();
+        // `etc` is one rule, the links get none: the tool is reached only through a tree.
+        assert_eq!(set.etc.allowed, vec![root.join("etc")]);
+        assert!(
+            !set.trees
+                .iter()
+                .any(|t| base.path().join("tool").starts_with(&t.path))
+        );
+        assert_eq!(set.etc.links_in_set, 1, "{set:#?}");
+        assert!(set.etc.withheld.iter().any(|(p, w)| {
+            *p == root.join("etc/alternatives/tool") && matches!(w, Withheld::LinkOutside(_))
+        }));
+    }
+
+    #[test]
+    fn a_chmod_in_etc_changes_the_next_set() {
+        let (_base, root) = fake_root();
+        file(&root.join("etc/conf.d/a.conf"), 0o644);
+        file(&root.join("etc/conf.d/deep/b.conf"), 0o644);
+        let mut cache = Cache::watched(root.clone());
+        let first = cache.get();
+        assert_eq!(first.etc.allowed, vec![root.join("etc")]);
+        assert!(
+            Arc::ptr_eq(&first, &cache.get()),
+            "rebuilt without a change"
+        );
+        // A chmod changes no directory's mtime; IN_ATTRIB on the parent's watch sees it.
+        chmod(&root.join("etc/conf.d/deep/b.conf"), 0o600);
+        let second = cache.get();
+        assert!(!second.etc.allowed.contains(&root.join("etc")));
+        assert!(second.etc.allowed.contains(&root.join("etc/conf.d/a.conf")));
+        assert!(
+            !second
+                .etc
+                .allowed
+                .contains(&root.join("etc/conf.d/deep/b.conf"))
+        );
+        assert_eq!(
+            withheld(&second.etc, &root.join("etc"), "conf.d/deep/b.conf"),
+            Some(Withheld::NotWorldReadable)
+        );
+        // And back: liveness.
+        chmod(&root.join("etc/conf.d/deep/b.conf"), 0o644);
+        assert_eq!(cache.get().etc.allowed, vec![root.join("etc")]);
+    }
+
+    #[test]
+    fn a_secret_created_or_renamed_into_a_collapsed_subtree_splits_it() {
+        let (_base, root) = fake_root();
+        file(&root.join("etc/conf.d/a.conf"), 0o644);
+        let mut cache = Cache::watched(root.clone());
+        assert_eq!(cache.get().etc.allowed, vec![root.join("etc")]);
+        file(&root.join("etc/staging"), 0o600);
+        std::fs::rename(root.join("etc/staging"), root.join("etc/conf.d/key")).unwrap();
+        let set = cache.get();
+        assert!(!set.etc.allowed.contains(&root.join("etc")));
+        assert!(!set.etc.allowed.contains(&root.join("etc/conf.d")));
+        assert!(set.etc.allowed.contains(&root.join("etc/conf.d/a.conf")));
+    }
+
+    #[test]
+    fn without_watches_every_call_sees_the_tree_as_it_is() {
+        let (_base, root) = fake_root();
+        file(&root.join("etc/conf.d/a.conf"), 0o644);
+        let mut cache = Cache::new(root.clone());
+        cache.watch = Watching::Unavailable;
+        assert_eq!(cache.get().etc.allowed, vec![root.join("etc")]);
+        chmod(&root.join("etc/conf.d/a.conf"), 0o640);
+        assert!(!cache.get().etc.allowed.contains(&root.join("etc")));
+    }
+
+    #[test]
+    fn the_first_build_is_unwatched_and_the_second_call_watches() {
+        let (_base, root) = fake_root();
+        let mut cache = Cache::new(root.clone());
+        cache.get();
+        assert!(matches!(cache.watch, Watching::NotYet));
+        chmod(&root.join("etc/passwd"), 0o600);
+        // The second call starts watching and builds afresh under the watches.
+        assert!(cache.get().etc.allowed.is_empty());
+        assert!(matches!(cache.watch, Watching::Active(_)));
+        chmod(&root.join("etc/passwd"), 0o644);
+        assert_eq!(cache.get().etc.allowed, vec![root.join("etc")]);
+    }
+
+    #[test]
+    fn the_real_etc_withholds_its_secrets() {
+        let set = current();
+        for secret in [
+            "/etc/shadow",
+            "/etc/gshadow",
+            "/etc/sudoers",
+            "/etc/ssl/private",
+            "/etc/machine-id",
+        ] {
+            let secret = Path::new(secret);
+            assert!(
+                !set.etc.allowed.iter().any(|a| secret.starts_with(a)),
+                "{secret:?} is covered by the set"
+            );
+        }
+        assert!(!set.etc.allowed.iter().any(|a| a == Path::new("/etc")));
+    }
+
+    mod property {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Node {
+            File(u32),
+            Dir(u32, Vec<(u8, Node)>),
+            Link(u8),
+        }
+
+        fn node() -> impl Strategy<Value = Node> {
+            let leaf = prop_oneof![
+                4 => (0u32..0o1000).prop_map(Node::File),
+                1 => (0u8..4).prop_map(Node::Link),
+            ];
+            leaf.prop_recursive(4, 40, 5, |inner| {
+                (0u32..0o1000, prop::collection::vec((0u8..6, inner), 0..5))
+                    .prop_map(|(m, kids)| Node::Dir(m, kids))
+            })
+        }
+
+        const LINK_TARGETS: [&str; 4] = ["/usr/bin", "/root", "../x0", "/tmp"];
+        // Two of the names are on the deny list (relative to the root).
+        const NAMES: [&str; 6] = ["x0", "x1", "x2", "machine-id", "fstab", "x5"];
+
+        fn build(path: &Path, node: &Node, dirs: &mut Vec<(PathBuf, u32)>) {
+            match node {
+                Node::File(mode) => {
+                    std::fs::write(path, "x").unwrap();
+                    chmod(path, 0o600 | mode);
+                }
+                Node::Link(t) => symlink(LINK_TARGETS[*t as usize], path).unwrap(),
+                Node::Dir(mode, kids) => {
+                    std::fs::create_dir(path).unwrap();
+                    for (name, kid) in kids {
+                        let p = path.join(NAMES[*name as usize]);
+                        if std::fs::symlink_metadata(&p).is_err() {
+                            build(&p, kid, dirs);
+                        }
+                    }
+                    // The owner keeps rwx so an unprivileged run can walk and clean up.
+                    dirs.push((path.to_path_buf(), 0o700 | mode));
+                }
+            }
+        }
+
+        /// Everything beneath `path`, links not followed.
+        fn below(path: &Path, out: &mut Vec<PathBuf>) {
+            out.push(path.to_path_buf());
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+                for e in std::fs::read_dir(path).unwrap() {
+                    below(&e.unwrap().path(), out);
+                }
+            }
+        }
+
+        fn public(meta: &std::fs::Metadata) -> bool {
+            let t = meta.file_type();
+            t.is_symlink()
+                || (t.is_file() && meta.mode() & 0o004 != 0)
+                || (t.is_dir() && meta.mode() & 0o005 == 0o005)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            #[test]
+            fn nothing_that_is_not_world_readable_is_ever_in_the_set(
+                kids in prop::collection::vec((0u8..6, node()), 0..6),
+                root_mode in 0u32..0o1000,
+            ) {
+                let base = tempfile::tempdir().unwrap();
+                let etc = base.path().canonicalize().unwrap().join("etc");
+                let mut dirs = Vec::new();
+                build(&etc, &Node::Dir(root_mode, kids), &mut dirs);
+                for (d, m) in &dirs {
+                    chmod(d, *m);
+                }
+                let set = etc_set(&etc);
+                for granted in &set.allowed {
+                    let mut all = Vec::new();
+                    below(granted, &mut all);
+                    for p in all {
+                        let meta = std::fs::symlink_metadata(&p).unwrap();
+                        prop_assert!(public(&meta), "{p:?} ({:o}) is in the set", meta.mode());
+                        let rel = p.strip_prefix(&etc).unwrap();
+                        prop_assert!(
+                            !ETC_DENIED.iter().any(|(n, _)| rel == Path::new(n)),
+                            "{p:?} is denied by name but in the set"
+                        );
+                        prop_assert!(!meta.file_type().is_symlink() || p != *granted);
+                    }
+                }
+                // Liveness: every public file whose directories are all public is covered.
+                let mut all = Vec::new();
+                below(&etc, &mut all);
+                for p in all {
+                    let rel = p.strip_prefix(&etc).unwrap();
+                    let chain_public = p.ancestors().take_while(|a| a.starts_with(&etc)).all(|a| {
+                        std::fs::symlink_metadata(a).is_ok_and(|m| public(&m))
+                            && !ETC_DENIED.iter().any(|(n, _)| {
+                                a.strip_prefix(&etc).is_ok_and(|r| r == Path::new(n))
+                            })
+                    });
+                    let meta = std::fs::symlink_metadata(&p).unwrap();
+                    if chain_public && meta.is_file() && !rel.as_os_str().is_empty() {
+                        prop_assert!(
+                            set.allowed.iter().any(|a| p.starts_with(a)),
+                            "{p:?} is public but not in the set: {set:#?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
