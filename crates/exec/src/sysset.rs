@@ -180,6 +180,16 @@ pub fn current() -> Arc<SystemSet> {
     cache.get()
 }
 
+/// Starts building [`current`]'s set on a thread of its own and returns at once, so a process
+/// that is about to run a shell command (the CLI's `call command`, an MCP server) overlaps the
+/// `/etc` walk — about a thousand system calls — with its other start-up work instead of paying
+/// it before the first spawn. A later [`current`] waits for that build rather than repeating it.
+pub fn warm() {
+    let _ = std::thread::Builder::new()
+        .name("sysset-warm".into())
+        .spawn(|| drop(current()));
+}
+
 static SHARED: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::new("/".into())));
 
 /// The set of the file system below `base` ("/" for the real one; a fake tree in tests), kept

@@ -347,6 +347,14 @@ fn main() -> ExitCode {
     {
         eprintln!("agent-exec: cannot watch for signals ({e}); continuing");
     }
+    // The shell's system runtime set (an `/etc` walk) builds while the call is validated and
+    // its state read, instead of before the spawn (issue 16). After the signal mask above.
+    #[cfg(target_os = "linux")]
+    if matches!(&cli.command, Command::Call(c) if matches!(c.tool, ToolArg::Command))
+        || matches!(cli.command, Command::Mcp(_))
+    {
+        exec::sysset::warm();
+    }
     match cli.command {
         Command::Doctor => {
             print_line(&host_shim::doctor::report());
