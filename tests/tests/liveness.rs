@@ -144,7 +144,10 @@ fn c_with_make_headers_libm_and_pthreads_builds_and_its_tests_run() {
          printf(\"sqrt=%.1f add=%d\\n\", sqrt(16.0), add(2, 3)); return 0; }\n",
     );
     ws.write("add.h", "int add(int a, int b);\n");
-    ws.write("add.c", "#include \"add.h\"\nint add(int a, int b) { return a + b; }\n");
+    ws.write(
+        "add.c",
+        "#include \"add.h\"\nint add(int a, int b) { return a + b; }\n",
+    );
     ws.write(
         "Makefile",
         "CFLAGS = -O2 -Wall -pthread\nm: m.o add.o\n\t$(CC) $(CFLAGS) -o $@ $^ -lm\n\
@@ -274,9 +277,7 @@ fn node_runs_npm_test_and_loads_https() {
         "const test = require('node:test'); const assert = require('node:assert');\n\
          test('adds', () => assert.strictEqual(1 + 1, 2));\n",
     );
-    let out = ws.call(
-        "node -e \"require('https'); console.log('https loaded')\" && npm test 2>&1",
-    );
+    let out = ws.call("node -e \"require('https'); console.log('https loaded')\" && npm test 2>&1");
     assert_ran(&out, &["https loaded", "pass 1"]);
 }
 
@@ -328,12 +329,16 @@ fn ps_shows_only_the_commands_own_processes() {
     let marker = testkit::marker();
     let mut outside = Command::new("sleep").arg(&marker).spawn().unwrap();
     let ws = Ws::new();
-    let out = ws.call("ps -e -o pid=,comm=; cat /proc/self/status | head -1; ls /proc | grep -c '^[0-9]'");
+    let out = ws
+        .call("ps -e -o pid=,comm=; cat /proc/self/status | head -1; ls /proc | grep -c '^[0-9]'");
     outside.kill().unwrap();
     outside.wait().unwrap();
     assert_ran(&out, &["ps", "Name:"]);
     let stdout = out["stdout"].as_str().unwrap();
-    assert!(!stdout.contains(&marker), "a host process is visible: {out:#}");
+    assert!(
+        !stdout.contains(&marker),
+        "a host process is visible: {out:#}"
+    );
     let pids: usize = stdout.lines().last().unwrap().trim().parse().unwrap();
     assert!(pids < 10, "the call sees {pids} processes: {out:#}");
 }

@@ -39,20 +39,20 @@ struct Home {
 const HOMES: &[Home] = &[
     Home {
         name: "Rust (rustup, cargo)",
-        grants: &[
-            ".rustup",
-            ".cargo/bin",
-            ".cargo/registry",
-            ".cargo/git",
-            ".cargo/config.toml",
-            ".cargo/config",
-        ],
+        // Not `.cargo/config.toml`: it may hold `[registry] token` (issue 16 review).
+        grants: &[".rustup", ".cargo/bin", ".cargo/registry", ".cargo/git"],
         path: &[".cargo/bin"],
         env: &[("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")],
     },
     Home {
         name: "Node (nvm)",
-        grants: &[".nvm/versions"],
+        // Not a version's `etc/npmrc`: npm's global config, where `_authToken` goes.
+        grants: &[
+            ".nvm/versions/node/*/bin",
+            ".nvm/versions/node/*/lib",
+            ".nvm/versions/node/*/include",
+            ".nvm/versions/node/*/share",
+        ],
         path: &[".nvm/versions/node/*/bin"],
         env: &[],
     },
@@ -64,8 +64,13 @@ const HOMES: &[Home] = &[
     },
     Home {
         name: "Python (pyenv)",
+        // A version's programs and libraries, not its top level (a `pip.conf` there may name
+        // an index with credentials).
         grants: &[
-            ".pyenv/versions",
+            ".pyenv/versions/*/bin",
+            ".pyenv/versions/*/lib",
+            ".pyenv/versions/*/include",
+            ".pyenv/versions/*/share",
             ".pyenv/shims",
             ".pyenv/bin",
             ".pyenv/libexec",
@@ -88,7 +93,15 @@ const HOMES: &[Home] = &[
     },
     Home {
         name: "SDKMAN (Java, Gradle, Maven, Kotlin)",
-        grants: &[".sdkman/candidates"],
+        // A JDK whole (its `conf` holds java.security, no credentials); of other candidates
+        // only programs and libraries: Maven's `conf/settings.xml` may hold server passwords.
+        grants: &[
+            ".sdkman/candidates/java/*",
+            ".sdkman/candidates/*/*/bin",
+            ".sdkman/candidates/*/*/lib",
+            ".sdkman/candidates/*/*/boot",
+            ".sdkman/candidates/*/*/libexec",
+        ],
         path: &[".sdkman/candidates/*/current/bin"],
         env: &[],
     },
@@ -131,6 +144,10 @@ pub const CREDENTIALS: &[&str] = &[
     ".zsh_history",
 ];
 
+/// At most this many toolchain grants per call (each is a Landlock rule, and a bind in the
+/// command's view): the newest versions first, the rest left out.
+const MAX_GRANTS: usize = 48;
+
 /// What the toolchains add to one call.
 #[derive(Debug, Default)]
 pub(crate) struct Resolved {
@@ -169,15 +186,22 @@ pub(crate) fn resolve(home: &Path, hidden: &[PathBuf]) -> Resolved {
     };
     let mut out = Resolved::default();
     for tool in HOMES {
-        for rel in tool.grants {
-            let Ok(canonical) = home.join(rel).canonicalize() else {
-                continue;
-            };
-            if !safe(&canonical) || out.grants.iter().any(|g| g.path == canonical) {
-                continue;
-            }
-            if let Ok(grant) = Grant::open(&canonical, Access::Read) {
-                out.grants.push(grant);
+        for pattern in tool.grants {
+            for path in expand(&home, pattern) {
+                // Opened without following any link (`Grant::open`): a command that could
+                // write in the home directory (a workspace there, a dotfiles repository) could
+                // otherwise re-point `~/.local/lib` at `/etc/ssl/private` or `/proc` for the
+                // next call (issue 16 review). A toolchain home reached through a link is left
+                // out.
+                if out.grants.len() >= MAX_GRANTS
+                    || !safe(&path)
+                    || out.grants.iter().any(|g| g.path == path)
+                {
+                    continue;
+                }
+                if let Ok(grant) = Grant::open(&path, Access::Read) {
+                    out.grants.push(grant);
+                }
             }
         }
         let granted = |p: &Path| {
@@ -279,6 +303,44 @@ mod tests {
         std::os::unix::fs::symlink(home.path().join(".ssh"), home.path().join(".local")).unwrap();
         let resolved = resolve(home.path(), &[]);
         assert!(resolved.grants.is_empty(), "{:?}", resolved.grants);
+    }
+
+    #[test]
+    fn a_toolchain_directory_re_pointed_by_a_link_is_left_out() {
+        let home = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".local")).unwrap();
+        std::fs::create_dir_all(home.path().join(".cargo")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), home.path().join(".local/lib")).unwrap();
+        std::os::unix::fs::symlink("/etc", home.path().join(".cargo/registry")).unwrap();
+        let version = home.path().join(".pyenv/version");
+        std::fs::create_dir_all(home.path().join(".pyenv")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join("x"), &version).unwrap();
+        let resolved = resolve(home.path(), &[]);
+        assert!(resolved.grants.is_empty(), "{:?}", resolved.grants);
+    }
+
+    #[test]
+    fn a_versions_global_npmrc_and_cargo_config_are_not_granted() {
+        let home = tempfile::tempdir().unwrap();
+        for dir in [
+            ".nvm/versions/node/v20.1.0/bin",
+            ".nvm/versions/node/v20.1.0/etc",
+        ] {
+            std::fs::create_dir_all(home.path().join(dir)).unwrap();
+        }
+        std::fs::create_dir_all(home.path().join(".cargo/bin")).unwrap();
+        std::fs::write(home.path().join(".cargo/config.toml"), "token").unwrap();
+        let resolved = resolve(home.path(), &[]);
+        let home = home.path().canonicalize().unwrap();
+        let granted: Vec<&Path> = resolved.grants.iter().map(|g| g.path.as_path()).collect();
+        assert_eq!(
+            granted,
+            [
+                home.join(".cargo/bin"),
+                home.join(".nvm/versions/node/v20.1.0/bin")
+            ]
+        );
     }
 
     #[test]

@@ -561,3 +561,31 @@ async fn opted_in_toolchains_run_and_their_credentials_stay_private() {
     assert!(!without.stdout.contains("node20"), "{without:?}");
     assert!(without.stdout.ends_with("ro-denied\n"), "{without:?}");
 }
+
+/// Issue 16 review: an approved read-only extra path that is a script names its interpreter
+/// with a `#!` line the command may have written; that line grants nothing (it once granted
+/// whatever it named, `/` included).
+#[tokio::test]
+async fn a_scripts_shebang_in_an_extra_path_grants_nothing() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let secret_dir = f.outside_dir().join("secret");
+    f.outside("secret/key", "SHEBANG-SECRET");
+    let script = f.outside("tools/run.sh", format!("#!{}\n", secret_dir.display()));
+    let chained = f.outside("tools/one.sh", format!("#!{}/key\n", secret_dir.display()));
+    let approver = Recorder::allowing(&[&script, &chained]);
+    let out = call_with(
+        &f,
+        json!({
+            "command": format!("cat '{}/key' || echo denied", secret_dir.display()),
+            "extraPaths": [{"path": script.display().to_string()}, {"path": chained.display().to_string()}]
+        }),
+        &approver,
+    )
+    .await
+    .unwrap();
+    assert!(!out.stdout.contains("SHEBANG-SECRET"), "{out:?}");
+    assert!(out.stdout.contains("denied"), "{out:?}");
+}

@@ -20,7 +20,16 @@ const MAX_INTERP_LEN: usize = 4096;
 /// The interpreter `execve(path)` opens, if any. Files that are neither ELF nor `#!` scripts
 /// return `None` (the kernel would refuse to execute them with `ENOEXEC`).
 pub(crate) fn interpreter(path: &Path) -> io::Result<Option<PathBuf>> {
-    let file = File::open(path)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking, and only a regular file is read: a FIFO or a device at the path must not
+    // hang or feed the host (issue 16 review). The kernel executes nothing else anyway.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Ok(None);
+    }
     let mut head = [0u8; 256];
     let n = read_at_most(&file, &mut head, 0)?;
     let head = &head[..n];
