@@ -1,6 +1,6 @@
-//! The program's own world, beyond Landlock and seccomp (issue 14): a private mount namespace
-//! whose view is read-only outside the writable grants, a private IPC namespace, hidden host
-//! paths, and no capabilities.
+//! The program's own world, beyond Landlock and seccomp (issues 14 and 16): a private mount
+//! namespace whose view is read-only outside the writable grants, a private IPC namespace,
+//! hidden host paths, for a shell its own `/proc` and `/dev/shm`, and no capabilities.
 //!
 //! # Why a mount namespace
 //! Landlock governs opening, creating, renaming and removing files, but not their metadata:
@@ -26,9 +26,39 @@
 //! 6. Directories between a writable grant and a hidden path are bound onto themselves (a
 //!    mount point cannot be renamed or removed from inside: `EBUSY`), then an empty read-only
 //!    tmpfs covers each hidden path.
-//! 7. The working directory is entered again by its path and checked to be the same directory:
+//! 7. For a shell ([`World`], issue 16, LIVE-2): a fresh `proc` of the command's PID namespace
+//!    covers `/proc` (read-only, `nosuid,nodev,noexec`, `hidepid=ptraceable`) and a fresh,
+//!    size-bounded tmpfs covers `/dev/shm` (mode 1777, `nosuid,nodev,noexec`); each gets its
+//!    Landlock rule here, on the new mount's root (read; read, write, create and remove
+//!    files), added to the prepared ruleset before `landlock_restrict_self`. The parent cannot
+//!    make these rules: the inodes do not exist before the mounts.
+//! 8. The working directory is entered again by its path and checked to be the same directory:
 //!    the one inherited lies on the copied mount that step 5 covered, and `..` from there would
 //!    walk the read-only view from underneath, not the clone.
+//!
+//! # The private `/proc` and PID 1
+//! The command runs as PID 2 of a PID namespace whose PID 1 is proctree's supervisor, which
+//! shares the host's memory (`CLONE_VM`): its environment, argv, mappings, descriptors, root
+//! and working directory are the host's. `hidepid=ptraceable` lists only the processes the
+//! reader may ptrace, and Landlock refuses ptrace of every process outside the reader's own
+//! domain (the supervisor, the host's processes), so `/proc/1` does not exist for the command,
+//! nor does any process but its own: `ps -e` shows the call's processes only. Access to their
+//! `environ`, `mem`, `maps`, `fd`, `root`, `cwd` goes through the same ptrace check, which the
+//! command's own processes pass and nothing else does. The mount is read-only and the rule
+//! grants reading only, so `/proc/sys`, `/proc/sysrq-trigger` and `/proc/self/mem` cannot be
+//! written. What it still shows, as the host's `/proc` shows any local user: the kernel's
+//! machine-wide tables (`meminfo`, `stat`, `cpuinfo`, `loadavg`, and `/proc/net` of the host's
+//! network namespace, which names its sockets and connections). Without a PID namespace or a
+//! mount namespace there is no private `/proc`: the host's stays denied but for the files the
+//! policy grants (a shell's `meminfo`, `cpuinfo`, `stat`), and the enforcement report says so.
+//!
+//! # The private `/dev/shm`
+//! POSIX shared memory (`shm_open`) and named semaphores are files in `/dev/shm`. Each call
+//! gets an empty tmpfs there, bounded (see `sandbox::shm_size`), gone with the call's mount
+//! namespace: the host's objects and another call's are never in it. Named semaphores still
+//! fail: glibc's `sem_open` makes one by `link(2)`ing a temporary file to its name, and every
+//! new hard link is refused (SPEC CMD-9), so Python's `multiprocessing` locks and pools do not
+//! work yet; `shared_memory` does.
 //!
 //! Why paths are looked up again in the child at all: descriptors opened in the parent name
 //! mounts of the host's namespace, which `open_tree` refuses to clone from another namespace.
@@ -110,6 +140,20 @@ pub(crate) struct Isolation {
     pinned: Vec<Target>,
     /// Paths covered by an empty read-only tmpfs.
     hidden: Vec<Target>,
+    /// The shell's own `/proc` and `/dev/shm` (issue 16, LIVE-2); none for a single program.
+    pub(crate) world: World,
+}
+
+/// The fresh `/proc` and `/dev/shm` of a shell's world, prepared in the parent: each is mounted
+/// over the view's copy of the host's and gets a Landlock rule (made in the child, on the new
+/// mount's root: the parent cannot name an inode of a mount that does not exist yet).
+#[derive(Debug, Default)]
+pub(crate) struct World {
+    /// Landlock rights on the private `/proc` (read); `None`: no private `/proc`.
+    pub(crate) proc_rights: Option<u64>,
+    /// The `size=` of the private `/dev/shm` (bytes, NUL-terminated) and the Landlock rights on
+    /// it (read, write, create and remove files); `None`: no private `/dev/shm`.
+    pub(crate) shm: Option<(CString, u64)>,
 }
 
 /// The canonical path of the file `fd` names, as the kernel knows it now.
@@ -228,10 +272,11 @@ impl Isolation {
         Ok(plan)
     }
 
-    /// Steps 1-7 of the module documentation, in the child.
+    /// Steps 1-8 of the module documentation, in the child. `ruleset` is the prepared Landlock
+    /// ruleset, which gets the rules of the private `/proc` and `/dev/shm` (step 7).
     ///
     /// Async-signal-safe: raw system calls on memory prepared in the parent and the stack.
-    pub(crate) fn enter(&self) -> Result<(), ApplyError> {
+    pub(crate) fn enter(&self, ruleset: i32) -> Result<(), ApplyError> {
         let fail = |errno: i32| ApplyError {
             stage: ApplyStage::Namespaces,
             errno,
@@ -302,7 +347,15 @@ impl Isolation {
             covered.map_err(fail)?;
         }
 
-        // Step 7. `cwd` holds a NUL-terminated canonical path.
+        // Step 7: after the view turned read-only, so that `/dev/shm` stays writable.
+        if let Some(rights) = self.world.proc_rights {
+            mount_private(private_proc(), c"/proc", ruleset, rights).map_err(fail)?;
+        }
+        if let Some((size, rights)) = &self.world.shm {
+            mount_private(private_shm(size), c"/dev/shm", ruleset, *rights).map_err(fail)?;
+        }
+
+        // Step 8. `cwd` holds a NUL-terminated canonical path.
         let at = open_no_symlinks(libc::AT_FDCWD, cwd.as_ptr(), libc::O_DIRECTORY)
             .map_err(|e| fail(replaced(e)))?;
         let same = statx_fd(at).map(|id| id == cwd_id);
@@ -605,10 +658,182 @@ fn empty_read_only_tmpfs() -> Result<i32, i32> {
     mnt
 }
 
+const FSCONFIG_SET_STRING: u32 = 1;
+
+/// A new filesystem of type `fstype` (NUL-terminated), configured with `options` (key, value)
+/// and mounted detached with `attrs`.
+fn new_mount(
+    fstype: &std::ffi::CStr,
+    options: &[(&std::ffi::CStr, &[u8])],
+    attrs: u64,
+) -> Result<i32, i32> {
+    // SAFETY: a NUL-terminated filesystem name.
+    let fs = fd_of(sys(unsafe {
+        syscall!(Sysno::fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC)
+    }))?;
+    let mut configured = Ok(0);
+    for (key, value) in options {
+        // `value` must be NUL-terminated: the kernel reads a C string.
+        if value.last() != Some(&0) {
+            configured = Err(libc::EINVAL);
+            break;
+        }
+        // SAFETY: NUL-terminated key and value, alive for the call.
+        configured = sys(unsafe {
+            syscall!(
+                Sysno::fsconfig,
+                fs,
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0usize
+            )
+        });
+        if configured.is_err() {
+            break;
+        }
+    }
+    let mnt = configured
+        // SAFETY: the create command takes no key or value.
+        .and_then(|_| {
+            sys(unsafe {
+                syscall!(
+                    Sysno::fsconfig,
+                    fs,
+                    FSCONFIG_CMD_CREATE,
+                    0usize,
+                    0usize,
+                    0usize
+                )
+            })
+        })
+        // SAFETY: integer arguments only.
+        .and_then(|_| {
+            fd_of(sys(unsafe {
+                syscall!(Sysno::fsmount, fs, FSMOUNT_CLOEXEC, attrs)
+            }))
+        });
+    close(fs);
+    mnt
+}
+
+/// A fresh `proc` of the child's PID namespace, detached: read-only, no set-id, no devices,
+/// no execution, and `hidepid=ptraceable`: a process the reader may not ptrace has no
+/// `/proc/<pid>` at all. Landlock refuses ptrace of any process outside the command's own
+/// domain, so the supervisor (PID 1, which shares the host's memory) is not even listed. Not
+/// `hidepid=invisible`: that one shows every process to members of the `gid=` group, 0 by
+/// default, which is a root host's command.
+fn private_proc() -> Result<i32, i32> {
+    new_mount(
+        c"proc",
+        &[(c"hidepid", b"ptraceable\0")],
+        libc::MOUNT_ATTR_RDONLY
+            | libc::MOUNT_ATTR_NOSUID
+            | libc::MOUNT_ATTR_NODEV
+            | libc::MOUNT_ATTR_NOEXEC,
+    )
+}
+
+/// A fresh, empty tmpfs of at most `size` bytes, detached: mode 1777, no set-id, no devices, no
+/// execution.
+fn private_shm(size: &std::ffi::CStr) -> Result<i32, i32> {
+    new_mount(
+        c"tmpfs",
+        &[(c"size", size.to_bytes_with_nul()), (c"mode", b"1777\0")],
+        libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC,
+    )
+}
+
+/// `struct landlock_path_beneath_attr` (`<linux/landlock.h>`, packed in the UAPI).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// Attaches the detached mount `mnt` over the directory `path` (no symbolic link on the way)
+/// and grants `rights` beneath its root in `ruleset`. The mount's descriptor names its root
+/// (an `O_PATH` descriptor), which is what the rule is made on.
+fn mount_private(
+    mnt: Result<i32, i32>,
+    path: &std::ffi::CStr,
+    ruleset: i32,
+    rights: u64,
+) -> Result<(), i32> {
+    let mnt = mnt?;
+    let result = open_no_symlinks(libc::AT_FDCWD, path.as_ptr().cast(), libc::O_DIRECTORY)
+        .map_err(replaced)
+        .and_then(|at| {
+            let r = attach(mnt, at);
+            close(at);
+            r
+        })
+        .and_then(|()| {
+            let attr = PathBeneathAttr {
+                allowed_access: rights,
+                parent_fd: mnt,
+            };
+            // SAFETY: a valid rule attribute read by the kernel only; both descriptors open.
+            sys(unsafe {
+                syscall!(
+                    Sysno::landlock_add_rule,
+                    ruleset,
+                    LANDLOCK_RULE_PATH_BENEATH,
+                    &attr as *const PathBeneathAttr,
+                    0usize
+                )
+            })
+            .map(drop)
+        });
+    close(mnt);
+    result
+}
+
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+const LANDLOCK_RULE_PATH_BENEATH: usize = 1;
+
 /// Whether a child of this process can make the namespaces and mounts [`Isolation::enter`]
 /// makes: tried in a forked child (after its own user namespace, when not root). `Err` holds
 /// the errno of the first step that failed.
 pub(crate) fn probe_namespaces() -> Result<(), i32> {
+    probe_forked(probe_in_child)
+}
+
+/// Whether a child of this process that runs in a PID namespace of its own (as proctree's
+/// supervisor makes one: after its own user namespace, when not root) can mount a fresh
+/// `proc` there. The kernel refuses it inside a user namespace where the host's `/proc` is
+/// partly covered (`mount_too_revealing`: a container that masks `/proc/kcore`), so it is
+/// probed, not assumed. `Err` holds the errno of the step that failed.
+pub(crate) fn probe_private_proc() -> Result<(), i32> {
+    probe_forked(|uid, uid_map, gid_map| {
+        probe_in_child(uid, uid_map, gid_map)?;
+        // SAFETY: plain flags; the new PID namespace is for the children made below.
+        sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWPID) })?;
+        // SAFETY: the grandchild makes raw system calls only, then _exits.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(libc::EAGAIN);
+        }
+        if pid == 0 {
+            let code = match private_proc() {
+                Ok(fd) => {
+                    close(fd);
+                    0
+                }
+                Err(errno) => errno & 0xff,
+            };
+            // SAFETY: ends the forked grandchild.
+            unsafe { libc::_exit(code) };
+        }
+        wait_exit(pid)
+    })
+}
+
+/// A probe run in the forked child: given the uid and the uid and gid map lines.
+type ProbeBody = fn(u32, &[u8], &[u8]) -> Result<(), i32>;
+
+/// Runs `body` in a forked child and returns what it returned (an errno fits an exit status).
+fn probe_forked(body: ProbeBody) -> Result<(), i32> {
     // SAFETY: geteuid/getegid have no preconditions.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let uid_map = format!("{uid} {uid} 1\n");
@@ -622,13 +847,18 @@ pub(crate) fn probe_namespaces() -> Result<(), i32> {
             .unwrap_or(libc::EAGAIN));
     }
     if pid == 0 {
-        let code = match probe_in_child(uid, uid_map.as_bytes(), gid_map.as_bytes()) {
+        let code = match body(uid, uid_map.as_bytes(), gid_map.as_bytes()) {
             Ok(()) => 0,
             Err(errno) => errno & 0xff,
         };
         // SAFETY: ends the forked child.
         unsafe { libc::_exit(code) };
     }
+    wait_exit(pid)
+}
+
+/// Waits for the child `pid` and turns its exit status into the errno it carries.
+fn wait_exit(pid: libc::pid_t) -> Result<(), i32> {
     let mut status = 0;
     loop {
         // SAFETY: our own child; a local status.

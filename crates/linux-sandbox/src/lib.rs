@@ -10,10 +10,11 @@
 //! spawning, set-id mode bits, xattr setters, the immutable flag, other processes' limits and
 //! priorities, and ENOSYS for every number newer than it knows), the program's own world where
 //! the machine allows it (private mount and IPC namespaces with a read-only view outside the
-//! writable paths and hidden paths covered, module `isolate`), no capabilities, applying all of
-//! it async-signal-safely, and a cached availability [`probe`].
-//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; DESIGN platform matrix and "Layers on Linux";
-//! issue 14.
+//! writable paths and hidden paths covered, and for a shell a private `/proc` of its PID
+//! namespace and a private `/dev/shm`, module `isolate`), no capabilities, applying all of it
+//! async-signal-safely, and a cached availability [`probe`].
+//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10, LIVE-2; DESIGN platform matrix and "Layers on
+//! Linux"; issues 14 and 16.
 //!
 //! **Refuses to know**: tools, arguments, which paths a tool needs (the `exec` crate decides),
 //! macOS, output capture, process cleanup. It never runs anything unsandboxed: a kernel without

@@ -70,6 +70,8 @@ pub struct Enforcement {
     landlock_abi: u8,
     gaps: Gaps,
     namespaces: bool,
+    proc: bool,
+    shm: bool,
 }
 
 impl Enforcement {
@@ -97,14 +99,38 @@ impl Enforcement {
     pub fn private_namespaces(&self) -> bool {
         self.namespaces
     }
+
+    /// Whether the program sees a `/proc` of its own (issue 16, LIVE-2): a fresh `proc` of its
+    /// PID namespace in its private view, readable, listing only the processes it may ptrace
+    /// (its own; not the supervisor). Otherwise the host's `/proc` stays denied but for the
+    /// files the policy grants (a shell's `meminfo`, `cpuinfo`, `stat`), and `ps` fails.
+    pub fn private_proc(&self) -> bool {
+        self.proc
+    }
+
+    /// Whether the program has a `/dev/shm` of its own (issue 16, LIVE-2): a fresh,
+    /// size-bounded tmpfs, where `shm_open` works and nothing of the host or another call is
+    /// visible. Otherwise `/dev/shm` is denied.
+    pub fn private_shm(&self) -> bool {
+        self.shm
+    }
 }
 
 impl fmt::Display for Enforcement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let layers = if self.namespaces {
-            "private mount and IPC namespaces, no capabilities"
-        } else {
-            "no private namespaces, no capabilities"
+        let layers = match (self.namespaces, self.proc, self.shm) {
+            (false, ..) => "no private namespaces, no capabilities",
+            (true, true, true) => {
+                "private mount and IPC namespaces, private /proc and /dev/shm, no capabilities"
+            }
+            (true, false, true) => {
+                "private mount and IPC namespaces, private /dev/shm, host /proc denied, \
+                 no capabilities"
+            }
+            (true, true, false) => {
+                "private mount and IPC namespaces, private /proc, no capabilities"
+            }
+            (true, false, false) => "private mount and IPC namespaces, no capabilities",
         };
         match self.status() {
             EnforcementStatus::FullyEnforced => {
@@ -225,7 +251,13 @@ impl Policy {
         // Private namespaces: where the child may make them (root, or its own user namespace)
         // and the kernel lets it (probed once).
         let namespaces = self.namespaces && availability.private_namespaces_for(self.launch);
-        let isolation = self.isolation(&opened, namespaces)?;
+        let mut isolation = self.isolation(&opened, namespaces)?;
+        if let Some(isolation) = isolation.as_mut() {
+            isolation.world = self.world(availability, abi);
+        }
+        let (proc, shm) = isolation.as_ref().map_or((false, false), |i| {
+            (i.world.proc_rights.is_some(), i.world.shm.is_some())
+        });
         let ruleset = build_ruleset(self, abi, &opened)?;
         let filter = seccomp::build_cached(FilterOptions {
             network: self.network,
@@ -251,9 +283,38 @@ impl Policy {
                 landlock_abi: abi,
                 gaps,
                 namespaces,
+                proc,
+                shm,
             },
             isolation,
         })
+    }
+
+    /// The private `/proc` and `/dev/shm` of a shell's view (issue 16, LIVE-2): only where the
+    /// program may start processes (a single program, RUN-7, writes nowhere but its grants),
+    /// `/proc` only in a PID namespace of the program's own where the kernel lets a fresh
+    /// `proc` be mounted, `/dev/shm` only where the host has it as a directory.
+    fn world(&self, availability: &crate::Availability, abi: u8) -> isolate::World {
+        if !self.may_spawn() {
+            return isolate::World::default();
+        }
+        let abi = landlock::ABI::from(i32::from(abi));
+        let proc_rights = (self.launch.own_pid_namespace && availability.private_proc())
+            .then(|| fs_rights(Access::READ, abi, true).bits());
+        let shm_is_dir = rustix::fs::lstat("/dev/shm")
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+        // Files only: shared memory objects and semaphores are files in its root.
+        let shm_rights = (AccessFs::ReadFile
+            | AccessFs::ReadDir
+            | AccessFs::WriteFile
+            | AccessFs::MakeReg
+            | AccessFs::RemoveFile
+            | AccessFs::Truncate)
+            & AccessFs::from_all(abi);
+        isolate::World {
+            proc_rights,
+            shm: shm_is_dir.then(|| (shm_size().to_owned(), shm_rights.bits())),
+        }
     }
 
     /// The mounts of the private namespaces, or (without them) the refusal of a policy whose
@@ -640,6 +701,31 @@ fn add_path_rule(
     })
 }
 
+/// The size bound of a private `/dev/shm`, as tmpfs's `size=` option: a quarter of the
+/// machine's memory, at most 1 GiB, at least 64 MiB. Why: tmpfs pages are memory (charged to
+/// the writer's cgroup), so an unbounded one lets a command fill the host's RAM; systemd's
+/// default of half the memory is more than any call needs, and Docker's 64 MiB is too little
+/// for a data loader's or a test suite's shared buffers. Computed once per process.
+fn shm_size() -> &'static std::ffi::CStr {
+    static SIZE: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+    SIZE.get_or_init(|| {
+        const MIB: u64 = 1 << 20;
+        // SAFETY: an all-zero sysinfo is a valid value of this plain C struct, filled by the
+        // kernel.
+        let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+        // SAFETY: a writable sysinfo.
+        // `totalram` is a C `unsigned long`: 32 bits on some targets.
+        #[allow(clippy::useless_conversion)]
+        let total = if unsafe { libc::sysinfo(&mut info) } == 0 {
+            u64::from(info.totalram).saturating_mul(u64::from(info.mem_unit.max(1)))
+        } else {
+            0
+        };
+        let bytes = (total / 4).clamp(64 * MIB, 1024 * MIB);
+        std::ffi::CString::new(bytes.to_string()).unwrap_or_default()
+    })
+}
+
 /// The lowest descriptor number a prepared ruleset gets (see `build_ruleset`).
 const RULESET_MIN_FD: std::os::fd::RawFd = 10;
 
@@ -700,7 +786,7 @@ impl PreparedSandbox {
         use syscalls::{Sysno, syscall3, syscall5};
         // Namespaces and mounts need the capabilities that the next step drops.
         if let Some(isolation) = &self.isolation {
-            isolation.enter()?;
+            isolation.enter(self.ruleset.as_raw_fd())?;
         }
         isolate::drop_capabilities()?;
         // no_new_privs first: landlock_restrict_self and seccomp both require it of an
