@@ -423,6 +423,13 @@ async fn another_concurrent_calls_shared_memory_is_not_visible() {
     assert!(!Path::new("/dev/shm/agent-exec-call-object").exists());
 }
 
+#[tokio::test]
+async fn debug_view() {
+    let call = Call::new();
+    let out = call.sh("stat -c '%n %F %t:%T %i' /dev/null /dev/zero /bin/sh /etc/passwd 2>&1; cat /proc/self/mountinfo 2>&1 | head -80").await;
+    println!("{}", show(&out));
+}
+
 // ---- the same suite as an unprivileged user ---------------------------------------------------
 
 #[test]

@@ -142,6 +142,197 @@ pub(crate) struct Isolation {
     hidden: Vec<Target>,
     /// The shell's own `/proc` and `/dev/shm` (issue 16, LIVE-2); none for a single program.
     pub(crate) world: World,
+    /// The view as a new root holding only the grants (issue 16 part 3); `None`: the host's
+    /// tree, read-only.
+    pub(crate) root: Option<NewRoot>,
+}
+
+/// A new root for the view (issue 16 part 3): an empty tmpfs holding bind clones of exactly
+/// the granted paths at their own absolute paths, the directories above them, and the
+/// symbolic links through which the policy named them (`/bin` → `usr/bin`). Planned in the
+/// parent; every path is relative to the new root and NUL-terminated.
+#[derive(Debug, Default)]
+pub(crate) struct NewRoot {
+    /// Directories to make, parents first (the ones above the binds, `proc`, `dev/shm`).
+    dirs: Vec<CString>,
+    /// Symbolic links to make: where, and the text the host's link holds.
+    links: Vec<(CString, CString)>,
+    /// The binds, read-only ones first, each group shallowest first.
+    binds: Vec<Bind>,
+}
+
+/// One granted path bound into the new root.
+#[derive(Debug)]
+struct Bind {
+    /// The host's path (absolute), looked up again in the child and checked.
+    target: Target,
+    /// The same path relative to the new root.
+    at: CString,
+    /// Whether its mount point is made (a file or a directory of the new root) or exists
+    /// already inside an outer bind.
+    make: Option<Kind>,
+    writable: bool,
+    is_dir: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File,
+}
+
+/// A granted path as the parent opened it, for [`NewRoot::plan`].
+#[derive(Debug, Clone)]
+pub(crate) struct Grant {
+    /// Canonical.
+    pub(crate) path: PathBuf,
+    pub(crate) id: Ident,
+    pub(crate) is_dir: bool,
+    pub(crate) writable: bool,
+}
+
+/// Relative to the root, NUL-terminated.
+fn rel(path: &Path) -> Result<CString, SandboxError> {
+    c_path(path.strip_prefix("/").unwrap_or(path))
+}
+
+impl NewRoot {
+    /// Plans the new root for `grants` (every path the policy grants, canonical), `given` (the
+    /// paths as the policy named them, which may pass through symbolic links) and the mount
+    /// points of the private `/proc` and `/dev/shm`. Grants beneath `/proc` are left out when
+    /// the view gets its own `/proc`. `None` when there is nothing sensible to build (a grant
+    /// of `/` itself: then the host's tree is the view anyway).
+    pub(crate) fn plan(
+        grants: &[Grant],
+        given: &[&Path],
+        proc: bool,
+        shm: bool,
+    ) -> Result<Option<NewRoot>, SandboxError> {
+        let mut sorted: Vec<&Grant> = grants.iter().collect();
+        sorted.sort_by_key(|g| g.path.components().count());
+        if sorted.iter().any(|g| g.path == Path::new("/")) {
+            return Ok(None);
+        }
+        // (grant, writable, top-level)
+        let mut chosen: Vec<(&Grant, bool, bool)> = Vec::new();
+        for grant in sorted {
+            if proc && grant.path.starts_with("/proc") {
+                continue;
+            }
+            if let Some(same) = chosen.iter_mut().find(|(g, ..)| g.path == grant.path) {
+                same.1 |= grant.writable;
+                continue;
+            }
+            let outer = chosen
+                .iter()
+                .filter(|(g, ..)| g.is_dir && strictly_beneath(&grant.path, &g.path))
+                .map(|&(_, writable, _)| writable)
+                .fold(None, |acc: Option<bool>, w| Some(acc.unwrap_or(false) || w));
+            match outer {
+                None => chosen.push((grant, grant.writable, true)),
+                // Writable beneath a read-only bind: its own writable clone over it.
+                Some(false) if grant.writable => chosen.push((grant, true, false)),
+                // Covered by the outer bind; Landlock tells the rights apart.
+                Some(_) => {}
+            }
+        }
+        let bound = |path: &Path| {
+            chosen
+                .iter()
+                .any(|(g, ..)| path == g.path || (g.is_dir && path.starts_with(&g.path)))
+        };
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let add_dir = |dirs: &mut Vec<PathBuf>, dir: &Path| {
+            if dir != Path::new("/") && !dirs.iter().any(|d| d == dir) {
+                dirs.push(dir.to_owned());
+            }
+        };
+        for (grant, _, top) in &chosen {
+            if *top {
+                for dir in grant.path.ancestors().skip(1) {
+                    add_dir(&mut dirs, dir);
+                }
+            }
+        }
+        if proc {
+            add_dir(&mut dirs, Path::new("/proc"));
+        }
+        if shm {
+            add_dir(&mut dirs, Path::new("/dev"));
+            add_dir(&mut dirs, Path::new("/dev/shm"));
+        }
+        // The symbolic links on the way to each path as the policy named it.
+        let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let mut pending: Vec<PathBuf> = given.iter().map(|p| p.to_path_buf()).collect();
+        let mut budget = 4096usize;
+        while let Some(path) = pending.pop() {
+            let mut prefix = PathBuf::from("/");
+            let components: Vec<Component<'_>> = path.components().collect();
+            for (i, component) in components.iter().enumerate() {
+                let Component::Normal(name) = component else {
+                    continue;
+                };
+                budget = budget.saturating_sub(1);
+                if budget == 0 {
+                    break;
+                }
+                prefix.push(name);
+                if bound(&prefix) || dirs.contains(&prefix) {
+                    continue;
+                }
+                let Ok(meta) = std::fs::symlink_metadata(&prefix) else {
+                    break;
+                };
+                if meta.file_type().is_symlink() {
+                    let Ok(text) = std::fs::read_link(&prefix) else {
+                        break;
+                    };
+                    if !links.iter().any(|(l, _)| *l == prefix) {
+                        links.push((prefix.clone(), text.clone()));
+                    }
+                    // Go on from where the link leads.
+                    let mut next = prefix.parent().unwrap_or(Path::new("/")).join(text);
+                    for rest in &components[i + 1..] {
+                        next.push(rest);
+                    }
+                    pending.push(next);
+                    break;
+                }
+                if meta.is_dir() && i + 1 < components.len() {
+                    add_dir(&mut dirs, &prefix);
+                } else {
+                    break;
+                }
+            }
+        }
+        // A link and a directory at one place cannot both be made; the directory wins (it
+        // holds binds), and the link's own target was followed above.
+        links.retain(|(l, _)| !dirs.contains(l) && !bound(l));
+        dirs.sort_by_key(|d| d.components().count());
+
+        let mut plan = NewRoot::default();
+        for dir in &dirs {
+            plan.dirs.push(rel(dir)?);
+        }
+        for (link, text) in &links {
+            plan.links.push((rel(link)?, c_path(text)?));
+        }
+        for writable in [false, true] {
+            for &(grant, w, top) in chosen.iter().filter(|(_, w, _)| *w == writable) {
+                plan.binds.push(Bind {
+                    target: Target {
+                        path: c_path(&grant.path)?,
+                        id: grant.id,
+                    },
+                    at: rel(&grant.path)?,
+                    make: top.then_some(if grant.is_dir { Kind::Dir } else { Kind::File }),
+                    writable: w,
+                    is_dir: grant.is_dir,
+                });
+            }
+        }
+        Ok(Some(plan))
+    }
 }
 
 /// The fresh `/proc` and `/dev/shm` of a shell's world, prepared in the parent: each is mounted
@@ -293,7 +484,70 @@ impl Isolation {
         }
 
         enter_private_namespaces().map_err(fail)?;
+        // Made before the new root replaces the host's tree: in a user namespace the kernel
+        // mounts a `proc` only where a fully visible one is mounted already
+        // (`mount_too_revealing`, checked by `fsmount`).
+        let proc = match self.world.proc_rights {
+            Some(_) => private_proc().map(Some).map_err(fail)?,
+            None => None,
+        };
 
+        if let Some(root) = &self.root {
+            root.enter().map_err(fail)?;
+        } else {
+            self.read_only_host_view().map_err(fail)?;
+        }
+
+        for target in &self.pinned {
+            let at = open_checked(target).map_err(fail)?;
+            let bound = clone_tree(at, 0).and_then(|tree| {
+                let r = attach(tree, at);
+                close(tree);
+                r
+            });
+            close(at);
+            bound.map_err(fail)?;
+        }
+        for target in &self.hidden {
+            let at = open_checked(target).map_err(fail)?;
+            let covered = empty_read_only_tmpfs().and_then(|mnt| {
+                let r = attach(mnt, at);
+                close(mnt);
+                r
+            });
+            close(at);
+            covered.map_err(fail)?;
+        }
+
+        // Step 7: after the view turned read-only, so that `/dev/shm` stays writable.
+        if let (Some(mnt), Some(rights)) = (proc, self.world.proc_rights) {
+            mount_private(Ok(mnt), c"/proc", ruleset, rights).map_err(fail)?;
+        }
+        if let Some((size, rights)) = &self.world.shm {
+            mount_private(private_shm(size), c"/dev/shm", ruleset, *rights).map_err(fail)?;
+        }
+
+        // Step 8. `cwd` holds a NUL-terminated canonical path. In a new root it may not exist
+        // (a working directory outside every grant, where Landlock would refuse everything
+        // anyway): the program starts in `/`, where `pivot_into` left it. Never in the old
+        // tree: relative paths from there would reach the host's sockets.
+        let at = match open_no_symlinks(libc::AT_FDCWD, cwd.as_ptr(), libc::O_DIRECTORY) {
+            Err(libc::ENOENT) if self.root.is_some() => return Ok(()),
+            other => other.map_err(|e| fail(replaced(e)))?,
+        };
+        let same = statx_fd(at).map(|id| id == cwd_id);
+        // SAFETY: our descriptor.
+        let entered = match same {
+            Ok(true) => sys(unsafe { syscall!(Sysno::fchdir, at) }).map(drop),
+            Ok(false) => Err(libc::ESTALE),
+            Err(e) => Err(e),
+        };
+        close(at);
+        entered.map_err(fail)
+    }
+
+    /// Steps 3-5 where the view is the host's tree.
+    fn read_only_host_view(&self) -> Result<(), i32> {
         let mut trees = [(-1i32, -1i32); MAX_MOUNTS];
         let mut result = Ok(());
         for (slot, target) in trees.iter_mut().zip(&self.writable) {
@@ -324,49 +578,7 @@ impl Isolation {
             close(at);
             close(tree);
         }
-        result.map_err(fail)?;
-
-        for target in &self.pinned {
-            let at = open_checked(target).map_err(fail)?;
-            let bound = clone_tree(at, 0).and_then(|tree| {
-                let r = attach(tree, at);
-                close(tree);
-                r
-            });
-            close(at);
-            bound.map_err(fail)?;
-        }
-        for target in &self.hidden {
-            let at = open_checked(target).map_err(fail)?;
-            let covered = empty_read_only_tmpfs().and_then(|mnt| {
-                let r = attach(mnt, at);
-                close(mnt);
-                r
-            });
-            close(at);
-            covered.map_err(fail)?;
-        }
-
-        // Step 7: after the view turned read-only, so that `/dev/shm` stays writable.
-        if let Some(rights) = self.world.proc_rights {
-            mount_private(private_proc(), c"/proc", ruleset, rights).map_err(fail)?;
-        }
-        if let Some((size, rights)) = &self.world.shm {
-            mount_private(private_shm(size), c"/dev/shm", ruleset, *rights).map_err(fail)?;
-        }
-
-        // Step 8. `cwd` holds a NUL-terminated canonical path.
-        let at = open_no_symlinks(libc::AT_FDCWD, cwd.as_ptr(), libc::O_DIRECTORY)
-            .map_err(|e| fail(replaced(e)))?;
-        let same = statx_fd(at).map(|id| id == cwd_id);
-        // SAFETY: our descriptor.
-        let entered = match same {
-            Ok(true) => sys(unsafe { syscall!(Sysno::fchdir, at) }).map(drop),
-            Ok(false) => Err(libc::ESTALE),
-            Err(e) => Err(e),
-        };
-        close(at);
-        entered.map_err(fail)
+        result
     }
 
     /// Whether anything beyond the namespaces themselves is mounted.
@@ -374,6 +586,123 @@ impl Isolation {
     pub(crate) fn mounts(&self) -> (usize, usize, usize) {
         (self.writable.len(), self.pinned.len(), self.hidden.len())
     }
+}
+
+impl NewRoot {
+    /// Steps 3-5 where the view is a new root (child side). The new root is attached over `/`
+    /// (a path lookup from our root still starts beneath it, in the host's tree, where every
+    /// bind is cloned from), filled, made read-only, and becomes the root with
+    /// `pivot_root(".", ".")`, after which the host's tree is detached: nothing of it is left
+    /// in the namespace but the clones.
+    fn enter(&self) -> Result<(), i32> {
+        let root = new_mount(
+            c"tmpfs",
+            &[(c"size", b"1m\0"), (c"mode", b"0755\0")],
+            libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC,
+        )?;
+        let result = self.fill(root).and_then(|()| pivot_into(root));
+        close(root);
+        result
+    }
+
+    fn fill(&self, root: i32) -> Result<(), i32> {
+        let slash = open_no_symlinks(libc::AT_FDCWD, c"/".as_ptr().cast(), libc::O_DIRECTORY)?;
+        let attached = attach(root, slash);
+        close(slash);
+        attached?;
+        for dir in &self.dirs {
+            // SAFETY: a NUL-terminated relative path beneath our descriptor.
+            match sys(unsafe { syscall!(Sysno::mkdirat, root, dir.as_ptr(), 0o755) }) {
+                Ok(_) | Err(libc::EEXIST) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        for (link, text) in &self.links {
+            // SAFETY: NUL-terminated strings; the link is made beneath our descriptor.
+            sys(unsafe { syscall!(Sysno::symlinkat, text.as_ptr(), root, link.as_ptr()) })?;
+        }
+        for bind in &self.binds {
+            match bind.make {
+                Some(Kind::Dir) => {
+                    // SAFETY: as above.
+                    match sys(unsafe { syscall!(Sysno::mkdirat, root, bind.at.as_ptr(), 0o755) }) {
+                        Ok(_) | Err(libc::EEXIST) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some(Kind::File) => {
+                    // SAFETY: as above; the new empty file is only a mount point.
+                    let fd = fd_of(sys(unsafe {
+                        syscall!(
+                            Sysno::openat,
+                            root,
+                            bind.at.as_ptr(),
+                            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+                            0o444
+                        )
+                    }))?;
+                    close(fd);
+                }
+                None => {}
+            }
+        }
+        let mut read_only = true;
+        for bind in &self.binds {
+            if bind.writable && read_only {
+                // Every read-only bind and the new root's own directories in one call; the
+                // writable clones come after, with their own attributes.
+                set_attr(
+                    root,
+                    c"",
+                    libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+                    libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID,
+                )?;
+                read_only = false;
+            }
+            let at = open_checked(&bind.target)?;
+            // A writable directory is `nodev` like the clones of the host view; a writable file
+            // grant is what it is (`/dev/null`).
+            let attrs = match (bind.writable, bind.is_dir) {
+                (true, true) => libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+                (true, false) => libc::MOUNT_ATTR_NOSUID,
+                (false, _) => 0,
+            };
+            let tree = clone_tree(at, attrs);
+            close(at);
+            let tree = tree?;
+            let point = open_no_symlinks(root, bind.at.as_ptr().cast(), 0);
+            let attached = point.and_then(|point| {
+                let r = attach(tree, point);
+                close(point);
+                r
+            });
+            close(tree);
+            attached?;
+        }
+        if read_only {
+            set_attr(
+                root,
+                c"",
+                libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+                libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Makes the mount `root` names the root of the namespace and detaches the old one (runc's
+/// way: `pivot_root(".", ".")` stacks the old root over the new, `umount2(".", MNT_DETACH)`
+/// takes it away).
+fn pivot_into(root: i32) -> Result<(), i32> {
+    // SAFETY: our descriptor; NUL-terminated paths.
+    sys(unsafe { syscall!(Sysno::fchdir, root) })?;
+    // SAFETY: as above.
+    sys(unsafe { syscall!(Sysno::pivot_root, c".".as_ptr(), c".".as_ptr()) })?;
+    // SAFETY: as above.
+    sys(unsafe { syscall!(Sysno::umount2, c".".as_ptr(), libc::MNT_DETACH) })?;
+    // SAFETY: as above.
+    sys(unsafe { syscall!(Sysno::chdir, c"/".as_ptr()) }).map(drop)
 }
 
 /// Steps 1 and 2: new mount and IPC namespaces, every mount private (a root host's mounts are

@@ -72,6 +72,7 @@ pub struct Enforcement {
     namespaces: bool,
     proc: bool,
     shm: bool,
+    root: bool,
 }
 
 impl Enforcement {
@@ -114,12 +115,25 @@ impl Enforcement {
     pub fn private_shm(&self) -> bool {
         self.shm
     }
+
+    /// Whether the program's view is a new root holding only what the policy grants (issue 16
+    /// part 3): the system paths, the devices and the grants at their own paths, nothing else
+    /// of the host's tree, so none of the host's unix sockets outside the grants. Then (with
+    /// Landlock's abstract-socket scope) `socket(AF_UNIX)` is allowed; otherwise it is refused
+    /// below Landlock ABI 9.
+    pub fn private_root(&self) -> bool {
+        self.root
+    }
 }
 
 impl fmt::Display for Enforcement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let layers = match (self.namespaces, self.proc, self.shm) {
             (false, ..) => "no private namespaces, no capabilities",
+            (true, true, true) if self.root => {
+                "private mount and IPC namespaces, a root of the grants only, private /proc and \
+                 /dev/shm, no capabilities"
+            }
             (true, true, true) => {
                 "private mount and IPC namespaces, private /proc and /dev/shm, no capabilities"
             }
@@ -199,6 +213,8 @@ struct OpenedRule {
     system: bool,
     /// The caller's path as it was given (not for system locations).
     path: Option<PathBuf>,
+    /// An interpreter's path as the program names it (`PT_INTERP`, `#!`).
+    interpreter: Option<PathBuf>,
 }
 
 /// Adds a grant on `fd`. A system location that is the same file as one already granted (with
@@ -254,7 +270,11 @@ impl Policy {
         let mut isolation = self.isolation(&opened, namespaces)?;
         if let Some(isolation) = isolation.as_mut() {
             isolation.world = self.world(availability, abi);
+            if self.may_spawn() {
+                isolation.root = self.new_root(&opened, &isolation.world)?;
+            }
         }
+        let root = isolation.as_ref().is_some_and(|i| i.root.is_some());
         let (proc, shm) = isolation.as_ref().map_or((false, false), |i| {
             (i.world.proc_rights.is_some(), i.world.shm.is_some())
         });
@@ -262,7 +282,10 @@ impl Policy {
         let filter = seccomp::build_cached(FilterOptions {
             network: self.network,
             may_spawn: self.may_spawn(),
-            landlock_restricts_unix_connect: abi >= 9,
+            // Pathname sockets: Landlock (ABI 9) or a view without the host's; abstract ones:
+            // the scope (ABI 6).
+            unix_connect_contained: abi >= 9
+                || (root && abi >= 6 && self.scopes.contains(Scopes::ABSTRACT_UNIX_SOCKET)),
             private_ipc: namespaces,
             own_pid_namespace: self.launch.own_pid_namespace,
         })?;
@@ -285,6 +308,7 @@ impl Policy {
                 namespaces,
                 proc,
                 shm,
+                root,
             },
             isolation,
         })
@@ -315,6 +339,39 @@ impl Policy {
             proc_rights,
             shm: shm_is_dir.then(|| (shm_size().to_owned(), shm_rights.bits())),
         }
+    }
+
+    /// The new root of a shell's view: every opened grant by its canonical path, and the
+    /// links on the way to each path as the policy named it.
+    fn new_root(
+        &self,
+        opened: &[OpenedRule],
+        world: &isolate::World,
+    ) -> Result<Option<isolate::NewRoot>, SandboxError> {
+        let mut grants = Vec::with_capacity(opened.len());
+        for rule in opened {
+            let path = isolate::canonical_path_of(rule.fd.as_fd()).map_err(|source| {
+                SandboxError::OpenPath {
+                    path: rule.path.clone().unwrap_or_default(),
+                    source,
+                }
+            })?;
+            grants.push(isolate::Grant {
+                path,
+                id: Ident::from(rule.id),
+                is_dir: rule.id.is_dir,
+                writable: rule.access.contains(Access::WRITE),
+            });
+        }
+        let mut given: Vec<&Path> = self.rules.iter().map(|r| r.path.as_path()).collect();
+        given.extend(self.program());
+        given.extend(opened.iter().filter_map(|r| r.interpreter.as_deref()));
+        isolate::NewRoot::plan(
+            &grants,
+            &given,
+            world.proc_rights.is_some(),
+            world.shm.is_some(),
+        )
     }
 
     /// The mounts of the private namespaces, or (without them) the refusal of a policy whose
@@ -443,6 +500,7 @@ impl Policy {
                         id,
                         system: true,
                         path: None,
+                        interpreter: None,
                     },
                 );
             }
@@ -486,6 +544,7 @@ impl Policy {
                     id,
                     system: false,
                     path: Some(rule.path.clone()),
+                    interpreter: None,
                 },
             );
         }
@@ -499,6 +558,7 @@ impl Policy {
                         id,
                         system: false,
                         path: None,
+                        interpreter: Some(path.clone()),
                     },
                 );
             }

@@ -70,7 +70,7 @@ pub(crate) struct FilterOptions {
     pub(crate) may_spawn: bool,
     /// Whether Landlock restricts connecting to pathname unix sockets (ABI ≥ 9); without it
     /// `socket(AF_UNIX)` is refused in [`Network::None`] mode.
-    pub(crate) landlock_restricts_unix_connect: bool,
+    pub(crate) unix_connect_contained: bool,
     /// The command runs in a private IPC namespace (made by the sandbox before the filter).
     /// Without one, System V IPC and POSIX message queue calls are refused (EPERM): they would
     /// reach the host's segments, queues and semaphores.
@@ -547,7 +547,7 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     }
     if options.network == Network::None {
         listed.push((libc::SYS_socketpair, not_unix));
-        let socket = if options.landlock_restricts_unix_connect {
+        let socket = if options.unix_connect_contained {
             not_unix
         } else {
             // Refused for every family (see `Network::None`).
@@ -777,7 +777,7 @@ mod tests {
     const COMMAND: FilterOptions = FilterOptions {
         network: Network::None,
         may_spawn: true,
-        landlock_restricts_unix_connect: false,
+        unix_connect_contained: false,
         private_ipc: false,
         own_pid_namespace: false,
     };
@@ -865,7 +865,7 @@ mod tests {
         // Pathname unix sockets are not checked by Landlock below ABI 9.
         check(COMMAND, libc::SYS_socket, a0(unix), EPERM);
         let abi9 = FilterOptions {
-            landlock_restricts_unix_connect: true,
+            unix_connect_contained: true,
             ..COMMAND
         };
         check(abi9, libc::SYS_socket, a0(unix), ALLOW);
@@ -906,7 +906,7 @@ mod tests {
                 all.push(FilterOptions {
                     network,
                     may_spawn: bit(0),
-                    landlock_restricts_unix_connect: bit(1),
+                    unix_connect_contained: bit(1),
                     private_ipc: bit(2),
                     own_pid_namespace: bit(3),
                 });
