@@ -423,11 +423,163 @@ async fn another_concurrent_calls_shared_memory_is_not_visible() {
     assert!(!Path::new("/dev/shm/agent-exec-call-object").exists());
 }
 
+// ---- unix sockets (issue 16 part 3) -------------------------------------------------------------
+
+/// Whether the command's view is a new root of the grants only, where `AF_UNIX` is allowed.
+fn private_root() -> bool {
+    let ok = enforcement().is_some_and(|e| e.private_root());
+    if !ok {
+        eprintln!(
+            "skipped: no root of the grants only here, so AF_UNIX stays refused: {}",
+            linux_sandbox::probe()
+        );
+    }
+    ok
+}
+
+/// A python snippet that connects to `address` (a path, or `\0name` for an abstract socket)
+/// and prints `connected`, or the errno it got.
+fn connect_script(address: &str) -> String {
+    format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+         print('socket made')\n\
+         try:\n    s.connect({address:?}.replace('\\\\0', '\\0', 1))\n    print('connected')\n\
+         except OSError as e:\n    print('refused', e.errno)\n"
+    )
+}
+
 #[tokio::test]
-async fn debug_view() {
+async fn a_unix_socket_server_and_client_and_a_multiprocessing_manager_work() {
+    if !private_root() {
+        return;
+    }
     let call = Call::new();
-    let out = call.sh("stat -c '%n %F %t:%T %i' /dev/null /dev/zero /bin/sh /etc/passwd 2>&1; cat /proc/self/mountinfo 2>&1 | head -80").await;
-    println!("{}", show(&out));
+    let out = call
+        .python(
+            "import os, socket, threading, multiprocessing as mp\n\
+             def serve(path):\n\
+             \x20   srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+             \x20   srv.bind(path); srv.listen(1)\n\
+             \x20   def answer():\n        c, _ = srv.accept(); c.sendall(c.recv(16).upper()); c.close()\n\
+             \x20   t = threading.Thread(target=answer); t.start()\n\
+             \x20   cl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); cl.connect(path)\n\
+             \x20   cl.sendall(b'ping'); print(cl.recv(16).decode()); t.join(); srv.close()\n\
+             if __name__ == '__main__':\n\
+             \x20   serve('server.sock')\n\
+             \x20   serve(os.path.join(os.environ['TMPDIR'], 'temp.sock'))\n\
+             \x20   a, b = socket.socketpair(); a.sendall(b'pair'); print(b.recv(4).decode())\n\
+             \x20   with mp.Manager() as m:\n        d = m.dict(); d['k'] = 42; print('manager', d['k'])\n",
+        )
+        .await;
+    assert_eq!(out.exit_code, Some(0), "{}", show(&out));
+    assert_eq!(
+        text(&out.stdout),
+        "PING\nPING\npair\nmanager 42\n",
+        "{}",
+        show(&out)
+    );
+}
+
+#[tokio::test]
+async fn a_unix_listener_outside_the_grants_is_not_reachable() {
+    if !private_root() {
+        return;
+    }
+    let call = Call::new();
+    // As a tmux or an ssh-agent socket: a fresh directory under /tmp that no grant holds.
+    let outside = tempfile::Builder::new()
+        .prefix("agent-exec-host-sockets")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        outside.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let path = outside.path().join("default");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let out = call
+        .python(&connect_script(&path.display().to_string()))
+        .await;
+    assert_eq!(
+        text(&out.stdout),
+        format!("socket made\nrefused {}\n", libc::ENOENT),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        listener.accept().unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+}
+
+#[tokio::test]
+async fn the_hosts_system_sockets_and_runtime_directories_are_not_in_the_view() {
+    if !private_root() {
+        return;
+    }
+    let call = Call::new();
+    let mut script = String::new();
+    for dir in [
+        "/run",
+        "/var",
+        "/home",
+        "/root",
+        "/tmp/.X11-unix",
+        "/run/user",
+    ] {
+        script.push_str(&format!("[ -e {dir} ] && echo 'present {dir}'; "));
+    }
+    let mut tried = Vec::new();
+    for socket in [
+        "/run/dbus/system_bus_socket",
+        "/var/run/dbus/system_bus_socket",
+        "/run/docker.sock",
+        "/var/run/docker.sock",
+        "/run/systemd/private",
+        "/run/systemd/journal/socket",
+        "/dev/log",
+    ] {
+        if Path::new(socket).exists() {
+            tried.push(socket);
+            script.push_str(&format!(
+                "/usr/bin/python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('{socket}')\" \
+                 2>/dev/null && echo 'connected {socket}'; "
+            ));
+        }
+    }
+    eprintln!("host sockets present and tried: {tried:?}");
+    script.push_str("echo end");
+    let out = call.sh(&script).await;
+    assert_eq!(text(&out.stdout), "end\n", "{}", show(&out));
+}
+
+#[tokio::test]
+async fn an_abstract_socket_of_the_host_is_refused_by_the_landlock_scope() {
+    if !private_root() {
+        return;
+    }
+    use std::os::linux::net::SocketAddrExt;
+    let call = Call::new();
+    let name = format!("agent-exec-world-{}", testkit::marker());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let out = call.python(&connect_script(&format!("\\0{name}"))).await;
+    // The socket is made (AF_UNIX is allowed here); connecting out is what the scope refuses.
+    assert_eq!(
+        text(&out.stdout),
+        format!("socket made\nrefused {}\n", libc::EPERM),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        listener.accept().unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
 }
 
 // ---- the same suite as an unprivileged user ---------------------------------------------------

@@ -76,9 +76,10 @@
 //! buffers, no allocation, no `errno`.
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 
 use syscalls::{Sysno, syscall};
 
@@ -189,6 +190,118 @@ pub(crate) struct Grant {
     pub(crate) id: Ident,
     pub(crate) is_dir: bool,
     pub(crate) writable: bool,
+    /// A fixed system location ([`Policy::allow_system`](crate::Policy::allow_system)).
+    pub(crate) system: bool,
+}
+
+/// System trees bound whole when the policy grants anything read-only beneath them: one bind
+/// instead of one per grant (a shell's set names a dozen directories of `/usr` and a score of
+/// `/etc` files, and each bind costs the child several mount calls on every spawn). What they
+/// add to the view is never readable (Landlock still grants exactly the policy's paths) nor
+/// writable (read-only), and holds no unix socket a daemon listens on: `/usr` is the
+/// read-only program and data tree, `/etc` the host's configuration (FHS); sockets live in
+/// `/run`, `/var`, `/tmp`, `/dev` and home directories, which are bound only as granted.
+const WHOLE_SYSTEM_TREES: [&str; 2] = ["/usr", "/etc"];
+
+/// How a path as a policy names it reaches its file: the symbolic links on the way (where,
+/// and the text each holds) and the real directories passed. The new root makes them where
+/// no bind provides them, so `/bin/sh` and `/lib64/ld-linux-x86-64.so.2` resolve as on the
+/// host.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct PathView {
+    links: Vec<(PathBuf, PathBuf)>,
+    dirs: Vec<PathBuf>,
+}
+
+impl PathView {
+    /// Walks `path` (absolute) on the host, following each link as `open` would (at most 40).
+    pub(crate) fn walk(path: &Path) -> PathView {
+        let mut view = PathView::default();
+        let mut pending = path.to_path_buf();
+        'restart: for _ in 0..40 {
+            let mut prefix = PathBuf::from("/");
+            let components: Vec<Component<'_>> = pending.components().collect();
+            for (i, component) in components.iter().enumerate() {
+                match component {
+                    Component::Normal(name) => prefix.push(name),
+                    Component::ParentDir => {
+                        prefix.pop();
+                        continue;
+                    }
+                    _ => continue,
+                }
+                let Ok(meta) = std::fs::symlink_metadata(&prefix) else {
+                    return view;
+                };
+                if meta.file_type().is_symlink() {
+                    let Ok(text) = std::fs::read_link(&prefix) else {
+                        return view;
+                    };
+                    let mut next = prefix.parent().unwrap_or(Path::new("/")).join(&text);
+                    for rest in &components[i + 1..] {
+                        next.push(rest);
+                    }
+                    if !view.links.iter().any(|(l, _)| *l == prefix) {
+                        view.links.push((prefix, text));
+                    }
+                    pending = next;
+                    continue 'restart;
+                }
+                if meta.is_dir() && i + 1 < components.len() && !view.dirs.contains(&prefix) {
+                    view.dirs.push(prefix.clone());
+                }
+            }
+            return view;
+        }
+        view
+    }
+
+    /// [`PathView::walk`] of a system location, cached while `fd` (the system-path cache's
+    /// descriptor for it) is the one held: that cache drops a descriptor when anything along
+    /// the path's resolution changes, links included. Weak references keep each allocation,
+    /// so a new descriptor never matches an old entry.
+    pub(crate) fn of_system(path: &Path, fd: &Arc<OwnedFd>) -> Arc<PathView> {
+        static CACHE: Mutex<Vec<(PathBuf, Weak<OwnedFd>, Arc<PathView>)>> = Mutex::new(Vec::new());
+        let mut cache = CACHE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((.., view)) = cache.iter().find(|(p, weak, _)| {
+            std::ptr::eq(weak.as_ptr(), Arc::as_ptr(fd)) && p.as_os_str() == path.as_os_str()
+        }) {
+            return Arc::clone(view);
+        }
+        cache.retain(|(p, weak, _)| p.as_os_str() != path.as_os_str() && weak.strong_count() > 0);
+        let view = Arc::new(PathView::walk(path));
+        cache.push((path.to_owned(), Arc::downgrade(fd), Arc::clone(&view)));
+        view
+    }
+}
+
+/// [`canonical_path_of`] a system location's descriptor, cached while it is held (see
+/// [`PathView::of_system`]).
+pub(crate) fn canonical_path_of_system(fd: &Arc<OwnedFd>) -> std::io::Result<PathBuf> {
+    static CACHE: Mutex<Vec<(Weak<OwnedFd>, PathBuf)>> = Mutex::new(Vec::new());
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, path)) = cache
+        .iter()
+        .find(|(weak, _)| std::ptr::eq(weak.as_ptr(), Arc::as_ptr(fd)))
+    {
+        return Ok(path.clone());
+    }
+    let path = canonical_path_of(fd.as_fd())?;
+    cache.retain(|(weak, _)| weak.strong_count() > 0);
+    cache.push((Arc::downgrade(fd), path.clone()));
+    Ok(path)
+}
+
+/// `inner` strictly beneath `outer`, both canonical and absolute: a byte comparison.
+fn beneath_bytes(inner: &Path, outer: &Path) -> bool {
+    let (inner, outer) = (inner.as_os_str().as_bytes(), outer.as_os_str().as_bytes());
+    inner.len() > outer.len()
+        && inner.starts_with(outer)
+        && (outer == b"/" || inner[outer.len()] == b'/')
 }
 
 /// Relative to the root, NUL-terminated.
@@ -204,12 +317,28 @@ impl NewRoot {
     /// of `/` itself: then the host's tree is the view anyway).
     pub(crate) fn plan(
         grants: &[Grant],
-        given: &[&Path],
+        given: &[&PathView],
         proc: bool,
         shm: bool,
     ) -> Result<Option<NewRoot>, SandboxError> {
-        let mut sorted: Vec<&Grant> = grants.iter().collect();
-        sorted.sort_by_key(|g| g.path.components().count());
+        let mut whole: Vec<Grant> = Vec::new();
+        for tree in WHOLE_SYSTEM_TREES {
+            let tree = Path::new(tree);
+            let beneath = |g: &Grant| {
+                g.system && !g.writable && (g.path == tree || beneath_bytes(&g.path, tree))
+            };
+            if grants.iter().any(beneath) {
+                whole.push(Grant {
+                    path: tree.to_owned(),
+                    id: ident_of_path(tree)?,
+                    is_dir: true,
+                    writable: false,
+                    system: true,
+                });
+            }
+        }
+        let mut sorted: Vec<&Grant> = whole.iter().chain(grants).collect();
+        sorted.sort_by_cached_key(|g| g.path.components().count());
         if sorted.iter().any(|g| g.path == Path::new("/")) {
             return Ok(None);
         }
@@ -219,13 +348,16 @@ impl NewRoot {
             if proc && grant.path.starts_with("/proc") {
                 continue;
             }
-            if let Some(same) = chosen.iter_mut().find(|(g, ..)| g.path == grant.path) {
+            if let Some(same) = chosen
+                .iter_mut()
+                .find(|(g, ..)| g.path.as_os_str() == grant.path.as_os_str())
+            {
                 same.1 |= grant.writable;
                 continue;
             }
             let outer = chosen
                 .iter()
-                .filter(|(g, ..)| g.is_dir && strictly_beneath(&grant.path, &g.path))
+                .filter(|(g, ..)| g.is_dir && beneath_bytes(&grant.path, &g.path))
                 .map(|&(_, writable, _)| writable)
                 .fold(None, |acc: Option<bool>, w| Some(acc.unwrap_or(false) || w));
             match outer {
@@ -236,14 +368,21 @@ impl NewRoot {
                 Some(_) => {}
             }
         }
+        // Paths are canonical and absolute here: byte comparisons suffice (and are what keeps
+        // this cheap on every spawn).
         let bound = |path: &Path| {
-            chosen
-                .iter()
-                .any(|(g, ..)| path == g.path || (g.is_dir && path.starts_with(&g.path)))
+            let path = path.as_os_str().as_bytes();
+            chosen.iter().any(|(g, ..)| {
+                let bind = g.path.as_os_str().as_bytes();
+                path == bind
+                    || (g.is_dir && path.starts_with(bind) && path.get(bind.len()) == Some(&b'/'))
+            })
         };
         let mut dirs: Vec<PathBuf> = Vec::new();
-        let add_dir = |dirs: &mut Vec<PathBuf>, dir: &Path| {
-            if dir != Path::new("/") && !dirs.iter().any(|d| d == dir) {
+        let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        let mut add_dir = |dirs: &mut Vec<PathBuf>, dir: &Path| {
+            let bytes = dir.as_os_str().as_bytes();
+            if bytes != b"/" && seen.insert(bytes.to_vec()) {
                 dirs.push(dir.to_owned());
             }
         };
@@ -261,54 +400,25 @@ impl NewRoot {
             add_dir(&mut dirs, Path::new("/dev"));
             add_dir(&mut dirs, Path::new("/dev/shm"));
         }
-        // The symbolic links on the way to each path as the policy named it.
+        // The symbolic links on the way to each path as the policy named it, and the real
+        // directories they pass, where no bind provides them.
         let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
-        let mut pending: Vec<PathBuf> = given.iter().map(|p| p.to_path_buf()).collect();
-        let mut budget = 4096usize;
-        while let Some(path) = pending.pop() {
-            let mut prefix = PathBuf::from("/");
-            let components: Vec<Component<'_>> = path.components().collect();
-            for (i, component) in components.iter().enumerate() {
-                let Component::Normal(name) = component else {
-                    continue;
-                };
-                budget = budget.saturating_sub(1);
-                if budget == 0 {
-                    break;
+        for view in given {
+            for dir in &view.dirs {
+                if !bound(dir) {
+                    add_dir(&mut dirs, dir);
                 }
-                prefix.push(name);
-                if bound(&prefix) || dirs.contains(&prefix) {
-                    continue;
-                }
-                let Ok(meta) = std::fs::symlink_metadata(&prefix) else {
-                    break;
-                };
-                if meta.file_type().is_symlink() {
-                    let Ok(text) = std::fs::read_link(&prefix) else {
-                        break;
-                    };
-                    if !links.iter().any(|(l, _)| *l == prefix) {
-                        links.push((prefix.clone(), text.clone()));
-                    }
-                    // Go on from where the link leads.
-                    let mut next = prefix.parent().unwrap_or(Path::new("/")).join(text);
-                    for rest in &components[i + 1..] {
-                        next.push(rest);
-                    }
-                    pending.push(next);
-                    break;
-                }
-                if meta.is_dir() && i + 1 < components.len() {
-                    add_dir(&mut dirs, &prefix);
-                } else {
-                    break;
+            }
+            for (link, text) in &view.links {
+                if !bound(link) && !links.iter().any(|(l, _)| l.as_os_str() == link.as_os_str()) {
+                    links.push((link.clone(), text.clone()));
                 }
             }
         }
         // A link and a directory at one place cannot both be made; the directory wins (it
         // holds binds), and the link's own target was followed above.
-        links.retain(|(l, _)| !dirs.contains(l) && !bound(l));
-        dirs.sort_by_key(|d| d.components().count());
+        links.retain(|(l, _)| !dirs.iter().any(|d| d.as_os_str() == l.as_os_str()));
+        dirs.sort_by_cached_key(|d| d.components().count());
 
         let mut plan = NewRoot::default();
         for dir in &dirs {
@@ -632,16 +742,15 @@ impl NewRoot {
                 }
                 Some(Kind::File) => {
                     // SAFETY: as above; the new empty file is only a mount point.
-                    let fd = fd_of(sys(unsafe {
+                    sys(unsafe {
                         syscall!(
-                            Sysno::openat,
+                            Sysno::mknodat,
                             root,
                             bind.at.as_ptr(),
-                            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
-                            0o444
+                            libc::S_IFREG | 0o444,
+                            0usize
                         )
-                    }))?;
-                    close(fd);
+                    })?;
                 }
                 None => {}
             }
@@ -659,7 +768,16 @@ impl NewRoot {
                 )?;
                 read_only = false;
             }
-            let at = open_checked(&bind.target)?;
+            let at = match open_checked(&bind.target) {
+                Ok(at) => at,
+                // A read-only system file replaced since the parent opened it (ldconfig renames
+                // a new ld.so.cache into place): its mount point stays empty. Landlock's rule
+                // is on the inode the parent opened, so binding the new one would grant nothing
+                // and failing the call would be a flake. A writable grant must be the one
+                // validated.
+                Err(libc::ESTALE) if !bind.writable => continue,
+                Err(e) => return Err(e),
+            };
             // A writable directory is `nodev` like the clones of the host view; a writable file
             // grant is what it is (`/dev/null`).
             let attrs = match (bind.writable, bind.is_dir) {
@@ -670,12 +788,18 @@ impl NewRoot {
             let tree = clone_tree(at, attrs);
             close(at);
             let tree = tree?;
-            let point = open_no_symlinks(root, bind.at.as_ptr().cast(), 0);
-            let attached = point.and_then(|point| {
-                let r = attach(tree, point);
-                close(point);
-                r
-            });
+            let attached = if bind.make.is_some() {
+                // A mount point this function made in the new root, where nothing else can
+                // make a link (no link is made at a canonical path): by path, one call.
+                attach_at(tree, root, &bind.at)
+            } else {
+                // Inside an outer bind of the host's tree: looked up refusing links.
+                open_no_symlinks(root, bind.at.as_ptr().cast(), 0).and_then(|point| {
+                    let r = attach(tree, point);
+                    close(point);
+                    r
+                })
+            };
             close(tree);
             attached?;
         }
@@ -691,16 +815,17 @@ impl NewRoot {
     }
 }
 
-/// Makes the mount `root` names the root of the namespace and detaches the old one (runc's
-/// way: `pivot_root(".", ".")` stacks the old root over the new, `umount2(".", MNT_DETACH)`
-/// takes it away).
+/// Makes the mount `root` names (attached over the host's `/`) the process's root: `chroot`
+/// into it. The host's tree stays in the namespace, beneath the new root's mount and out of
+/// every path: `..` stops at a process's root, the command holds no descriptor into it and
+/// no capability to leave a `chroot` (`CAP_SYS_CHROOT` is dropped, seccomp refuses `chroot`
+/// and every mount call). Not `pivot_root` + `umount2(MNT_DETACH)`: detaching the host's
+/// tree waits for an expedited RCU grace period, milliseconds on every spawn.
 fn pivot_into(root: i32) -> Result<(), i32> {
     // SAFETY: our descriptor; NUL-terminated paths.
     sys(unsafe { syscall!(Sysno::fchdir, root) })?;
     // SAFETY: as above.
-    sys(unsafe { syscall!(Sysno::pivot_root, c".".as_ptr(), c".".as_ptr()) })?;
-    // SAFETY: as above.
-    sys(unsafe { syscall!(Sysno::umount2, c".".as_ptr(), libc::MNT_DETACH) })?;
+    sys(unsafe { syscall!(Sysno::chroot, c".".as_ptr()) })?;
     // SAFETY: as above.
     sys(unsafe { syscall!(Sysno::chdir, c"/".as_ptr()) }).map(drop)
 }
@@ -947,6 +1072,23 @@ fn attach(mnt: i32, at: i32) -> Result<(), i32> {
             at,
             c"".as_ptr(),
             MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH
+        )
+    })
+    .map(drop)
+}
+
+/// Attaches the detached mount `mnt` at `path` beneath the directory `dir` (not following a
+/// final symbolic link: `move_mount` without `MOVE_MOUNT_T_SYMLINKS`).
+fn attach_at(mnt: i32, dir: i32, path: &std::ffi::CStr) -> Result<(), i32> {
+    // SAFETY: NUL-terminated paths; both descriptors are ours.
+    sys(unsafe {
+        syscall!(
+            Sysno::move_mount,
+            mnt,
+            c"".as_ptr(),
+            dir,
+            path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH
         )
     })
     .map(drop)

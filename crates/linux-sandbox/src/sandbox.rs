@@ -350,25 +350,52 @@ impl Policy {
     ) -> Result<Option<isolate::NewRoot>, SandboxError> {
         let mut grants = Vec::with_capacity(opened.len());
         for rule in opened {
-            let path = isolate::canonical_path_of(rule.fd.as_fd()).map_err(|source| {
-                SandboxError::OpenPath {
-                    path: rule.path.clone().unwrap_or_default(),
-                    source,
-                }
+            let path = if rule.system {
+                isolate::canonical_path_of_system(&rule.fd)
+            } else {
+                isolate::canonical_path_of(rule.fd.as_fd())
+            }
+            .map_err(|source| SandboxError::OpenPath {
+                path: rule.path.clone().unwrap_or_default(),
+                source,
             })?;
             grants.push(isolate::Grant {
                 path,
                 id: Ident::from(rule.id),
                 is_dir: rule.id.is_dir,
                 writable: rule.access.contains(Access::WRITE),
+                system: rule.system,
             });
         }
-        let mut given: Vec<&Path> = self.rules.iter().map(|r| r.path.as_path()).collect();
-        given.extend(self.program());
-        given.extend(opened.iter().filter_map(|r| r.interpreter.as_deref()));
+        // How each path as the policy named it resolves. A system location's walk is cached
+        // with its descriptor; the caller's paths are canonical (validated) but for links a
+        // program's interpreter path passes (`/lib64`), walked on every call.
+        let mut views: Vec<Arc<isolate::PathView>> = Vec::new();
+        {
+            let cache = syscache::shared();
+            for rule in self.rules.iter().filter(|r| r.system) {
+                // Not cached (any more: a change emptied the cache since `open_paths`): walked
+                // now. Never skipped: `/bin` would be missing from the view.
+                views.push(match cache.cached(&rule.path) {
+                    Some(fd) => isolate::PathView::of_system(&rule.path, &fd),
+                    None => Arc::new(isolate::PathView::walk(&rule.path)),
+                });
+            }
+        }
+        for given in self
+            .rules
+            .iter()
+            .filter(|r| !r.system && r.fd.is_none())
+            .map(|r| r.path.as_path())
+            .chain(self.program())
+            .chain(opened.iter().filter_map(|r| r.interpreter.as_deref()))
+        {
+            views.push(Arc::new(isolate::PathView::walk(given)));
+        }
+        let views: Vec<&isolate::PathView> = views.iter().map(|v| &**v).collect();
         isolate::NewRoot::plan(
             &grants,
-            &given,
+            &views,
             world.proc_rights.is_some(),
             world.shm.is_some(),
         )
