@@ -1,40 +1,66 @@
 //! The program's own world, beyond Landlock and seccomp (issues 14 and 16): a private mount
-//! namespace whose view is read-only outside the writable grants, a private IPC namespace,
-//! hidden host paths, for a shell its own `/proc` and `/dev/shm`, and no capabilities.
+//! namespace whose view is read-only outside the writable grants — for a shell a new root
+//! holding nothing but the grants, with its own `/proc` and `/dev/shm` — a private IPC
+//! namespace, hidden host paths, and no capabilities.
 //!
 //! # Why a mount namespace
 //! Landlock governs opening, creating, renaming and removing files, but not their metadata:
 //! `chmod`, `chown`, `utimes`, extended attributes and `file_setattr` on a file outside the
 //! grants pass it (a root command even made a set-user-ID copy of `id` outside the scope). A
 //! read-only mount refuses every one of those with `EROFS`, whatever the call, so the whole
-//! class is closed by one mechanism rather than by a list of system calls.
+//! class is closed by one mechanism rather than by a list of system calls. And on Landlock
+//! ABI < 9 nothing governs `connect()` on a *pathname* unix socket (a read-only mount does
+//! not either): only a view without the host's sockets makes `AF_UNIX` safe to allow.
 //!
 //! # What the child does, in order ([`Isolation::enter`])
 //! 1. `unshare(CLONE_NEWNS | CLONE_NEWIPC)`: the mount table is copied, the host's System V
 //!    IPC objects and POSIX message queues are out of sight, and the IPC namespace dies with
 //!    the call, so nothing the command makes there outlives it.
 //! 2. Every mount becomes private, so nothing below propagates back to the host (a root
-//!    host's mounts are shared).
-//! 3. Each writable grant is opened by its canonical path (`openat2` with
-//!    `RESOLVE_NO_SYMLINKS`), checked to be the very file the parent's descriptor names
-//!    (device and inode), and cloned as a detached mount tree (`open_tree(OPEN_TREE_CLONE)`),
-//!    which keeps the read-write state the grant has now.
-//! 4. Every mount of the view becomes read-only and `nosuid` in one call
-//!    (`mount_setattr(AT_RECURSIVE)`).
-//! 5. The clones are attached over their grants (`move_mount`): writable there, `nosuid` and
-//!    `nodev`.
-//! 6. Directories between a writable grant and a hidden path are bound onto themselves (a
+//!    host's mounts are shared). A shell's `proc` is made now (step 5 attaches it): in a user
+//!    namespace the kernel makes one only while a fully visible `proc` is mounted.
+//! 3. The view. For a shell ([`NewRoot`], issue 16 part 3): an empty tmpfs is attached over
+//!    `/` and filled with the directories above each granted path, the symbolic links through
+//!    which the policy named them (`/bin` → `usr/bin`, `/lib64` → `usr/lib64`, walked in the
+//!    parent and cached with the system-path cache's descriptors), and a bind clone
+//!    (`open_tree(OPEN_TREE_CLONE)`) of exactly each granted path at its own path, each
+//!    looked up again by its canonical path (`openat2` with `RESOLVE_NO_SYMLINKS`) and checked
+//!    to be the file the parent's descriptor names (device and inode). Read-only system
+//!    grants beneath `/usr` and `/etc` bind the whole tree once (`WHOLE_SYSTEM_TREES`: one
+//!    bind instead of ~35; Landlock still grants exactly the policy's paths). The read-only
+//!    binds and the new root's own directories turn read-only and `nosuid` in one
+//!    `mount_setattr(AT_RECURSIVE)`, then the writable grants' clones are attached (`nosuid`,
+//!    and `nodev` for directories), and the process `chroot`s into the new root (not
+//!    `pivot_root` + `umount2(MNT_DETACH)`: detaching the host's tree waits for an RCU grace
+//!    period on every spawn). The host's tree stays in the namespace beneath the new root,
+//!    out of every path: `..` stops at the root, the program holds no descriptor into it, and
+//!    `chroot`, mounts and `CAP_SYS_CHROOT` are gone. A read-only file replaced between the
+//!    parent and the child (ldconfig) leaves its mount point empty; a writable grant must be
+//!    the validated one (`ESTALE` otherwise: nothing runs). For a single program (RUN-7) the
+//!    view is the host's tree as before: each writable grant is cloned, every mount of the
+//!    view becomes read-only and `nosuid` in one call, the clones are attached over their
+//!    grants.
+//! 4. Directories between a writable grant and a hidden path are bound onto themselves (a
 //!    mount point cannot be renamed or removed from inside: `EBUSY`), then an empty read-only
 //!    tmpfs covers each hidden path.
-//! 7. For a shell ([`World`], issue 16, LIVE-2): a fresh `proc` of the command's PID namespace
-//!    covers `/proc` (read-only, `nosuid,nodev,noexec`, `hidepid=ptraceable`) and a fresh,
-//!    size-bounded tmpfs covers `/dev/shm` (mode 1777, `nosuid,nodev,noexec`); each gets its
-//!    Landlock rule here, on the new mount's root (read; read, write, create and remove
-//!    files), added to the prepared ruleset before `landlock_restrict_self`. The parent cannot
-//!    make these rules: the inodes do not exist before the mounts.
-//! 8. The working directory is entered again by its path and checked to be the same directory:
-//!    the one inherited lies on the copied mount that step 5 covered, and `..` from there would
-//!    walk the read-only view from underneath, not the clone.
+//! 5. For a shell ([`World`], issue 16, LIVE-2): the fresh `proc` of the command's PID
+//!    namespace covers `/proc` (read-only, `nosuid,nodev,noexec`, `hidepid=ptraceable`) and a
+//!    fresh, size-bounded tmpfs covers `/dev/shm` (mode 1777, `nosuid,nodev,noexec`); each
+//!    gets its Landlock rule here, on the new mount's root (read; read, write, create and
+//!    remove files), added to the prepared ruleset before `landlock_restrict_self`. The parent
+//!    cannot make these rules: the inodes do not exist before the mounts.
+//! 6. The working directory is entered again by its path and checked to be the same
+//!    directory: the one inherited lies in the host's tree, beneath the clones; `..` from
+//!    there would walk it. In a new root a working directory outside every grant becomes `/`.
+//!
+//! # Unix sockets
+//! In a new root the only sockets a path reaches are the ones inside the grants: the
+//! workspace, the call's temp dir, an approved extra path (a granted `$HOME` brings its
+//! `~/.gnupg` agent sockets with it), and `/usr` and `/etc` (none, FHS). The host's `/run`,
+//! `/var`, `/tmp`, `/home` and `/dev/log` are not in it. Abstract sockets have no path: the
+//! Landlock scope (ABI 6) refuses connecting to one made outside the sandbox. Only where both
+//! hold does seccomp allow `socket(AF_UNIX)` (see `sandbox`); elsewhere it refuses it below
+//! Landlock ABI 9 and the enforcement report says so.
 //!
 //! # The private `/proc` and PID 1
 //! The command runs as PID 2 of a PID namespace whose PID 1 is proctree's supervisor, which
@@ -261,7 +287,7 @@ impl PathView {
     /// the path's resolution changes, links included. Weak references keep each allocation,
     /// so a new descriptor never matches an old entry.
     pub(crate) fn of_system(path: &Path, fd: &Arc<OwnedFd>) -> Arc<PathView> {
-        static CACHE: Mutex<Vec<(PathBuf, Weak<OwnedFd>, Arc<PathView>)>> = Mutex::new(Vec::new());
+        static CACHE: Mutex<Vec<CachedView>> = Mutex::new(Vec::new());
         let mut cache = CACHE
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -276,6 +302,9 @@ impl PathView {
         view
     }
 }
+
+/// A system location's walk, with the descriptor it was made for.
+type CachedView = (PathBuf, Weak<OwnedFd>, Arc<PathView>);
 
 /// [`canonical_path_of`] a system location's descriptor, cached while it is held (see
 /// [`PathView::of_system`]).
@@ -573,8 +602,8 @@ impl Isolation {
         Ok(plan)
     }
 
-    /// Steps 1-8 of the module documentation, in the child. `ruleset` is the prepared Landlock
-    /// ruleset, which gets the rules of the private `/proc` and `/dev/shm` (step 7).
+    /// Steps 1-6 of the module documentation, in the child. `ruleset` is the prepared Landlock
+    /// ruleset, which gets the rules of the private `/proc` and `/dev/shm` (step 5).
     ///
     /// Async-signal-safe: raw system calls on memory prepared in the parent and the stack.
     pub(crate) fn enter(&self, ruleset: i32) -> Result<(), ApplyError> {
@@ -629,7 +658,7 @@ impl Isolation {
             covered.map_err(fail)?;
         }
 
-        // Step 7: after the view turned read-only, so that `/dev/shm` stays writable.
+        // Step 5: after the view turned read-only, so that `/dev/shm` stays writable.
         if let (Some(mnt), Some(rights)) = (proc, self.world.proc_rights) {
             mount_private(Ok(mnt), c"/proc", ruleset, rights).map_err(fail)?;
         }
@@ -637,7 +666,7 @@ impl Isolation {
             mount_private(private_shm(size), c"/dev/shm", ruleset, *rights).map_err(fail)?;
         }
 
-        // Step 8. `cwd` holds a NUL-terminated canonical path. In a new root it may not exist
+        // Step 6. `cwd` holds a NUL-terminated canonical path. In a new root it may not exist
         // (a working directory outside every grant, where Landlock would refuse everything
         // anyway): the program starts in `/`, where `pivot_into` left it. Never in the old
         // tree: relative paths from there would reach the host's sockets.
@@ -656,7 +685,7 @@ impl Isolation {
         entered.map_err(fail)
     }
 
-    /// Steps 3-5 where the view is the host's tree.
+    /// Step 3 where the view is the host's tree.
     fn read_only_host_view(&self) -> Result<(), i32> {
         let mut trees = [(-1i32, -1i32); MAX_MOUNTS];
         let mut result = Ok(());
@@ -699,7 +728,7 @@ impl Isolation {
 }
 
 impl NewRoot {
-    /// Steps 3-5 where the view is a new root (child side). The new root is attached over `/`
+    /// Step 3 where the view is a new root (child side). The new root is attached over `/`
     /// (a path lookup from our root still starts beneath it, in the host's tree, where every
     /// bind is cloned from), filled, made read-only, and becomes the root with
     /// `pivot_root(".", ".")`, after which the host's tree is detached: nothing of it is left
@@ -1491,5 +1520,108 @@ mod tests {
             .collect();
         assert_eq!(pinned, [home.join(".local"), home.join(".local/state")]);
         assert_eq!(plan.mounts(), (1, 2, 1));
+    }
+    fn grant(path: &str, is_dir: bool, writable: bool, system: bool) -> Grant {
+        Grant {
+            path: PathBuf::from(path),
+            id: Ident {
+                dev_major: 0,
+                dev_minor: 0,
+                ino: 1,
+            },
+            is_dir,
+            writable,
+            system,
+        }
+    }
+
+    fn text(c: &std::ffi::CStr) -> &str {
+        c.to_str().unwrap()
+    }
+
+    #[test]
+    fn the_new_root_binds_outermost_grants_and_writable_ones_beneath_read_only_ones() {
+        let view = PathView {
+            links: vec![(PathBuf::from("/bin"), PathBuf::from("usr/bin"))],
+            dirs: vec![PathBuf::from("/x")],
+        };
+        let plan = NewRoot::plan(
+            &[
+                grant("/w", true, true, false),
+                grant("/w/ro", true, false, false),
+                grant("/r/w", true, true, false),
+                grant("/r", true, false, false),
+                grant("/a/b/f", false, false, false),
+                grant("/proc/meminfo", false, false, true),
+            ],
+            &[&view],
+            true,
+            true,
+        )
+        .unwrap()
+        .unwrap();
+        let binds: Vec<(&str, Option<Kind>, bool)> = plan
+            .binds
+            .iter()
+            .map(|b| (text(&b.at), b.make, b.writable))
+            .collect();
+        assert_eq!(
+            binds,
+            [
+                ("r", Some(Kind::Dir), false),
+                ("a/b/f", Some(Kind::File), false),
+                ("w", Some(Kind::Dir), true),
+                ("r/w", None, true),
+            ]
+        );
+        let dirs: Vec<&str> = plan.dirs.iter().map(|d| text(d)).collect();
+        assert_eq!(dirs, ["a", "proc", "dev", "x", "a/b", "dev/shm"]);
+        let links: Vec<(&str, &str)> = plan.links.iter().map(|(l, t)| (text(l), text(t))).collect();
+        assert_eq!(links, [("bin", "usr/bin")]);
+    }
+
+    #[test]
+    fn read_only_system_grants_beneath_usr_and_etc_bind_the_whole_tree_once() {
+        let plan = NewRoot::plan(
+            &[
+                grant("/usr/bin", true, false, true),
+                grant("/usr/share", true, false, true),
+                grant("/etc/passwd", false, false, true),
+                grant("/dev/null", false, true, true),
+                // The caller's own path beneath /usr is bound as itself.
+                grant("/usr/src/x", true, true, false),
+            ],
+            &[],
+            false,
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let binds: Vec<&str> = plan.binds.iter().map(|b| text(&b.at)).collect();
+        assert_eq!(binds, ["usr", "etc", "dev/null", "usr/src/x"]);
+        // A grant of / itself: no new root (the host's tree is the view).
+        assert!(
+            NewRoot::plan(&[grant("/", true, false, false)], &[], false, false)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_walk_records_the_links_on_the_way_as_the_host_has_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink("real", base.join("alias")).unwrap();
+        std::os::unix::fs::symlink(base.join("alias/sub"), base.join("abs")).unwrap();
+        let view = PathView::walk(&base.join("abs/file"));
+        assert_eq!(
+            view.links,
+            [
+                (base.join("abs"), base.join("alias/sub")),
+                (base.join("alias"), PathBuf::from("real")),
+            ]
+        );
+        assert!(view.dirs.contains(&base.join("real/sub")), "{view:?}");
     }
 }

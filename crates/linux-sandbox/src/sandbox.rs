@@ -73,6 +73,7 @@ pub struct Enforcement {
     proc: bool,
     shm: bool,
     root: bool,
+    unix: bool,
 }
 
 impl Enforcement {
@@ -124,6 +125,15 @@ impl Enforcement {
     pub fn private_root(&self) -> bool {
         self.root
     }
+
+    /// Whether the program may make unix sockets (`socket(AF_UNIX)`): with network, or where
+    /// nothing outside the sandbox can be reached through one (a [`private_root`] and the
+    /// abstract-socket scope, or Landlock ABI 9). `socketpair` always works.
+    ///
+    /// [`private_root`]: Enforcement::private_root
+    pub fn unix_sockets(&self) -> bool {
+        self.unix
+    }
 }
 
 impl fmt::Display for Enforcement {
@@ -146,11 +156,16 @@ impl fmt::Display for Enforcement {
             }
             (true, false, false) => "private mount and IPC namespaces, no capabilities",
         };
+        let unix = if self.unix {
+            ""
+        } else {
+            ", unix sockets refused (the view holds the host's)"
+        };
         match self.status() {
             EnforcementStatus::FullyEnforced => {
                 write!(
                     f,
-                    "fully enforced (Landlock ABI {}; {layers})",
+                    "fully enforced (Landlock ABI {}; {layers}{unix})",
                     self.landlock_abi
                 )
             }
@@ -158,7 +173,7 @@ impl fmt::Display for Enforcement {
                 let names: Vec<&str> = self.gaps.iter_names().map(|(name, _)| name).collect();
                 write!(
                     f,
-                    "partially enforced (Landlock ABI {}; {layers}; not enforced: {})",
+                    "partially enforced (Landlock ABI {}; {layers}{unix}; not enforced: {})",
                     self.landlock_abi,
                     names.join(", ")
                 )
@@ -279,13 +294,14 @@ impl Policy {
             (i.world.proc_rights.is_some(), i.world.shm.is_some())
         });
         let ruleset = build_ruleset(self, abi, &opened)?;
+        let unix_connect_contained =
+            abi >= 9 || (root && abi >= 6 && self.scopes.contains(Scopes::ABSTRACT_UNIX_SOCKET));
         let filter = seccomp::build_cached(FilterOptions {
             network: self.network,
             may_spawn: self.may_spawn(),
             // Pathname sockets: Landlock (ABI 9) or a view without the host's; abstract ones:
             // the scope (ABI 6).
-            unix_connect_contained: abi >= 9
-                || (root && abi >= 6 && self.scopes.contains(Scopes::ABSTRACT_UNIX_SOCKET)),
+            unix_connect_contained,
             private_ipc: namespaces,
             own_pid_namespace: self.launch.own_pid_namespace,
         })?;
@@ -309,6 +325,7 @@ impl Policy {
                 proc,
                 shm,
                 root,
+                unix: self.network == Network::All || unix_connect_contained,
             },
             isolation,
         })

@@ -36,7 +36,8 @@
 //!    - `ioctl`: no terminal injection (`TIOCSTI`, `TIOCLINUX`), no inode flags
 //!      ([`IMMUTABLE_FLAG_IOCTLS`], issue 14: `chattr +i` as root leaves files the user cannot
 //!      delete);
-//!    - `socket` and `socketpair` without network: unix sockets only;
+//!    - `socket` and `socketpair` without network: unix sockets only (`socket` only where
+//!      they are contained, see [`FilterOptions`]);
 //!    - the `chmod` family, `creat`, `mknod(at)`, and `open(at)` when it creates: no set-id mode
 //!      bits ([`mode_setters`], [`creating_opens`], issue 14: a set-id file outlives the
 //!      sandbox and runs as the user for whoever starts it);
@@ -68,8 +69,10 @@ use crate::policy::Network;
 pub(crate) struct FilterOptions {
     pub(crate) network: Network,
     pub(crate) may_spawn: bool,
-    /// Whether Landlock restricts connecting to pathname unix sockets (ABI ≥ 9); without it
-    /// `socket(AF_UNIX)` is refused in [`Network::None`] mode.
+    /// Whether no unix socket outside the sandbox can be reached: Landlock restricts
+    /// connecting to pathname ones (ABI ≥ 9), or the view is a new root without the host's and
+    /// the abstract-socket scope holds (issue 16). Without it `socket(AF_UNIX)` is refused in
+    /// [`Network::None`] mode.
     pub(crate) unix_connect_contained: bool,
     /// The command runs in a private IPC namespace (made by the sandbox before the filter).
     /// Without one, System V IPC and POSIX message queue calls are refused (EPERM): they would
