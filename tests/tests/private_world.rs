@@ -321,6 +321,22 @@ async fn the_supervisor_pid_1_is_out_of_reach() {
     assert!(!stdout.contains("PATH="), "{}", show(&out));
 }
 
+#[tokio::test]
+async fn process_substitution_and_dev_stdin_reach_the_calls_own_descriptors() {
+    if !private_proc() {
+        return;
+    }
+    let call = Call::new();
+    let out = call
+        .sh(
+            "/bin/bash -c 'diff <(echo same) <(echo same) && echo diff-ok'; \
+             echo piped | cat /dev/stdin; echo err >/dev/stderr",
+        )
+        .await;
+    assert_eq!(text(&out.stdout), "diff-ok\npiped\n", "{}", show(&out));
+    assert_eq!(text(&out.stderr), "err\n", "{}", show(&out));
+}
+
 // ---- /dev/shm ----------------------------------------------------------------------------------
 
 #[tokio::test]

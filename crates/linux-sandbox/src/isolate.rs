@@ -444,6 +444,22 @@ impl NewRoot {
                 }
             }
         }
+        // The links every Linux system has into `/proc` (bash's `<(…)` opens `/dev/fd/63`),
+        // where the view has its own `/proc` to lead to.
+        if proc {
+            add_dir(&mut dirs, Path::new("/dev"));
+            for (link, text) in [
+                ("/dev/fd", "/proc/self/fd"),
+                ("/dev/stdin", "/proc/self/fd/0"),
+                ("/dev/stdout", "/proc/self/fd/1"),
+                ("/dev/stderr", "/proc/self/fd/2"),
+            ] {
+                let link = PathBuf::from(link);
+                if !bound(&link) && !links.iter().any(|(l, _)| *l == link) {
+                    links.push((link, PathBuf::from(text)));
+                }
+            }
+        }
         // A link and a directory at one place cannot both be made; the directory wins (it
         // holds binds), and the link's own target was followed above.
         links.retain(|(l, _)| !dirs.iter().any(|d| d.as_os_str() == l.as_os_str()));
@@ -1577,7 +1593,16 @@ mod tests {
         let dirs: Vec<&str> = plan.dirs.iter().map(|d| text(d)).collect();
         assert_eq!(dirs, ["a", "proc", "dev", "x", "a/b", "dev/shm"]);
         let links: Vec<(&str, &str)> = plan.links.iter().map(|(l, t)| (text(l), text(t))).collect();
-        assert_eq!(links, [("bin", "usr/bin")]);
+        assert_eq!(
+            links,
+            [
+                ("bin", "usr/bin"),
+                ("dev/fd", "/proc/self/fd"),
+                ("dev/stdin", "/proc/self/fd/0"),
+                ("dev/stdout", "/proc/self/fd/1"),
+                ("dev/stderr", "/proc/self/fd/2"),
+            ]
+        );
     }
 
     #[test]
