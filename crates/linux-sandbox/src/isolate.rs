@@ -1,34 +1,90 @@
-//! The program's own world, beyond Landlock and seccomp (issue 14): a private mount namespace
-//! whose view is read-only outside the writable grants, a private IPC namespace, hidden host
-//! paths, and no capabilities.
+//! The program's own world, beyond Landlock and seccomp (issues 14 and 16): a private mount
+//! namespace whose view is read-only outside the writable grants — for a shell a new root
+//! holding nothing but the grants, with its own `/proc` and `/dev/shm` — a private IPC
+//! namespace, hidden host paths, and no capabilities.
 //!
 //! # Why a mount namespace
 //! Landlock governs opening, creating, renaming and removing files, but not their metadata:
 //! `chmod`, `chown`, `utimes`, extended attributes and `file_setattr` on a file outside the
 //! grants pass it (a root command even made a set-user-ID copy of `id` outside the scope). A
 //! read-only mount refuses every one of those with `EROFS`, whatever the call, so the whole
-//! class is closed by one mechanism rather than by a list of system calls.
+//! class is closed by one mechanism rather than by a list of system calls. And on Landlock
+//! ABI < 9 nothing governs `connect()` on a *pathname* unix socket (a read-only mount does
+//! not either): only a view without the host's sockets makes `AF_UNIX` safe to allow.
 //!
 //! # What the child does, in order ([`Isolation::enter`])
 //! 1. `unshare(CLONE_NEWNS | CLONE_NEWIPC)`: the mount table is copied, the host's System V
 //!    IPC objects and POSIX message queues are out of sight, and the IPC namespace dies with
 //!    the call, so nothing the command makes there outlives it.
 //! 2. Every mount becomes private, so nothing below propagates back to the host (a root
-//!    host's mounts are shared).
-//! 3. Each writable grant is opened by its canonical path (`openat2` with
-//!    `RESOLVE_NO_SYMLINKS`), checked to be the very file the parent's descriptor names
-//!    (device and inode), and cloned as a detached mount tree (`open_tree(OPEN_TREE_CLONE)`),
-//!    which keeps the read-write state the grant has now.
-//! 4. Every mount of the view becomes read-only and `nosuid` in one call
-//!    (`mount_setattr(AT_RECURSIVE)`).
-//! 5. The clones are attached over their grants (`move_mount`): writable there, `nosuid` and
-//!    `nodev`.
-//! 6. Directories between a writable grant and a hidden path are bound onto themselves (a
+//!    host's mounts are shared). A shell's `proc` is made now (step 5 attaches it): in a user
+//!    namespace the kernel makes one only while a fully visible `proc` is mounted.
+//! 3. The view. For a shell ([`NewRoot`], issue 16 part 3): an empty tmpfs is attached over
+//!    `/` and filled with the directories above each granted path, the symbolic links through
+//!    which the policy named them (`/bin` → `usr/bin`, `/lib64` → `usr/lib64`, walked in the
+//!    parent and cached with the system-path cache's descriptors), and a bind clone
+//!    (`open_tree(OPEN_TREE_CLONE)`) of exactly each granted path at its own path, each
+//!    looked up again by its canonical path (`openat2` with `RESOLVE_NO_SYMLINKS`) and checked
+//!    to be the file the parent's descriptor names (device and inode). Read-only system
+//!    grants beneath `/usr` and `/etc` bind the whole tree once (`WHOLE_SYSTEM_TREES`: one
+//!    bind instead of ~35; Landlock still grants exactly the policy's paths). The read-only
+//!    binds and the new root's own directories turn read-only and `nosuid` in one
+//!    `mount_setattr(AT_RECURSIVE)`, then the writable grants' clones are attached (`nosuid`,
+//!    and `nodev` for directories), and the process `chroot`s into the new root (not
+//!    `pivot_root` + `umount2(MNT_DETACH)`: detaching the host's tree waits for an RCU grace
+//!    period on every spawn). The host's tree stays in the namespace beneath the new root,
+//!    out of every path: `..` stops at the root, the program holds no descriptor into it, and
+//!    `chroot`, mounts and `CAP_SYS_CHROOT` are gone. A read-only file replaced between the
+//!    parent and the child (ldconfig) leaves its mount point empty; a writable grant must be
+//!    the validated one (`ESTALE` otherwise: nothing runs). For a single program (RUN-7) the
+//!    view is the host's tree as before: each writable grant is cloned, every mount of the
+//!    view becomes read-only and `nosuid` in one call, the clones are attached over their
+//!    grants.
+//! 4. Directories between a writable grant and a hidden path are bound onto themselves (a
 //!    mount point cannot be renamed or removed from inside: `EBUSY`), then an empty read-only
 //!    tmpfs covers each hidden path.
-//! 7. The working directory is entered again by its path and checked to be the same directory:
-//!    the one inherited lies on the copied mount that step 5 covered, and `..` from there would
-//!    walk the read-only view from underneath, not the clone.
+//! 5. For a shell ([`World`], issue 16, LIVE-2): the fresh `proc` of the command's PID
+//!    namespace covers `/proc` (read-only, `nosuid,nodev,noexec`, `hidepid=ptraceable`) and a
+//!    fresh, size-bounded tmpfs covers `/dev/shm` (mode 1777, `nosuid,nodev,noexec`); each
+//!    gets its Landlock rule here, on the new mount's root (read; read, write, create and
+//!    remove files), added to the prepared ruleset before `landlock_restrict_self`. The parent
+//!    cannot make these rules: the inodes do not exist before the mounts.
+//! 6. The working directory is entered again by its path and checked to be the same
+//!    directory: the one inherited lies in the host's tree, beneath the clones; `..` from
+//!    there would walk it. In a new root a working directory outside every grant becomes `/`.
+//!
+//! # Unix sockets
+//! In a new root the only sockets a path reaches are the ones inside the grants: the
+//! workspace, the call's temp dir, an approved extra path (a granted `$HOME` brings its
+//! `~/.gnupg` agent sockets with it), and `/usr` and `/etc` (none, FHS). The host's `/run`,
+//! `/var`, `/tmp`, `/home` and `/dev/log` are not in it. Abstract sockets have no path: the
+//! Landlock scope (ABI 6) refuses connecting to one made outside the sandbox. Only where both
+//! hold does seccomp allow `socket(AF_UNIX)` (see `sandbox`); elsewhere it refuses it below
+//! Landlock ABI 9 and the enforcement report says so.
+//!
+//! # The private `/proc` and PID 1
+//! The command runs as PID 2 of a PID namespace whose PID 1 is proctree's supervisor, which
+//! shares the host's memory (`CLONE_VM`): its environment, argv, mappings, descriptors, root
+//! and working directory are the host's. `hidepid=ptraceable` lists only the processes the
+//! reader may ptrace, and Landlock refuses ptrace of every process outside the reader's own
+//! domain (the supervisor, the host's processes), so `/proc/1` does not exist for the command,
+//! nor does any process but its own: `ps -e` shows the call's processes only. Access to their
+//! `environ`, `mem`, `maps`, `fd`, `root`, `cwd` goes through the same ptrace check, which the
+//! command's own processes pass and nothing else does. The mount is read-only and the rule
+//! grants reading only, so `/proc/sys`, `/proc/sysrq-trigger` and `/proc/self/mem` cannot be
+//! written. What it still shows, as the host's `/proc` shows any local user: the kernel's
+//! machine-wide tables (`meminfo`, `stat`, `cpuinfo`, `loadavg`, and `/proc/net` of the host's
+//! network namespace, which names its sockets and connections). Without a PID namespace or a
+//! mount namespace there is no private `/proc`: the host's stays denied but for the files the
+//! policy grants (a shell's `meminfo`, `cpuinfo`, `stat`), and the enforcement report says so.
+//!
+//! # The private `/dev/shm`
+//! POSIX shared memory (`shm_open`) and named semaphores are files in `/dev/shm`. Each call
+//! gets an empty tmpfs there, bounded (see `sandbox::shm_size`), gone with the call's mount
+//! namespace: the host's objects and another call's are never in it. Named semaphores still
+//! fail: glibc's `sem_open` makes one by `link(2)`ing a temporary file to its name, and every
+//! new hard link is refused (SPEC CMD-9), so Python's `multiprocessing` locks and pools do not
+//! work yet; `shared_memory` does.
 //!
 //! Why paths are looked up again in the child at all: descriptors opened in the parent name
 //! mounts of the host's namespace, which `open_tree` refuses to clone from another namespace.
@@ -46,9 +102,10 @@
 //! buffers, no allocation, no `errno`.
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 
 use syscalls::{Sysno, syscall};
 
@@ -110,6 +167,339 @@ pub(crate) struct Isolation {
     pinned: Vec<Target>,
     /// Paths covered by an empty read-only tmpfs.
     hidden: Vec<Target>,
+    /// The shell's own `/proc` and `/dev/shm` (issue 16, LIVE-2); none for a single program.
+    pub(crate) world: World,
+    /// The view as a new root holding only the grants (issue 16 part 3); `None`: the host's
+    /// tree, read-only.
+    pub(crate) root: Option<NewRoot>,
+}
+
+/// A new root for the view (issue 16 part 3): an empty tmpfs holding bind clones of exactly
+/// the granted paths at their own absolute paths, the directories above them, and the
+/// symbolic links through which the policy named them (`/bin` → `usr/bin`). Planned in the
+/// parent; every path is relative to the new root and NUL-terminated.
+#[derive(Debug, Default)]
+pub(crate) struct NewRoot {
+    /// Directories to make, parents first (the ones above the binds, `proc`, `dev/shm`).
+    dirs: Vec<CString>,
+    /// Symbolic links to make: where, and the text the host's link holds.
+    links: Vec<(CString, CString)>,
+    /// The binds, read-only ones first, each group shallowest first.
+    binds: Vec<Bind>,
+}
+
+/// One granted path bound into the new root.
+#[derive(Debug)]
+struct Bind {
+    /// The host's path (absolute), looked up again in the child and checked.
+    target: Target,
+    /// The same path relative to the new root.
+    at: CString,
+    /// Whether its mount point is made (a file or a directory of the new root) or exists
+    /// already inside an outer bind.
+    make: Option<Kind>,
+    writable: bool,
+    is_dir: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File,
+}
+
+/// A granted path as the parent opened it, for [`NewRoot::plan`].
+#[derive(Debug, Clone)]
+pub(crate) struct Grant {
+    /// Canonical.
+    pub(crate) path: PathBuf,
+    pub(crate) id: Ident,
+    pub(crate) is_dir: bool,
+    pub(crate) writable: bool,
+    /// A fixed system location ([`Policy::allow_system`](crate::Policy::allow_system)).
+    pub(crate) system: bool,
+}
+
+/// System trees bound whole when the policy grants anything read-only beneath them: one bind
+/// instead of one per grant (a shell's set names a dozen directories of `/usr` and a score of
+/// `/etc` files, and each bind costs the child several mount calls on every spawn). What they
+/// add to the view is never readable (Landlock still grants exactly the policy's paths) nor
+/// writable (read-only), and holds no unix socket a daemon listens on: `/usr` is the
+/// read-only program and data tree, `/etc` the host's configuration (FHS); sockets live in
+/// `/run`, `/var`, `/tmp`, `/dev` and home directories, which are bound only as granted.
+const WHOLE_SYSTEM_TREES: [&str; 2] = ["/usr", "/etc"];
+
+/// How a path as a policy names it reaches its file: the symbolic links on the way (where,
+/// and the text each holds) and the real directories passed. The new root makes them where
+/// no bind provides them, so `/bin/sh` and `/lib64/ld-linux-x86-64.so.2` resolve as on the
+/// host.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct PathView {
+    links: Vec<(PathBuf, PathBuf)>,
+    dirs: Vec<PathBuf>,
+}
+
+impl PathView {
+    /// Walks `path` (absolute) on the host, following each link as `open` would (at most 40).
+    pub(crate) fn walk(path: &Path) -> PathView {
+        let mut view = PathView::default();
+        let mut pending = path.to_path_buf();
+        'restart: for _ in 0..40 {
+            let mut prefix = PathBuf::from("/");
+            let components: Vec<Component<'_>> = pending.components().collect();
+            for (i, component) in components.iter().enumerate() {
+                match component {
+                    Component::Normal(name) => prefix.push(name),
+                    Component::ParentDir => {
+                        prefix.pop();
+                        continue;
+                    }
+                    _ => continue,
+                }
+                let Ok(meta) = std::fs::symlink_metadata(&prefix) else {
+                    return view;
+                };
+                if meta.file_type().is_symlink() {
+                    let Ok(text) = std::fs::read_link(&prefix) else {
+                        return view;
+                    };
+                    let mut next = prefix.parent().unwrap_or(Path::new("/")).join(&text);
+                    for rest in &components[i + 1..] {
+                        next.push(rest);
+                    }
+                    if !view.links.iter().any(|(l, _)| *l == prefix) {
+                        view.links.push((prefix, text));
+                    }
+                    pending = next;
+                    continue 'restart;
+                }
+                if meta.is_dir() && i + 1 < components.len() && !view.dirs.contains(&prefix) {
+                    view.dirs.push(prefix.clone());
+                }
+            }
+            return view;
+        }
+        view
+    }
+
+    /// [`PathView::walk`] of a system location, cached while `fd` (the system-path cache's
+    /// descriptor for it) is the one held: that cache drops a descriptor when anything along
+    /// the path's resolution changes, links included. Weak references keep each allocation,
+    /// so a new descriptor never matches an old entry.
+    pub(crate) fn of_system(path: &Path, fd: &Arc<OwnedFd>) -> Arc<PathView> {
+        static CACHE: Mutex<Vec<CachedView>> = Mutex::new(Vec::new());
+        let mut cache = CACHE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((.., view)) = cache.iter().find(|(p, weak, _)| {
+            std::ptr::eq(weak.as_ptr(), Arc::as_ptr(fd)) && p.as_os_str() == path.as_os_str()
+        }) {
+            return Arc::clone(view);
+        }
+        cache.retain(|(p, weak, _)| p.as_os_str() != path.as_os_str() && weak.strong_count() > 0);
+        let view = Arc::new(PathView::walk(path));
+        cache.push((path.to_owned(), Arc::downgrade(fd), Arc::clone(&view)));
+        view
+    }
+}
+
+/// A system location's walk, with the descriptor it was made for.
+type CachedView = (PathBuf, Weak<OwnedFd>, Arc<PathView>);
+
+/// [`canonical_path_of`] a system location's descriptor, cached while it is held (see
+/// [`PathView::of_system`]).
+pub(crate) fn canonical_path_of_system(fd: &Arc<OwnedFd>) -> std::io::Result<PathBuf> {
+    static CACHE: Mutex<Vec<(Weak<OwnedFd>, PathBuf)>> = Mutex::new(Vec::new());
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, path)) = cache
+        .iter()
+        .find(|(weak, _)| std::ptr::eq(weak.as_ptr(), Arc::as_ptr(fd)))
+    {
+        return Ok(path.clone());
+    }
+    let path = canonical_path_of(fd.as_fd())?;
+    cache.retain(|(weak, _)| weak.strong_count() > 0);
+    cache.push((Arc::downgrade(fd), path.clone()));
+    Ok(path)
+}
+
+/// `inner` strictly beneath `outer`, both canonical and absolute: a byte comparison.
+fn beneath_bytes(inner: &Path, outer: &Path) -> bool {
+    let (inner, outer) = (inner.as_os_str().as_bytes(), outer.as_os_str().as_bytes());
+    inner.len() > outer.len()
+        && inner.starts_with(outer)
+        && (outer == b"/" || inner[outer.len()] == b'/')
+}
+
+/// Relative to the root, NUL-terminated.
+fn rel(path: &Path) -> Result<CString, SandboxError> {
+    c_path(path.strip_prefix("/").unwrap_or(path))
+}
+
+impl NewRoot {
+    /// Plans the new root for `grants` (every path the policy grants, canonical), `given` (the
+    /// paths as the policy named them, which may pass through symbolic links) and the mount
+    /// points of the private `/proc` and `/dev/shm`. Grants beneath `/proc` are left out when
+    /// the view gets its own `/proc`. `None` when there is nothing sensible to build (a grant
+    /// of `/` itself: then the host's tree is the view anyway).
+    pub(crate) fn plan(
+        grants: &[Grant],
+        given: &[&PathView],
+        proc: bool,
+        shm: bool,
+    ) -> Result<Option<NewRoot>, SandboxError> {
+        let mut whole: Vec<Grant> = Vec::new();
+        for tree in WHOLE_SYSTEM_TREES {
+            let tree = Path::new(tree);
+            let beneath = |g: &Grant| {
+                g.system && !g.writable && (g.path == tree || beneath_bytes(&g.path, tree))
+            };
+            if grants.iter().any(beneath) {
+                whole.push(Grant {
+                    path: tree.to_owned(),
+                    id: ident_of_path(tree)?,
+                    is_dir: true,
+                    writable: false,
+                    system: true,
+                });
+            }
+        }
+        let mut sorted: Vec<&Grant> = whole.iter().chain(grants).collect();
+        sorted.sort_by_cached_key(|g| g.path.components().count());
+        if sorted.iter().any(|g| g.path == Path::new("/")) {
+            return Ok(None);
+        }
+        // (grant, writable, top-level)
+        let mut chosen: Vec<(&Grant, bool, bool)> = Vec::new();
+        for grant in sorted {
+            if proc && grant.path.starts_with("/proc") {
+                continue;
+            }
+            if let Some(same) = chosen
+                .iter_mut()
+                .find(|(g, ..)| g.path.as_os_str() == grant.path.as_os_str())
+            {
+                same.1 |= grant.writable;
+                continue;
+            }
+            let outer = chosen
+                .iter()
+                .filter(|(g, ..)| g.is_dir && beneath_bytes(&grant.path, &g.path))
+                .map(|&(_, writable, _)| writable)
+                .fold(None, |acc: Option<bool>, w| Some(acc.unwrap_or(false) || w));
+            match outer {
+                None => chosen.push((grant, grant.writable, true)),
+                // Writable beneath a read-only bind: its own writable clone over it.
+                Some(false) if grant.writable => chosen.push((grant, true, false)),
+                // Covered by the outer bind; Landlock tells the rights apart.
+                Some(_) => {}
+            }
+        }
+        // Paths are canonical and absolute here: byte comparisons suffice (and are what keeps
+        // this cheap on every spawn).
+        let bound = |path: &Path| {
+            let path = path.as_os_str().as_bytes();
+            chosen.iter().any(|(g, ..)| {
+                let bind = g.path.as_os_str().as_bytes();
+                path == bind
+                    || (g.is_dir && path.starts_with(bind) && path.get(bind.len()) == Some(&b'/'))
+            })
+        };
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        let mut add_dir = |dirs: &mut Vec<PathBuf>, dir: &Path| {
+            let bytes = dir.as_os_str().as_bytes();
+            if bytes != b"/" && seen.insert(bytes.to_vec()) {
+                dirs.push(dir.to_owned());
+            }
+        };
+        for (grant, _, top) in &chosen {
+            if *top {
+                for dir in grant.path.ancestors().skip(1) {
+                    add_dir(&mut dirs, dir);
+                }
+            }
+        }
+        if proc {
+            add_dir(&mut dirs, Path::new("/proc"));
+        }
+        if shm {
+            add_dir(&mut dirs, Path::new("/dev"));
+            add_dir(&mut dirs, Path::new("/dev/shm"));
+        }
+        // The symbolic links on the way to each path as the policy named it, and the real
+        // directories they pass, where no bind provides them.
+        let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
+        for view in given {
+            for dir in &view.dirs {
+                if !bound(dir) {
+                    add_dir(&mut dirs, dir);
+                }
+            }
+            for (link, text) in &view.links {
+                if !bound(link) && !links.iter().any(|(l, _)| l.as_os_str() == link.as_os_str()) {
+                    links.push((link.clone(), text.clone()));
+                }
+            }
+        }
+        // The links every Linux system has into `/proc` (bash's `<(…)` opens `/dev/fd/63`),
+        // where the view has its own `/proc` to lead to.
+        if proc {
+            add_dir(&mut dirs, Path::new("/dev"));
+            for (link, text) in [
+                ("/dev/fd", "/proc/self/fd"),
+                ("/dev/stdin", "/proc/self/fd/0"),
+                ("/dev/stdout", "/proc/self/fd/1"),
+                ("/dev/stderr", "/proc/self/fd/2"),
+            ] {
+                let link = PathBuf::from(link);
+                if !bound(&link) && !links.iter().any(|(l, _)| *l == link) {
+                    links.push((link, PathBuf::from(text)));
+                }
+            }
+        }
+        // A link and a directory at one place cannot both be made; the directory wins (it
+        // holds binds), and the link's own target was followed above.
+        links.retain(|(l, _)| !dirs.iter().any(|d| d.as_os_str() == l.as_os_str()));
+        dirs.sort_by_cached_key(|d| d.components().count());
+
+        let mut plan = NewRoot::default();
+        for dir in &dirs {
+            plan.dirs.push(rel(dir)?);
+        }
+        for (link, text) in &links {
+            plan.links.push((rel(link)?, c_path(text)?));
+        }
+        for writable in [false, true] {
+            for &(grant, w, top) in chosen.iter().filter(|(_, w, _)| *w == writable) {
+                plan.binds.push(Bind {
+                    target: Target {
+                        path: c_path(&grant.path)?,
+                        id: grant.id,
+                    },
+                    at: rel(&grant.path)?,
+                    make: top.then_some(if grant.is_dir { Kind::Dir } else { Kind::File }),
+                    writable: w,
+                    is_dir: grant.is_dir,
+                });
+            }
+        }
+        Ok(Some(plan))
+    }
+}
+
+/// The fresh `/proc` and `/dev/shm` of a shell's world, prepared in the parent: each is mounted
+/// over the view's copy of the host's and gets a Landlock rule (made in the child, on the new
+/// mount's root: the parent cannot name an inode of a mount that does not exist yet).
+#[derive(Debug, Default)]
+pub(crate) struct World {
+    /// Landlock rights on the private `/proc` (read); `None`: no private `/proc`.
+    pub(crate) proc_rights: Option<u64>,
+    /// The `size=` of the private `/dev/shm` (bytes, NUL-terminated) and the Landlock rights on
+    /// it (read, write, create and remove files); `None`: no private `/dev/shm`.
+    pub(crate) shm: Option<(CString, u64)>,
 }
 
 /// The canonical path of the file `fd` names, as the kernel knows it now.
@@ -228,10 +618,11 @@ impl Isolation {
         Ok(plan)
     }
 
-    /// Steps 1-7 of the module documentation, in the child.
+    /// Steps 1-6 of the module documentation, in the child. `ruleset` is the prepared Landlock
+    /// ruleset, which gets the rules of the private `/proc` and `/dev/shm` (step 5).
     ///
     /// Async-signal-safe: raw system calls on memory prepared in the parent and the stack.
-    pub(crate) fn enter(&self) -> Result<(), ApplyError> {
+    pub(crate) fn enter(&self, ruleset: i32) -> Result<(), ApplyError> {
         let fail = |errno: i32| ApplyError {
             stage: ApplyStage::Namespaces,
             errno,
@@ -248,7 +639,70 @@ impl Isolation {
         }
 
         enter_private_namespaces().map_err(fail)?;
+        // Made before the new root replaces the host's tree: in a user namespace the kernel
+        // mounts a `proc` only where a fully visible one is mounted already
+        // (`mount_too_revealing`, checked by `fsmount`).
+        let proc = match self.world.proc_rights {
+            Some(_) => private_proc().map(Some).map_err(fail)?,
+            None => None,
+        };
 
+        if let Some(root) = &self.root {
+            root.enter().map_err(fail)?;
+        } else {
+            self.read_only_host_view().map_err(fail)?;
+        }
+
+        for target in &self.pinned {
+            let at = open_checked(target).map_err(fail)?;
+            let bound = clone_tree(at, 0).and_then(|tree| {
+                let r = attach(tree, at);
+                close(tree);
+                r
+            });
+            close(at);
+            bound.map_err(fail)?;
+        }
+        for target in &self.hidden {
+            let at = open_checked(target).map_err(fail)?;
+            let covered = empty_read_only_tmpfs().and_then(|mnt| {
+                let r = attach(mnt, at);
+                close(mnt);
+                r
+            });
+            close(at);
+            covered.map_err(fail)?;
+        }
+
+        // Step 5: after the view turned read-only, so that `/dev/shm` stays writable.
+        if let (Some(mnt), Some(rights)) = (proc, self.world.proc_rights) {
+            mount_private(Ok(mnt), c"/proc", ruleset, rights).map_err(fail)?;
+        }
+        if let Some((size, rights)) = &self.world.shm {
+            mount_private(private_shm(size), c"/dev/shm", ruleset, *rights).map_err(fail)?;
+        }
+
+        // Step 6. `cwd` holds a NUL-terminated canonical path. In a new root it may not exist
+        // (a working directory outside every grant, where Landlock would refuse everything
+        // anyway): the program starts in `/`, where `pivot_into` left it. Never in the old
+        // tree: relative paths from there would reach the host's sockets.
+        let at = match open_no_symlinks(libc::AT_FDCWD, cwd.as_ptr(), libc::O_DIRECTORY) {
+            Err(libc::ENOENT) if self.root.is_some() => return Ok(()),
+            other => other.map_err(|e| fail(replaced(e)))?,
+        };
+        let same = statx_fd(at).map(|id| id == cwd_id);
+        // SAFETY: our descriptor.
+        let entered = match same {
+            Ok(true) => sys(unsafe { syscall!(Sysno::fchdir, at) }).map(drop),
+            Ok(false) => Err(libc::ESTALE),
+            Err(e) => Err(e),
+        };
+        close(at);
+        entered.map_err(fail)
+    }
+
+    /// Step 3 where the view is the host's tree.
+    fn read_only_host_view(&self) -> Result<(), i32> {
         let mut trees = [(-1i32, -1i32); MAX_MOUNTS];
         let mut result = Ok(());
         for (slot, target) in trees.iter_mut().zip(&self.writable) {
@@ -279,41 +733,7 @@ impl Isolation {
             close(at);
             close(tree);
         }
-        result.map_err(fail)?;
-
-        for target in &self.pinned {
-            let at = open_checked(target).map_err(fail)?;
-            let bound = clone_tree(at, 0).and_then(|tree| {
-                let r = attach(tree, at);
-                close(tree);
-                r
-            });
-            close(at);
-            bound.map_err(fail)?;
-        }
-        for target in &self.hidden {
-            let at = open_checked(target).map_err(fail)?;
-            let covered = empty_read_only_tmpfs().and_then(|mnt| {
-                let r = attach(mnt, at);
-                close(mnt);
-                r
-            });
-            close(at);
-            covered.map_err(fail)?;
-        }
-
-        // Step 7. `cwd` holds a NUL-terminated canonical path.
-        let at = open_no_symlinks(libc::AT_FDCWD, cwd.as_ptr(), libc::O_DIRECTORY)
-            .map_err(|e| fail(replaced(e)))?;
-        let same = statx_fd(at).map(|id| id == cwd_id);
-        // SAFETY: our descriptor.
-        let entered = match same {
-            Ok(true) => sys(unsafe { syscall!(Sysno::fchdir, at) }).map(drop),
-            Ok(false) => Err(libc::ESTALE),
-            Err(e) => Err(e),
-        };
-        close(at);
-        entered.map_err(fail)
+        result
     }
 
     /// Whether anything beyond the namespaces themselves is mounted.
@@ -321,6 +741,138 @@ impl Isolation {
     pub(crate) fn mounts(&self) -> (usize, usize, usize) {
         (self.writable.len(), self.pinned.len(), self.hidden.len())
     }
+}
+
+impl NewRoot {
+    /// Step 3 where the view is a new root (child side). The new root is attached over `/`
+    /// (a path lookup from our root still starts beneath it, in the host's tree, where every
+    /// bind is cloned from), filled, made read-only, and becomes the root with
+    /// `pivot_root(".", ".")`, after which the host's tree is detached: nothing of it is left
+    /// in the namespace but the clones.
+    fn enter(&self) -> Result<(), i32> {
+        let root = new_mount(
+            c"tmpfs",
+            &[(c"size", b"1m\0"), (c"mode", b"0755\0")],
+            libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC,
+        )?;
+        let result = self.fill(root).and_then(|()| pivot_into(root));
+        close(root);
+        result
+    }
+
+    fn fill(&self, root: i32) -> Result<(), i32> {
+        let slash = open_no_symlinks(libc::AT_FDCWD, c"/".as_ptr().cast(), libc::O_DIRECTORY)?;
+        let attached = attach(root, slash);
+        close(slash);
+        attached?;
+        for dir in &self.dirs {
+            // SAFETY: a NUL-terminated relative path beneath our descriptor.
+            match sys(unsafe { syscall!(Sysno::mkdirat, root, dir.as_ptr(), 0o755) }) {
+                Ok(_) | Err(libc::EEXIST) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        for (link, text) in &self.links {
+            // SAFETY: NUL-terminated strings; the link is made beneath our descriptor.
+            sys(unsafe { syscall!(Sysno::symlinkat, text.as_ptr(), root, link.as_ptr()) })?;
+        }
+        for bind in &self.binds {
+            match bind.make {
+                Some(Kind::Dir) => {
+                    // SAFETY: as above.
+                    match sys(unsafe { syscall!(Sysno::mkdirat, root, bind.at.as_ptr(), 0o755) }) {
+                        Ok(_) | Err(libc::EEXIST) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some(Kind::File) => {
+                    // SAFETY: as above; the new empty file is only a mount point.
+                    sys(unsafe {
+                        syscall!(
+                            Sysno::mknodat,
+                            root,
+                            bind.at.as_ptr(),
+                            libc::S_IFREG | 0o444,
+                            0usize
+                        )
+                    })?;
+                }
+                None => {}
+            }
+        }
+        let mut read_only = true;
+        for bind in &self.binds {
+            if bind.writable && read_only {
+                // Every read-only bind and the new root's own directories in one call; the
+                // writable clones come after, with their own attributes.
+                set_attr(
+                    root,
+                    c"",
+                    libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+                    libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID,
+                )?;
+                read_only = false;
+            }
+            let at = match open_checked(&bind.target) {
+                Ok(at) => at,
+                // A read-only system file replaced since the parent opened it (ldconfig renames
+                // a new ld.so.cache into place): its mount point stays empty. Landlock's rule
+                // is on the inode the parent opened, so binding the new one would grant nothing
+                // and failing the call would be a flake. A writable grant must be the one
+                // validated.
+                Err(libc::ESTALE) if !bind.writable => continue,
+                Err(e) => return Err(e),
+            };
+            // A writable directory is `nodev` like the clones of the host view; a writable file
+            // grant is what it is (`/dev/null`).
+            let attrs = match (bind.writable, bind.is_dir) {
+                (true, true) => libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+                (true, false) => libc::MOUNT_ATTR_NOSUID,
+                (false, _) => 0,
+            };
+            let tree = clone_tree(at, attrs);
+            close(at);
+            let tree = tree?;
+            let attached = if bind.make.is_some() {
+                // A mount point this function made in the new root, where nothing else can
+                // make a link (no link is made at a canonical path): by path, one call.
+                attach_at(tree, root, &bind.at)
+            } else {
+                // Inside an outer bind of the host's tree: looked up refusing links.
+                open_no_symlinks(root, bind.at.as_ptr().cast(), 0).and_then(|point| {
+                    let r = attach(tree, point);
+                    close(point);
+                    r
+                })
+            };
+            close(tree);
+            attached?;
+        }
+        if read_only {
+            set_attr(
+                root,
+                c"",
+                libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+                libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Makes the mount `root` names (attached over the host's `/`) the process's root: `chroot`
+/// into it. The host's tree stays in the namespace, beneath the new root's mount and out of
+/// every path: `..` stops at a process's root, the command holds no descriptor into it and
+/// no capability to leave a `chroot` (`CAP_SYS_CHROOT` is dropped, seccomp refuses `chroot`
+/// and every mount call). Not `pivot_root` + `umount2(MNT_DETACH)`: detaching the host's
+/// tree waits for an expedited RCU grace period, milliseconds on every spawn.
+fn pivot_into(root: i32) -> Result<(), i32> {
+    // SAFETY: our descriptor; NUL-terminated paths.
+    sys(unsafe { syscall!(Sysno::fchdir, root) })?;
+    // SAFETY: as above.
+    sys(unsafe { syscall!(Sysno::chroot, c".".as_ptr()) })?;
+    // SAFETY: as above.
+    sys(unsafe { syscall!(Sysno::chdir, c"/".as_ptr()) }).map(drop)
 }
 
 /// Steps 1 and 2: new mount and IPC namespaces, every mount private (a root host's mounts are
@@ -570,6 +1122,23 @@ fn attach(mnt: i32, at: i32) -> Result<(), i32> {
     .map(drop)
 }
 
+/// Attaches the detached mount `mnt` at `path` beneath the directory `dir` (not following a
+/// final symbolic link: `move_mount` without `MOVE_MOUNT_T_SYMLINKS`).
+fn attach_at(mnt: i32, dir: i32, path: &std::ffi::CStr) -> Result<(), i32> {
+    // SAFETY: NUL-terminated paths; both descriptors are ours.
+    sys(unsafe {
+        syscall!(
+            Sysno::move_mount,
+            mnt,
+            c"".as_ptr(),
+            dir,
+            path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH
+        )
+    })
+    .map(drop)
+}
+
 const FSOPEN_CLOEXEC: u32 = 1;
 const FSCONFIG_CMD_CREATE: u32 = 6;
 const FSMOUNT_CLOEXEC: u32 = 1;
@@ -605,10 +1174,182 @@ fn empty_read_only_tmpfs() -> Result<i32, i32> {
     mnt
 }
 
+const FSCONFIG_SET_STRING: u32 = 1;
+
+/// A new filesystem of type `fstype` (NUL-terminated), configured with `options` (key, value)
+/// and mounted detached with `attrs`.
+fn new_mount(
+    fstype: &std::ffi::CStr,
+    options: &[(&std::ffi::CStr, &[u8])],
+    attrs: u64,
+) -> Result<i32, i32> {
+    // SAFETY: a NUL-terminated filesystem name.
+    let fs = fd_of(sys(unsafe {
+        syscall!(Sysno::fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC)
+    }))?;
+    let mut configured = Ok(0);
+    for (key, value) in options {
+        // `value` must be NUL-terminated: the kernel reads a C string.
+        if value.last() != Some(&0) {
+            configured = Err(libc::EINVAL);
+            break;
+        }
+        // SAFETY: NUL-terminated key and value, alive for the call.
+        configured = sys(unsafe {
+            syscall!(
+                Sysno::fsconfig,
+                fs,
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0usize
+            )
+        });
+        if configured.is_err() {
+            break;
+        }
+    }
+    let mnt = configured
+        // SAFETY: the create command takes no key or value.
+        .and_then(|_| {
+            sys(unsafe {
+                syscall!(
+                    Sysno::fsconfig,
+                    fs,
+                    FSCONFIG_CMD_CREATE,
+                    0usize,
+                    0usize,
+                    0usize
+                )
+            })
+        })
+        // SAFETY: integer arguments only.
+        .and_then(|_| {
+            fd_of(sys(unsafe {
+                syscall!(Sysno::fsmount, fs, FSMOUNT_CLOEXEC, attrs)
+            }))
+        });
+    close(fs);
+    mnt
+}
+
+/// A fresh `proc` of the child's PID namespace, detached: read-only, no set-id, no devices,
+/// no execution, and `hidepid=ptraceable`: a process the reader may not ptrace has no
+/// `/proc/<pid>` at all. Landlock refuses ptrace of any process outside the command's own
+/// domain, so the supervisor (PID 1, which shares the host's memory) is not even listed. Not
+/// `hidepid=invisible`: that one shows every process to members of the `gid=` group, 0 by
+/// default, which is a root host's command.
+fn private_proc() -> Result<i32, i32> {
+    new_mount(
+        c"proc",
+        &[(c"hidepid", b"ptraceable\0")],
+        libc::MOUNT_ATTR_RDONLY
+            | libc::MOUNT_ATTR_NOSUID
+            | libc::MOUNT_ATTR_NODEV
+            | libc::MOUNT_ATTR_NOEXEC,
+    )
+}
+
+/// A fresh, empty tmpfs of at most `size` bytes, detached: mode 1777, no set-id, no devices, no
+/// execution.
+fn private_shm(size: &std::ffi::CStr) -> Result<i32, i32> {
+    new_mount(
+        c"tmpfs",
+        &[(c"size", size.to_bytes_with_nul()), (c"mode", b"1777\0")],
+        libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC,
+    )
+}
+
+/// `struct landlock_path_beneath_attr` (`<linux/landlock.h>`, packed in the UAPI).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// Attaches the detached mount `mnt` over the directory `path` (no symbolic link on the way)
+/// and grants `rights` beneath its root in `ruleset`. The mount's descriptor names its root
+/// (an `O_PATH` descriptor), which is what the rule is made on.
+fn mount_private(
+    mnt: Result<i32, i32>,
+    path: &std::ffi::CStr,
+    ruleset: i32,
+    rights: u64,
+) -> Result<(), i32> {
+    let mnt = mnt?;
+    let result = open_no_symlinks(libc::AT_FDCWD, path.as_ptr().cast(), libc::O_DIRECTORY)
+        .map_err(replaced)
+        .and_then(|at| {
+            let r = attach(mnt, at);
+            close(at);
+            r
+        })
+        .and_then(|()| {
+            let attr = PathBeneathAttr {
+                allowed_access: rights,
+                parent_fd: mnt,
+            };
+            // SAFETY: a valid rule attribute read by the kernel only; both descriptors open.
+            sys(unsafe {
+                syscall!(
+                    Sysno::landlock_add_rule,
+                    ruleset,
+                    LANDLOCK_RULE_PATH_BENEATH,
+                    &attr as *const PathBeneathAttr,
+                    0usize
+                )
+            })
+            .map(drop)
+        });
+    close(mnt);
+    result
+}
+
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+const LANDLOCK_RULE_PATH_BENEATH: usize = 1;
+
 /// Whether a child of this process can make the namespaces and mounts [`Isolation::enter`]
 /// makes: tried in a forked child (after its own user namespace, when not root). `Err` holds
 /// the errno of the first step that failed.
 pub(crate) fn probe_namespaces() -> Result<(), i32> {
+    probe_forked(probe_in_child)
+}
+
+/// Whether a child of this process that runs in a PID namespace of its own (as proctree's
+/// supervisor makes one: after its own user namespace, when not root) can mount a fresh
+/// `proc` there. The kernel refuses it inside a user namespace where the host's `/proc` is
+/// partly covered (`mount_too_revealing`: a container that masks `/proc/kcore`), so it is
+/// probed, not assumed. `Err` holds the errno of the step that failed.
+pub(crate) fn probe_private_proc() -> Result<(), i32> {
+    probe_forked(|uid, uid_map, gid_map| {
+        probe_in_child(uid, uid_map, gid_map)?;
+        // SAFETY: plain flags; the new PID namespace is for the children made below.
+        sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWPID) })?;
+        // SAFETY: the grandchild makes raw system calls only, then _exits.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(libc::EAGAIN);
+        }
+        if pid == 0 {
+            let code = match private_proc() {
+                Ok(fd) => {
+                    close(fd);
+                    0
+                }
+                Err(errno) => errno & 0xff,
+            };
+            // SAFETY: ends the forked grandchild.
+            unsafe { libc::_exit(code) };
+        }
+        wait_exit(pid)
+    })
+}
+
+/// A probe run in the forked child: given the uid and the uid and gid map lines.
+type ProbeBody = fn(u32, &[u8], &[u8]) -> Result<(), i32>;
+
+/// Runs `body` in a forked child and returns what it returned (an errno fits an exit status).
+fn probe_forked(body: ProbeBody) -> Result<(), i32> {
     // SAFETY: geteuid/getegid have no preconditions.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let uid_map = format!("{uid} {uid} 1\n");
@@ -622,13 +1363,18 @@ pub(crate) fn probe_namespaces() -> Result<(), i32> {
             .unwrap_or(libc::EAGAIN));
     }
     if pid == 0 {
-        let code = match probe_in_child(uid, uid_map.as_bytes(), gid_map.as_bytes()) {
+        let code = match body(uid, uid_map.as_bytes(), gid_map.as_bytes()) {
             Ok(()) => 0,
             Err(errno) => errno & 0xff,
         };
         // SAFETY: ends the forked child.
         unsafe { libc::_exit(code) };
     }
+    wait_exit(pid)
+}
+
+/// Waits for the child `pid` and turns its exit status into the errno it carries.
+fn wait_exit(pid: libc::pid_t) -> Result<(), i32> {
     let mut status = 0;
     loop {
         // SAFETY: our own child; a local status.
@@ -790,5 +1536,117 @@ mod tests {
             .collect();
         assert_eq!(pinned, [home.join(".local"), home.join(".local/state")]);
         assert_eq!(plan.mounts(), (1, 2, 1));
+    }
+    fn grant(path: &str, is_dir: bool, writable: bool, system: bool) -> Grant {
+        Grant {
+            path: PathBuf::from(path),
+            id: Ident {
+                dev_major: 0,
+                dev_minor: 0,
+                ino: 1,
+            },
+            is_dir,
+            writable,
+            system,
+        }
+    }
+
+    fn text(c: &std::ffi::CStr) -> &str {
+        c.to_str().unwrap()
+    }
+
+    #[test]
+    fn the_new_root_binds_outermost_grants_and_writable_ones_beneath_read_only_ones() {
+        let view = PathView {
+            links: vec![(PathBuf::from("/bin"), PathBuf::from("usr/bin"))],
+            dirs: vec![PathBuf::from("/x")],
+        };
+        let plan = NewRoot::plan(
+            &[
+                grant("/w", true, true, false),
+                grant("/w/ro", true, false, false),
+                grant("/r/w", true, true, false),
+                grant("/r", true, false, false),
+                grant("/a/b/f", false, false, false),
+                grant("/proc/meminfo", false, false, true),
+            ],
+            &[&view],
+            true,
+            true,
+        )
+        .unwrap()
+        .unwrap();
+        let binds: Vec<(&str, Option<Kind>, bool)> = plan
+            .binds
+            .iter()
+            .map(|b| (text(&b.at), b.make, b.writable))
+            .collect();
+        assert_eq!(
+            binds,
+            [
+                ("r", Some(Kind::Dir), false),
+                ("a/b/f", Some(Kind::File), false),
+                ("w", Some(Kind::Dir), true),
+                ("r/w", None, true),
+            ]
+        );
+        let dirs: Vec<&str> = plan.dirs.iter().map(|d| text(d)).collect();
+        assert_eq!(dirs, ["a", "proc", "dev", "x", "a/b", "dev/shm"]);
+        let links: Vec<(&str, &str)> = plan.links.iter().map(|(l, t)| (text(l), text(t))).collect();
+        assert_eq!(
+            links,
+            [
+                ("bin", "usr/bin"),
+                ("dev/fd", "/proc/self/fd"),
+                ("dev/stdin", "/proc/self/fd/0"),
+                ("dev/stdout", "/proc/self/fd/1"),
+                ("dev/stderr", "/proc/self/fd/2"),
+            ]
+        );
+    }
+
+    #[test]
+    fn read_only_system_grants_beneath_usr_and_etc_bind_the_whole_tree_once() {
+        let plan = NewRoot::plan(
+            &[
+                grant("/usr/bin", true, false, true),
+                grant("/usr/share", true, false, true),
+                grant("/etc/passwd", false, false, true),
+                grant("/dev/null", false, true, true),
+                // The caller's own path beneath /usr is bound as itself.
+                grant("/usr/src/x", true, true, false),
+            ],
+            &[],
+            false,
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let binds: Vec<&str> = plan.binds.iter().map(|b| text(&b.at)).collect();
+        assert_eq!(binds, ["usr", "etc", "dev/null", "usr/src/x"]);
+        // A grant of / itself: no new root (the host's tree is the view).
+        assert!(
+            NewRoot::plan(&[grant("/", true, false, false)], &[], false, false)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_walk_records_the_links_on_the_way_as_the_host_has_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink("real", base.join("alias")).unwrap();
+        std::os::unix::fs::symlink(base.join("alias/sub"), base.join("abs")).unwrap();
+        let view = PathView::walk(&base.join("abs/file"));
+        assert_eq!(
+            view.links,
+            [
+                (base.join("abs"), base.join("alias/sub")),
+                (base.join("alias"), PathBuf::from("real")),
+            ]
+        );
+        assert!(view.dirs.contains(&base.join("real/sub")), "{view:?}");
     }
 }

@@ -6,14 +6,17 @@
 //! spawning allowed or a single program; signal and abstract-socket scopes), its translation
 //! into a Landlock ruleset at the newest ABI the kernel offers (with what is enforced reported
 //! as an [`Enforcement`]), a seccomp filter (a deny-list: hard links, `ptrace`, `io_uring`,
-//! mounts, namespaces, keyrings, `bpf`, non-`AF_UNIX` sockets without network, fork without
+//! mounts, namespaces, keyrings, `bpf`, sockets without network (`AF_UNIX` ones too but in a
+//! new root or on Landlock ABI 9), fork without
 //! spawning, set-id mode bits, xattr setters, the immutable flag, other processes' limits and
 //! priorities, and ENOSYS for every number newer than it knows), the program's own world where
 //! the machine allows it (private mount and IPC namespaces with a read-only view outside the
-//! writable paths and hidden paths covered, module `isolate`), no capabilities, applying all of
-//! it async-signal-safely, and a cached availability [`probe`].
-//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; DESIGN platform matrix and "Layers on Linux";
-//! issue 14.
+//! writable paths and hidden paths covered; for a shell a new root holding only the grants,
+//! where unix sockets are allowed, a private `/proc` of its PID namespace and a private
+//! `/dev/shm`, module `isolate`), no capabilities, applying all of it async-signal-safely, and
+//! a cached availability [`probe`].
+//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10, LIVE-2; DESIGN platform matrix and "Layers on
+//! Linux"; issues 14 and 16.
 //!
 //! **Refuses to know**: tools, arguments, which paths a tool needs (the `exec` crate decides),
 //! macOS, output capture, process cleanup. It never runs anything unsandboxed: a kernel without

@@ -56,7 +56,10 @@ pub enum Network {
     /// but `AF_UNIX`; Landlock (ABI ≥ 4) also refuses TCP bind and connect. `socket(AF_UNIX)`
     /// itself is refused too while the kernel cannot restrict connecting to *pathname* unix
     /// sockets (Landlock ABI < 9): otherwise the session D-Bus socket or a Docker socket would be
-    /// a way out. `socketpair(AF_UNIX)` always works.
+    /// a way out — unless the program's view is a new root holding only the grants (a shell
+    /// with private namespaces, issue 16; see
+    /// [`Enforcement::private_root`](crate::Enforcement::private_root)), where those sockets
+    /// are not, and the abstract-socket scope holds. `socketpair(AF_UNIX)` always works.
     #[default]
     None,
     /// Unrestricted network (RC-7 `network: true`).

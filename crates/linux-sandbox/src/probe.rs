@@ -31,6 +31,7 @@ pub struct Availability {
     seccomp: Result<(), i32>,
     user_namespaces: Result<(), i32>,
     namespaces: Result<(), i32>,
+    proc: Result<(), i32>,
 }
 
 impl Availability {
@@ -67,6 +68,13 @@ impl Availability {
     /// what is missing.
     pub fn private_namespaces(&self) -> bool {
         self.namespaces.is_ok()
+    }
+
+    /// Whether a child in a PID namespace of its own (proctree's supervisor mode) can mount a
+    /// fresh `proc` there (tried once in a forked child): then a shell's private view gets its
+    /// own `/proc` (issue 16, LIVE-2).
+    pub fn private_proc(&self) -> bool {
+        self.proc.is_ok()
     }
 
     /// Whether a program started as `launch` says gets private namespaces: the kernel allows
@@ -155,6 +163,18 @@ impl fmt::Display for Availability {
                 errno_text(errno)
             )?,
         }
+        match self.proc {
+            Ok(()) => writeln!(
+                f,
+                "private /proc: available in a PID namespace (only the command's processes)"
+            )?,
+            Err(errno) => writeln!(
+                f,
+                "private /proc: not available ({}); the host's /proc stays denied but for \
+                 meminfo, cpuinfo and stat",
+                errno_text(errno)
+            )?,
+        }
         if self.can_sandbox() {
             write!(f, "sandbox: enforced")
         } else {
@@ -179,6 +199,7 @@ pub fn probe() -> &'static Availability {
         seccomp: probe_seccomp(),
         user_namespaces: probe_user_namespaces(),
         namespaces: crate::isolate::probe_namespaces(),
+        proc: crate::isolate::probe_private_proc(),
     })
 }
 

@@ -70,6 +70,10 @@ pub struct Enforcement {
     landlock_abi: u8,
     gaps: Gaps,
     namespaces: bool,
+    proc: bool,
+    shm: bool,
+    root: bool,
+    unix: bool,
 }
 
 impl Enforcement {
@@ -97,20 +101,71 @@ impl Enforcement {
     pub fn private_namespaces(&self) -> bool {
         self.namespaces
     }
+
+    /// Whether the program sees a `/proc` of its own (issue 16, LIVE-2): a fresh `proc` of its
+    /// PID namespace in its private view, readable, listing only the processes it may ptrace
+    /// (its own; not the supervisor). Otherwise the host's `/proc` stays denied but for the
+    /// files the policy grants (a shell's `meminfo`, `cpuinfo`, `stat`), and `ps` fails.
+    pub fn private_proc(&self) -> bool {
+        self.proc
+    }
+
+    /// Whether the program has a `/dev/shm` of its own (issue 16, LIVE-2): a fresh,
+    /// size-bounded tmpfs, where `shm_open` works and nothing of the host or another call is
+    /// visible. Otherwise `/dev/shm` is denied.
+    pub fn private_shm(&self) -> bool {
+        self.shm
+    }
+
+    /// Whether the program's view is a new root holding only what the policy grants (issue 16
+    /// part 3): the system paths, the devices and the grants at their own paths, nothing else
+    /// of the host's tree, so none of the host's unix sockets outside the grants. Then (with
+    /// Landlock's abstract-socket scope) `socket(AF_UNIX)` is allowed; otherwise it is refused
+    /// below Landlock ABI 9.
+    pub fn private_root(&self) -> bool {
+        self.root
+    }
+
+    /// Whether the program may make unix sockets (`socket(AF_UNIX)`): with network, or where
+    /// nothing outside the sandbox can be reached through one (a [`private_root`] and the
+    /// abstract-socket scope, or Landlock ABI 9). `socketpair` always works.
+    ///
+    /// [`private_root`]: Enforcement::private_root
+    pub fn unix_sockets(&self) -> bool {
+        self.unix
+    }
 }
 
 impl fmt::Display for Enforcement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let layers = if self.namespaces {
-            "private mount and IPC namespaces, no capabilities"
+        let layers = match (self.namespaces, self.proc, self.shm) {
+            (false, ..) => "no private namespaces, no capabilities",
+            (true, true, true) if self.root => {
+                "private mount and IPC namespaces, a root of the grants only, private /proc and \
+                 /dev/shm, no capabilities"
+            }
+            (true, true, true) => {
+                "private mount and IPC namespaces, private /proc and /dev/shm, no capabilities"
+            }
+            (true, false, true) => {
+                "private mount and IPC namespaces, private /dev/shm, host /proc denied, \
+                 no capabilities"
+            }
+            (true, true, false) => {
+                "private mount and IPC namespaces, private /proc, no capabilities"
+            }
+            (true, false, false) => "private mount and IPC namespaces, no capabilities",
+        };
+        let unix = if self.unix {
+            ""
         } else {
-            "no private namespaces, no capabilities"
+            ", unix sockets refused (the view holds the host's)"
         };
         match self.status() {
             EnforcementStatus::FullyEnforced => {
                 write!(
                     f,
-                    "fully enforced (Landlock ABI {}; {layers})",
+                    "fully enforced (Landlock ABI {}; {layers}{unix})",
                     self.landlock_abi
                 )
             }
@@ -118,7 +173,7 @@ impl fmt::Display for Enforcement {
                 let names: Vec<&str> = self.gaps.iter_names().map(|(name, _)| name).collect();
                 write!(
                     f,
-                    "partially enforced (Landlock ABI {}; {layers}; not enforced: {})",
+                    "partially enforced (Landlock ABI {}; {layers}{unix}; not enforced: {})",
                     self.landlock_abi,
                     names.join(", ")
                 )
@@ -173,6 +228,8 @@ struct OpenedRule {
     system: bool,
     /// The caller's path as it was given (not for system locations).
     path: Option<PathBuf>,
+    /// An interpreter's path as the program names it (`PT_INTERP`, `#!`).
+    interpreter: Option<PathBuf>,
 }
 
 /// Adds a grant on `fd`. A system location that is the same file as one already granted (with
@@ -225,12 +282,26 @@ impl Policy {
         // Private namespaces: where the child may make them (root, or its own user namespace)
         // and the kernel lets it (probed once).
         let namespaces = self.namespaces && availability.private_namespaces_for(self.launch);
-        let isolation = self.isolation(&opened, namespaces)?;
+        let mut isolation = self.isolation(&opened, namespaces)?;
+        if let Some(isolation) = isolation.as_mut() {
+            isolation.world = self.world(availability, abi);
+            if self.may_spawn() {
+                isolation.root = self.new_root(&opened, &isolation.world)?;
+            }
+        }
+        let root = isolation.as_ref().is_some_and(|i| i.root.is_some());
+        let (proc, shm) = isolation.as_ref().map_or((false, false), |i| {
+            (i.world.proc_rights.is_some(), i.world.shm.is_some())
+        });
         let ruleset = build_ruleset(self, abi, &opened)?;
+        let unix_connect_contained =
+            abi >= 9 || (root && abi >= 6 && self.scopes.contains(Scopes::ABSTRACT_UNIX_SOCKET));
         let filter = seccomp::build_cached(FilterOptions {
             network: self.network,
             may_spawn: self.may_spawn(),
-            landlock_restricts_unix_connect: abi >= 9,
+            // Pathname sockets: Landlock (ABI 9) or a view without the host's; abstract ones:
+            // the scope (ABI 6).
+            unix_connect_contained,
             private_ipc: namespaces,
             own_pid_namespace: self.launch.own_pid_namespace,
         })?;
@@ -251,9 +322,100 @@ impl Policy {
                 landlock_abi: abi,
                 gaps,
                 namespaces,
+                proc,
+                shm,
+                root,
+                unix: self.network == Network::All || unix_connect_contained,
             },
             isolation,
         })
+    }
+
+    /// The private `/proc` and `/dev/shm` of a shell's view (issue 16, LIVE-2): only where the
+    /// program may start processes (a single program, RUN-7, writes nowhere but its grants),
+    /// `/proc` only in a PID namespace of the program's own where the kernel lets a fresh
+    /// `proc` be mounted, `/dev/shm` only where the host has it as a directory.
+    fn world(&self, availability: &crate::Availability, abi: u8) -> isolate::World {
+        if !self.may_spawn() {
+            return isolate::World::default();
+        }
+        let abi = landlock::ABI::from(i32::from(abi));
+        let proc_rights = (self.launch.own_pid_namespace && availability.private_proc())
+            .then(|| fs_rights(Access::READ, abi, true).bits());
+        let shm_is_dir = rustix::fs::lstat("/dev/shm")
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+        // Files only: shared memory objects and semaphores are files in its root.
+        let shm_rights = (AccessFs::ReadFile
+            | AccessFs::ReadDir
+            | AccessFs::WriteFile
+            | AccessFs::MakeReg
+            | AccessFs::RemoveFile
+            | AccessFs::Truncate)
+            & AccessFs::from_all(abi);
+        isolate::World {
+            proc_rights,
+            shm: shm_is_dir.then(|| (shm_size().to_owned(), shm_rights.bits())),
+        }
+    }
+
+    /// The new root of a shell's view: every opened grant by its canonical path, and the
+    /// links on the way to each path as the policy named it.
+    fn new_root(
+        &self,
+        opened: &[OpenedRule],
+        world: &isolate::World,
+    ) -> Result<Option<isolate::NewRoot>, SandboxError> {
+        let mut grants = Vec::with_capacity(opened.len());
+        for rule in opened {
+            let path = if rule.system {
+                isolate::canonical_path_of_system(&rule.fd)
+            } else {
+                isolate::canonical_path_of(rule.fd.as_fd())
+            }
+            .map_err(|source| SandboxError::OpenPath {
+                path: rule.path.clone().unwrap_or_default(),
+                source,
+            })?;
+            grants.push(isolate::Grant {
+                path,
+                id: Ident::from(rule.id),
+                is_dir: rule.id.is_dir,
+                writable: rule.access.contains(Access::WRITE),
+                system: rule.system,
+            });
+        }
+        // How each path as the policy named it resolves. A system location's walk is cached
+        // with its descriptor; the caller's paths are canonical (validated) but for links a
+        // program's interpreter path passes (`/lib64`), walked on every call.
+        let mut views: Vec<Arc<isolate::PathView>> = Vec::new();
+        {
+            let cache = syscache::shared();
+            for rule in self.rules.iter().filter(|r| r.system) {
+                // Not cached (any more: a change emptied the cache since `open_paths`): walked
+                // now. Never skipped: `/bin` would be missing from the view.
+                views.push(match cache.cached(&rule.path) {
+                    Some(fd) => isolate::PathView::of_system(&rule.path, &fd),
+                    None => Arc::new(isolate::PathView::walk(&rule.path)),
+                });
+            }
+        }
+        for given in self
+            .rules
+            .iter()
+            .filter(|r| !r.system && r.fd.is_none())
+            .map(|r| r.path.as_path())
+            .chain(self.program())
+            .chain(opened.iter().filter_map(|r| r.interpreter.as_deref()))
+        {
+            views.push(Arc::new(isolate::PathView::walk(given)));
+        }
+        let views: Vec<&isolate::PathView> = views.iter().map(|v| &**v).collect();
+        isolate::NewRoot::plan(
+            &grants,
+            &views,
+            world.proc_rights.is_some(),
+            world.shm.is_some(),
+        )
     }
 
     /// The mounts of the private namespaces, or (without them) the refusal of a policy whose
@@ -382,6 +544,7 @@ impl Policy {
                         id,
                         system: true,
                         path: None,
+                        interpreter: None,
                     },
                 );
             }
@@ -430,6 +593,7 @@ impl Policy {
                     id,
                     system: false,
                     path: Some(rule.path.clone()),
+                    interpreter: None,
                 },
             );
         }
@@ -443,6 +607,7 @@ impl Policy {
                         id,
                         system: false,
                         path: None,
+                        interpreter: Some(path.clone()),
                     },
                 );
             }
@@ -645,6 +810,31 @@ fn add_path_rule(
     })
 }
 
+/// The size bound of a private `/dev/shm`, as tmpfs's `size=` option: a quarter of the
+/// machine's memory, at most 1 GiB, at least 64 MiB. Why: tmpfs pages are memory (charged to
+/// the writer's cgroup), so an unbounded one lets a command fill the host's RAM; systemd's
+/// default of half the memory is more than any call needs, and Docker's 64 MiB is too little
+/// for a data loader's or a test suite's shared buffers. Computed once per process.
+fn shm_size() -> &'static std::ffi::CStr {
+    static SIZE: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+    SIZE.get_or_init(|| {
+        const MIB: u64 = 1 << 20;
+        // SAFETY: an all-zero sysinfo is a valid value of this plain C struct, filled by the
+        // kernel.
+        let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+        // SAFETY: a writable sysinfo.
+        // `totalram` is a C `unsigned long`: 32 bits on some targets.
+        #[allow(clippy::useless_conversion)]
+        let total = if unsafe { libc::sysinfo(&mut info) } == 0 {
+            u64::from(info.totalram).saturating_mul(u64::from(info.mem_unit.max(1)))
+        } else {
+            0
+        };
+        let bytes = (total / 4).clamp(64 * MIB, 1024 * MIB);
+        std::ffi::CString::new(bytes.to_string()).unwrap_or_default()
+    })
+}
+
 /// The lowest descriptor number a prepared ruleset gets (see `build_ruleset`).
 const RULESET_MIN_FD: std::os::fd::RawFd = 10;
 
@@ -705,7 +895,7 @@ impl PreparedSandbox {
         use syscalls::{Sysno, syscall3, syscall5};
         // Namespaces and mounts need the capabilities that the next step drops.
         if let Some(isolation) = &self.isolation {
-            isolation.enter()?;
+            isolation.enter(self.ruleset.as_raw_fd())?;
         }
         isolate::drop_capabilities()?;
         // no_new_privs first: landlock_restrict_self and seccomp both require it of an

@@ -36,7 +36,8 @@
 //!    - `ioctl`: no terminal injection (`TIOCSTI`, `TIOCLINUX`), no inode flags
 //!      ([`IMMUTABLE_FLAG_IOCTLS`], issue 14: `chattr +i` as root leaves files the user cannot
 //!      delete);
-//!    - `socket` and `socketpair` without network: unix sockets only;
+//!    - `socket` and `socketpair` without network: unix sockets only (`socket` only where
+//!      they are contained, see [`FilterOptions`]);
 //!    - the `chmod` family, `creat`, `mknod(at)`, and `open(at)` when it creates: no set-id mode
 //!      bits ([`mode_setters`], [`creating_opens`], issue 14: a set-id file outlives the
 //!      sandbox and runs as the user for whoever starts it);
@@ -68,9 +69,11 @@ use crate::policy::Network;
 pub(crate) struct FilterOptions {
     pub(crate) network: Network,
     pub(crate) may_spawn: bool,
-    /// Whether Landlock restricts connecting to pathname unix sockets (ABI ≥ 9); without it
-    /// `socket(AF_UNIX)` is refused in [`Network::None`] mode.
-    pub(crate) landlock_restricts_unix_connect: bool,
+    /// Whether no unix socket outside the sandbox can be reached: Landlock restricts
+    /// connecting to pathname ones (ABI ≥ 9), or the view is a new root without the host's and
+    /// the abstract-socket scope holds (issue 16). Without it `socket(AF_UNIX)` is refused in
+    /// [`Network::None`] mode.
+    pub(crate) unix_connect_contained: bool,
     /// The command runs in a private IPC namespace (made by the sandbox before the filter).
     /// Without one, System V IPC and POSIX message queue calls are refused (EPERM): they would
     /// reach the host's segments, queues and semaphores.
@@ -547,7 +550,7 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     }
     if options.network == Network::None {
         listed.push((libc::SYS_socketpair, not_unix));
-        let socket = if options.landlock_restricts_unix_connect {
+        let socket = if options.unix_connect_contained {
             not_unix
         } else {
             // Refused for every family (see `Network::None`).
@@ -777,7 +780,7 @@ mod tests {
     const COMMAND: FilterOptions = FilterOptions {
         network: Network::None,
         may_spawn: true,
-        landlock_restricts_unix_connect: false,
+        unix_connect_contained: false,
         private_ipc: false,
         own_pid_namespace: false,
     };
@@ -865,7 +868,7 @@ mod tests {
         // Pathname unix sockets are not checked by Landlock below ABI 9.
         check(COMMAND, libc::SYS_socket, a0(unix), EPERM);
         let abi9 = FilterOptions {
-            landlock_restricts_unix_connect: true,
+            unix_connect_contained: true,
             ..COMMAND
         };
         check(abi9, libc::SYS_socket, a0(unix), ALLOW);
@@ -906,7 +909,7 @@ mod tests {
                 all.push(FilterOptions {
                     network,
                     may_spawn: bit(0),
-                    landlock_restricts_unix_connect: bit(1),
+                    unix_connect_contained: bit(1),
                     private_ipc: bit(2),
                     own_pid_namespace: bit(3),
                 });

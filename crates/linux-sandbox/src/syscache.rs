@@ -353,8 +353,7 @@ impl SystemPaths {
         }
     }
 
-    /// The descriptor cached for `path`, if any (tests).
-    #[cfg(test)]
+    /// The descriptor cached for `path`, if any (tests; the new root's walks, keyed on it).
     pub(crate) fn cached(&self, path: &Path) -> Option<Arc<OwnedFd>> {
         match self.entries.get(path) {
             Some(Entry::Present { fd, .. }) => Some(Arc::clone(fd)),

@@ -880,14 +880,23 @@ fn with_private_namespaces_the_view_outside_the_writable_paths_is_read_only() {
     let s = Scratch::new();
     let secret = s.outside.join("secret");
     let before = std::fs::metadata(&secret).unwrap();
+    // /usr/bin/env is 0755 already: even a failed sandbox would change nothing there.
     let out = s.sh(&format!(
-        "chmod 777 '{0}'; touch '{0}'; echo in > inside; chmod 600 inside; stat -c %a inside",
+        "chmod 777 '{0}'; touch '{0}'; chmod 755 /usr/bin/env; echo in > inside; \
+         chmod 600 inside; stat -c %a inside",
         secret.display()
     ));
+    // A granted system path is in the view, read-only; the outside file is read-only in the
+    // host's tree or, in a new root of the grants only (issue 16), not there at all.
+    let err = stderr(&out);
     assert!(
-        stderr(&out).contains("Read-only file system"),
-        "{}",
-        stderr(&out)
+        err.contains("chmod: changing permissions of '/usr/bin/env': Read-only file system"),
+        "{err}"
+    );
+    assert!(
+        err.matches("Read-only file system").count() == 3
+            || err.matches("No such file or directory").count() == 2,
+        "{err}"
     );
     assert_eq!(stdout(&out), "600\n");
     let after = std::fs::metadata(&secret).unwrap();
@@ -926,4 +935,43 @@ fn with_private_namespaces_a_hidden_directory_is_empty_and_its_parents_stay_put(
         std::fs::read_to_string(state.join("grants")).unwrap(),
         "G\n"
     );
+}
+
+// ---- issue 16 part 3: unix sockets only where the view is a root of the grants only ---------
+
+/// Makes a unix socket, binds it in the working directory, connects a second one to it.
+const UNIX_ROUND_TRIP: &str = "import socket\n\
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+    s.bind('rt.sock'); s.listen(1)\n\
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); c.connect('rt.sock')\n\
+    print('round trip')";
+
+#[test]
+fn unix_sockets_work_only_where_the_view_holds_nothing_but_the_grants() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    // Without private namespaces the view is the host's, with its sockets: refused below
+    // Landlock ABI 9.
+    let host_view = s.command_policy().private_namespaces(false);
+    let prepared = host_view.prepare().unwrap();
+    assert!(!prepared.enforcement().private_root());
+    let out = s.run(&host_view, PYTHON, &["-c", UNIX_ROUND_TRIP]);
+    if probe().landlock_abi().unwrap_or(0) < 9 {
+        assert_denied(&out);
+    }
+    if !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let policy = s.command_policy();
+    let enforcement = policy.prepare().unwrap().enforcement();
+    assert!(enforcement.private_root(), "{enforcement}");
+    let out = s.run(&policy, PYTHON, &["-c", UNIX_ROUND_TRIP]);
+    assert_eq!(stdout(&out), "round trip\n", "{}", stderr(&out));
+    // A single program (RUN-7) keeps the host's read-only view and no unix socket.
+    let single = Policy::single_program(PYTHON)
+        .allow_system("/usr", Access::READ)
+        .allow_system("/etc/ld.so.cache", Access::READ);
+    assert!(!single.prepare().unwrap().enforcement().private_root());
 }

@@ -177,7 +177,7 @@ pub(crate) fn eperm_rules(
         let unix = bits(libc::AF_UNIX);
         let not_unix = vec![rule(vec![condition(0, SeccompCmpOp::Ne, unix)?])?];
         rules.insert(libc::SYS_socketpair, not_unix.clone());
-        if options.landlock_restricts_unix_connect {
+        if options.unix_connect_contained {
             rules.insert(libc::SYS_socket, not_unix);
         } else {
             // Empty rule list: refused for every family (see `Network::None`).

@@ -1,0 +1,618 @@
+//! The command's own world (issue 16 part 2, SPEC LIVE-2): a private `/proc` of its PID
+//! namespace and a private `/dev/shm`, through `exec::run` with the `command` spec. Both
+//! directions: what works (`ps`, `/proc/self`, Python's multiprocessing and shared memory) and
+//! what stays out of reach (the host's processes, the supervisor that is PID 1, the host's and
+//! another call's shared memory). Run as root, then again as uid 65534 by
+//! `every_test_also_holds_unprivileged`.
+#![cfg(target_os = "linux")]
+// Helpers outside #[test] fns unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use exec::{Job, Limits, OnCap, Outcome, SandboxSpec, WorkDir};
+use fsguard::{RelPath, RootLease};
+use toolscope::CallContext;
+
+const UNPRIVILEGED_ENV: &str = "AGENT_EXEC_PRIVATE_WORLD_UNPRIVILEGED";
+
+/// A scope and a temp dir for one call.
+struct Call {
+    base: tempfile::TempDir,
+    scope: PathBuf,
+    temp: PathBuf,
+}
+
+impl Call {
+    fn new() -> Call {
+        let base = tempfile::Builder::new()
+            .prefix("agent-exec-world")
+            .tempdir()
+            .unwrap();
+        let root = base.path().canonicalize().unwrap();
+        let (scope, temp) = (root.join("scope"), root.join("tmp"));
+        for dir in [&scope, &temp] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        Call { base, scope, temp }
+    }
+
+    /// Runs `script` with `/bin/sh -c` under the `command` spec; asserts no process survived.
+    async fn sh(&self, script: &str) -> Outcome {
+        let job = Job {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            workdir: WorkDir {
+                lease: Arc::new(RootLease::acquire(&self.scope).unwrap()),
+                rel: RelPath::root(),
+            },
+            env: vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                ("HOME".into(), self.temp.clone().into()),
+                ("TMPDIR".into(), self.temp.clone().into()),
+                ("LC_ALL".into(), "C".into()),
+            ],
+            sandbox: SandboxSpec::for_command(
+                &RootLease::acquire(&self.scope).unwrap(),
+                &RootLease::acquire(&self.temp).unwrap(),
+                vec![],
+            )
+            .unwrap(),
+            limits: Limits {
+                timeout: Duration::from_secs(60),
+                stdout_cap: 256 * 1024,
+                stderr_cap: 64 * 1024,
+                on_cap: OnCap::Truncate,
+            },
+        };
+        let (ctx, _cancel) = CallContext::standalone();
+        let out = exec::run(job, &ctx).await.unwrap();
+        assert!(!out.timed_out, "the call timed out: {}", show(&out));
+        let survivors = processes_in(self.base.path());
+        assert!(survivors.is_empty(), "processes survived: {survivors:?}");
+        out
+    }
+
+    /// Writes `script` into the scope and runs it with python3.
+    async fn python(&self, script: &str) -> Outcome {
+        std::fs::write(self.scope.join("world.py"), script).unwrap();
+        self.sh("/usr/bin/python3 world.py").await
+    }
+}
+
+/// PIDs of processes whose working directory is beneath `base`.
+fn processes_in(base: &Path) -> Vec<u32> {
+    let base = base.canonicalize().unwrap();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(&base)) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// An outcome as text, for assertion messages.
+fn show(out: &Outcome) -> String {
+    format!(
+        "exit {:?}, signal {:?}\n--- stdout\n{}--- stderr\n{}--- {}",
+        out.exit_code,
+        out.signal,
+        text(&out.stdout),
+        text(&out.stderr),
+        out.enforcement
+    )
+}
+
+/// The sandbox `exec` builds for a `command` call on this machine, as its report says.
+fn enforcement() -> Option<linux_sandbox::Enforcement> {
+    if !linux_sandbox::probe().can_sandbox() {
+        eprintln!(
+            "skipped: this machine cannot sandbox: {}",
+            linux_sandbox::probe()
+        );
+        return None;
+    }
+    let call = Call::new();
+    let spec = SandboxSpec::for_command(
+        &RootLease::acquire(&call.scope).unwrap(),
+        &RootLease::acquire(&call.temp).unwrap(),
+        vec![],
+    )
+    .unwrap();
+    let policy = exec::linux::policy(&spec).unwrap();
+    Some(policy.prepare().unwrap().enforcement())
+}
+
+/// Whether the command gets a private `/proc`; says loudly why not.
+fn private_proc() -> bool {
+    let ok = enforcement().is_some_and(|e| e.private_proc());
+    if !ok {
+        eprintln!(
+            "skipped: no private /proc here (no PID or mount namespace): {}",
+            linux_sandbox::probe()
+        );
+    }
+    ok
+}
+
+/// Whether the command gets a private `/dev/shm`; says loudly why not.
+fn private_shm() -> bool {
+    let ok = enforcement().is_some_and(|e| e.private_shm());
+    if !ok {
+        eprintln!(
+            "skipped: no private /dev/shm here (no mount namespace): {}",
+            linux_sandbox::probe()
+        );
+    }
+    ok
+}
+
+/// A process outside every sandbox whose argv and environment carry `secret`.
+struct Outsider {
+    child: std::process::Child,
+}
+
+impl Outsider {
+    fn start(secret: &str) -> Outsider {
+        // One process (killed by `Drop`, nothing left holding the test's output): python
+        // takes the extra words as its own argv.
+        let child = Command::new("/usr/bin/python3")
+            .args(["-c", "import time; time.sleep(100)"])
+            .arg(format!("{secret}-argv"))
+            .arg(testkit::marker())
+            .env("AGENT_EXEC_SECRET", format!("{secret}-environ"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Outsider { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Outsider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---- /proc -------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn ps_pgrep_top_and_proc_self_show_only_the_calls_own_processes() {
+    if !private_proc() {
+        return;
+    }
+    let call = Call::new();
+    let outsider = Outsider::start("WORLDSECRET");
+    let out = call
+        .sh("sleep 30 & \
+             echo PS; ps -e -o pid=,comm= ; \
+             echo PGREP; pgrep -x sleep; \
+             echo STATUS; grep '^Name:' /proc/self/status; \
+             echo TOP; top -bn1 >/dev/null && echo top-ok; \
+             echo LS; ls /proc | grep '^[0-9]' | sort -n | tr '\\n' ' '; echo; \
+             kill $!")
+        .await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.exit_code, Some(0), "{}", show(&out));
+    let markers = ["PS", "PGREP", "STATUS", "TOP", "LS"];
+    let section = |name: &str| {
+        let mut lines = stdout.lines().skip_while(|l| *l != name).skip(1);
+        let mut body = String::new();
+        for line in lines.by_ref().take_while(|l| !markers.contains(l)) {
+            body.push_str(line);
+            body.push('\n');
+        }
+        body
+    };
+    let ps = section("PS");
+    let names: Vec<&str> = ps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    // The shell, its sleep and ps itself: nothing of the host, not the supervisor.
+    assert!(
+        names.contains(&"sh") && names.contains(&"sleep"),
+        "{}",
+        show(&out)
+    );
+    assert!(names.contains(&"ps"), "{}", show(&out));
+    assert!(
+        names.len() <= 4,
+        "more than the call's own processes: {}",
+        show(&out)
+    );
+    assert!(
+        !stdout.contains(" 1 "),
+        "the supervisor (PID 1) is listed: {}",
+        show(&out)
+    );
+    assert_eq!(section("PGREP").lines().count(), 1, "{}", show(&out));
+    assert_eq!(section("STATUS").trim(), "Name:\tgrep", "{}", show(&out));
+    assert!(stdout.contains("top-ok"), "{}", show(&out));
+    let listed: Vec<u32> = section("LS")
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert!(!listed.contains(&1), "{}", show(&out));
+    assert!(!listed.contains(&outsider.pid()), "{}", show(&out));
+    assert!(!stdout.contains("WORLDSECRET"), "{}", show(&out));
+}
+
+#[tokio::test]
+async fn no_host_process_argv_or_environment_is_visible() {
+    if !private_proc() {
+        return;
+    }
+    let call = Call::new();
+    let outsider = Outsider::start("HOSTSECRET");
+    let pid = outsider.pid();
+    let out = call
+        .sh(&format!(
+            "cat /proc/*/cmdline /proc/*/environ 2>/dev/null | tr '\\0' ' '; \
+             cat /proc/{pid}/cmdline /proc/{pid}/environ 2>/dev/null | tr '\\0' ' '; \
+             ps -e -o args= ; ps eww -e 2>/dev/null; echo end"
+        ))
+        .await;
+    let stdout = text(&out.stdout);
+    assert!(stdout.ends_with("end\n"), "{}", show(&out));
+    assert!(!stdout.contains("HOSTSECRET"), "{}", show(&out));
+    // The host's test binary (argv of the supervisor, whose memory it shares) is not named.
+    assert!(!stdout.contains("private_world"), "{}", show(&out));
+    // The secret was there to find.
+    assert!(!testkit::alive_with("HOSTSECRET").is_empty());
+}
+
+#[tokio::test]
+async fn the_supervisor_pid_1_is_out_of_reach() {
+    if !private_proc() {
+        return;
+    }
+    let call = Call::new();
+    // Each attempt prints its exit status; reading anything of PID 1 would print it.
+    let mut script = String::new();
+    for (i, attempt) in [
+        "ls -d /proc/1",
+        "cat /proc/1/environ",
+        "cat /proc/1/cmdline",
+        "cat /proc/1/maps",
+        "cat /proc/1/status",
+        "ls /proc/1/fd",
+        "ls /proc/1/root/",
+        "ls /proc/1/cwd/",
+        "readlink /proc/1/exe",
+        "/usr/bin/python3 -c \"open('/proc/1/mem','rb').read(1)\"",
+        "/usr/bin/python3 -c \"import os; os.kill(1, 0)\"",
+    ]
+    .iter()
+    .enumerate()
+    {
+        script.push_str(&format!("{attempt}; echo \"rc=$? #{i}\"; "));
+    }
+    let out = call.sh(&script).await;
+    let stdout = text(&out.stdout);
+    for line in stdout.lines().filter(|l| l.starts_with("rc=")) {
+        // kill(1, 0) is allowed by the kernel for a parent it can signal: only its answer
+        // matters (EPERM from the signal scope); every other attempt must fail.
+        if line.ends_with("#10") {
+            continue;
+        }
+        assert!(!line.starts_with("rc=0"), "{line}: {}", show(&out));
+    }
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("rc=")).count(), 11);
+    assert!(!stdout.contains("private_world"), "{}", show(&out));
+    assert!(!stdout.contains("PATH="), "{}", show(&out));
+}
+
+#[tokio::test]
+async fn process_substitution_and_dev_stdin_reach_the_calls_own_descriptors() {
+    if !private_proc() {
+        return;
+    }
+    let call = Call::new();
+    let out = call
+        .sh(
+            "/bin/bash -c 'diff <(echo same) <(echo same) && echo diff-ok'; \
+             echo piped | cat /dev/stdin; echo err >/dev/stderr",
+        )
+        .await;
+    assert_eq!(text(&out.stdout), "diff-ok\npiped\n", "{}", show(&out));
+    assert_eq!(text(&out.stderr), "err\n", "{}", show(&out));
+}
+
+// ---- /dev/shm ----------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn python_shared_memory_works_across_processes() {
+    if !private_shm() {
+        return;
+    }
+    let call = Call::new();
+    let out = call
+        .python(
+            "import multiprocessing as mp\n\
+             from multiprocessing import shared_memory\n\
+             def fill(name):\n    s = shared_memory.SharedMemory(name=name)\n    s.buf[:5] = b'hello'\n    s.close()\n\
+             if __name__ == '__main__':\n\
+             \x20   shm = shared_memory.SharedMemory(create=True, size=1 << 20)\n\
+             \x20   p = mp.Process(target=fill, args=(shm.name,)); p.start(); p.join()\n\
+             \x20   print('shm', bytes(shm.buf[:5]).decode())\n\
+             \x20   shm.close(); shm.unlink()\n",
+        )
+        .await;
+    assert_eq!(out.exit_code, Some(0), "{}", show(&out));
+    assert_eq!(text(&out.stdout), "shm hello\n", "{}", show(&out));
+}
+
+/// Pins a limit, not a goal: glibc's `sem_open` (2.36) writes a temporary file in `/dev/shm`
+/// and `link(2)`s it to the semaphore's name, and the sandbox refuses every new hard link
+/// (SPEC CMD-9, seccomp). So `multiprocessing`'s `SemLock` (and with it `Pool`, `Queue`,
+/// `Lock`) gets `EPERM` even with a private `/dev/shm`. When CMD-9 is relaxed for the private
+/// `/dev/shm`, this test fails and becomes the liveness test of issue 16's `Pool` row.
+#[tokio::test]
+async fn python_semaphores_still_fail_on_the_hard_link_ban_of_cmd_9() {
+    if !private_shm() {
+        return;
+    }
+    let call = Call::new();
+    let out = call
+        .python(
+            "import os, multiprocessing as mp\n\
+             fd = os.open('/dev/shm/t', os.O_CREAT | os.O_WRONLY, 0o600); os.close(fd)\n\
+             try:\n    os.link('/dev/shm/t', '/dev/shm/u')\nexcept OSError as e:\n    print('link', e.errno)\n\
+             try:\n    mp.Semaphore(1)\nexcept OSError as e:\n    print('semaphore', e.errno)\n",
+        )
+        .await;
+    assert_eq!(
+        text(&out.stdout),
+        format!("link {0}\nsemaphore {0}\n", libc::EPERM),
+        "{}",
+        show(&out)
+    );
+}
+
+#[tokio::test]
+async fn the_hosts_dev_shm_is_not_visible_and_nothing_leaks_into_it() {
+    if !private_shm() {
+        return;
+    }
+    let call = Call::new();
+    let host = PathBuf::from(format!("/dev/shm/agent-exec-host-{}", testkit::marker()));
+    std::fs::write(&host, "HOSTSHM\n").unwrap();
+    let name = host.file_name().unwrap().to_string_lossy().into_owned();
+    let out = call
+        .sh(&format!(
+            "ls -A /dev/shm; cat /dev/shm/{name}; echo x > /dev/shm/{name}; \
+             echo inside > /dev/shm/made-inside && cat /dev/shm/made-inside; echo end"
+        ))
+        .await;
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout, "inside\nend\n", "{}", show(&out));
+    assert_eq!(std::fs::read_to_string(&host).unwrap(), "HOSTSHM\n");
+    assert!(!Path::new("/dev/shm/made-inside").exists());
+    std::fs::remove_file(&host).unwrap();
+}
+
+#[tokio::test]
+async fn another_concurrent_calls_shared_memory_is_not_visible() {
+    if !private_shm() {
+        return;
+    }
+    let (first, second) = (Call::new(), Call::new());
+    let ready = first.scope.join("ready");
+    let done = first.scope.join("done");
+    let holder = first.sh(
+        "echo CALLSECRET > /dev/shm/agent-exec-call-object && touch ready; \
+         i=0; while [ ! -e done ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; \
+         cat /dev/shm/agent-exec-call-object",
+    );
+    let prober = async {
+        while !ready.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let out = second
+            .sh("ls -A /dev/shm; cat /dev/shm/agent-exec-call-object; echo end")
+            .await;
+        std::fs::write(&done, "").unwrap();
+        out
+    };
+    let (held, probed) = tokio::join!(holder, prober);
+    assert_eq!(text(&held.stdout), "CALLSECRET\n", "{}", show(&held));
+    assert_eq!(text(&probed.stdout), "end\n", "{}", show(&probed));
+    assert!(!Path::new("/dev/shm/agent-exec-call-object").exists());
+}
+
+// ---- unix sockets (issue 16 part 3) -------------------------------------------------------------
+
+/// Whether the command's view is a new root of the grants only, where `AF_UNIX` is allowed.
+fn private_root() -> bool {
+    let ok = enforcement().is_some_and(|e| e.private_root());
+    if !ok {
+        eprintln!(
+            "skipped: no root of the grants only here, so AF_UNIX stays refused: {}",
+            linux_sandbox::probe()
+        );
+    }
+    ok
+}
+
+/// A python snippet that connects to `address` (a path, or `\0name` for an abstract socket)
+/// and prints `connected`, or the errno it got.
+fn connect_script(address: &str) -> String {
+    format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+         print('socket made')\n\
+         try:\n    s.connect({address:?}.replace('\\\\0', '\\0', 1))\n    print('connected')\n\
+         except OSError as e:\n    print('refused', e.errno)\n"
+    )
+}
+
+#[tokio::test]
+async fn a_unix_socket_server_and_client_and_a_multiprocessing_manager_work() {
+    if !private_root() {
+        return;
+    }
+    let call = Call::new();
+    let out = call
+        .python(
+            "import os, socket, threading, multiprocessing as mp\n\
+             def serve(path):\n\
+             \x20   srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+             \x20   srv.bind(path); srv.listen(1)\n\
+             \x20   def answer():\n        c, _ = srv.accept(); c.sendall(c.recv(16).upper()); c.close()\n\
+             \x20   t = threading.Thread(target=answer); t.start()\n\
+             \x20   cl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); cl.connect(path)\n\
+             \x20   cl.sendall(b'ping'); print(cl.recv(16).decode()); t.join(); srv.close()\n\
+             if __name__ == '__main__':\n\
+             \x20   serve('server.sock')\n\
+             \x20   serve(os.path.join(os.environ['TMPDIR'], 'temp.sock'))\n\
+             \x20   a, b = socket.socketpair(); a.sendall(b'pair'); print(b.recv(4).decode())\n\
+             \x20   with mp.Manager() as m:\n        d = m.dict(); d['k'] = 42; print('manager', d['k'])\n",
+        )
+        .await;
+    assert_eq!(out.exit_code, Some(0), "{}", show(&out));
+    assert_eq!(
+        text(&out.stdout),
+        "PING\nPING\npair\nmanager 42\n",
+        "{}",
+        show(&out)
+    );
+}
+
+#[tokio::test]
+async fn a_unix_listener_outside_the_grants_is_not_reachable() {
+    if !private_root() {
+        return;
+    }
+    let call = Call::new();
+    // As a tmux or an ssh-agent socket: a fresh directory under /tmp that no grant holds.
+    let outside = tempfile::Builder::new()
+        .prefix("agent-exec-host-sockets")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        outside.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let path = outside.path().join("default");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let out = call
+        .python(&connect_script(&path.display().to_string()))
+        .await;
+    assert_eq!(
+        text(&out.stdout),
+        format!("socket made\nrefused {}\n", libc::ENOENT),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        listener.accept().unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+}
+
+#[tokio::test]
+async fn the_hosts_system_sockets_and_runtime_directories_are_not_in_the_view() {
+    if !private_root() {
+        return;
+    }
+    let call = Call::new();
+    let mut script = String::new();
+    for dir in [
+        "/run",
+        "/var",
+        "/home",
+        "/root",
+        "/tmp/.X11-unix",
+        "/run/user",
+    ] {
+        script.push_str(&format!("[ -e {dir} ] && echo 'present {dir}'; "));
+    }
+    let mut tried = Vec::new();
+    for socket in [
+        "/run/dbus/system_bus_socket",
+        "/var/run/dbus/system_bus_socket",
+        "/run/docker.sock",
+        "/var/run/docker.sock",
+        "/run/systemd/private",
+        "/run/systemd/journal/socket",
+        "/dev/log",
+    ] {
+        if Path::new(socket).exists() {
+            tried.push(socket);
+            script.push_str(&format!(
+                "/usr/bin/python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('{socket}')\" \
+                 2>/dev/null && echo 'connected {socket}'; "
+            ));
+        }
+    }
+    eprintln!("host sockets present and tried: {tried:?}");
+    script.push_str("echo end");
+    let out = call.sh(&script).await;
+    assert_eq!(text(&out.stdout), "end\n", "{}", show(&out));
+}
+
+#[tokio::test]
+async fn an_abstract_socket_of_the_host_is_refused_by_the_landlock_scope() {
+    if !private_root() {
+        return;
+    }
+    use std::os::linux::net::SocketAddrExt;
+    let call = Call::new();
+    let name = format!("agent-exec-world-{}", testkit::marker());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let out = call.python(&connect_script(&format!("\\0{name}"))).await;
+    // The socket is made (AF_UNIX is allowed here); connecting out is what the scope refuses.
+    assert_eq!(
+        text(&out.stdout),
+        format!("socket made\nrefused {}\n", libc::EPERM),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        listener.accept().unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+}
+
+// ---- the same suite as an unprivileged user ---------------------------------------------------
+
+#[test]
+fn every_test_also_holds_unprivileged() {
+    if std::env::var_os(UNPRIVILEGED_ENV).is_some() || !testkit::is_root() {
+        eprintln!("not root, or already the unprivileged run");
+        return;
+    }
+    let out = testkit::run_as_nobody(
+        &[
+            "--test-threads=2",
+            "--skip",
+            "every_test_also_holds_unprivileged",
+        ],
+        &[(UNPRIVILEGED_ENV, "1")],
+    );
+    assert!(out.is_empty() || out.contains("test result: ok"), "{out}");
+}
