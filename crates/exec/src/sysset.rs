@@ -162,7 +162,8 @@ pub struct EtcSet {
 /// The resolved system runtime set of a shell command.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SystemSet {
-    /// Program, library, header and data trees (rules 1–3), deduplicated by what they lead to.
+    /// Program, library, header and data trees (rules 1–3), each name once (a link such as
+    /// `/bin` → `usr/bin` is listed beside its target).
     pub trees: Vec<Tree>,
     /// `/etc` (rule 4; rule 5 is in it).
     pub etc: EtcSet,
@@ -386,11 +387,13 @@ pub fn resolve(base: &Path, watch: &mut dyn FnMut(&Path)) -> SystemSet {
     let mut trees: Vec<Tree> = Vec::new();
     let mut seen: HashSet<PathBuf> = HashSet::new();
     let mut push = |trees: &mut Vec<Tree>, path: PathBuf, execute: bool| {
-        // `/lib` → `usr/lib` on a merged-/usr system: one rule for one inode.
+        // `/lib` → `usr/lib` on a merged-/usr system: both names are kept, because the
+        // command's own view is built from the names (the link `/bin` must exist there for
+        // `/bin/sh` to run); the sandbox makes one rule for one inode.
         let Ok(real) = std::fs::canonicalize(&path) else {
             return;
         };
-        if real.is_dir() && seen.insert(real) {
+        if real.is_dir() && seen.insert(path.clone()) {
             trees.push(Tree { path, execute });
         }
     };
