@@ -654,6 +654,10 @@ fn resolve_for_seatbelt(
     use std::ffi::OsString;
     use std::path::Component;
     fn push_front(pending: &mut VecDeque<OsString>, path: &Path) -> Option<()> {
+        // Counted before anything is copied: a hostile path may have thousands.
+        if path.components().count() + pending.len() > MAX_COMPONENTS + 1 {
+            return None;
+        }
         let names: Vec<OsString> = path
             .components()
             .filter_map(|c| match c {

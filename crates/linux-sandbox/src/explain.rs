@@ -407,8 +407,8 @@ struct Resolved {
     path: PathBuf,
     /// Inodes of the looked-up directories and file on the way, innermost first.
     chain: Vec<(u64, u64)>,
-    /// The file itself, when it was looked up and exists.
-    target: Option<std::fs::Metadata>,
+    /// The file itself, when it was looked up and exists: whether a directory, its mode.
+    target: Option<(bool, u32)>,
 }
 
 /// Where a resolution ends.
@@ -467,7 +467,7 @@ impl Explainer {
             }
             Err(why) => return Explanation::Unknown(why),
         };
-        let is_file = r.target.as_ref().is_some_and(|m| !m.is_dir());
+        let is_file = r.target.is_some_and(|(dir, _)| !dir);
 
         let mut granted = Access::empty();
         let mut nearest: Option<&Grant> = None;
@@ -515,7 +515,7 @@ impl Explainer {
             .cloned();
         Explanation::Denied(Denial::Outside {
             system_area,
-            world_readable: r.target.map(|m| m.mode() & 0o004 != 0),
+            world_readable: r.target.map(|(_, mode)| mode & 0o004 != 0),
         })
     }
 
@@ -624,7 +624,7 @@ impl Explainer {
             }
         }
         let target = match (state, steps.last()) {
-            (State::Looked, Some(Some(m))) if steps.len() > 1 => Some(m.clone()),
+            (State::Looked, Some(Some(m))) if steps.len() > 1 => Some((m.is_dir(), m.mode())),
             _ => None,
         };
         let chain = steps
@@ -654,6 +654,10 @@ fn push_front(
     pending: &mut std::collections::VecDeque<std::ffi::OsString>,
     path: &Path,
 ) -> Result<(), &'static str> {
+    // Counted before anything is copied: a hostile path may have thousands.
+    if path.components().count() + pending.len() > MAX_COMPONENTS + 1 {
+        return Err("the path has too many components");
+    }
     let names: Vec<std::ffi::OsString> = path
         .components()
         .filter_map(|c| match c {
@@ -992,7 +996,9 @@ mod tests {
         let priv_dir = t.path().join("work/priv");
         std::fs::create_dir(&priv_dir).unwrap();
         symlink(t.path().join("out/secret"), priv_dir.join("exists")).unwrap();
-        if std::os::unix::fs::chown(&priv_dir, Some(65534), Some(65534)).is_err() {
+        // SAFETY: no arguments, cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        if !root || std::os::unix::fs::chown(&priv_dir, Some(65534), Some(65534)).is_err() {
             eprintln!("skipped: not root, cannot give a directory to another user");
             return;
         }
