@@ -14,7 +14,8 @@
 //!   components walked with their targets;
 //! - the program's own views: `/proc` (`/proc/self`, `/proc/<pid>`), `/dev/fd`,
 //!   `/dev/stdin|stdout|stderr`, `/dev/shm`, `/dev/pts`. The host's files there are not the
-//!   program's (`/dev/fd/2` is the *host's* stderr), so the host never looks them up;
+//!   program's (looked up by the host, `/dev/fd/2` is the host's own stderr), so the host
+//!   never looks them up;
 //! - once the explainer has made [`MAX_LOOKUPS`] file system lookups: hostile output naming
 //!   deep paths costs the host a bounded amount of work per explainer, and the rest is unknown.
 //!
@@ -126,12 +127,12 @@ struct Grant {
 
 /// A path with more components than this is not explained (`Unknown`): no tool names one, and
 /// each component may cost a lookup.
-pub const MAX_COMPONENTS: usize = 64;
+pub(crate) const MAX_COMPONENTS: usize = 64;
 
 /// File system lookups one [`Explainer`] makes at most (`lstat`, `readlink`); past them every
 /// answer is `Unknown`. A command's output names at most a few dozen paths, each of a few
 /// components, asked about one or two accesses.
-pub const MAX_LOOKUPS: usize = 512;
+pub(crate) const MAX_LOOKUPS: usize = 512;
 
 /// Symbolic links followed for one path at most (the kernel's `MAXSYMLINKS`).
 const MAX_LINKS: usize = 40;
@@ -195,8 +196,8 @@ impl Creds {
 }
 
 /// A policy's rules resolved once, to explain many accesses (a command's output can name up
-/// to a few dozen paths). Built by [`Policy::explainer`]; its lookups are bounded in all
-/// ([`MAX_LOOKUPS`]).
+/// to a few dozen paths). Built by [`Policy::explainer`]; it makes at most 512 lookups in
+/// all (module docs of `explain`).
 #[derive(Debug, Clone)]
 pub struct Explainer {
     grants: Vec<Grant>,
@@ -430,7 +431,8 @@ enum State {
 }
 
 impl Explainer {
-    /// How many lookups this explainer made so far (at most [`MAX_LOOKUPS`]).
+    /// How many lookups (`lstat`, `readlink`) this explainer made so far: at most 512, past
+    /// which every answer is [`Explanation::Unknown`].
     pub fn lookups(&self) -> usize {
         self.lookups.get()
     }
