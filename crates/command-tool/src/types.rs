@@ -154,7 +154,7 @@ pub struct Denial {
 pub enum DeniedAccess {
     /// Reading a file or listing a directory.
     Read,
-    /// Writing or removing an existing file.
+    /// Writing (opening for writing, which may create a missing file) or removing a file.
     Write,
     /// Creating a file or directory.
     Create,

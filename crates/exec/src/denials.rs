@@ -11,13 +11,32 @@
 //! **Refuses:** to claim a denial the policy would not make. A path is reported only when the
 //! policy, asked about that access to that path, says *denied*; a `Permission denied` on a path
 //! the policy allows (the file's own mode, a DAC error) is not the sandbox's and is not reported,
-//! and whatever the policy cannot tell (a relative path with `..`, a dangling link, `/proc`) is
-//! left out. It never changes the outcome: exit codes, output and status are the caller's.
+//! and whatever the policy cannot tell (a relative path with `..`, `..` after a directory not
+//! looked up, `/proc`) is left out. It never changes the outcome: exit codes, output and status
+//! are the caller's.
+//!
+//! **Never an oracle.** The denials are made by the host, which may see more than the program
+//! (a root host's capabilities, the hidden state directories), and the agent reads them. So
+//! nothing in a denial depends on a fact the sandboxed program could not observe itself:
+//! - the access is the line's own word (`cannot touch` is `create`, `for writing` is `write`,
+//!   `sh: 1: x` is `execute`), or the first of read, write denied for a line that says nothing —
+//!   never what the host finds at the path (whether the file exists, its x bit);
+//! - the program's own views are never explained: `/proc/…` (`/proc/self`, `/proc/<pid>`),
+//!   `/dev/fd/N` (the program's descriptor, not the host's), `/dev/stdin|stdout|stderr`;
+//! - the policy's answer follows the same rule (`linux_sandbox`'s `explain` module docs): the
+//!   host looks a path up only where the program could (inside the grants, on the way to a
+//!   rule, in a system area, with the program's own search permission and no capabilities) and
+//!   takes the rest as written, and a path under a hidden directory is "hidden" whatever is
+//!   there. On macOS `resolve_for_seatbelt` follows links only in `/`, on the way to the
+//!   profile's roots and in directories the profile lets the program list.
 //!
 //! **Bounds:** the scanner finds the lines holding a marker with one substring search per
 //! marker over the whole output (linear), reads at most 256 of them, keeps at most
 //! [`MAX_MENTIONS`] mentions and paths of at most 4096 bytes, and [`find`] returns at most
-//! [`MAX_DENIALS`] denials, in output order (stderr first), each `(path, access)` once.
+//! [`MAX_DENIALS`] denials, in output order (stderr first), each `(path, access)` once. The
+//! explanation of one call makes at most 512 file system lookups (`lstat`, `readlink`) in all,
+//! of paths of at most 64 components; past that a mention is unknown (not reported), so
+//! hostile output (a deep tree named by every line) costs the host bounded work.
 //!
 //! Not done: Landlock's audit records (ABI 7 logs a denial as an `AUDIT_LANDLOCK_ACCESS`
 //! record naming the path, read by root through the audit netlink socket's log group). They
@@ -49,9 +68,12 @@ const MAX_PATH: usize = 4096;
 pub enum DeniedAccess {
     /// Reading a file or listing a directory.
     Read,
-    /// Writing, truncating or removing an existing file.
+    /// Writing, truncating or removing a file: a line that says it opened the file for writing
+    /// (`for writing`, `for output`), which creates a missing one too. Which of write and
+    /// create is the line's word, never the host's look at the path (module docs).
     Write,
-    /// Creating a file or directory.
+    /// Creating a file or directory: a line that says so (`cannot create`, `cannot touch`,
+    /// `mkdir`), whether or not the file existed.
     Create,
     /// Executing a file.
     Execute,
@@ -405,7 +427,7 @@ pub enum Cause {
 /// The denials among the permission errors `stderr` and `stdout` name, for a program that ran
 /// under `spec` in `cwd`: [`scan_output`] then [`explain`]. Call it right after the program
 /// ended, before its temp dir is removed (a missing file is explained by its nearest existing
-/// directory).
+/// directory). At most 512 lookups are made (module docs).
 pub fn find(spec: &SandboxSpec, cwd: &Path, stdout: &[u8], stderr: &[u8]) -> Vec<Denial> {
     explain(spec, cwd, &scan_output(stdout, stderr))
 }
@@ -437,6 +459,11 @@ pub fn explain(spec: &SandboxSpec, cwd: &Path, mentions: &[Mention]) -> Vec<Deni
     let Some(judge) = Judge::new(spec) else {
         return Vec::new();
     };
+    judged(&judge, cwd, mentions)
+}
+
+/// [`explain`] with the judge given (tests count its lookups).
+fn judged(judge: &Judge, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
     let mut out: Vec<Denial> = Vec::new();
     for m in mentions {
         if out.len() >= MAX_DENIALS {
@@ -479,12 +506,23 @@ fn absolute(cwd: &Path, path: &str) -> Option<PathBuf> {
     )
 }
 
-/// The order accesses are asked in when the line does not say which (LIVE-4).
-const UNSAID: [DeniedAccess; 3] = [
-    DeniedAccess::Read,
-    DeniedAccess::Write,
-    DeniedAccess::Execute,
-];
+/// The order accesses are asked in when the line does not say which (LIVE-4). Not execute: a
+/// line that does not say it ran something is not taken for a refused exec (a file's own mode
+/// fails an exec first, and the host does not look at modes for the agent; module docs).
+const UNSAID: [DeniedAccess; 2] = [DeniedAccess::Read, DeniedAccess::Write];
+
+/// Paths of the program's own views: `/dev/fd/2` is the program's stderr, not the host's
+/// (module docs). Never explained, on either platform.
+fn own_view(path: &Path) -> bool {
+    const VIEWS: [&str; 5] = [
+        "/proc",
+        "/dev/fd",
+        "/dev/stdin",
+        "/dev/stdout",
+        "/dev/stderr",
+    ];
+    VIEWS.iter().any(|v| path.starts_with(v))
+}
 
 /// The policy of one call, asked about accesses.
 struct Judge {
@@ -492,6 +530,9 @@ struct Judge {
     explainer: linux_sandbox::Explainer,
     #[cfg(not(target_os = "linux"))]
     bound: seatbelt::BoundProfile,
+    /// Lookups the Seatbelt resolution made ([`MAX_LOOKUPS`] at most; Linux counts its own).
+    #[cfg_attr(target_os = "linux", allow(dead_code))]
+    lookups: std::cell::Cell<usize>,
 }
 
 impl Judge {
@@ -500,17 +541,26 @@ impl Judge {
         let policy = crate::linux::policy(spec).ok()?;
         Some(Judge {
             explainer: policy.explainer(),
+            lookups: std::cell::Cell::new(0),
         })
     }
 
     #[cfg(not(target_os = "linux"))]
     fn new(spec: &SandboxSpec) -> Option<Judge> {
         let bound = crate::macos::profile_spec(spec).build().ok()?;
-        Some(Judge { bound })
+        Some(Judge {
+            bound,
+            lookups: std::cell::Cell::new(0),
+        })
     }
 
-    /// The first access of the mention that the policy denies, and why.
+    /// The first access of the mention that the policy denies, and why. The access is the
+    /// line's own word (or the first of [`UNSAID`] denied), never what the host finds at the
+    /// path: whether `touch x` met an existing `x` is not the host's to tell (module docs).
     fn first_denied(&self, path: &Path, m: &Mention) -> Option<(DeniedAccess, Cause)> {
+        if own_view(path) {
+            return None;
+        }
         let asked: &[DeniedAccess] = match (m.verb, m.read_only_fs) {
             (Some(Verb::Read), _) => &[DeniedAccess::Read],
             (Some(Verb::Write), _) => &[DeniedAccess::Write],
@@ -526,25 +576,9 @@ impl Judge {
             (None, true) => &[DeniedAccess::Write],
             (None, false) => &UNSAID,
         };
-        for access in asked {
-            // Unsaid: a file no one may execute fails its exec on its mode first.
-            if m.verb.is_none() && *access == DeniedAccess::Execute && !has_x_bit(path) {
-                continue;
-            }
-            if let Some(why) = self.why(path, *access) {
-                // Creating over an existing file opens it for writing; writing a missing one
-                // creates it.
-                let access = match access {
-                    DeniedAccess::Create | DeniedAccess::Write if is_file(path) => {
-                        DeniedAccess::Write
-                    }
-                    DeniedAccess::Create | DeniedAccess::Write => DeniedAccess::Create,
-                    other => *other,
-                };
-                return Some((access, why));
-            }
-        }
-        None
+        asked
+            .iter()
+            .find_map(|access| self.why(path, *access).map(|why| (*access, why)))
     }
 
     /// Why the policy denies `access` to `path`; `None` when it allows it or cannot tell.
@@ -581,48 +615,126 @@ impl Judge {
 
     #[cfg(not(target_os = "linux"))]
     fn why(&self, path: &Path, access: DeniedAccess) -> Option<Cause> {
-        let resolved = resolve_for_seatbelt(path)?;
+        let resolved = resolve_for_seatbelt(&self.bound, path, &self.lookups)?;
         seatbelt_why(&self.bound, &resolved, access)
+    }
+
+    /// Lookups made for this call so far.
+    #[cfg(test)]
+    fn lookups(&self) -> usize {
+        #[cfg(target_os = "linux")]
+        return self.explainer.lookups();
+        #[cfg(not(target_os = "linux"))]
+        return self.lookups.get();
     }
 }
 
-fn has_x_bit(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| !m.is_dir() && m.permissions().mode() & 0o111 != 0)
-}
+/// Lookups one call makes at most: the Seatbelt resolution here, `linux_sandbox`'s explainer on
+/// Linux (its own `MAX_LOOKUPS`, the same number: a test compares them).
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+const MAX_LOOKUPS: usize = 512;
 
-fn is_file(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| !m.is_dir())
-}
+/// A path with more components is not explained (as `linux_sandbox::MAX_COMPONENTS`).
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+const MAX_COMPONENTS: usize = 64;
 
-/// The path Seatbelt matches: symbolic links resolved on the host, a missing tail kept as
-/// written (it has no links to follow).
-#[cfg(not(target_os = "linux"))]
-fn resolve_for_seatbelt(path: &Path) -> Option<String> {
-    let mut existing = path;
-    let mut tail = Vec::new();
-    loop {
-        match std::fs::canonicalize(existing) {
-            Ok(c) => {
-                let mut full = c;
-                for part in tail.iter().rev() {
-                    full.push(part);
-                }
-                return full.to_str().map(str::to_owned);
+/// The path Seatbelt matches, resolved the way the program could resolve it itself (module
+/// docs): symbolic links are followed only where the program may list the directory (the
+/// profile allows reading it), on the way to a root of the profile and in `/` (`/tmp` →
+/// `/private/tmp`); the rest is kept as written. `None` (claim nothing) for `..` after a
+/// component not looked up, more than [`MAX_COMPONENTS`] components or 40 links, or once
+/// `lookups` reached [`MAX_LOOKUPS`].
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+fn resolve_for_seatbelt(
+    bound: &seatbelt::BoundProfile,
+    path: &Path,
+    lookups: &std::cell::Cell<usize>,
+) -> Option<String> {
+    use std::collections::VecDeque;
+    use std::ffi::OsString;
+    use std::path::Component;
+    fn push_front(pending: &mut VecDeque<OsString>, path: &Path) -> Option<()> {
+        // Counted before anything is copied: a hostile path may have thousands.
+        if path.components().count() + pending.len() > MAX_COMPONENTS + 1 {
+            return None;
+        }
+        let names: Vec<OsString> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_owned()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect();
+        (names.len() + pending.len() <= MAX_COMPONENTS).then_some(())?;
+        for n in names.into_iter().rev() {
+            pending.push_front(n);
+        }
+        Some(())
+    }
+    let spend = || {
+        let n = lookups.get();
+        (n < MAX_LOOKUPS).then(|| lookups.set(n + 1))
+    };
+    if !path.is_absolute() {
+        return None;
+    }
+    let roots: Vec<&str> = bound.params().iter().map(|(_, v)| v).collect();
+    let mut pending = VecDeque::new();
+    push_front(&mut pending, path)?;
+    let mut current = PathBuf::from("/");
+    let mut looking = true;
+    let (mut links, mut walked) = (0usize, 0usize);
+    while let Some(name) = pending.pop_front() {
+        walked += 1;
+        if walked > 4 * MAX_COMPONENTS {
+            return None;
+        }
+        if name == ".." {
+            if !looking {
+                return None;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if std::fs::symlink_metadata(existing).is_ok() {
+            current.pop();
+            continue;
+        }
+        let entry = current.join(&name);
+        let may_look = looking
+            && (current == Path::new("/")
+                || roots.iter().any(|r| Path::new(r).starts_with(&entry))
+                || current.to_str().is_some_and(|dir| {
+                    matches!(
+                        bound.explain(dir, seatbelt::FileAccess::Read),
+                        seatbelt::Explanation::Allowed(_)
+                    )
+                }));
+        if !may_look {
+            looking = false;
+            current = entry;
+            continue;
+        }
+        spend()?;
+        match std::fs::symlink_metadata(&entry) {
+            Ok(m) if m.file_type().is_symlink() => {
+                links += 1;
+                if links > 40 {
                     return None;
                 }
-                match existing.components().next_back() {
-                    Some(std::path::Component::Normal(n)) => tail.push(n.to_owned()),
-                    _ => return None,
+                spend()?;
+                let target = std::fs::read_link(&entry).ok()?;
+                if target.is_absolute() {
+                    current = PathBuf::from("/");
                 }
-                existing = existing.parent()?;
+                push_front(&mut pending, &target)?;
+            }
+            Ok(_) => current = entry,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                looking = false;
+                current = entry;
             }
             Err(_) => return None,
         }
     }
+    current.to_str().map(str::to_owned)
 }
 
 /// The Seatbelt evaluator's answer as a [`Cause`] (portable: tested on Linux with a model

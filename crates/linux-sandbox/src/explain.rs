@@ -3,26 +3,52 @@
 //!
 //! **Owns:** replaying the policy's path rules the way Landlock applies them — a rule is bound
 //! to the inode its path resolved to, and an access is allowed when a rule on the file or on
-//! one of its ancestor directories grants it — against the host's file system *now*, plus the
-//! policy's hidden paths, the single program of a `run` policy and the interpreters
-//! [`Policy::prepare`] adds for executables.
+//! one of its ancestor directories grants it — plus the policy's hidden paths, the single
+//! program of a `run` policy and the interpreters [`Policy::prepare`] adds for executables.
 //!
 //! **Refuses:** to guess. Whenever the answer is not the one the policy would give, it says
 //! [`Explanation::Unknown`] and callers must claim nothing:
-//! - a relative path (the program's working directory is the caller's to apply), a path whose
-//!   `..` or missing components cannot be resolved, a dangling symbolic link (the kernel would
-//!   create its target, wherever that is), a path the host itself cannot resolve;
-//! - pseudo file systems the sandbox may replace in the program's own mount view (`/proc`,
-//!   `/dev/shm`, `/dev/pts`): the host's inodes there are not the program's.
+//! - a relative path (the program's working directory is the caller's to apply), a `..` after a
+//!   component that was not looked up (missing, or outside what may be looked up, below), a
+//!   path of more than [`MAX_COMPONENTS`] components, or of more than 40 symbolic links or 256
+//!   components walked with their targets;
+//! - the program's own views: `/proc` (`/proc/self`, `/proc/<pid>`), `/dev/fd`,
+//!   `/dev/stdin|stdout|stderr`, `/dev/shm`, `/dev/pts`. The host's files there are not the
+//!   program's (looked up by the host, `/dev/fd/2` is the host's own stderr), so the host
+//!   never looks them up;
+//! - once the explainer has made [`MAX_LOOKUPS`] file system lookups: hostile output naming
+//!   deep paths costs the host a bounded amount of work per explainer, and the rest is unknown.
 //!
-//! **How paths are resolved.** The path is resolved on the host with symbolic links followed
-//! (`realpath`), as the kernel resolves it for `open` and `execve`, and each directory of the
-//! *resolved* path is compared by device and inode with the rules' files — never by the text of
-//! the path. So a symbolic link inside a grant that points outside is outside, and one outside
-//! that points into a grant is inside: the answer is about the file the kernel would reach, not
-//! the name that led there. A missing file is answered by its nearest existing directory
-//! (creating needs `WRITE` there; a file that existed when the program failed and is gone now
-//! was covered by the same directories).
+//! **Never an oracle.** The host runs with more than the program: on a root host it keeps the
+//! capabilities the program lost (`CAP_DAC_OVERRIDE` reads through a `0700` directory of
+//! another user), and its view has the hidden paths the program's view covers. So nothing an
+//! answer says may depend on a fact the program could not observe itself — not whether a file
+//! exists, not its mode, not where a link points:
+//! - **Lexical outside the grants.** A lookup (`lstat`, `readlink`) of `dir/name` is made only
+//!   when `dir` is at or beneath a directory the policy grants, or `dir/name` is on the way to
+//!   a rule's path (`/bin` of `/bin/sh`, `/home/u` of `/home/u/work`), or `dir` is a system
+//!   area (the directory of system grants, `/etc` of `/etc/passwd`): places whose entries the
+//!   program itself can look up. Everything past the first component that may not be looked
+//!   up is taken as written: a path lexically outside every rule is answered from the rules
+//!   alone (outside), whatever is there on the host.
+//! - **The program's permissions, not the host's.** Each lookup is made only if the directory's
+//!   mode lets the host's uid and groups *without capabilities* search it — the credentials
+//!   the sandboxed program runs with (same ids, no capabilities). Where it does not, the rest
+//!   of the path is taken as written too.
+//! - **Hidden paths answer the same for every name.** A path at or under a hidden directory
+//!   (and not under a grant inside it) is [`Denial::Hidden`] (or outside, when no grant covers
+//!   the hidden directory) without a lookup: the program sees an empty directory there, and
+//!   whether the host has a file of that name must not show.
+//!
+//! **How paths are resolved.** Component by component, as the kernel does for `open` and
+//! `execve` (symbolic links followed, `..` after a looked-up directory goes to its parent),
+//! as far as lookups may go (above), and each looked-up directory is compared by device and
+//! inode with the rules' files — never by the text of the path. So a symbolic link inside a
+//! grant that points outside is outside, and one on the way to a grant that points into it is
+//! inside. A missing file is answered by its nearest existing directory (creating needs
+//! `WRITE` there). What is taken as written can only be covered by no rule (it is outside
+//! every grant's tree), which is the answer; a link there into a grant is not seen, and a
+//! `Permission denied` on it would be called outside: the price of not looking.
 //!
 //! **Assumptions.** The program sees the host's file system under the same names (true of the
 //! private mount view of `isolate`, which only covers hidden paths and remounts read-only), and
@@ -99,19 +125,93 @@ struct Grant {
     system: bool,
 }
 
+/// A path with more components than this is not explained (`Unknown`): no tool names one, and
+/// each component may cost a lookup.
+pub(crate) const MAX_COMPONENTS: usize = 64;
+
+/// File system lookups one [`Explainer`] makes at most (`lstat`, `readlink`); past them every
+/// answer is `Unknown`. A command's output names at most a few dozen paths, each of a few
+/// components, asked about one or two accesses.
+pub(crate) const MAX_LOOKUPS: usize = 512;
+
+/// Symbolic links followed for one path at most (the kernel's `MAXSYMLINKS`).
+const MAX_LINKS: usize = 40;
+
+/// Components walked for one path at most, links' targets included.
+const MAX_STEPS: usize = 4 * MAX_COMPONENTS;
+
+/// The program's own views (module docs): never looked up on the host.
+const PRIVATE_VIEWS: &[&str] = &[
+    "/proc",
+    "/dev/fd",
+    "/dev/stdin",
+    "/dev/stdout",
+    "/dev/stderr",
+    "/dev/shm",
+    "/dev/pts",
+];
+
+/// A hidden directory as the explainer compares it (by name: it is never looked into).
+#[derive(Debug, Clone)]
+struct Hidden {
+    /// The path as the policy names it, and canonical.
+    names: Vec<PathBuf>,
+    /// Whether a grant covers it (else it hides nothing: it is outside like its neighbours).
+    covered: bool,
+    /// Canonical grants inside it, or it: those stay visible (`Policy::hide`).
+    inner: Vec<PathBuf>,
+}
+
+/// The host's ids, as the sandboxed program has them (without the capabilities).
+#[derive(Debug, Clone)]
+struct Creds {
+    uid: u32,
+    gid: u32,
+    groups: Vec<u32>,
+}
+
+impl Creds {
+    fn current() -> Creds {
+        // SAFETY: no arguments, cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let mut groups = vec![0 as libc::gid_t; 256];
+        // SAFETY: the buffer holds `groups.len()` ids; the call writes at most that many.
+        let n = unsafe { libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr()) };
+        groups.truncate(usize::try_from(n).unwrap_or(0));
+        Creds { uid, gid, groups }
+    }
+
+    /// Whether a process with these ids and no capabilities may search a directory of this
+    /// owner and mode (ACLs aside: the owner, group or other bits, whichever class applies).
+    fn may_search(&self, m: &std::fs::Metadata) -> bool {
+        let mode = m.mode();
+        if m.uid() == self.uid {
+            mode & 0o100 != 0
+        } else if m.gid() == self.gid || self.groups.contains(&m.gid()) {
+            mode & 0o010 != 0
+        } else {
+            mode & 0o001 != 0
+        }
+    }
+}
+
 /// A policy's rules resolved once, to explain many accesses (a command's output can name up
-/// to a few dozen paths). Built by [`Policy::explainer`].
+/// to a few dozen paths). Built by [`Policy::explainer`]; it makes at most 512 lookups in
+/// all (module docs of `explain`).
 #[derive(Debug, Clone)]
 pub struct Explainer {
     grants: Vec<Grant>,
-    hidden: Vec<(u64, u64, PathBuf)>,
+    /// Canonical paths of the directory grants: what is beneath them may be looked up.
+    dir_grants: Vec<PathBuf>,
+    /// Rules' paths as named and canonical (interpreters too): the way to them may be looked up.
+    rule_paths: Vec<PathBuf>,
+    hidden: Vec<Hidden>,
     /// Canonical parents (other than `/`) of the system grants: `/etc` of `/etc/passwd`.
     system_areas: Vec<PathBuf>,
     program: Option<PathBuf>,
+    creds: Creds,
+    lookups: std::cell::Cell<usize>,
 }
-
-/// Pseudo file systems the sandbox may replace in the program's view (module docs).
-const PRIVATE_VIEWS: &[&str] = &["/proc", "/dev/shm", "/dev/pts"];
 
 impl Policy {
     /// What this policy says about `access` to the absolute `path` (see the module docs of
@@ -132,10 +232,13 @@ impl Policy {
         self.explainer().explain(path.as_ref(), access)
     }
 
-    /// The rules resolved once, for several [`explain`](Explainer::explain) calls.
+    /// The rules resolved once, for several [`explain`](Explainer::explain) calls. Looks up the
+    /// policy's own paths (the host's and the user's choice, not the program's).
     pub fn explainer(&self) -> Explainer {
         let mut grants = Vec::with_capacity(self.rules.len() + 2);
         let mut system_areas = Vec::new();
+        let mut dir_grants = Vec::new();
+        let mut rule_paths = Vec::new();
         for rule in &self.rules {
             let id = match &rule.fd {
                 Some(fd) => rustix::fs::fstat(&**fd)
@@ -155,9 +258,25 @@ impl Policy {
                 path: rule.path.clone(),
                 system: rule.system,
             });
+            let canonical = canonical_of(&rule.path, dev, ino).or_else(|| {
+                let fd = rule.fd.as_ref()?;
+                let link = std::fs::read_link(format!(
+                    "/proc/self/fd/{}",
+                    std::os::fd::AsRawFd::as_raw_fd(&**fd)
+                ))
+                .ok()?;
+                canonical_of(&link, dev, ino)
+            });
+            ways_to(&rule.path, &mut rule_paths);
+            if let Some(c) = &canonical {
+                rule_paths.push(c.clone());
+                if is_dir {
+                    dir_grants.push(c.clone());
+                }
+            }
             if rule.system {
-                if let Some(parent) = std::fs::canonicalize(&rule.path)
-                    .ok()
+                if let Some(parent) = canonical
+                    .as_ref()
                     .and_then(|c| c.parent().map(Path::to_path_buf))
                     .filter(|p| p.parent().is_some())
                 {
@@ -187,73 +306,179 @@ impl Policy {
             }
             Spawn::Allowed => None,
         };
+        // Interpreters and the program are file grants found by path: the way to them too.
+        for g in &grants {
+            if !rule_paths.contains(&g.path) {
+                ways_to(&g.path, &mut rule_paths);
+            }
+        }
+        rule_paths.sort();
+        rule_paths.dedup();
         let hidden = self
             .hidden
             .iter()
-            .filter_map(|h| {
-                let m = std::fs::metadata(h).ok()?;
-                Some((m.dev(), m.ino(), h.clone()))
+            .map(|h| {
+                let mut names = vec![h.clone()];
+                names.extend(std::fs::canonicalize(h).ok().filter(|c| c != h));
+                let under = |g: &PathBuf, h: &PathBuf| g.starts_with(h);
+                let inner: Vec<PathBuf> = dir_grants
+                    .iter()
+                    .chain(rule_paths.iter())
+                    .filter(|g| names.iter().any(|h| under(g, h)))
+                    .cloned()
+                    .collect();
+                let covered = dir_grants
+                    .iter()
+                    .any(|g| names.iter().any(|h| h.starts_with(g) && h != g));
+                Hidden {
+                    names,
+                    covered,
+                    inner,
+                }
             })
             .collect();
         Explainer {
             grants,
+            dir_grants,
+            rule_paths,
             hidden,
             system_areas,
             program,
+            creds: Creds::current(),
+            lookups: std::cell::Cell::new(0),
         }
     }
 }
 
+/// `path` canonical, if it still names the inode `(dev, ino)`.
+fn canonical_of(path: &Path, dev: u64, ino: u64) -> Option<PathBuf> {
+    let c = std::fs::canonicalize(path).ok()?;
+    let m = std::fs::metadata(&c).ok()?;
+    ((m.dev(), m.ino()) == (dev, ino)).then_some(c)
+}
+
+/// Adds the paths the kernel's walk to the policy's own `path` goes through: `path` itself and,
+/// at each symbolic link, the path with the link replaced by its target (so `/lib64/ld.so`,
+/// `/usr/lib64/ld.so`, … up to the canonical path). Their ancestors are what the program
+/// looks up to reach the grant, and what [`Explainer::resolve`] may look up.
+fn ways_to(path: &Path, out: &mut Vec<PathBuf>) {
+    out.push(path.to_path_buf());
+    let mut pending: std::collections::VecDeque<std::ffi::OsString> =
+        std::collections::VecDeque::new();
+    if push_front(&mut pending, path).is_err() {
+        return;
+    }
+    let mut current = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(name) = pending.pop_front() {
+        if name == ".." {
+            current.pop();
+            continue;
+        }
+        let entry = current.join(&name);
+        match std::fs::symlink_metadata(&entry) {
+            Ok(m) if m.file_type().is_symlink() => {
+                links += 1;
+                let Ok(target) = std::fs::read_link(&entry) else {
+                    return;
+                };
+                if links > MAX_LINKS {
+                    return;
+                }
+                if target.is_absolute() {
+                    current = PathBuf::from("/");
+                }
+                if push_front(&mut pending, &target).is_err() {
+                    return;
+                }
+                let mut way = current.clone();
+                way.extend(pending.iter());
+                out.push(way);
+            }
+            Ok(_) => current = entry,
+            Err(_) => return,
+        }
+    }
+    out.push(current);
+}
+
+/// A path resolved as far as the program could look it up (module docs).
+struct Resolved {
+    /// The path: looked up as far as `looked`, as written past it.
+    path: PathBuf,
+    /// Inodes of the looked-up directories and file on the way, innermost first.
+    chain: Vec<(u64, u64)>,
+    /// The file itself, when it was looked up and exists: whether a directory, its mode.
+    target: Option<(bool, u32)>,
+}
+
+/// Where a resolution ends.
+enum Walk {
+    Resolved(Resolved),
+    /// At or under a hidden directory (the index in `hidden`).
+    Hidden(usize),
+}
+
+/// How far lookups went.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Every component so far was looked up and is a directory.
+    Looked,
+    /// A component was missing: the rest is as written, beneath the last looked-up directory.
+    Missing,
+    /// A component may not be looked up (module docs): the rest is as written.
+    Unlooked,
+}
+
 impl Explainer {
+    /// How many lookups (`lstat`, `readlink`) this explainer made so far: at most 512, past
+    /// which every answer is [`Explanation::Unknown`].
+    pub fn lookups(&self) -> usize {
+        self.lookups.get()
+    }
+
+    /// Counts one lookup; `false` once the budget is spent.
+    fn spend(&self) -> bool {
+        let n = self.lookups.get();
+        if n >= MAX_LOOKUPS {
+            return false;
+        }
+        self.lookups.set(n + 1);
+        true
+    }
+
     /// What the policy says about `access` to the absolute `path`; see [`Policy::explain`].
     pub fn explain(&self, path: &Path, access: Access) -> Explanation {
         if access.is_empty() {
             return Explanation::Unknown("no access was asked about");
         }
-        let (resolved, exists) = match resolve(path) {
-            Ok(r) => r,
+        let r = match self.resolve(path) {
+            Ok(Walk::Resolved(r)) => r,
+            Ok(Walk::Hidden(i)) => {
+                let h = &self.hidden[i];
+                return Explanation::Denied(if h.covered {
+                    Denial::Hidden {
+                        hidden: h.names[0].clone(),
+                    }
+                } else {
+                    Denial::Outside {
+                        system_area: None,
+                        world_readable: None,
+                    }
+                });
+            }
             Err(why) => return Explanation::Unknown(why),
         };
-        // The directories Landlock walks for this access, innermost first, as inodes.
-        let mut chain = Vec::new();
-        for dir in resolved.ancestors() {
-            match std::fs::metadata(dir) {
-                Ok(m) => chain.push((m.dev(), m.ino())),
-                Err(_) => return Explanation::Unknown("a directory of the path cannot be read"),
-            }
-        }
-        let target = if exists {
-            std::fs::metadata(&resolved).ok()
-        } else {
-            None
-        };
-        let is_file = target.as_ref().is_some_and(|m| !m.is_dir());
+        let is_file = r.target.is_some_and(|(dir, _)| !dir);
 
         let mut granted = Access::empty();
         let mut nearest: Option<&Grant> = None;
-        let mut first_rule_at = None;
-        for (depth, id) in chain.iter().enumerate() {
+        for id in &r.chain {
             for g in self.grants.iter().filter(|g| (g.dev, g.ino) == *id) {
                 granted |= g.access;
                 if nearest.is_none() {
                     nearest = Some(g);
-                    first_rule_at = Some(depth);
                 }
-            }
-        }
-        // Hidden beneath a grant: a hidden directory nearer than every covering grant. Landlock
-        // would allow it; the private mount view covers it (`isolate`).
-        let hidden_at = chain.iter().enumerate().find_map(|(depth, id)| {
-            self.hidden
-                .iter()
-                .find(|(dev, ino, _)| (*dev, *ino) == *id)
-                .map(|(_, _, p)| (depth, p))
-        });
-        if let (Some((h, hidden)), Some(r)) = (hidden_at, first_rule_at) {
-            if h < r {
-                return Explanation::Denied(Denial::Hidden {
-                    hidden: hidden.clone(),
-                });
             }
         }
         // Landlock's EXECUTE grant includes reading the file (the kernel reads what it runs).
@@ -269,12 +494,6 @@ impl Explainer {
                     system: g.system,
                 };
             }
-        }
-        if PRIVATE_VIEWS
-            .iter()
-            .any(|v| resolved.starts_with(v) || path.starts_with(v))
-        {
-            return Explanation::Unknown("the sandbox may give the program its own view there");
         }
         if access.contains(Access::EXECUTE) {
             if let Some(program) = &self.program {
@@ -293,45 +512,169 @@ impl Explainer {
         let system_area = self
             .system_areas
             .iter()
-            .filter(|a| resolved.starts_with(a))
+            .filter(|a| r.path.starts_with(a))
             .max_by_key(|a| a.components().count())
             .cloned();
         Explanation::Denied(Denial::Outside {
             system_area,
-            world_readable: target.map(|m| m.mode() & 0o004 != 0),
+            world_readable: r.target.map(|(_, mode)| mode & 0o004 != 0),
         })
+    }
+
+    /// Whether the program may look up `dir/name` itself, as far as the policy tells
+    /// (module docs); its permissions are asked separately.
+    fn may_look(&self, dir: &Path, entry: &Path) -> bool {
+        self.dir_grants.iter().any(|g| dir.starts_with(g))
+            || self.rule_paths.iter().any(|r| r.starts_with(entry))
+            || self.system_areas.iter().any(|a| a == dir)
+    }
+
+    /// The hidden directory `path` is at or under, unless under a grant inside it.
+    fn hidden_at(&self, path: &Path) -> Option<usize> {
+        self.hidden.iter().position(|h| {
+            h.names.iter().any(|n| path.starts_with(n))
+                && !h.inner.iter().any(|g| path.starts_with(g))
+        })
+    }
+
+    /// Resolves `path` component by component, looking up only what the program could
+    /// (module docs), within the lookup budget.
+    fn resolve(&self, path: &Path) -> Result<Walk, &'static str> {
+        if !path.is_absolute() {
+            return Err("the path is relative");
+        }
+        let mut pending: std::collections::VecDeque<std::ffi::OsString> =
+            std::collections::VecDeque::new();
+        push_front(&mut pending, path)?;
+        let root = self.lookup_root()?;
+        // The resolved path so far, each component with its inode and metadata once looked up.
+        let mut current = PathBuf::from("/");
+        let mut steps: Vec<Option<std::fs::Metadata>> = vec![Some(root)];
+        let mut state = State::Looked;
+        let mut links = 0usize;
+        let mut walked = 0usize;
+        while let Some(name) = pending.pop_front() {
+            walked += 1;
+            if walked > MAX_STEPS {
+                return Err("the path has too many components, links' targets included");
+            }
+            if name == ".." {
+                if state != State::Looked {
+                    return Err("the path has `..` after a component that was not looked up");
+                }
+                if steps.len() > 1 {
+                    steps.pop();
+                    current.pop();
+                }
+                continue;
+            }
+            let entry = current.join(&name);
+            if PRIVATE_VIEWS.iter().any(|v| entry.starts_with(v)) {
+                return Err("the program has its own view there");
+            }
+            if let Some(i) = self.hidden_at(&entry) {
+                return Ok(Walk::Hidden(i));
+            }
+            let parent = steps.last().and_then(Option::as_ref);
+            let looked_up = match (state, parent) {
+                (State::Looked, Some(dir))
+                    if self.may_look(&current, &entry) && self.creds.may_search(dir) =>
+                {
+                    if !self.spend() {
+                        return Err("the explainer's lookups are spent");
+                    }
+                    match std::fs::symlink_metadata(&entry) {
+                        Ok(m) => Some(m),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            state = State::Missing;
+                            None
+                        }
+                        Err(_) => return Err("the host cannot look the path up"),
+                    }
+                }
+                (State::Looked, _) => {
+                    state = State::Unlooked;
+                    None
+                }
+                _ => None,
+            };
+            match looked_up {
+                Some(m) if m.file_type().is_symlink() => {
+                    links += 1;
+                    if links > MAX_LINKS || !self.spend() {
+                        return Err("too many symbolic links or lookups");
+                    }
+                    let target = std::fs::read_link(&entry)
+                        .map_err(|_| "the host cannot read a symbolic link of the path")?;
+                    if target.is_absolute() {
+                        steps.truncate(1);
+                        current = PathBuf::from("/");
+                    }
+                    push_front(&mut pending, &target)?;
+                }
+                Some(m) => {
+                    if !m.is_dir() && !pending.is_empty() {
+                        return Err("a file of the path is not a directory");
+                    }
+                    steps.push(Some(m));
+                    current = entry;
+                }
+                None => {
+                    steps.push(None);
+                    current = entry;
+                }
+            }
+        }
+        let target = match (state, steps.last()) {
+            (State::Looked, Some(Some(m))) if steps.len() > 1 => Some((m.is_dir(), m.mode())),
+            _ => None,
+        };
+        let chain = steps
+            .iter()
+            .rev()
+            .filter_map(|s| s.as_ref().map(|m| (m.dev(), m.ino())))
+            .collect();
+        Ok(Walk::Resolved(Resolved {
+            path: current,
+            chain,
+            target,
+        }))
+    }
+
+    /// `/`, which every program looks up.
+    fn lookup_root(&self) -> Result<std::fs::Metadata, &'static str> {
+        if !self.spend() {
+            return Err("the explainer's lookups are spent");
+        }
+        std::fs::metadata("/").map_err(|_| "the host cannot look up `/`")
     }
 }
 
-/// The path the kernel reaches, symbolic links followed: the file itself (`true`) or, for a
-/// missing file, its nearest existing directory (`false`). Refuses what it cannot resolve the
-/// kernel's way.
-fn resolve(path: &Path) -> Result<(PathBuf, bool), &'static str> {
-    if !path.is_absolute() {
-        return Err("the path is relative");
+/// Puts the components of `path` before `pending` (a link's target before the rest of the
+/// path), refusing more than [`MAX_COMPONENTS`] in all.
+fn push_front(
+    pending: &mut std::collections::VecDeque<std::ffi::OsString>,
+    path: &Path,
+) -> Result<(), &'static str> {
+    // Counted before anything is copied: a hostile path may have thousands.
+    if path.components().count() + pending.len() > MAX_COMPONENTS + 1 {
+        return Err("the path has too many components");
     }
-    let mut current = path;
-    let mut missing = 0usize;
-    loop {
-        match std::fs::canonicalize(current) {
-            Ok(resolved) => return Ok((resolved, missing == 0)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // A name that exists but does not resolve is a dangling link (or a loop).
-                if std::fs::symlink_metadata(current).is_ok() {
-                    return Err("the path is a dangling symbolic link");
-                }
-                if !matches!(current.components().next_back(), Some(Component::Normal(_))) {
-                    return Err("the path has `.` or `..` after a missing directory");
-                }
-                match current.parent() {
-                    Some(parent) => current = parent,
-                    None => return Err("the path does not resolve"),
-                }
-                missing += 1;
-            }
-            Err(_) => return Err("the host cannot resolve the path"),
-        }
+    let names: Vec<std::ffi::OsString> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_owned()),
+            Component::ParentDir => Some("..".into()),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect();
+    if names.len() + pending.len() > MAX_COMPONENTS {
+        return Err("the path has too many components");
     }
+    for n in names.into_iter().rev() {
+        pending.push_front(n);
+    }
+    Ok(())
 }
 
 /// Adds the interpreter chain `execve(program)` opens, as `prepare` grants it.
@@ -476,11 +819,12 @@ mod tests {
         let p = policy(t.path());
         let secret = t.path().join("out/secret");
         std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // Its mode is not looked at: no grant's tree holds it (module docs).
         assert_eq!(
             denied(p.explain(&secret, Access::READ)),
             Denial::Outside {
                 system_area: None,
-                world_readable: Some(false)
+                world_readable: None
             }
         );
         // Listing the directory that holds a grant is not granted by it.
@@ -512,11 +856,24 @@ mod tests {
     fn a_symlink_into_a_grant_is_allowed_and_one_out_of_a_grant_is_denied() {
         let t = tree();
         let p = policy(t.path());
-        // Outside → inside: the kernel reaches the granted file.
+        // On the way to a grant → inside: the kernel reaches the granted directory.
+        symlink(t.path().join("work"), t.path().join("work-link")).unwrap();
+        let q = Policy::new().allow(t.path().join("work-link"), Access::READ);
+        for path in ["work-link/a.txt", "work/a.txt"] {
+            assert!(
+                matches!(
+                    q.explain(t.path().join(path), Access::READ),
+                    Explanation::Allowed { .. }
+                ),
+                "{path}"
+            );
+        }
+        // Outside every grant's tree a link is not looked at (module docs: the price of not
+        // being an oracle): the name is answered as written.
         symlink(t.path().join("work/a.txt"), t.path().join("out/in-link")).unwrap();
         assert!(matches!(
-            p.explain(t.path().join("out/in-link"), Access::READ),
-            Explanation::Allowed { .. }
+            denied(p.explain(t.path().join("out/in-link"), Access::READ)),
+            Denial::Outside { .. }
         ));
         // Inside → outside: the name is in the workspace, the file is not.
         symlink(t.path().join("out/secret"), t.path().join("work/out-link")).unwrap();
@@ -530,10 +887,16 @@ mod tests {
             denied(p.explain(t.path().join("work/up/secret"), Access::WRITE)),
             Denial::Outside { .. }
         ));
-        // `..` after a link is resolved the kernel's way: `work/up/..` is `t`, not `work`.
+        // `..` after a link is resolved the kernel's way: `work/to-ro/..` is `t`, not `work`.
+        symlink(t.path().join("ro"), t.path().join("work/to-ro")).unwrap();
         assert!(matches!(
-            denied(p.explain(t.path().join("work/up/../ro/lib.txt"), Access::WRITE)),
+            denied(p.explain(t.path().join("work/to-ro/../ro/lib.txt"), Access::WRITE)),
             Denial::NotGranted { .. }
+        ));
+        // … but not after a directory outside the grants, which is not looked up.
+        assert!(matches!(
+            p.explain(t.path().join("work/up/../ro/lib.txt"), Access::WRITE),
+            Explanation::Unknown(_)
         ));
     }
 
@@ -556,16 +919,174 @@ mod tests {
                 p.explain(&path, Access::READ)
             );
         }
-        // A dangling link: the kernel would create its target, wherever that is.
-        symlink(t.path().join("nowhere/x"), t.path().join("work/dangling")).unwrap();
-        assert!(matches!(
-            p.explain(t.path().join("work/dangling"), Access::WRITE),
-            Explanation::Unknown(_)
-        ));
+        for path in ["/dev/fd/2", "/dev/stderr", "/proc/self/fd/3", "/dev/pts/0"] {
+            assert!(
+                matches!(p.explain(path, Access::WRITE), Explanation::Unknown(_)),
+                "{path}"
+            );
+        }
         assert!(matches!(
             p.explain(t.path().join("work/a.txt"), Access::empty()),
             Explanation::Unknown(_)
         ));
+    }
+
+    #[test]
+    fn a_dangling_link_is_its_target_as_written() {
+        let t = tree();
+        let p = policy(t.path());
+        // The kernel creates the target of a dangling link, outside here.
+        symlink(t.path().join("nowhere/x"), t.path().join("work/dangling")).unwrap();
+        assert!(matches!(
+            denied(p.explain(t.path().join("work/dangling"), Access::WRITE)),
+            Denial::Outside { .. }
+        ));
+        // Into the workspace: allowed.
+        symlink(t.path().join("work/new"), t.path().join("work/to-new")).unwrap();
+        assert!(matches!(
+            p.explain(t.path().join("work/to-new"), Access::WRITE),
+            Explanation::Allowed { .. }
+        ));
+    }
+
+    /// Every answer about `dir/exists` and `dir/missing` for each access, paths aside.
+    fn answers(p: &Policy, dir: &Path) -> [Vec<Explanation>; 2] {
+        ["exists", "missing"].map(|name| {
+            [Access::READ, Access::WRITE, Access::EXECUTE]
+                .into_iter()
+                .map(|a| match p.explain(dir.join(name), a) {
+                    // Which rule allows is the same either way; compare the kind.
+                    e @ (Explanation::Allowed { .. } | Explanation::Denied(_)) => e,
+                    Explanation::Unknown(_) => Explanation::Unknown(""),
+                })
+                .collect()
+        })
+    }
+
+    #[test]
+    fn outside_the_grants_existence_and_modes_do_not_show() {
+        // Issue 16 review 5a: the host (root) sees into a 0700 directory the program cannot.
+        let t = tree();
+        let p = policy(t.path());
+        let priv_dir = t.path().join("out/priv");
+        std::fs::create_dir(&priv_dir).unwrap();
+        std::fs::write(priv_dir.join("exists"), "x").unwrap();
+        std::fs::set_permissions(
+            priv_dir.join("exists"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::set_permissions(&priv_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let [exists, missing] = answers(&p, &priv_dir);
+        assert_eq!(exists, missing);
+        // The mode of the file is not read either: no world_readable.
+        assert_eq!(
+            denied(p.explain(priv_dir.join("exists"), Access::READ)),
+            Denial::Outside {
+                system_area: None,
+                world_readable: None
+            }
+        );
+    }
+
+    #[test]
+    fn inside_a_grant_lookups_need_the_programs_own_search_permission() {
+        // Issue 16 review 5a inside a grant: a root host reads through another user's 0700
+        // directory; the program (same uid, no capabilities) cannot, so neither may the answer.
+        let t = tree();
+        let p = policy(t.path());
+        let priv_dir = t.path().join("work/priv");
+        std::fs::create_dir(&priv_dir).unwrap();
+        symlink(t.path().join("out/secret"), priv_dir.join("exists")).unwrap();
+        // SAFETY: no arguments, cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        if !root || std::os::unix::fs::chown(&priv_dir, Some(65534), Some(65534)).is_err() {
+            eprintln!("skipped: not root, cannot give a directory to another user");
+            return;
+        }
+        std::fs::set_permissions(&priv_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let [exists, missing] = answers(&p, &priv_dir);
+        assert_eq!(exists, missing);
+        assert!(matches!(
+            p.explain(priv_dir.join("exists"), Access::READ),
+            Explanation::Allowed { .. }
+        ));
+    }
+
+    #[test]
+    fn under_a_hidden_directory_every_name_answers_the_same() {
+        // Issue 16 review 5b: which state files exist must not show.
+        let t = tree();
+        std::fs::write(t.path().join("work/.state/grants.json"), "{}").unwrap();
+        let p = policy(t.path());
+        let [exists, missing] = ["grants.json", "nothere"].map(|name| {
+            [Access::READ, Access::WRITE, Access::EXECUTE]
+                .map(|a| p.explain(t.path().join("work/.state").join(name), a))
+        });
+        assert_eq!(exists, missing);
+        assert_eq!(
+            denied(exists[1].clone()),
+            Denial::Hidden {
+                hidden: t.path().join("work/.state")
+            }
+        );
+        // Nothing under it was looked up: the walk stops at its name.
+        let e = p.explainer();
+        let _ = e.explain(&t.path().join("work/.state/grants.json"), Access::READ);
+        let to_state = e.lookups();
+        let _ = e.explain(&t.path().join("work/sub"), Access::READ);
+        assert!(to_state < e.lookups(), "{to_state} {}", e.lookups());
+        // Reached through a link in the workspace: the same.
+        symlink(t.path().join("work/.state"), t.path().join("work/st")).unwrap();
+        assert!(matches!(
+            denied(p.explain(t.path().join("work/st/nothere"), Access::READ)),
+            Denial::Hidden { .. }
+        ));
+    }
+
+    #[test]
+    fn deep_paths_cost_bounded_lookups() {
+        // Issue 16 review 6: a deep tree in a writable grant, named by many lines.
+        let t = tree();
+        let p = policy(t.path());
+        let mut deep = t.path().join("work");
+        for _ in 0..(MAX_COMPONENTS - deep.components().count()) {
+            deep.push("a");
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        let e = p.explainer();
+        // The deepest path that is explained at all is, with its lookups.
+        assert!(matches!(
+            e.explain(&deep.join("f"), Access::WRITE),
+            Explanation::Allowed { .. }
+        ));
+        assert!(e.lookups() <= MAX_COMPONENTS + 1, "{}", e.lookups());
+        // One more component is not explained, and costs nothing.
+        let before = e.lookups();
+        assert!(matches!(
+            e.explain(&deep.join("a/f"), Access::WRITE),
+            Explanation::Unknown(_)
+        ));
+        assert_eq!(e.lookups(), before);
+        // Many such paths: the budget ends the work, the rest is unknown.
+        for i in 0..64 {
+            for a in [Access::READ, Access::WRITE, Access::EXECUTE] {
+                let _ = e.explain(&deep.join(format!("{i:02}")), a);
+            }
+        }
+        assert_eq!(e.lookups(), MAX_LOOKUPS);
+        assert!(matches!(
+            e.explain(&t.path().join("work/a.txt"), Access::READ),
+            Explanation::Unknown(_)
+        ));
+        // A link loop ends too.
+        symlink(t.path().join("work/loop"), t.path().join("work/loop")).unwrap();
+        let f = p.explainer();
+        assert!(matches!(
+            f.explain(&t.path().join("work/loop"), Access::READ),
+            Explanation::Unknown(_)
+        ));
+        assert!(f.lookups() <= MAX_STEPS + MAX_LINKS + 1, "{}", f.lookups());
     }
 
     #[test]

@@ -10,6 +10,10 @@
 //! **Refuses:** to touch the file system or resolve links (the caller passes the resolved path,
 //! as for [`BoundProfile::decide`]), and to guess: a question the model cannot answer is
 //! [`Explanation::Unknown`]. Like the evaluator it is a model, not yet compared with a Mac.
+//! An answer depends on the profile and the path's text only, so it is no oracle of the file
+//! system; a caller that resolves links first must do it only where the sandboxed program
+//! could look itself (`exec::denials` follows links in `/`, on the way to the profile's roots
+//! and in directories the profile lets the program list, and takes the rest as written).
 
 use crate::ast::{Action, Filter, Operation, Profile, Rule, Value};
 use crate::eval::{Decision, Request};

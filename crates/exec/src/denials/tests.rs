@@ -273,6 +273,51 @@ fn the_seatbelt_answer_becomes_the_same_causes() {
     assert_eq!(seatbelt_why(&bound, "work/a", DeniedAccess::Read), None);
 }
 
+#[test]
+fn the_seatbelt_resolution_looks_only_where_the_program_could() {
+    // Issue 16 review 5 on macOS's side, on real files with the model profile: links are
+    // followed inside the profile's readable roots, never outside them.
+    use std::os::unix::fs::symlink;
+    // Not under /tmp, which the profile names by its macOS target (/private/tmp): the build's
+    // target directory, or /dev/shm for a user who cannot write there (the rerun as nobody).
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    let Ok(t) = tempfile::tempdir_in(target).or_else(|_| tempfile::tempdir_in("/dev/shm")) else {
+        eprintln!("skipped: no writable directory outside /tmp for the model profile's roots");
+        return;
+    };
+    let base = t.path().canonicalize().unwrap();
+    for d in ["ws", "tmp", "out/dir"] {
+        std::fs::create_dir_all(base.join(d)).unwrap();
+    }
+    symlink(base.join("out/dir"), base.join("ws/link")).unwrap();
+    symlink(base.join("ws"), base.join("out/in")).unwrap();
+    let bound = seatbelt::ProfileSpec::command(
+        base.join("ws").to_str().unwrap(),
+        base.join("tmp").to_str().unwrap(),
+    )
+    .build()
+    .unwrap();
+    let lookups = std::cell::Cell::new(0);
+    let resolve = |p: &Path| resolve_for_seatbelt(&bound, p, &lookups);
+    let s = |p: PathBuf| p.to_str().unwrap().to_owned();
+    // Inside a root: followed, to where the kernel goes.
+    assert_eq!(
+        resolve(&base.join("ws/link/f")),
+        Some(s(base.join("out/dir/f")))
+    );
+    // Outside: as written, whatever is there.
+    assert_eq!(
+        resolve(&base.join("out/in/f")),
+        Some(s(base.join("out/in/f")))
+    );
+    assert_eq!(resolve(&base.join("out/in/../x")), None);
+    // Bounded: too many components, and a spent budget, are no answer.
+    let deep: PathBuf = base.join("ws").join("a/".repeat(MAX_COMPONENTS));
+    assert_eq!(resolve(&deep), None);
+    lookups.set(MAX_LOOKUPS);
+    assert_eq!(resolve(&base.join("ws/x")), None);
+}
+
 #[cfg(target_os = "linux")]
 mod linux {
     use super::*;
@@ -368,10 +413,10 @@ mod linux {
             &format!("sh: 1: cannot create {}: Permission denied", ro.display()),
         );
         assert_eq!(d.len(), 1, "{d:?}");
-        // The file exists: creating over it is a write.
+        // The line's word, whether the file exists or not (module docs).
         assert_eq!(
             (d[0].access, d[0].cause),
-            (DeniedAccess::Write, Cause::ReadOnly { system: false })
+            (DeniedAccess::Create, Cause::ReadOnly { system: false })
         );
 
         let new = c.base.join("home/new");
@@ -384,20 +429,140 @@ mod linux {
             (DeniedAccess::Create, Cause::Outside)
         );
 
-        // A script in the workspace: readable and writable, not executable (read, write,
-        // execute asked in order).
-        std::fs::write(c.base.join("ws/run.sh"), "#!/bin/sh\n").unwrap();
-        let d = denials(&c, "sh: 1: ./run.sh: Permission denied");
+        // A program outside the scope (a shell's writable roots run what they hold).
+        let tool = c.base.join("home/tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        let d = denials(&c, &format!("sh: 1: {}: Permission denied", tool.display()));
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(
             (d[0].access, d[0].cause),
-            (DeniedAccess::Execute, Cause::ReadOnly { system: false })
+            (DeniedAccess::Execute, Cause::Outside)
         );
-        assert_eq!(d[0].path, c.base.join("ws/run.sh"));
+        // In the workspace the same line is the file's own mode: not the sandbox's.
+        std::fs::write(c.base.join("ws/run.sh"), "#!/bin/sh\n").unwrap();
+        assert_eq!(denials(&c, "sh: 1: ./run.sh: Permission denied"), []);
 
         let state = c.base.join("ws/.state/grants");
         let d = denials(&c, &format!("cat: {}: Permission denied", state.display()));
         assert_eq!(d[0].cause, Cause::Hidden);
+    }
+
+    /// `(access, cause)` of each line's denials, the paths left out.
+    fn kinds(c: &Call, lines: &[String]) -> Vec<Vec<(DeniedAccess, Cause)>> {
+        lines
+            .iter()
+            .map(|l| {
+                denials(c, l)
+                    .into_iter()
+                    .map(|d| (d.access, d.cause))
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn whether_a_file_exists_outside_the_grants_does_not_show() {
+        // Issue 16 review 5a: a directory the program cannot search (another user's 0700 as
+        // root; a 0700 one of ours otherwise, which no grant covers). The host could look.
+        let c = call();
+        let dir = c.base.join("home/priv");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("exists"), "x").unwrap();
+        std::fs::set_permissions(dir.join("exists"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let _ = std::os::unix::fs::chown(&dir, Some(65534), Some(65534));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        for shape in [
+            "touch: cannot touch '{}': Permission denied",
+            "sh: 1: {}: Permission denied",
+            "mytool: {}: Permission denied",
+            "cat: {}: Permission denied",
+        ] {
+            let [exists, missing] = ["exists", "missing"]
+                .map(|n| shape.replace("{}", &dir.join(n).display().to_string()));
+            let k = kinds(&c, &[exists, missing]);
+            assert_eq!(k[0], k[1], "{shape}");
+            assert_eq!(k[0].len(), 1, "{shape}: {k:?}");
+        }
+    }
+
+    #[test]
+    fn whether_a_hidden_state_file_exists_does_not_show() {
+        // Issue 16 review 5b: the program sees an empty directory at `.state`.
+        let c = call();
+        std::fs::write(c.base.join("ws/.state/grants.json"), "{}").unwrap();
+        for shape in [
+            "touch: cannot touch '{}': Permission denied",
+            "mytool: {}: Permission denied",
+            "sh: 1: {}: Permission denied",
+        ] {
+            let k = kinds(
+                &c,
+                &[
+                    shape.replace("{}", ".state/grants.json"),
+                    shape.replace("{}", ".state/nothere"),
+                ],
+            );
+            assert_eq!(k[0], k[1], "{shape}");
+            assert_eq!(k[0].len(), 1, "{shape}: {k:?}");
+            assert_eq!(k[0][0].1, Cause::Hidden, "{shape}");
+        }
+    }
+
+    #[test]
+    fn the_programs_own_descriptors_and_proc_are_never_denials() {
+        // Issue 16 review 5c: `/dev/fd/N` is the program's descriptor, not the host's.
+        let c = call();
+        let open = std::fs::File::open(c.base.join("home/.ssh/id_rsa")).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&open);
+        for line in [
+            format!("sh: 1: cannot create /dev/fd/{fd}: Permission denied"),
+            format!("cat: /dev/fd/{fd}: Permission denied"),
+            format!("cat: /proc/self/fd/{fd}: Permission denied"),
+            format!(
+                "cat: /proc/{}/fd/{fd}: Permission denied",
+                std::process::id()
+            ),
+            "sh: 1: cannot create /dev/fd/2: Permission denied".to_owned(),
+            "sh: 1: cannot create /dev/stderr: Permission denied".to_owned(),
+            "cat: /proc/1/environ: Permission denied".to_owned(),
+        ] {
+            assert_eq!(denials(&c, &line), [], "{line}");
+        }
+    }
+
+    #[test]
+    fn hostile_deep_paths_cost_a_bounded_number_of_lookups() {
+        // Issue 16 review 6: a deep tree the program made in its workspace, named by every
+        // line the scanner takes. Counted in lookups, not time (house rule 6).
+        let c = call();
+        let ws = c.base.join("ws");
+        let depths = [
+            // Past the components bound: not explained, no lookup.
+            2000usize,
+            // Within it: each line costs its components, until the budget is spent.
+            64 - ws.components().count(),
+        ];
+        for depth in depths {
+            let mut deep = ws.clone();
+            for _ in 0..depth {
+                deep.push("a");
+            }
+            std::fs::create_dir_all(&deep).unwrap();
+            let out: String = (0..MAX_MENTIONS)
+                .map(|i| format!("foo: {}/{i:02}: Permission denied\n", deep.display()))
+                .collect();
+            let mentions = scan(&out);
+            assert_eq!(mentions.len(), MAX_MENTIONS);
+            let judge = Judge::new(&c.spec).unwrap();
+            assert_eq!(judged(&judge, &ws, &mentions), []);
+            let spent = judge.lookups();
+            if depth > MAX_COMPONENTS {
+                assert_eq!(spent, 0, "depth {depth}");
+            } else {
+                assert_eq!(spent, MAX_LOOKUPS, "depth {depth}");
+            }
+        }
     }
 
     #[test]
