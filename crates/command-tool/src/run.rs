@@ -264,7 +264,12 @@ async fn denials(
     if mentions.is_empty() {
         return Vec::new();
     }
-    tokio::task::spawn_blocking(move || exec::denials::explain(&sandbox, &cwd, &mentions))
+    let view = if out.view_is_grants_only {
+        exec::denials::View::GrantsOnly
+    } else {
+        exec::denials::View::Host
+    };
+    tokio::task::spawn_blocking(move || exec::denials::explain(&sandbox, &cwd, view, &mentions))
         .await
         .unwrap_or_default()
         .into_iter()
@@ -417,7 +422,7 @@ async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), T
 
 /// The prefix of every call's temp dir under [`std::env::temp_dir`] (the host's orphan sweep
 /// knows it).
-const TEMP_PREFIX: &str = "agent-exec-command-";
+const TEMP_PREFIX: &str = "agent-exec-cmd-";
 
 /// CMD-13: a documented, minimal environment; nothing of the host's.
 fn command_env(temp: &exec::CallTemp, toolchain_path: &[PathBuf]) -> Vec<(OsString, OsString)> {

@@ -15,6 +15,12 @@
 //! looked up, `/proc`) is left out. It never changes the outcome: exit codes, output and status
 //! are the caller's.
 //!
+//! **A view of the grants only.** Where the command ran in Linux's private root (only its
+//! grants and the system runtime are in its file system), a path outside them is not refused
+//! but absent: the program prints `No such file or directory`. Those lines are taken too, for
+//! that view only ([`View::GrantsOnly`]), and answered from the rules alone, so whether the
+//! host has such a file never shows.
+//!
 //! **Never an oracle.** The denials are made by the host, which may see more than the program
 //! (a root host's capabilities, the hidden state directories), and the agent reads them. So
 //! nothing in a denial depends on a fact the sandboxed program could not observe itself:
@@ -126,18 +132,35 @@ pub struct Mention {
     pub verb: Option<Verb>,
     /// The error was `EROFS` (`Read-only file system`): some kind of write.
     pub read_only_fs: bool,
+    /// The error was `ENOENT` (`No such file or directory`). In a view that holds only the
+    /// grants (Linux's private root) a path outside them is simply not there, so this is how
+    /// the sandbox refuses it; such a mention is explained only for that view, and only from
+    /// the rules (never by looking whether the host has the file).
+    pub missing: bool,
 }
 
 /// Error texts of `EACCES`, `EPERM` and `EROFS` (the private mount view is read-only outside
 /// the writable roots, so a write there can fail with `EROFS` before Landlock is asked).
-const MARKERS: &[(&str, bool)] = &[
-    ("Permission denied", false),
-    ("permission denied", false),
-    ("Operation not permitted", false),
-    ("operation not permitted", false),
-    ("Read-only file system", true),
-    ("read-only file system", true),
+const MARKERS: &[(&str, Kind)] = &[
+    ("Permission denied", Kind::Denied),
+    ("permission denied", Kind::Denied),
+    ("Operation not permitted", Kind::Denied),
+    ("operation not permitted", Kind::Denied),
+    ("Read-only file system", Kind::ReadOnlyFs),
+    ("read-only file system", Kind::ReadOnlyFs),
+    ("No such file or directory", Kind::Missing),
+    ("no such file or directory", Kind::Missing),
+    // dash: `cannot create /x/y: Directory nonexistent`.
+    ("Directory nonexistent", Kind::Missing),
 ];
+
+/// Which error a marker is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Denied,
+    ReadOnlyFs,
+    Missing,
+}
 
 /// The paths `text` names with a permission error, in order, each `(path, verb)` once, at most
 /// [`MAX_MENTIONS`]. Never panics; linear in `text`.
@@ -167,10 +190,12 @@ pub fn scan(text: &str) -> Vec<Mention> {
 /// bounded number of times.
 fn marked_lines(text: &str) -> Vec<(usize, usize)> {
     // The markers without their first letter, which is either case.
-    const NEEDLES: [&str; 3] = [
+    const NEEDLES: [&str; 5] = [
         "ermission denied",
         "peration not permitted",
         "ead-only file system",
+        "o such file or directory",
+        "irectory nonexistent",
     ];
     let mut lines = Vec::new();
     for needle in NEEDLES {
@@ -192,7 +217,7 @@ fn marked_lines(text: &str) -> Vec<(usize, usize)> {
 }
 
 fn scan_line(line: &str) -> Option<Mention> {
-    let (at, marker, read_only_fs) = MARKERS
+    let (at, marker, kind) = MARKERS
         .iter()
         .filter_map(|(m, rofs)| line.find(m).map(|i| (i, *m, *rofs)))
         .min_by_key(|(i, _, _)| *i)?;
@@ -214,7 +239,7 @@ fn scan_line(line: &str) -> Option<Mention> {
         } else {
             None
         };
-        return Some(mention(&rest[..end], verb, read_only_fs));
+        return Some(mention(&rest[..end], verb, kind));
     }
     // Node: `EACCES: permission denied, open '/x'`; `Error: spawn /x EACCES`.
     if let Some(rest) = after.strip_prefix(", ") {
@@ -226,7 +251,7 @@ fn scan_line(line: &str) -> Option<Mention> {
             _ => None,
         };
         // `[Error: …, scandir '/x']` in an inspected error: the first quoted string.
-        return Some(mention(&unquote_prefix(quoted)?, verb, read_only_fs));
+        return Some(mention(&unquote_prefix(quoted)?, verb, kind));
     }
     // Python: `PermissionError: [Errno 13] Permission denied: '/x'`.
     if let Some(rest) = after.strip_prefix(": ") {
@@ -237,14 +262,14 @@ fn scan_line(line: &str) -> Option<Mention> {
             } else {
                 None
             };
-            return Some(mention(&path, verb, read_only_fs));
+            return Some(mention(&path, verb, kind));
         }
     }
     if let Some(i) = line.find("spawn ") {
         if line.contains("EACCES") || line.contains("EPERM") {
             let rest = &line[i + "spawn ".len()..];
             let path = rest.split(' ').next()?;
-            return Some(mention(path, Some(Verb::Execute), read_only_fs));
+            return Some(mention(path, Some(Verb::Execute), kind));
         }
     }
     // The `prog: [what ]path: error` family: coreutils, dash, gcc, git.
@@ -272,7 +297,7 @@ fn scan_line(line: &str) -> Option<Mention> {
         last.to_owned()
     };
     let verb = verb_of(&lower_before).or_else(|| verb_of_program(line));
-    Some(mention(&path, verb, read_only_fs))
+    Some(mention(&path, verb, kind))
 }
 
 fn verb_of(lower: &str) -> Option<Verb> {
@@ -360,8 +385,11 @@ fn verb_of_program(line: &str) -> Option<Verb> {
     }
 }
 
-fn mention(path: &str, verb: Option<Verb>, read_only_fs: bool) -> Mention {
+fn mention(path: &str, verb: Option<Verb>, kind: Kind) -> Mention {
+    let read_only_fs = kind == Kind::ReadOnlyFs;
+    let missing = kind == Kind::Missing;
     Mention {
+        missing,
         path: path.to_owned(),
         verb,
         read_only_fs,
@@ -428,8 +456,24 @@ pub enum Cause {
 /// under `spec` in `cwd`: [`scan_output`] then [`explain`]. Call it right after the program
 /// ended, before its temp dir is removed (a missing file is explained by its nearest existing
 /// directory). At most 512 lookups are made (module docs).
-pub fn find(spec: &SandboxSpec, cwd: &Path, stdout: &[u8], stderr: &[u8]) -> Vec<Denial> {
-    explain(spec, cwd, &scan_output(stdout, stderr))
+pub fn find(
+    spec: &SandboxSpec,
+    cwd: &Path,
+    view: View,
+    stdout: &[u8],
+    stderr: &[u8],
+) -> Vec<Denial> {
+    explain(spec, cwd, view, &scan_output(stdout, stderr))
+}
+
+/// What the program saw of the file system, which decides what a `No such file or directory`
+/// means ([`Outcome::view_is_grants_only`](crate::Outcome::view_is_grants_only)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// The host's tree (read-only or not): a missing path is missing.
+    Host,
+    /// Only the grants and the system runtime: a path outside them is not there.
+    GrantsOnly,
 }
 
 /// The mentions of a program's output, stderr first, at most [`MAX_MENTIONS`]. Touches no
@@ -452,14 +496,19 @@ pub fn scan_output(stdout: &[u8], stderr: &[u8]) -> Vec<Mention> {
 
 /// The mentions the policy of `spec` denies, as [`Denial`]s (at most [`MAX_DENIALS`], each
 /// `(path, access)` once); relative paths are taken against `cwd`.
-pub fn explain(spec: &SandboxSpec, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
+pub fn explain(spec: &SandboxSpec, cwd: &Path, view: View, mentions: &[Mention]) -> Vec<Denial> {
+    let mentions: Vec<Mention> = mentions
+        .iter()
+        .filter(|m| !m.missing || view == View::GrantsOnly)
+        .cloned()
+        .collect();
     if mentions.is_empty() {
         return Vec::new();
     }
     let Some(judge) = Judge::new(spec) else {
         return Vec::new();
     };
-    judged(&judge, cwd, mentions)
+    judged(&judge, cwd, &mentions)
 }
 
 /// [`explain`] with the judge given (tests count its lookups).
@@ -475,6 +524,11 @@ fn judged(judge: &Judge, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
         let Some((access, why)) = judge.first_denied(&path, m) else {
             continue;
         };
+        // A missing path is the sandbox's doing only where the view lacks it: outside every
+        // grant, or hidden. A read-only grant does not make a path vanish.
+        if m.missing && matches!(why, Cause::ReadOnly { .. }) {
+            continue;
+        }
         if out.iter().any(|d| d.path == path && d.access == access) {
             continue;
         }

@@ -122,6 +122,9 @@ pub struct Outcome {
     /// What the sandbox enforced, in words (on Linux, e.g. "fully enforced (Landlock ABI 7;
     /// private mount and IPC namespaces, no capabilities)"; gaps are named).
     pub enforcement: String,
+    /// The program saw only its grants and the system runtime (Linux's private root), so a
+    /// path outside them was absent rather than refused (`ENOENT`, not `EACCES`).
+    pub view_is_grants_only: bool,
 }
 
 impl Outcome {
@@ -207,6 +210,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     lease.verify().map_err(ExecError::LeaseLost)?;
     let prepared = crate::backend::prepare(&job.sandbox)?;
     let enforcement = prepared.enforcement().to_string();
+    let view_is_grants_only = prepared.enforcement().private_root();
     let cwd = lease
         .open_dir(&job.workdir.rel)
         .map_err(ExecError::WorkDir)?;
@@ -294,6 +298,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
         descendants_stopped: report.descendants_stopped,
         main_stopped: report.main_stopped,
         enforcement,
+        view_is_grants_only,
     })
 }
 

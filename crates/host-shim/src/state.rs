@@ -267,7 +267,7 @@ fn now_ms() -> u64 {
 }
 
 /// Removes what hosts that died left behind (issue 15 §4): per-call mirrors in `mirrors/` and
-/// the tools' temp dirs (`agent-exec-command-*`, `agent-exec-run-*`) under the system temp
+/// the tools' temp dirs (`agent-exec-cmd-*`, `agent-exec-run-*`) under the system temp
 /// dir, each only when its name records an owner (PID and start time) that is no longer
 /// alive, it is a directory of our uid, and by fd-relative removal that never follows a link.
 /// Kept mirrors and the persistent ones are never touched here.
@@ -280,7 +280,11 @@ pub(crate) fn sweep_orphans(store: &StateStore) {
             let _ = proctree::sweep_orphans(&mirrors, |stem| stem.ends_with(mark));
         }
         let _ = proctree::sweep_orphans(&std::env::temp_dir(), |stem| {
-            stem == "agent-exec-command" || stem == "agent-exec-run"
+            // `agent-exec-command` is the name before issue 16 shortened it.
+            matches!(
+                stem,
+                "agent-exec-cmd" | "agent-exec-run" | "agent-exec-command"
+            )
         });
     }
     #[cfg(not(target_os = "linux"))]

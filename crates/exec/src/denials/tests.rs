@@ -156,8 +156,10 @@ fn the_scanner_reads_each_common_shape() {
 
 #[test]
 fn a_path_merely_mentioned_or_an_unclear_line_is_not_taken() {
+    // (`No such file or directory` is scanned, and explained only for a view of the grants:
+    // `a_missing_path_is_a_denial_only_in_a_view_of_the_grants_and_only_outside_them`.)
     for line in [
-        "cat: /etc/shadow: No such file or directory",
+        "cat: /etc/shadow: file not found",
         "reading /home/u/.ssh/id_rsa",
         "Permission denied",
         "permission denied, please try again",
@@ -362,7 +364,54 @@ mod linux {
     }
 
     fn denials(c: &Call, stderr: &str) -> Vec<Denial> {
-        find(&c.spec, &c.base.join("ws"), b"", stderr.as_bytes())
+        find(
+            &c.spec,
+            &c.base.join("ws"),
+            View::Host,
+            b"",
+            stderr.as_bytes(),
+        )
+    }
+
+    #[test]
+    fn a_missing_path_is_a_denial_only_in_a_view_of_the_grants_and_only_outside_them() {
+        let c = call();
+        let outside = c.base.join("elsewhere/secret");
+        let inside = c.base.join("ws/nothere");
+        let stderr = format!(
+            "cat: {}: No such file or directory\ncat: {}: No such file or directory\n",
+            outside.display(),
+            inside.display()
+        );
+        let host = find(
+            &c.spec,
+            &c.base.join("ws"),
+            View::Host,
+            b"",
+            stderr.as_bytes(),
+        );
+        assert!(host.is_empty(), "{host:?}");
+        let view = find(
+            &c.spec,
+            &c.base.join("ws"),
+            View::GrantsOnly,
+            b"",
+            stderr.as_bytes(),
+        );
+        assert_eq!(view.len(), 1, "{view:?}");
+        assert_eq!(view[0].path, outside);
+        assert_eq!(view[0].access, DeniedAccess::Read);
+        // The same answer whether or not the host has the file.
+        std::fs::create_dir_all(outside.parent().unwrap()).unwrap();
+        std::fs::write(&outside, "x").unwrap();
+        let again = find(
+            &c.spec,
+            &c.base.join("ws"),
+            View::GrantsOnly,
+            b"",
+            stderr.as_bytes(),
+        );
+        assert_eq!(again, view);
     }
 
     #[test]

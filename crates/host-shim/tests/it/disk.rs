@@ -249,7 +249,7 @@ fn what_a_dead_host_left_is_swept_at_the_next_start_and_a_live_owners_is_not() {
     let run_dir = tmp.join(dead_owner_name("agent-exec-run"));
     std::fs::create_dir_all(run_dir.join("tmp/x")).unwrap();
     std::os::unix::fs::symlink(&outside, run_dir.join("tmp/x/link")).unwrap();
-    let cmd_dir = tmp.join(dead_owner_name("agent-exec-command"));
+    let cmd_dir = tmp.join(dead_owner_name("agent-exec-cmd"));
     std::fs::create_dir(&cmd_dir).unwrap();
     let mirror = mirrors.join(dead_owner_name("local-user-call"));
     std::fs::create_dir(&mirror).unwrap();
@@ -267,7 +267,7 @@ fn what_a_dead_host_left_is_swept_at_the_next_start_and_a_live_owners_is_not() {
         .unwrap();
     let live = tmp.join(format!("agent-exec-run-{me}-{start}-5"));
     std::fs::create_dir(&live).unwrap();
-    let link = tmp.join(dead_owner_name("agent-exec-command"));
+    let link = tmp.join(dead_owner_name("agent-exec-cmd"));
     std::os::unix::fs::symlink(&outside, &link).unwrap();
     let kept = mirrors.join("local-user-kept-1-2-3");
     std::fs::create_dir(&kept).unwrap();

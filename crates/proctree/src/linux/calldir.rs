@@ -111,7 +111,9 @@ pub fn owned_name(prefix: &str) -> String {
         me.pid(),
         me.start_time(),
         pid_namespace(),
-        (seed << 20) ^ n
+        // Short: a call's temp dir holds the command's unix sockets (Python's multiprocessing
+        // puts them in TMPDIR), and a socket path has at most 107 bytes (issue 16).
+        ((seed & 0xF_FFFF) << 8) ^ n
     )
 }
 
