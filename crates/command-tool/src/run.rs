@@ -213,7 +213,13 @@ pub async fn command_with(
         None => crate::toolchains::Resolved::default(),
     };
     extra.extend(toolchains.grants);
+    let approved_extra = !validated.extra_paths().is_empty();
     let mut sandbox = SandboxSpec::for_command(&scope, temp.lease(), extra).map_err(describe)?;
+    // An approved extra path may hold another program's listening socket (the user's `/tmp`
+    // holds tmux's and ssh-agent's; Landlock below ABI 9 does not govern `connect`): with one,
+    // the command makes no unix sockets (`socketpair` still works). The workspace, the temp
+    // dir and the toolchain homes are not such places (issue 16 review).
+    sandbox.unix_sockets = !approved_extra;
     for path in &options.hidden {
         sandbox = sandbox.hide(path.clone());
     }

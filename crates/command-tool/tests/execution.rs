@@ -589,3 +589,35 @@ async fn a_scripts_shebang_in_an_extra_path_grants_nothing() {
     assert!(!out.stdout.contains("SHEBANG-SECRET"), "{out:?}");
     assert!(out.stdout.contains("denied"), "{out:?}");
 }
+
+/// Issue 16 review: an approved extra path may hold another program's listening socket (the
+/// user's `/tmp` holds tmux's); with one approved, the command makes no unix sockets, so a
+/// listener there is never reached — read-only or not.
+#[tokio::test]
+async fn a_socket_in_an_approved_extra_path_is_not_reachable() {
+    if !sandbox_available() || !std::path::Path::new("/usr/bin/python3").exists() {
+        return;
+    }
+    let f = Fixture::new();
+    let dir = f.outside_dir().join("sockets");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    for write in [false, true] {
+        let approver = Recorder::allowing(&[&dir]);
+        let script = format!(
+            "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print('CONNECTED')\" 2>&1 | tail -1",
+            path.display()
+        );
+        let out = call_with(
+            &f,
+            json!({"command": script, "extraPaths": [{"path": dir.display().to_string(), "write": write}]}),
+            &approver,
+        )
+        .await
+        .unwrap();
+        assert!(!out.stdout.contains("CONNECTED"), "{out:?}");
+        assert!(listener.accept().is_err(), "the host's listener was reached: {out:?}");
+    }
+}

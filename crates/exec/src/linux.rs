@@ -104,10 +104,13 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
     }
     // Where proctree's supervisor will start the command: inside its own user namespace (a host
     // that is not root), as PID 2 of a PID namespace whose PID 1 is the supervisor.
-    Ok(policy.launch(launch()).network(match spec.network {
-        Network::None => LlNetwork::None,
-        Network::All => LlNetwork::All,
-    }))
+    Ok(policy
+        .unix_sockets_in_view(spec.unix_sockets)
+        .launch(launch())
+        .network(match spec.network {
+            Network::None => LlNetwork::None,
+            Network::All => LlNetwork::All,
+        }))
 }
 
 /// Where proctree's supervisor starts a command in its default mode, as the sandbox needs to

@@ -61,6 +61,7 @@ mod tests {
             ],
             network: Network::None,
             hidden: vec![],
+            unix_sockets: true,
         };
         let bound = profile_spec(&spec).build().unwrap();
         let decide = |op, path: &str| bound.decide(op, path).unwrap();
@@ -94,6 +95,7 @@ mod tests {
             ],
             network: Network::None,
             hidden: vec![],
+            unix_sockets: true,
         };
         let bound = profile_spec(&spec).build().unwrap();
         let decide = |op, path: &str| bound.decide(op, path).unwrap();

@@ -122,6 +122,10 @@ pub struct SandboxSpec {
     /// (the host's own state directory inside a workspace of `$HOME`, issue 14): covered by an
     /// empty read-only directory on Linux; where that cannot be done, the run is refused.
     pub hidden: Vec<PathBuf>,
+    /// Whether unix sockets may be made where the platform can keep the host's out of reach
+    /// (Linux: a view of the grants only). `false` when a grant may hold another program's
+    /// listening socket (an approved extra path such as `/tmp`, issue 16 review).
+    pub unix_sockets: bool,
 }
 
 /// Why a spec could not be built.
@@ -166,6 +170,7 @@ impl SandboxSpec {
             ],
             network: Network::None,
             hidden: Vec::new(),
+            unix_sockets: true,
         })
     }
 
@@ -190,6 +195,7 @@ impl SandboxSpec {
             grants,
             network: Network::None,
             hidden: Vec::new(),
+            unix_sockets: true,
         })
     }
 

@@ -139,6 +139,8 @@ pub struct Policy {
     pub(crate) abi_limit: Option<u8>,
     pub(crate) launch: Launch,
     pub(crate) namespaces: bool,
+    /// Whether unix sockets may be made where the view holds only the grants (issue 16 review).
+    pub(crate) unix_in_view: bool,
 }
 
 impl Default for Policy {
@@ -161,6 +163,7 @@ impl Policy {
             abi_limit: None,
             launch: Launch::default(),
             namespaces: true,
+            unix_in_view: true,
         }
     }
 
@@ -224,6 +227,15 @@ impl Policy {
     /// of its own.
     pub fn launch(mut self, launch: Launch) -> Self {
         self.launch = launch;
+        self
+    }
+
+    /// Whether the program may make unix sockets where its view holds only the grants (default
+    /// `true`; see [`Network::None`]). Pass `false` when a grant may hold another program's
+    /// listening socket: a user's approved `/tmp` holds tmux's and ssh-agent's, and Landlock
+    /// below ABI 9 does not govern `connect` (issue 16 review). `socketpair` always works.
+    pub fn unix_sockets_in_view(mut self, allowed: bool) -> Self {
+        self.unix_in_view = allowed;
         self
     }
 

@@ -294,8 +294,11 @@ impl Policy {
             (i.world.proc_rights.is_some(), i.world.shm.is_some())
         });
         let ruleset = build_ruleset(self, abi, &opened)?;
-        let unix_connect_contained =
-            abi >= 9 || (root && abi >= 6 && self.scopes.contains(Scopes::ABSTRACT_UNIX_SOCKET));
+        let unix_connect_contained = abi >= 9
+            || (root
+                && self.unix_in_view
+                && abi >= 6
+                && self.scopes.contains(Scopes::ABSTRACT_UNIX_SOCKET));
         let filter = seccomp::build_cached(FilterOptions {
             network: self.network,
             may_spawn: self.may_spawn(),
