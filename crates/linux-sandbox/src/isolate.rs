@@ -1260,6 +1260,57 @@ fn private_shm(size: &std::ffi::CStr) -> Result<i32, i32> {
     )
 }
 
+/// An `O_PATH` descriptor of the private `/dev/shm`, once [`Isolation::enter`] mounted it: the
+/// directory the supervisor's link broker links in (issue 16, LIVE-2; proctree's `links`).
+pub(crate) fn open_private_shm() -> Result<i32, i32> {
+    open_no_symlinks(
+        libc::AT_FDCWD,
+        c"/dev/shm".as_ptr().cast(),
+        libc::O_PATH | libc::O_DIRECTORY,
+    )
+}
+
+/// Sends two descriptors over the connected socket `sock` in one message (`SCM_RIGHTS`).
+pub(crate) fn send_two_fds(sock: i32, fds: [i32; 2]) -> Result<(), i32> {
+    #[repr(C)]
+    struct TwoFds {
+        hdr: libc::cmsghdr,
+        fds: [i32; 2],
+    }
+    let byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_ptr().cast_mut().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: all-zero is a valid `cmsghdr` and `msghdr`.
+    let mut control: TwoFds = unsafe { std::mem::zeroed() };
+    control.hdr.cmsg_len = std::mem::size_of::<TwoFds>();
+    control.hdr.cmsg_level = libc::SOL_SOCKET;
+    control.hdr.cmsg_type = libc::SCM_RIGHTS;
+    control.fds = fds;
+    // SAFETY: as above.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = (&mut control as *mut TwoFds).cast();
+    msg.msg_controllen = std::mem::size_of::<TwoFds>();
+    // SAFETY: `msg` names live buffers of the lengths it gives.
+    sys(unsafe {
+        syscall!(
+            Sysno::sendmsg,
+            sock,
+            &msg as *const libc::msghdr,
+            libc::MSG_NOSIGNAL
+        )
+    })
+    .map(drop)
+}
+
+/// Closes a descriptor of the child's (async-signal-safe).
+pub(crate) fn close_fd(fd: i32) {
+    close(fd);
+}
+
 /// `struct landlock_path_beneath_attr` (`<linux/landlock.h>`, packed in the UAPI).
 #[repr(C, packed)]
 struct PathBeneathAttr {
