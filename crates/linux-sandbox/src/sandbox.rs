@@ -818,7 +818,27 @@ fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
         });
     }
     // SAFETY: two fresh descriptors nothing else owns.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    let pair = unsafe { [OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])] };
+    // Above 9: a supervisor keeps its low numbers for its own plumbing (proctree refuses to
+    // keep 0-4 for the hook), and a host with few open descriptors hands out low ones.
+    let [child, supervisor] = pair.map(|fd| {
+        if fd.as_raw_fd() > 9 {
+            return Ok(fd);
+        }
+        // SAFETY: fcntl(F_DUPFD_CLOEXEC) on a descriptor we own.
+        let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+        if moved < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(moved) })
+    });
+    match (child, supervisor) {
+        (Ok(child), Ok(supervisor)) => Ok((child, supervisor)),
+        (Err(e), _) | (_, Err(e)) => Err(SandboxError::SeccompUnavailable {
+            reason: format!("cannot move the link broker's channel above 9: {e}"),
+        }),
+    }
 }
 
 /// The error of a failed step in the child: the kernel's errno, straight from the syscall's
