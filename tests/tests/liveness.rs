@@ -193,7 +193,13 @@ fn python_pytest_sqlite_and_multiprocessing_pools_work() {
     let out = ws.call("python3 mp.py");
     assert_ran(
         &out,
-        &["pool 285", "semaphore ok", "lock ok", "queue 42", "sqlite 42"],
+        &[
+            "pool 285",
+            "semaphore ok",
+            "lock ok",
+            "queue 42",
+            "sqlite 42",
+        ],
     );
 
     if Command::new("python3")

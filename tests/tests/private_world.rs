@@ -361,11 +361,9 @@ async fn python_shared_memory_works_across_processes() {
     assert_eq!(text(&out.stdout), "shm hello\n", "{}", show(&out));
 }
 
-/// Pins a limit, not a goal: glibc's `sem_open` (2.36) writes a temporary file in `/dev/shm`
-/// and `link(2)`s it to the semaphore's name, and the sandbox refuses every new hard link
-/// (SPEC CMD-9, seccomp). So `multiprocessing`'s `SemLock` (and with it `Pool`, `Queue`,
-/// `Lock`) gets `EPERM` even with a private `/dev/shm`. When CMD-9 is relaxed for the private
-/// `/dev/shm`, this test fails and becomes the liveness test of issue 16's `Pool` row.
+/// glibc's `sem_open` (2.36) writes a temporary file in `/dev/shm` and `link(2)`s it to the
+/// semaphore's name; `multiprocessing`'s `SemLock` (and with it `Pool`, `Queue`, `Lock`) needs
+/// it. The supervisor's link broker makes exactly that link (issue 16's `Pool` row, LIVE-2).
 #[tokio::test]
 async fn python_semaphores_locks_queues_and_pools_work_through_the_shm_link_broker() {
     // glibc's `sem_open` links `/dev/shm/sem.XXXXXX` to `/dev/shm/sem.NAME`: the one link the

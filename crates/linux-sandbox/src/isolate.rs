@@ -81,10 +81,15 @@
 //! # The private `/dev/shm`
 //! POSIX shared memory (`shm_open`) and named semaphores are files in `/dev/shm`. Each call
 //! gets an empty tmpfs there, bounded (see `sandbox::shm_size`), gone with the call's mount
-//! namespace: the host's objects and another call's are never in it. Named semaphores still
-//! fail: glibc's `sem_open` makes one by `link(2)`ing a temporary file to its name, and every
-//! new hard link is refused (SPEC CMD-9), so Python's `multiprocessing` locks and pools do not
-//! work yet; `shared_memory` does.
+//! namespace: the host's objects and another call's are never in it. Named semaphores need one
+//! hard link: glibc's `sem_open` makes one by `link(2)`ing a temporary file to its name, and
+//! the command may make no hard link (SPEC CMD-9). With a private `/dev/shm` and a supervisor
+//! that takes the link broker (`PreparedSandbox::take_link_broker`), seccomp hands `link` and
+//! `linkat` to the supervisor instead of refusing them ([`open_private_shm`] names the
+//! directory it links in), which links two single names inside this tmpfs and refuses
+//! everything else (proctree's `links` module): Python's `multiprocessing` locks, queues and
+//! pools work (issue 16, LIVE-2), and no hard link is ever made in the workspace, the temp dir
+//! or a grant.
 //!
 //! Why paths are looked up again in the child at all: descriptors opened in the parent name
 //! mounts of the host's namespace, which `open_tree` refuses to clone from another namespace.

@@ -228,7 +228,10 @@ impl fmt::Debug for PreparedSandbox {
             .field("filter_len", &self.filter.len())
             .field("enforcement", &self.enforcement)
             .field("isolation", &self.isolation)
-            .field("link_broker", &self.links.as_ref().map(|l| l.supervisor.is_none()))
+            .field(
+                "link_broker",
+                &self.links.as_ref().map(|l| l.supervisor.is_none()),
+            )
             .finish()
     }
 }
@@ -1003,13 +1006,10 @@ impl PreparedSandbox {
         // The private `/dev/shm` the supervisor will link in, opened in the new root before
         // anything else can change it.
         let shm = match self.brokered() {
-            Some(_) => Some(
-                isolate::open_private_shm()
-                    .map_err(|errno| ApplyError {
-                        stage: ApplyStage::Seccomp,
-                        errno,
-                    })?,
-            ),
+            Some(_) => Some(isolate::open_private_shm().map_err(|errno| ApplyError {
+                stage: ApplyStage::Seccomp,
+                errno,
+            })?),
             None => None,
         };
         isolate::drop_capabilities()?;
@@ -1176,6 +1176,7 @@ mod tests {
             filter: good.filter.clone(),
             enforcement: good.enforcement,
             isolation: None,
+            links: None,
         };
         let (result, kept) = apply_in_forked_child(&not_a_ruleset);
         assert_eq!(

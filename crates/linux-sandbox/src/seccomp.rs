@@ -21,7 +21,10 @@
 //!    ranges: an unlisted call is allowed after at most eleven comparisons (about eight on
 //!    average), and an unconditional denial returns from its leaf:
 //!    - `EPERM` for the deny-list ([`always_denied`]; since issue 14 with `open_tree_attr`, a
-//!      mount call, and `file_setattr`, inode flags) and, without a private IPC namespace, for
+//!      mount call, and `file_setattr`, inode flags), for the hard-link calls ([`link_calls`],
+//!      CMD-9) unless the supervisor brokers them (then `SECCOMP_RET_USER_NOTIF`, see
+//!      [`FilterOptions::broker_links`]; nothing in the program returns `ERRNO` for them then,
+//!      which would take precedence), and, without a private IPC namespace, for
 //!      System V IPC and POSIX message queues ([`host_ipc`], issue 14: the host's objects,
 //!      named by key and not by a path Landlock sees);
 //!    - `EOPNOTSUPP` for the extended-attribute setters ([`xattr_setters`], issue 14: xattrs
@@ -874,7 +877,11 @@ mod tests {
                 }
                 for value in [0, 1, u64::MAX, 0o4755] {
                     let data = data(NATIVE, nr, [value; 6]);
-                    assert_eq!(run_program(&broker, &data), run_program(&plain, &data), "{nr}");
+                    assert_eq!(
+                        run_program(&broker, &data),
+                        run_program(&plain, &data),
+                        "{nr}"
+                    );
                 }
             }
         }

@@ -20,8 +20,8 @@ use seccompiler::{
 
 use super::{
     CLONE_NAMESPACE_FLAGS, FilterOptions, IMMUTABLE_FLAG_IOCTLS, NEWEST_KNOWN_SYSCALL,
-    PRIORITY_CALLS, TERMINAL_INJECTION_IOCTLS, always_denied, bits, creating_opens, host_ipc, link_calls,
-    mode_setters, pid_targets, unreadable_arguments, xattr_setters,
+    PRIORITY_CALLS, TERMINAL_INJECTION_IOCTLS, always_denied, bits, creating_opens, host_ipc,
+    link_calls, mode_setters, pid_targets, unreadable_arguments, xattr_setters,
 };
 use crate::SandboxError;
 use crate::policy::Network;
