@@ -185,11 +185,22 @@ fn python_pytest_sqlite_and_multiprocessing_pools_work() {
          if __name__ == '__main__':\n\
          \x20   with mp.Pool(2) as p: print('pool', sum(p.map(sq, range(10))))\n\
          \x20   s = mp.Semaphore(1); s.acquire(); s.release(); print('semaphore ok')\n\
+         \x20   with mp.Lock(): print('lock ok')\n\
+         \x20   q = mp.Queue(); q.put(41); print('queue', q.get() + 1)\n\
          \x20   db = sqlite3.connect('t.db'); db.execute('create table t(x)'); db.execute('insert into t values (42)')\n\
          \x20   print('sqlite', db.execute('select x from t').fetchone()[0])\n",
     );
     let out = ws.call("python3 mp.py");
-    assert_ran(&out, &["pool 285", "semaphore ok", "sqlite 42"]);
+    assert_ran(
+        &out,
+        &[
+            "pool 285",
+            "semaphore ok",
+            "lock ok",
+            "queue 42",
+            "sqlite 42",
+        ],
+    );
 
     if Command::new("python3")
         .args(["-c", "import pytest"])

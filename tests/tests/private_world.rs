@@ -361,31 +361,125 @@ async fn python_shared_memory_works_across_processes() {
     assert_eq!(text(&out.stdout), "shm hello\n", "{}", show(&out));
 }
 
-/// Pins a limit, not a goal: glibc's `sem_open` (2.36) writes a temporary file in `/dev/shm`
-/// and `link(2)`s it to the semaphore's name, and the sandbox refuses every new hard link
-/// (SPEC CMD-9, seccomp). So `multiprocessing`'s `SemLock` (and with it `Pool`, `Queue`,
-/// `Lock`) gets `EPERM` even with a private `/dev/shm`. When CMD-9 is relaxed for the private
-/// `/dev/shm`, this test fails and becomes the liveness test of issue 16's `Pool` row.
+/// glibc's `sem_open` (2.36) writes a temporary file in `/dev/shm` and `link(2)`s it to the
+/// semaphore's name; `multiprocessing`'s `SemLock` (and with it `Pool`, `Queue`, `Lock`) needs
+/// it. The supervisor's link broker makes exactly that link (issue 16's `Pool` row, LIVE-2).
 #[tokio::test]
-async fn python_semaphores_still_fail_on_the_hard_link_ban_of_cmd_9() {
+async fn python_semaphores_locks_queues_and_pools_work_through_the_shm_link_broker() {
+    // glibc's `sem_open` links `/dev/shm/sem.XXXXXX` to `/dev/shm/sem.NAME`: the one link the
+    // supervisor makes for the command (issue 16, LIVE-2).
     if !private_shm() {
         return;
     }
     let call = Call::new();
     let out = call
         .python(
-            "import os, multiprocessing as mp\n\
-             fd = os.open('/dev/shm/t', os.O_CREAT | os.O_WRONLY, 0o600); os.close(fd)\n\
-             try:\n    os.link('/dev/shm/t', '/dev/shm/u')\nexcept OSError as e:\n    print('link', e.errno)\n\
-             try:\n    mp.Semaphore(1)\nexcept OSError as e:\n    print('semaphore', e.errno)\n",
+            "import multiprocessing as mp\n\
+             def sq(x): return x * x\n\
+             if __name__ == '__main__':\n\
+             \x20   s = mp.Semaphore(2); s.acquire(); s.release(); print('semaphore ok')\n\
+             \x20   l = mp.Lock()\n\
+             \x20   with l: print('lock ok')\n\
+             \x20   q = mp.Queue(); q.put(41); print('queue', q.get() + 1)\n\
+             \x20   with mp.Pool(2) as p: print('pool', sum(p.map(sq, range(10))))\n",
         )
         .await;
     assert_eq!(
         text(&out.stdout),
-        format!("link {0}\nsemaphore {0}\n", libc::EPERM),
+        "semaphore ok\nlock ok\nqueue 42\npool 285\n",
         "{}",
         show(&out)
     );
+    assert_eq!(out.exit_code, Some(0), "{}", show(&out));
+}
+
+/// Files beneath `dir` with more than one name.
+fn hard_linked_beneath(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+        if meta.is_dir() {
+            found.extend(hard_linked_beneath(&entry.path()));
+        } else if meta.nlink() > 1 {
+            found.push(entry.path());
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn every_hard_link_but_two_names_directly_in_the_private_dev_shm_is_refused() {
+    // CMD-9 stays: the broker links `/dev/shm/<name>` to `/dev/shm/<name>` only, resolved in
+    // the call's own tmpfs, and answers everything else EPERM as the filter did before.
+    if !private_shm() {
+        return;
+    }
+    let call = Call::new();
+    let out = call
+        .python(
+            r#"import os, ctypes
+S = os.getcwd(); T = os.environ['TMPDIR']
+libc = ctypes.CDLL(None, use_errno=True)
+def linkat(od, o, nd, n, fl):
+    if libc.linkat(od, o, nd, n, fl) != 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+def attempt(label, f):
+    try:
+        f(); print(label, 'ok')
+    except OSError as e:
+        print(label, e.errno)
+for p in [S + '/a', T + '/a', '/dev/shm/t']:
+    open(p, 'w').close()
+# Landlock refuses symbolic links in /dev/shm (no MAKE_SYM); the broker would not resolve
+# one anyway: a name with a slash is refused before anything is looked up.
+attempt('symlink-in-shm', lambda: os.symlink(S, '/dev/shm/d'))
+dfd = os.open('/dev/shm', os.O_RDONLY | os.O_DIRECTORY)
+attempt('workspace', lambda: os.link('a', 'b'))
+attempt('workspace-absolute', lambda: os.link(S + '/a', S + '/b'))
+attempt('temp', lambda: os.link(T + '/a', T + '/b'))
+attempt('shm-to-workspace', lambda: os.link('/dev/shm/t', S + '/c'))
+attempt('workspace-to-shm', lambda: os.link(S + '/a', '/dev/shm/c'))
+attempt('dotdot', lambda: os.link('/dev/shm/../shm/t', '/dev/shm/x'))
+attempt('dotdot-name', lambda: os.link('/dev/shm/t', '/dev/shm/..'))
+attempt('through-symlink', lambda: os.link('/dev/shm/d/a', '/dev/shm/y'))
+attempt('into-symlink', lambda: os.link('/dev/shm/t', '/dev/shm/d/e'))
+attempt('relative-dirfd', lambda: os.link('t', 'r', src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False))
+attempt('dirfd-follow', lambda: os.link('t', 'r', src_dir_fd=dfd, dst_dir_fd=dfd))
+attempt('symlink-follow', lambda: linkat(-100, b'/dev/shm/t', -100, b'/dev/shm/f', 0x400))
+attempt('empty-path', lambda: linkat(os.open('/dev/shm/t', os.O_RDONLY), b'', -100, b'/dev/shm/g', 0x1000))
+attempt('too-long', lambda: os.link('/dev/shm/t', '/dev/shm/' + 'n' * 256))
+attempt('shm', lambda: os.link('/dev/shm/t', '/dev/shm/u'))
+attempt('shm-linkat', lambda: os.link('/dev/shm/t', '/dev/shm/v', follow_symlinks=False))
+attempt('shm-exists', lambda: os.link('/dev/shm/t', '/dev/shm/u'))
+print('t names', os.stat('/dev/shm/t').st_nlink)
+print('a names', os.stat(S + '/a').st_nlink, os.stat(T + '/a').st_nlink)
+def listeners():
+    found = []
+    for f in os.listdir('/proc/self/fd'):
+        try:
+            if 'seccomp' in os.readlink('/proc/self/fd/' + f): found.append(f)
+        except OSError:
+            pass
+    return found
+print('listener', listeners() if os.path.isdir('/proc/self/fd') else [])
+"#,
+        )
+        .await;
+    let eperm = libc::EPERM;
+    let want = format!(
+        "symlink-in-shm {}\nworkspace {eperm}\nworkspace-absolute {eperm}\ntemp {eperm}\nshm-to-workspace {eperm}\n\
+         workspace-to-shm {eperm}\ndotdot {eperm}\ndotdot-name {eperm}\n\
+         through-symlink {eperm}\ninto-symlink {eperm}\nrelative-dirfd {eperm}\n\
+         dirfd-follow {eperm}\nsymlink-follow {eperm}\nempty-path {eperm}\ntoo-long {eperm}\n\
+         shm ok\nshm-linkat ok\nshm-exists {}\nt names 3\na names 1 1\nlistener []\n",
+        libc::EACCES,
+        libc::EEXIST
+    );
+    assert_eq!(text(&out.stdout), want, "{}", show(&out));
+    for dir in [&call.scope, &call.temp] {
+        assert_eq!(hard_linked_beneath(dir), Vec::<PathBuf>::new());
+    }
 }
 
 #[tokio::test]

@@ -28,7 +28,7 @@ pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, ExecError> {
 /// Spawns `job` under the supervisor with `prepared` applied between fork and exec.
 pub(crate) fn spawn(
     job: &Job,
-    prepared: Prepared,
+    mut prepared: Prepared,
     cwd: OwnedFd,
     stdout: OwnedFd,
     stderr: OwnedFd,
@@ -48,6 +48,14 @@ pub(crate) fn spawn(
         .stderr(stderr)
         // The hook applies this ruleset; the supervisor closes every other inherited fd.
         .keep_fd(prepared.ruleset_fd());
+    // With a private `/dev/shm`, the supervisor brokers the hard links inside it (issue 16,
+    // LIVE-2: `sem_open`); every other link stays refused (CMD-9).
+    if let Some(channel) = prepared.take_link_broker() {
+        command = command.link_broker(channel);
+        if let Some(fd) = prepared.link_channel_fd() {
+            command = command.keep_fd(fd);
+        }
+    }
     for (key, value) in &job.env {
         command = command.env(key, value);
     }

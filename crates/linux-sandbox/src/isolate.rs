@@ -81,10 +81,15 @@
 //! # The private `/dev/shm`
 //! POSIX shared memory (`shm_open`) and named semaphores are files in `/dev/shm`. Each call
 //! gets an empty tmpfs there, bounded (see `sandbox::shm_size`), gone with the call's mount
-//! namespace: the host's objects and another call's are never in it. Named semaphores still
-//! fail: glibc's `sem_open` makes one by `link(2)`ing a temporary file to its name, and every
-//! new hard link is refused (SPEC CMD-9), so Python's `multiprocessing` locks and pools do not
-//! work yet; `shared_memory` does.
+//! namespace: the host's objects and another call's are never in it. Named semaphores need one
+//! hard link: glibc's `sem_open` makes one by `link(2)`ing a temporary file to its name, and
+//! the command may make no hard link (SPEC CMD-9). With a private `/dev/shm` and a supervisor
+//! that takes the link broker (`PreparedSandbox::take_link_broker`), seccomp hands `link` and
+//! `linkat` to the supervisor instead of refusing them ([`open_private_shm`] names the
+//! directory it links in), which links two single names inside this tmpfs and refuses
+//! everything else (proctree's `links` module): Python's `multiprocessing` locks, queues and
+//! pools work (issue 16, LIVE-2), and no hard link is ever made in the workspace, the temp dir
+//! or a grant.
 //!
 //! Why paths are looked up again in the child at all: descriptors opened in the parent name
 //! mounts of the host's namespace, which `open_tree` refuses to clone from another namespace.
@@ -1258,6 +1263,57 @@ fn private_shm(size: &std::ffi::CStr) -> Result<i32, i32> {
         &[(c"size", size.to_bytes_with_nul()), (c"mode", b"1777\0")],
         libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC,
     )
+}
+
+/// An `O_PATH` descriptor of the private `/dev/shm`, once [`Isolation::enter`] mounted it: the
+/// directory the supervisor's link broker links in (issue 16, LIVE-2; proctree's `links`).
+pub(crate) fn open_private_shm() -> Result<i32, i32> {
+    open_no_symlinks(
+        libc::AT_FDCWD,
+        c"/dev/shm".as_ptr().cast(),
+        libc::O_PATH | libc::O_DIRECTORY,
+    )
+}
+
+/// Sends two descriptors over the connected socket `sock` in one message (`SCM_RIGHTS`).
+pub(crate) fn send_two_fds(sock: i32, fds: [i32; 2]) -> Result<(), i32> {
+    #[repr(C)]
+    struct TwoFds {
+        hdr: libc::cmsghdr,
+        fds: [i32; 2],
+    }
+    let byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_ptr().cast_mut().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: all-zero is a valid `cmsghdr` and `msghdr`.
+    let mut control: TwoFds = unsafe { std::mem::zeroed() };
+    control.hdr.cmsg_len = std::mem::size_of::<TwoFds>();
+    control.hdr.cmsg_level = libc::SOL_SOCKET;
+    control.hdr.cmsg_type = libc::SCM_RIGHTS;
+    control.fds = fds;
+    // SAFETY: as above.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = (&mut control as *mut TwoFds).cast();
+    msg.msg_controllen = std::mem::size_of::<TwoFds>();
+    // SAFETY: `msg` names live buffers of the lengths it gives.
+    sys(unsafe {
+        syscall!(
+            Sysno::sendmsg,
+            sock,
+            &msg as *const libc::msghdr,
+            libc::MSG_NOSIGNAL
+        )
+    })
+    .map(drop)
+}
+
+/// Closes a descriptor of the child's (async-signal-safe).
+pub(crate) fn close_fd(fd: i32) {
+    close(fd);
 }
 
 /// `struct landlock_path_beneath_attr` (`<linux/landlock.h>`, packed in the UAPI).

@@ -205,6 +205,20 @@ pub struct PreparedSandbox {
     enforcement: Enforcement,
     /// The namespaces and mounts made in the child, when the machine allows them.
     isolation: Option<Isolation>,
+    /// With a private `/dev/shm`: the supervisor's hard-link broker (issue 16, LIVE-2).
+    links: Option<LinkBroker>,
+}
+
+/// What the child needs to hand `link`/`linkat` to the supervisor
+/// ([`PreparedSandbox::take_link_broker`]).
+struct LinkBroker {
+    /// The same program with `SECCOMP_RET_USER_NOTIF` for `link` and `linkat`.
+    filter: Vec<libc::sock_filter>,
+    /// The child's end of the channel (close-on-exec): the listener and `/dev/shm` go over it.
+    child: OwnedFd,
+    /// The supervisor's end until [`PreparedSandbox::take_link_broker`] takes it; only then
+    /// does the child install `filter` (nobody would answer otherwise).
+    supervisor: Option<OwnedFd>,
 }
 
 impl fmt::Debug for PreparedSandbox {
@@ -214,6 +228,10 @@ impl fmt::Debug for PreparedSandbox {
             .field("filter_len", &self.filter.len())
             .field("enforcement", &self.enforcement)
             .field("isolation", &self.isolation)
+            .field(
+                "link_broker",
+                &self.links.as_ref().map(|l| l.supervisor.is_none()),
+            )
             .finish()
     }
 }
@@ -299,7 +317,7 @@ impl Policy {
                 && self.unix_in_view
                 && abi >= 6
                 && self.scopes.contains(Scopes::ABSTRACT_UNIX_SOCKET));
-        let filter = seccomp::build_cached(FilterOptions {
+        let options = FilterOptions {
             network: self.network,
             may_spawn: self.may_spawn(),
             // Pathname sockets: Landlock (ABI 9) or a view without the host's; abstract ones:
@@ -307,7 +325,24 @@ impl Policy {
             unix_connect_contained,
             private_ipc: namespaces,
             own_pid_namespace: self.launch.own_pid_namespace,
-        })?;
+            broker_links: false,
+        };
+        let filter = seccomp::build_cached(options)?;
+        // Only a private `/dev/shm` makes brokered links possible: the supervisor links names
+        // in that directory and nowhere else.
+        let links = if shm {
+            let (child, supervisor) = seqpacket_pair()?;
+            Some(LinkBroker {
+                filter: seccomp::build_cached(FilterOptions {
+                    broker_links: true,
+                    ..options
+                })?,
+                child,
+                supervisor: Some(supervisor),
+            })
+        } else {
+            None
+        };
         // BPF_MAXINSNS: the kernel refuses longer programs; refuse here, not in the child.
         if filter.len() > 4096 {
             return Err(SandboxError::SeccompUnavailable {
@@ -331,6 +366,7 @@ impl Policy {
                 unix: self.network == Network::All || unix_connect_contained,
             },
             isolation,
+            links,
         })
     }
 
@@ -764,6 +800,52 @@ fn build_ruleset(policy: &Policy, abi: u8, opened: &[OpenedRule]) -> Result<Owne
 /// `PR_SET_NO_NEW_PRIVS` and `SECCOMP_SET_MODE_FILTER` as raw syscall arguments.
 const PR_SET_NO_NEW_PRIVS: usize = libc::PR_SET_NO_NEW_PRIVS as usize;
 const SECCOMP_SET_MODE_FILTER: usize = libc::SECCOMP_SET_MODE_FILTER as usize;
+const SECCOMP_FILTER_FLAG_NEW_LISTENER: usize = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as usize;
+
+/// A close-on-exec `AF_UNIX` `SOCK_SEQPACKET` pair (one message, one read).
+fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [-1; 2];
+    // SAFETY: socketpair fills the two-element array.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(SandboxError::SeccompUnavailable {
+            reason: format!(
+                "cannot make the link broker's channel: {}",
+                std::io::Error::last_os_error()
+            ),
+        });
+    }
+    // SAFETY: two fresh descriptors nothing else owns.
+    let pair = unsafe { [OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])] };
+    // Above 9: a supervisor keeps its low numbers for its own plumbing (proctree refuses to
+    // keep 0-4 for the hook), and a host with few open descriptors hands out low ones.
+    let [child, supervisor] = pair.map(|fd| {
+        if fd.as_raw_fd() > 9 {
+            return Ok(fd);
+        }
+        // SAFETY: fcntl(F_DUPFD_CLOEXEC) on a descriptor we own.
+        let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+        if moved < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(moved) })
+    });
+    match (child, supervisor) {
+        (Ok(child), Ok(supervisor)) => Ok((child, supervisor)),
+        (Err(e), _) | (_, Err(e)) => Err(SandboxError::SeccompUnavailable {
+            reason: format!("cannot move the link broker's channel above 9: {e}"),
+        }),
+    }
+}
 
 /// The error of a failed step in the child: the kernel's errno, straight from the syscall's
 /// return value (never from the thread-local `errno`).
@@ -875,6 +957,30 @@ impl PreparedSandbox {
         &self.filter
     }
 
+    /// Hands the command's hard links to a supervisor (issue 16, LIVE-2): returns the
+    /// supervisor's end of the channel (for `proctree::Command::link_broker`) where the command
+    /// gets a private `/dev/shm`, `None` elsewhere (links stay refused, CMD-9). From then on
+    /// [`apply_in_child`](Self::apply_in_child) installs the variant of the seccomp program that
+    /// returns `SECCOMP_RET_USER_NOTIF` for `link` and `linkat`, with a new listener, and sends
+    /// that listener and an `O_PATH` descriptor of the private `/dev/shm` over
+    /// [`link_channel_fd`](Self::link_channel_fd) before returning; the program never holds
+    /// them (both close-on-exec, and closed right after sending). The supervisor must answer;
+    /// without one, a link would wait until the channel's last holder closes it.
+    pub fn take_link_broker(&mut self) -> Option<OwnedFd> {
+        self.links.as_mut().and_then(|l| l.supervisor.take())
+    }
+
+    /// The hook's end of the link channel, to keep open in the child like
+    /// [`ruleset_fd`](Self::ruleset_fd); `Some` after [`take_link_broker`](Self::take_link_broker)
+    /// returned the other end.
+    pub fn link_channel_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.brokered().map(|l| l.child.as_fd())
+    }
+
+    fn brokered(&self) -> Option<&LinkBroker> {
+        self.links.as_ref().filter(|l| l.supervisor.is_none())
+    }
+
     /// The Landlock ruleset fd. A supervisor that closes inherited fds in the child before
     /// running its hooks must keep this one open until [`apply_in_child`] has run.
     ///
@@ -900,6 +1006,15 @@ impl PreparedSandbox {
         if let Some(isolation) = &self.isolation {
             isolation.enter(self.ruleset.as_raw_fd())?;
         }
+        // The private `/dev/shm` the supervisor will link in, opened in the new root before
+        // anything else can change it.
+        let shm = match self.brokered() {
+            Some(_) => Some(isolate::open_private_shm().map_err(|errno| ApplyError {
+                stage: ApplyStage::Seccomp,
+                errno,
+            })?),
+            None => None,
+        };
         isolate::drop_capabilities()?;
         // no_new_privs first: landlock_restrict_self and seccomp both require it of an
         // unprivileged caller, and it keeps setuid binaries from gaining privileges.
@@ -911,22 +1026,37 @@ impl PreparedSandbox {
         // SAFETY: a ruleset fd and no flags; the kernel reads no memory of ours.
         unsafe { syscall3(Sysno::landlock_restrict_self, ruleset, 0, 0) }
             .map_err(|e| apply_error(ApplyStage::Landlock, e))?;
+        let (filter, flags) = match self.brokered() {
+            Some(links) => (&links.filter, SECCOMP_FILTER_FLAG_NEW_LISTENER),
+            None => (&self.filter, 0),
+        };
         // The length was checked against BPF_MAXINSNS in `prepare`.
         let fprog = libc::sock_fprog {
-            len: u16::try_from(self.filter.len()).unwrap_or(u16::MAX),
-            filter: self.filter.as_ptr().cast_mut(),
+            len: u16::try_from(filter.len()).unwrap_or(u16::MAX),
+            filter: filter.as_ptr().cast_mut(),
         };
         // SAFETY: `fprog` points at `len` instructions owned by `self`, alive for the call; the
         // kernel copies them.
-        unsafe {
+        let installed = unsafe {
             syscall3(
                 Sysno::seccomp,
                 SECCOMP_SET_MODE_FILTER,
-                0,
+                flags,
                 &fprog as *const libc::sock_fprog as usize,
             )
         }
         .map_err(|e| apply_error(ApplyStage::Seccomp, e))?;
+        if let (Some(links), Some(shm)) = (self.brokered(), shm) {
+            // With NEW_LISTENER the call returns the listener (close-on-exec).
+            let listener = installed as i32;
+            let sent = isolate::send_two_fds(links.child.as_raw_fd(), [listener, shm]);
+            isolate::close_fd(listener);
+            isolate::close_fd(shm);
+            sent.map_err(|errno| ApplyError {
+                stage: ApplyStage::Seccomp,
+                errno,
+            })?;
+        }
         Ok(())
     }
 
@@ -1049,6 +1179,7 @@ mod tests {
             filter: good.filter.clone(),
             enforcement: good.enforcement,
             isolation: None,
+            links: None,
         };
         let (result, kept) = apply_in_forked_child(&not_a_ruleset);
         assert_eq!(

@@ -21,7 +21,10 @@
 //!    ranges: an unlisted call is allowed after at most eleven comparisons (about eight on
 //!    average), and an unconditional denial returns from its leaf:
 //!    - `EPERM` for the deny-list ([`always_denied`]; since issue 14 with `open_tree_attr`, a
-//!      mount call, and `file_setattr`, inode flags) and, without a private IPC namespace, for
+//!      mount call, and `file_setattr`, inode flags), for the hard-link calls ([`link_calls`],
+//!      CMD-9) unless the supervisor brokers them (then `SECCOMP_RET_USER_NOTIF`, see
+//!      [`FilterOptions::broker_links`]; nothing in the program returns `ERRNO` for them then,
+//!      which would take precedence), and, without a private IPC namespace, for
 //!      System V IPC and POSIX message queues ([`host_ipc`], issue 14: the host's objects,
 //!      named by key and not by a path Landlock sees);
 //!    - `EOPNOTSUPP` for the extended-attribute setters ([`xattr_setters`], issue 14: xattrs
@@ -82,6 +85,22 @@ pub(crate) struct FilterOptions {
     /// supervisor. Then calls that act on another process by PID refuse target 1 only; without
     /// one, they refuse every target but 0 (the caller itself), since every host process is visible.
     pub(crate) own_pid_namespace: bool,
+    /// `link` and `linkat` go to the supervisor (`SECCOMP_RET_USER_NOTIF`) instead of `EPERM`
+    /// (issue 16, LIVE-2): only where the command has a private `/dev/shm` of its own and the
+    /// supervisor holds the listener ([`LINK_CALLS`]). The supervisor links two single names
+    /// inside that `/dev/shm` and refuses everything else, so CMD-9 holds: no hard link is ever
+    /// made in the workspace, the temp dir or a grant.
+    pub(crate) broker_links: bool,
+}
+
+/// The hard-link calls: `EPERM` for every policy, or with [`FilterOptions::broker_links`]
+/// handed to the supervisor. `link` exists only on x86_64 here; elsewhere libc uses `linkat`.
+fn link_calls() -> Vec<i64> {
+    #[allow(unused_mut)]
+    let mut calls = vec![libc::SYS_linkat];
+    #[cfg(target_arch = "x86_64")]
+    calls.push(libc::SYS_link);
+    calls
 }
 
 /// The newest system call this crate knows: `file_setattr` (Linux 6.17). Numbers from 424 on
@@ -105,8 +124,6 @@ const SYS_FILE_SETATTR: i64 = 469;
 /// the root-only calls that act on the whole machine, because tests and some users run as root).
 fn always_denied() -> Vec<i64> {
     let mut list = vec![
-        // Hard links: Landlock allows `link` inside one writable directory (SPEC CMD-9).
-        libc::SYS_linkat,
         // io_uring performs file and network operations that bypass seccomp argument checks.
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,
@@ -172,7 +189,7 @@ fn always_denied() -> Vec<i64> {
         libc::SYS_vhangup,
     ];
     #[cfg(target_arch = "x86_64")]
-    list.extend([libc::SYS_link, libc::SYS_iopl, libc::SYS_ioperm]);
+    list.extend([libc::SYS_iopl, libc::SYS_ioperm]);
     list
 }
 
@@ -399,6 +416,7 @@ const RET_EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
 const RET_ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
 const RET_EOPNOTSUPP: u32 = libc::SECCOMP_RET_ERRNO | libc::EOPNOTSUPP as u32;
 const RET_KILL: u32 = libc::SECCOMP_RET_KILL_PROCESS;
+const RET_USER_NOTIF: u32 = libc::SECCOMP_RET_USER_NOTIF;
 
 /// A jump target in [`Asm`]: an index into its label table.
 type Label = usize;
@@ -534,8 +552,12 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     let mut asm = Asm::default();
     let [allow, eperm, enosys, eopnotsupp, kill] = [(); 5].map(|()| asm.label());
     let [clone, ioctl, not_unix, pid, who] = [(); 5].map(|()| asm.label());
+    let notify = asm.label();
 
     let mut listed: Vec<(i64, Label)> = always_denied().into_iter().map(|nr| (nr, eperm)).collect();
+    // Hard links: Landlock allows `link` inside one writable directory (SPEC CMD-9).
+    let links = if options.broker_links { notify } else { eperm };
+    listed.extend(link_calls().into_iter().map(|nr| (nr, links)));
     listed.extend(unreadable_arguments().map(|nr| (nr, enosys)));
     listed.extend(xattr_setters().map(|nr| (nr, eopnotsupp)));
     if !options.private_ipc {
@@ -649,6 +671,9 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     asm.ret(enosys, RET_ENOSYS);
     asm.ret(eopnotsupp, RET_EOPNOTSUPP);
     asm.ret(kill, RET_KILL);
+    if options.broker_links {
+        asm.ret(notify, RET_USER_NOTIF);
+    }
     asm.finish()
 }
 
@@ -783,6 +808,7 @@ mod tests {
         unix_connect_contained: false,
         private_ipc: false,
         own_pid_namespace: false,
+        broker_links: false,
     };
     const RUN: FilterOptions = FilterOptions {
         may_spawn: false,
@@ -815,7 +841,7 @@ mod tests {
 
     #[test]
     fn always_denied_calls_get_eperm_and_ordinary_calls_pass() {
-        for nr in always_denied() {
+        for nr in always_denied().into_iter().chain(link_calls()) {
             check(COMMAND, nr, a0(0), EPERM);
             check(RUN, nr, a0(0), EPERM);
         }
@@ -826,6 +852,38 @@ mod tests {
             libc::SYS_kill,
         ] {
             check(COMMAND, nr, a0(0), ALLOW);
+        }
+    }
+
+    #[test]
+    fn only_the_broker_variant_hands_hard_links_to_the_supervisor_and_decides_all_else_alike() {
+        const NOTIFY: u32 = libc::SECCOMP_RET_USER_NOTIF;
+        for options in all_options() {
+            let brokered = FilterOptions {
+                broker_links: true,
+                ..options
+            };
+            let plain = build(options).unwrap();
+            let broker = build(brokered).unwrap();
+            for nr in link_calls() {
+                check(options, nr, a0(0), EPERM);
+                check(brokered, nr, a0(0), NOTIFY);
+                // x32 and foreign-arch numbers never reach the notification.
+                check(brokered, nr | 0x4000_0000, a0(0), ENOSYS);
+            }
+            for nr in numbers() {
+                if link_calls().contains(&i64::from(nr)) {
+                    continue;
+                }
+                for value in [0, 1, u64::MAX, 0o4755] {
+                    let data = data(NATIVE, nr, [value; 6]);
+                    assert_eq!(
+                        run_program(&broker, &data),
+                        run_program(&plain, &data),
+                        "{nr}"
+                    );
+                }
+            }
         }
     }
 
@@ -912,6 +970,7 @@ mod tests {
                     unix_connect_contained: bit(1),
                     private_ipc: bit(2),
                     own_pid_namespace: bit(3),
+                    broker_links: false,
                 });
             }
         }

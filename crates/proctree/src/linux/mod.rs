@@ -2,6 +2,7 @@
 //! child subreaper or PID 1 of a PID namespace.
 
 mod calldir;
+mod links;
 mod remove;
 mod scanner;
 mod supervisor;

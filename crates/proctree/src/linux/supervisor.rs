@@ -167,6 +167,10 @@ pub(crate) struct Plan {
     pub(crate) id_maps: Option<(Vec<u8>, Vec<u8>)>,
     /// Top of the stack the main process runs on until `execve` (see [`Stacks`]).
     pub(crate) main_stack: usize,
+    /// The supervisor's end of the link broker's channel (above `CWD_FD`, in
+    /// `survive_fds`): the hook sends a seccomp listener and a directory over it before
+    /// `execve` (see [`links`](super::links)).
+    pub(crate) link_broker: Option<std::os::fd::OwnedFd>,
 }
 
 impl Plan {
@@ -704,6 +708,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
 
     // Read now: the plan may be freed once the command has started.
     let call_dirs = call_dir_slots(plan);
+    let broker_chan = plan.link_broker.as_ref().map(|fd| fd.as_raw_fd());
 
     // 1. Our own user namespace, when asked.
     if let Some(maps) = &plan.id_maps {
@@ -870,6 +875,9 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     let mut failure = [0u8; RECORD];
     let got = read_full(report_r, &mut failure);
     close(report_r);
+    // The link broker's listener, sent by the main process before `execve` (we were
+    // suspended until then, so it is queued by now), or nothing after a failed start.
+    let mut broker = broker_chan.and_then(super::links::receive);
     // The main process's identity, read here, after its `execve`, rather than by the main
     // process before it: the command starts that much sooner (issue 4's spawn cost). We are
     // PID 1 exactly when we run in a PID namespace of our own.
@@ -889,6 +897,9 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
             record(MSG_FAILED, libc::EIO as u32, stage::SETUP)
         };
         let told = write_all(chan, &msg, true);
+        if let Some(b) = broker.take() {
+            super::links::release(b);
+        }
         sweep(sigfd, main, &mut main_reported, chan, false);
         if !told {
             // Nobody heard the failure: the host is gone, and so is whoever would remove
@@ -927,12 +938,28 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
                 events: libc::POLLIN,
                 revents: 0,
             },
+            libc::pollfd {
+                // Negative: not polled.
+                fd: broker.map_or(-1, |b| b.listener),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         match poll(&mut fds, -1) {
             Err(libc::EINTR) | Ok(_) => {}
             Err(_) => break,
         }
         drain(sigfd);
+        if let Some(b) = broker {
+            let revents = fds[2].revents;
+            // POLLHUP: no sandboxed process is left to ask.
+            let broken = (revents & libc::POLLIN != 0 && !super::links::answer_one(b))
+                || (revents & libc::POLLIN == 0 && revents != 0);
+            if broken {
+                super::links::release(b);
+                broker = None;
+            }
+        }
         if fds[0].revents != 0 {
             let mut byte = [0u8; 1];
             match read(chan, &mut byte) {
@@ -944,6 +971,11 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
             }
             break;
         }
+    }
+    // Pending link requests end with the tree (the kill interrupts them) or, once the
+    // listener is closed, with ENOSYS.
+    if let Some(b) = broker.take() {
+        super::links::release(b);
     }
     let late = sweep(sigfd, main, &mut main_reported, chan, true);
     if host_gone {

@@ -185,6 +185,7 @@ pub struct Command {
     mode: Option<Mode>,
     scan_interval: Option<Duration>,
     call_dirs: Vec<Arc<CallDir>>,
+    link_broker: Option<OwnedFd>,
 }
 
 enum CwdSpec {
@@ -225,6 +226,7 @@ impl Command {
             pre_exec: None,
             keep_fds: Vec::new(),
             call_dirs: Vec::new(),
+            link_broker: None,
             mode: None,
             scan_interval: Some(DEFAULT_SCAN_INTERVAL),
         }
@@ -336,6 +338,21 @@ impl Command {
         self
     }
 
+    /// Makes the supervisor the command's hard-link broker (issue 16, LIVE-2): `channel` is one
+    /// end of a unix socket pair whose other end the [`pre_exec`](Self::pre_exec) hook holds.
+    /// Before `execve` the hook sends over it, in one message with `SCM_RIGHTS`, a seccomp
+    /// listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`, for a filter that returns
+    /// `SECCOMP_RET_USER_NOTIF` for `link` and `linkat`) and an `O_PATH` descriptor of the
+    /// command's private `/dev/shm` (a tmpfs). The supervisor then answers each such call: it
+    /// links `/dev/shm/<name>` to `/dev/shm/<name>` itself, both single names inside that
+    /// directory, and refuses everything else with `EPERM`. The program never holds the
+    /// listener. A hook that sends nothing leaves the broker off.
+    #[must_use]
+    pub fn link_broker(mut self, channel: OwnedFd) -> Self {
+        self.link_broker = Some(channel);
+        self
+    }
+
     /// A hook run in the command's process after fork and before `execve`, e.g. to apply a
     /// Landlock ruleset and a seccomp filter. `Err(code)` aborts the spawn with
     /// [`SpawnError::PreExec`].
@@ -426,8 +443,32 @@ impl Command {
             call_dirs.push((fd, name.clone(), id));
             holds.push(TreeHold::new(dir));
         }
+        // The broker's channel, like the call directories: above the fixed numbers,
+        // close-on-exec.
+        let link_broker = match self.link_broker {
+            None => None,
+            Some(channel) => {
+                // SAFETY: fcntl(F_DUPFD_CLOEXEC) on a descriptor we own.
+                let moved = unsafe {
+                    libc::fcntl(
+                        channel.as_raw_fd(),
+                        libc::F_DUPFD_CLOEXEC,
+                        supervisor::CWD_FD + 1,
+                    )
+                };
+                if moved < 0 {
+                    return Err(SpawnError::Setup {
+                        what: "hold the link broker's channel",
+                        source: io::Error::last_os_error(),
+                    });
+                }
+                // SAFETY: a fresh descriptor nothing else owns.
+                Some(unsafe { OwnedFd::from_raw_fd(moved) })
+            }
+        };
         let mut survive_fds = keep_fds.clone();
         survive_fds.extend(call_dirs.iter().map(|(fd, _, _)| fd.as_raw_fd()));
+        survive_fds.extend(link_broker.as_ref().map(|fd| fd.as_raw_fd()));
         survive_fds.sort_unstable();
         survive_fds.dedup();
         let (mode, flags, id_maps) = choose_mode(self.mode)?;
@@ -471,6 +512,7 @@ impl Command {
             survive_fds,
             id_maps,
             main_stack: stacks.main_top(),
+            link_broker,
         });
         plan.seal();
         let (host_end, sup_end) = socketpair().map_err(|source| SpawnError::Setup {
