@@ -618,6 +618,9 @@ async fn a_socket_in_an_approved_extra_path_is_not_reachable() {
         .await
         .unwrap();
         assert!(!out.stdout.contains("CONNECTED"), "{out:?}");
-        assert!(listener.accept().is_err(), "the host's listener was reached: {out:?}");
+        assert!(
+            listener.accept().is_err(),
+            "the host's listener was reached: {out:?}"
+        );
     }
 }

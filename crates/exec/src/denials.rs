@@ -173,7 +173,10 @@ pub fn scan(text: &str) -> Vec<Mention> {
         let Some(m) = scan_line(&text[start..end]) else {
             continue;
         };
-        if m.path.is_empty() || m.path.len() > MAX_PATH || m.path.contains('\0') {
+        // A path with control or bidirectional-override characters is not repeated to the
+        // agent (or a user reading its remedy): an escape sequence or U+202E in a denial could
+        // restyle or spoof the path a remedy asks the user to approve (issue 16 review).
+        if m.path.is_empty() || m.path.len() > MAX_PATH || m.path.chars().any(unsafe_char) {
             continue;
         }
         if !out.iter().any(|o| o.path == m.path && o.verb == m.verb) {
@@ -181,6 +184,14 @@ pub fn scan(text: &str) -> Vec<Mention> {
         }
     }
     out
+}
+
+/// Control characters (C0, DEL, C1) and the Unicode bidirectional controls.
+fn unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}')
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
 }
 
 /// The `(start, end)` of each line holding a marker, in order. Why not every line: most output

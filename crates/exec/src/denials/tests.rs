@@ -653,3 +653,15 @@ fn lines_are_found_in_order_across_markers_and_line_ends() {
     let paths: Vec<String> = scan(text).into_iter().map(|m| m.path).collect();
     assert_eq!(paths, ["/r", "/c", "/t"]);
 }
+
+#[test]
+fn a_path_with_control_or_bidi_characters_is_never_repeated() {
+    for line in [
+        "cat: /root/\u{1b}]0;x\u{7}: Permission denied",
+        "cat: /root/\u{202e}txt.exe: Permission denied",
+        "cat: /root/a\u{85}b: Permission denied",
+    ] {
+        assert_eq!(scan(line), Vec::new(), "{line:?}");
+    }
+    assert_eq!(scan("cat: /root/ok: Permission denied").len(), 1);
+}
