@@ -80,12 +80,14 @@
 
 mod approve;
 mod run;
+mod sockets;
 mod toolchains;
 mod types;
 mod validate;
 
 pub use approve::{Approval, Approver, DenyAll, PreApproved};
 pub use run::{CommandOptions, HARD_LINKS_SHOWN, OUTPUT_CAP, command, command_with};
+pub use sockets::{MAX_ENTRIES as MAX_SOCKET_SCAN_ENTRIES, SHARED_SOCKET_PLACES};
 pub use toolchains::{CREDENTIALS, known_homes};
 pub use types::{CommandArguments, CommandOutput, Denial, DeniedAccess, ExtraPath, Status};
 pub use validate::{

@@ -149,6 +149,7 @@ pub async fn command_with(
     options.check()?;
     let validated = validate(&args, &scope)?;
     refuse_hidden(validated.extra_paths(), &options.hidden)?;
+    crate::sockets::refuse_socket_places(validated.extra_paths())?;
     verify_lease(&scope)?;
     hard_link_scan(&scope, validated.extra_paths()).await?;
 
