@@ -282,8 +282,17 @@ fn the_seatbelt_resolution_looks_only_where_the_program_could() {
     use std::os::unix::fs::symlink;
     // Not under /tmp, which the profile names by its macOS target (/private/tmp): the build's
     // target directory, or /dev/shm for a user who cannot write there (the rerun as nobody).
+    // (A checkout under /tmp, as CI's fresh clone, puts the target directory there too.)
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
-    let Ok(t) = tempfile::tempdir_in(target).or_else(|_| tempfile::tempdir_in("/dev/shm")) else {
+    let t = [
+        target.as_path(),
+        Path::new("/dev/shm"),
+        Path::new("/var/tmp"),
+    ]
+    .into_iter()
+    .filter(|d| d.canonicalize().is_ok_and(|c| !c.starts_with("/tmp")))
+    .find_map(|d| tempfile::tempdir_in(d).ok());
+    let Some(t) = t else {
         eprintln!("skipped: no writable directory outside /tmp for the model profile's roots");
         return;
     };
