@@ -64,6 +64,30 @@ pub fn report() -> Value {
             "limits, priorities and CPU affinity of any process but the caller refused"
         },
         "unknownSystemCalls": "ENOSYS for every number newer than the filter knows",
+        // Issue 16: what a shell command's own world comes to here (the same conditions
+        // `linux_sandbox::Policy::prepare` applies for a policy that may spawn).
+        "commandView": if namespaces {
+            "a root holding only the grants and the system runtime: no host socket, /run, /home or /var outside them"
+        } else {
+            "the host's tree, restricted by Landlock"
+        },
+        "procAndShm": if namespaces && pid_ns && probe.private_proc() {
+            "a private /proc of the command's PID namespace (only its processes) and a private, size-bounded /dev/shm"
+        } else if namespaces {
+            "a private /dev/shm; /proc limited to a few machine-wide files (no PID namespace proc mount here)"
+        } else {
+            "no /proc of the command's own and no /dev/shm"
+        },
+        "unixSockets": if namespaces {
+            "allowed inside the command's own root, refused when an extra path is approved; an extra path holding a socket (or /tmp, /run, /dev, ~/.gnupg, ~/.ssh) is refused; NOT covered: host clients connecting to an abstract name the command binds (no private network namespace)"
+        } else {
+            "refused (socketpair only): the view holds the host's sockets"
+        },
+        "hardLinks": if namespaces {
+            "refused, except two names directly in the private /dev/shm, made by the supervisor (POSIX semaphores)"
+        } else {
+            "refused"
+        },
         "pathsNotProtected": "stat and inotify on outside paths still reveal names and metadata (Landlock governs neither)",
     });
     json!({
