@@ -591,6 +591,54 @@ async fn a_unix_socket_server_and_client_and_a_multiprocessing_manager_work() {
     );
 }
 
+// ---- pseudo-terminals (issue 16 §1, devices) -----------------------------------------------------
+
+/// A command opens pseudo-terminals of its own (`script`, Python's `pty`) in a private `devpts`
+/// and sees none of the host's: `/dev/pts` holds only `ptmx` and what it opened.
+#[tokio::test]
+async fn a_command_opens_its_own_pseudo_terminals_and_sees_none_of_the_hosts() {
+    if !private_root() {
+        return;
+    }
+    // A terminal of the host's, open while the call runs.
+    let host = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/ptmx")
+        .ok();
+    let call = Call::new();
+    let out = call
+        .python(
+            "import os, pty\n\
+             print('before', sorted(os.listdir('/dev/pts')))\n\
+             pid, fd = pty.fork()\n\
+             if pid == 0:\n\
+             \x20   os.write(1, b'in-pty ' + os.ttyname(0).encode() + b'\\n')\n\
+             \x20   os._exit(0)\n\
+             data = b''\n\
+             while True:\n\
+             \x20   try:\n        chunk = os.read(fd, 100)\n    except OSError:\n        break\n\
+             \x20   if not chunk:\n        break\n\
+             \x20   data += chunk\n\
+             os.waitpid(pid, 0)\n\
+             print(data.decode().strip())\n",
+        )
+        .await;
+    drop(host);
+    assert_eq!(out.exit_code, Some(0), "{}", show(&out));
+    assert_eq!(
+        text(&out.stdout),
+        "before ['ptmx']\nin-pty /dev/pts/0\n",
+        "{}",
+        show(&out)
+    );
+    if std::path::Path::new("/usr/bin/script").exists() {
+        let out = call.sh("script -qc 'tty; echo script-ran' /dev/null").await;
+        assert!(text(&out.stdout).contains("script-ran"), "{}", show(&out));
+        assert!(text(&out.stdout).contains("/dev/pts/0"), "{}", show(&out));
+    }
+}
+
 #[tokio::test]
 async fn a_unix_listener_outside_the_grants_is_not_reachable() {
     if !private_root() {

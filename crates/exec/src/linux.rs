@@ -10,7 +10,8 @@
 //! without a controlling terminal, so it has none to open (and would reach the user's terminal
 //! if it had). Not `/dev/ptmx` and `/dev/pts`: Landlock can only grant the host's devpts as a
 //! whole, which holds every pseudo-terminal of the host (typing into the user's shell through
-//! `/dev/pts/N`); a command's own pseudo-terminal needs a private devpts in its mount namespace.
+//! `/dev/pts/N`); where the command's view is a new root, `linux_sandbox` mounts a private
+//! devpts there instead (its own terminals only; `/dev/ptmx` leads into it).
 //!
 //! A shell's writable roots are also executable (programs built in the workspace run); `run`'s
 //! are not.

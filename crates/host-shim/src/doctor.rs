@@ -168,7 +168,7 @@ fn system_set() -> Value {
         "devices": {
             "readWrite": exec::linux::SHELL_DEVICES,
             "read": exec::linux::SHELL_RANDOM,
-            "notGranted": "/dev/tty (a command has no controlling terminal), /dev/ptmx and /dev/pts (Landlock could only grant every pseudo-terminal of the host)",
+            "notGranted": "/dev/tty (a command has no controlling terminal), the host's /dev/ptmx and /dev/pts (every pseudo-terminal of the host); in a root of the grants the command gets a private devpts of its own instead",
         },
         "kernelFacts": exec::linux::SHELL_KERNEL_FACTS,
     })

@@ -354,6 +354,7 @@ impl NewRoot {
         given: &[&PathView],
         proc: bool,
         shm: bool,
+        pts: bool,
     ) -> Result<Option<NewRoot>, SandboxError> {
         let mut whole: Vec<Grant> = Vec::new();
         for tree in WHOLE_SYSTEM_TREES {
@@ -434,6 +435,10 @@ impl NewRoot {
             add_dir(&mut dirs, Path::new("/dev"));
             add_dir(&mut dirs, Path::new("/dev/shm"));
         }
+        if pts {
+            add_dir(&mut dirs, Path::new("/dev"));
+            add_dir(&mut dirs, Path::new("/dev/pts"));
+        }
         // The symbolic links on the way to each path as the policy named it, and the real
         // directories they pass, where no bind provides them.
         let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
@@ -463,6 +468,13 @@ impl NewRoot {
                 if !bound(&link) && !links.iter().any(|(l, _)| *l == link) {
                     links.push((link, PathBuf::from(text)));
                 }
+            }
+        }
+        // The multiplexer of the private `devpts`, as `devpts(5)` describes for a new instance.
+        if pts {
+            let link = PathBuf::from("/dev/ptmx");
+            if !bound(&link) && !links.iter().any(|(l, _)| *l == link) {
+                links.push((link, PathBuf::from("pts/ptmx")));
             }
         }
         // A link and a directory at one place cannot both be made; the directory wins (it
@@ -505,6 +517,10 @@ pub(crate) struct World {
     /// The `size=` of the private `/dev/shm` (bytes, NUL-terminated) and the Landlock rights on
     /// it (read, write, create and remove files); `None`: no private `/dev/shm`.
     pub(crate) shm: Option<(CString, u64)>,
+    /// Landlock rights on a private `devpts` instance at `/dev/pts` (`/dev/ptmx` a link to its
+    /// `ptmx`), so a command can open a pseudo-terminal of its own (`script`, Python's `pty`)
+    /// and sees no other; mounted only in a new root (issue 16 §1 devices). `None`: none.
+    pub(crate) pts: Option<u64>,
 }
 
 /// The canonical path of the file `fd` names, as the kernel knows it now.
@@ -685,6 +701,11 @@ impl Isolation {
         }
         if let Some((size, rights)) = &self.world.shm {
             mount_private(private_shm(size), c"/dev/shm", ruleset, *rights).map_err(fail)?;
+        }
+        // Only in a new root: there `/dev/ptmx` leads into this instance, and the host's
+        // `/dev/pts` was never in the view.
+        if let (Some(rights), true) = (self.world.pts, self.root.is_some()) {
+            mount_private(private_pts(), c"/dev/pts", ruleset, rights).map_err(fail)?;
         }
 
         // Step 6. `cwd` holds a NUL-terminated canonical path. In a new root it may not exist
@@ -1265,6 +1286,17 @@ fn private_shm(size: &std::ffi::CStr) -> Result<i32, i32> {
     )
 }
 
+/// A new `devpts` instance, detached: its terminals are the command's own, numbered from 0 and
+/// invisible to the host's (a new instance since Linux 4.7); no set-id, no execution. Devices
+/// must work on it, so not `nodev`.
+fn private_pts() -> Result<i32, i32> {
+    new_mount(
+        c"devpts",
+        &[(c"ptmxmode", b"0666\0"), (c"mode", b"0620\0")],
+        libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NOEXEC,
+    )
+}
+
 /// An `O_PATH` descriptor of the private `/dev/shm`, once [`Isolation::enter`] mounted it: the
 /// directory the supervisor's link broker links in (issue 16, LIVE-2; proctree's `links`).
 pub(crate) fn open_private_shm() -> Result<i32, i32> {
@@ -1629,6 +1661,7 @@ mod tests {
             &[&view],
             true,
             true,
+            false,
         )
         .unwrap()
         .unwrap();
@@ -1675,6 +1708,7 @@ mod tests {
             &[],
             false,
             false,
+            true,
         )
         .unwrap()
         .unwrap();
@@ -1682,7 +1716,7 @@ mod tests {
         assert_eq!(binds, ["usr", "etc", "dev/null", "usr/src/x"]);
         // A grant of / itself: no new root (the host's tree is the view).
         assert!(
-            NewRoot::plan(&[grant("/", true, false, false)], &[], false, false)
+            NewRoot::plan(&[grant("/", true, false, false)], &[], false, false, false)
                 .unwrap()
                 .is_none()
         );

@@ -391,9 +391,15 @@ impl Policy {
             | AccessFs::RemoveFile
             | AccessFs::Truncate)
             & AccessFs::from_all(abi);
+        // Its own terminals: open, read, write, and their ioctls (Landlock ABI 5 governs those
+        // on devices); listing `/dev/pts` too.
+        let pts_rights =
+            (AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::WriteFile | AccessFs::IoctlDev)
+                & AccessFs::from_all(abi);
         isolate::World {
             proc_rights,
             shm: shm_is_dir.then(|| (shm_size().to_owned(), shm_rights.bits())),
+            pts: Some(pts_rights.bits()),
         }
     }
 
@@ -454,6 +460,7 @@ impl Policy {
             &views,
             world.proc_rights.is_some(),
             world.shm.is_some(),
+            world.pts.is_some(),
         )
     }
 
