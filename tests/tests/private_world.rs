@@ -594,7 +594,8 @@ async fn a_unix_socket_server_and_client_and_a_multiprocessing_manager_work() {
 // ---- pseudo-terminals (issue 16 §1, devices) -----------------------------------------------------
 
 /// A command opens pseudo-terminals of its own (`script`, Python's `pty`) in a private `devpts`
-/// and sees none of the host's: `/dev/pts` holds only `ptmx` and what it opened.
+/// and sees none of the host's: `/dev/pts` holds only `ptmx` and what it opened. Changing a
+/// terminal's line discipline (`TIOCSETD`, which loads kernel modules) stays refused.
 #[tokio::test]
 async fn a_command_opens_its_own_pseudo_terminals_and_sees_none_of_the_hosts() {
     if !private_root() {
@@ -621,14 +622,18 @@ async fn a_command_opens_its_own_pseudo_terminals_and_sees_none_of_the_hosts() {
              \x20   if not chunk:\n        break\n\
              \x20   data += chunk\n\
              os.waitpid(pid, 0)\n\
-             print(data.decode().strip())\n",
+             print(data.decode().strip())\n\
+             import fcntl, struct\n\
+             m, _s = os.openpty()\n\
+             try:\n    fcntl.ioctl(m, 0x5423, struct.pack('i', 0))\n    print('TIOCSETD allowed')\n\
+             except OSError as e:\n    print('TIOCSETD refused', e.errno)\n",
         )
         .await;
     drop(host);
     assert_eq!(out.exit_code, Some(0), "{}", show(&out));
     assert_eq!(
         text(&out.stdout),
-        "before ['ptmx']\nin-pty /dev/pts/0\n",
+        "before ['ptmx']\nin-pty /dev/pts/0\nTIOCSETD refused 1\n",
         "{}",
         show(&out)
     );
