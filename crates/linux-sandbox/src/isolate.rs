@@ -1286,13 +1286,23 @@ fn private_shm(size: &std::ffi::CStr) -> Result<i32, i32> {
     )
 }
 
+/// Pseudo-terminals one call may hold at once (`max=` of its `devpts`), NUL-terminated.
+const MAX_PTYS: &[u8] = b"64\0";
+
 /// A new `devpts` instance, detached: its terminals are the command's own, numbered from 0 and
 /// invisible to the host's (a new instance since Linux 4.7); no set-id, no execution. Devices
-/// must work on it, so not `nodev`.
+/// must work on it, so not `nodev`. At most [`MAX_PTYS`] at once: every instance but the host's
+/// first draws on one machine-wide pool (`kernel.pty.max` − `kernel.pty.reserve`, 3072 by
+/// default), which one call could otherwise empty for every other call and container (issue
+/// 16 review).
 fn private_pts() -> Result<i32, i32> {
     new_mount(
         c"devpts",
-        &[(c"ptmxmode", b"0666\0"), (c"mode", b"0620\0")],
+        &[
+            (c"ptmxmode", b"0666\0"),
+            (c"mode", b"0620\0"),
+            (c"max", MAX_PTYS),
+        ],
         libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NOEXEC,
     )
 }
