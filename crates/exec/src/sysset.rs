@@ -64,13 +64,9 @@
 //! this check and the sandbox's open is seen by the next call (only root changes `/etc`).
 
 use std::collections::HashSet;
-use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
-
-use rustix::fs::inotify;
-use rustix::fs::{Mode, OFlags};
 
 /// Named `/etc` entries (relative to `/etc`) that are withheld although world-readable, each with
 /// why: secrets that distributions, images or common guides leave readable by everyone. Short on
@@ -262,121 +258,30 @@ impl Cache {
     }
 }
 
-/// The change detector: one inotify instance and the mount table.
+/// The change detector (`linux_sandbox::watch`): directories watched for names and, since a
+/// `chmod` of `/etc/x` does not change `/etc`'s times, for their entries' modes and owners.
 #[derive(Debug)]
-struct Watcher {
-    inotify: OwnedFd,
-    mounts: OwnedFd,
-    /// Directory → watch descriptor, so a replaced directory's old watch can be dropped.
-    held: std::collections::HashMap<PathBuf, i32>,
-    events: Box<[u8; 4096]>,
-}
-
-/// What a directory's watch reports: entries created, deleted, renamed, their mode or owner
-/// changed (`IN_ATTRIB` covers the directory and each entry in it), the directory itself gone.
-const WATCH_MASK: inotify::WatchFlags = inotify::WatchFlags::ATTRIB
-    .union(inotify::WatchFlags::CREATE)
-    .union(inotify::WatchFlags::DELETE)
-    .union(inotify::WatchFlags::MOVED_FROM)
-    .union(inotify::WatchFlags::MOVED_TO)
-    .union(inotify::WatchFlags::DELETE_SELF)
-    .union(inotify::WatchFlags::MOVE_SELF)
-    .union(inotify::WatchFlags::ONLYDIR)
-    .union(inotify::WatchFlags::DONT_FOLLOW);
-
-/// `statfs` magic numbers of filesystems that change only through this kernel (so every change
-/// queues an event): ext2/3/4, XFS, Btrfs, F2FS, bcachefs, ZFS, tmpfs, ramfs, overlayfs,
-/// squashfs. The same list as `linux_sandbox`'s syscache, which does not export it.
-const LOCAL_FILESYSTEMS: &[u64] = &[
-    0xEF53,
-    0x5846_5342,
-    0x9123_683E,
-    0xF2F5_2010,
-    0xCA45_1A4E,
-    0x2FC1_2FC1,
-    0x0102_1994,
-    0x8584_58F6,
-    0x794C_7630,
-    0x7371_7368,
-];
+struct Watcher(linux_sandbox::watch::ChangeWatch);
 
 impl Watcher {
     fn start() -> Watching {
-        let transient = |e: rustix::io::Errno| {
-            matches!(
-                e,
-                rustix::io::Errno::MFILE | rustix::io::Errno::NFILE | rustix::io::Errno::NOMEM
-            )
-        };
-        let inotify =
-            match inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) {
-                Ok(fd) => fd,
-                Err(e) if transient(e) => return Watching::NotYet,
-                Err(_) => return Watching::Unavailable,
-            };
-        let mounts = match rustix::fs::open(
-            "/proc/self/mountinfo",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) {
-            Ok(fd) => fd,
-            Err(e) if transient(e) => return Watching::NotYet,
-            Err(_) => return Watching::Unavailable,
-        };
-        Watching::Active(Watcher {
-            inotify,
-            mounts,
-            held: std::collections::HashMap::new(),
-            events: Box::new([0; 4096]),
-        })
+        use linux_sandbox::watch::{ChangeWatch, NoWatch};
+        match ChangeWatch::start() {
+            Ok(w) => Watching::Active(Watcher(w)),
+            Err(NoWatch::Transient) => Watching::NotYet,
+            Err(NoWatch::Unavailable) => Watching::Unavailable,
+        }
     }
 
     /// Whether anything changed since the last call (events read and dropped; errors count).
     fn changed(&mut self) -> bool {
-        let mut changed = false;
-        loop {
-            match rustix::io::read(&self.inotify, &mut self.events[..]) {
-                Ok(0) | Err(rustix::io::Errno::AGAIN) => break,
-                Ok(_) => changed = true,
-                Err(rustix::io::Errno::INTR) => {}
-                Err(_) => return true,
-            }
-        }
-        use rustix::event::{PollFd, PollFlags, Timespec};
-        let mut fds = [PollFd::new(&self.mounts, PollFlags::PRI)];
-        let zero = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        match rustix::event::poll(&mut fds, Some(&zero)) {
-            Ok(_) => changed || fds[0].revents().intersects(PollFlags::PRI | PollFlags::ERR),
-            Err(_) => true,
-        }
+        self.0.changed()
     }
 
     /// Watches `dir` (before it is read). `false`: a change to it might queue no event.
     fn cover(&mut self, dir: &Path) -> bool {
-        let local = rustix::fs::statfs(dir).is_ok_and(|fs| {
-            // The field's width and sign differ by architecture; every magic fits 32 bits.
-            #[allow(clippy::unnecessary_cast, clippy::cast_sign_loss)]
-            let kind = (fs.f_type as u64) & 0xFFFF_FFFF;
-            LOCAL_FILESYSTEMS.contains(&kind)
-        });
-        if !local {
-            return false;
-        }
-        let Ok(wd) = inotify::add_watch(&self.inotify, dir, WATCH_MASK) else {
-            return false;
-        };
-        if let Some(old) = self.held.insert(dir.to_path_buf(), wd)
-            && old != wd
-            && !self.held.values().any(|&w| w == old)
-        {
-            // The directory was replaced: the old inode's watch would only pin it. Its
-            // IN_IGNORED rebuilds the set once more; the next build settles.
-            let _ = inotify::remove_watch(&self.inotify, old);
-        }
-        true
+        self.0
+            .watch_dir(dir, linux_sandbox::watch::Also::Attributes)
     }
 }
 
@@ -810,7 +715,7 @@ mod tests {
             rustix::fs::CWD,
             etc.join("fifo"),
             rustix::fs::FileType::Fifo,
-            Mode::from_raw_mode(0o666),
+            rustix::fs::Mode::from_raw_mode(0o666),
             0,
         )
         .unwrap();

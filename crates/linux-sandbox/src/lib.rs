@@ -74,6 +74,7 @@ mod probe;
 mod sandbox;
 mod seccomp;
 mod syscache;
+pub mod watch;
 
 pub use error::{ApplyError, ApplyStage, SandboxError};
 pub use explain::{Denial, Explainer, Explanation};

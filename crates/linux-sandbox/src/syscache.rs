@@ -33,13 +33,12 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
-use rustix::fs::inotify;
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::FileType;
 
 use crate::error::SandboxError;
 use crate::sandbox::{FileId, open_path};
@@ -93,110 +92,31 @@ enum Watching {
     Unavailable,
 }
 
-/// The change detectors.
+/// The change detector, and which directories it watched since the last change.
 #[derive(Debug)]
 struct Watch {
-    inotify: OwnedFd,
-    /// `/proc/self/mountinfo`, polled for `POLLPRI` (mount table changed since last poll).
-    mounts: OwnedFd,
+    changes: crate::watch::ChangeWatch,
     /// Directories whose watch was placed since the last change: a change to them would have
     /// emptied the cache.
     dirs: HashSet<PathBuf>,
-    /// Every watch held, by directory, kept across changes: when a directory is replaced, the
-    /// new one gets a new watch and the old one is removed (it would pin the old inode, count
-    /// against the user's watch limit and keep reporting activity there).
-    held: HashMap<PathBuf, i32>,
-    /// Where queued events are read to (and dropped): allocated once.
-    events: Box<[u8; 4096]>,
-}
-
-/// What a directory's watch reports: a name appearing, vanishing or moving in it, or the
-/// directory itself going away. `IN_IGNORED` (watch removed, e.g. its filesystem unmounted) and
-/// `IN_Q_OVERFLOW` arrive regardless of the mask.
-const WATCH_MASK: inotify::WatchFlags = inotify::WatchFlags::CREATE
-    .union(inotify::WatchFlags::DELETE)
-    .union(inotify::WatchFlags::MOVED_FROM)
-    .union(inotify::WatchFlags::MOVED_TO)
-    .union(inotify::WatchFlags::DELETE_SELF)
-    .union(inotify::WatchFlags::MOVE_SELF)
-    .union(inotify::WatchFlags::ONLYDIR)
-    .union(inotify::WatchFlags::DONT_FOLLOW);
-
-/// `statfs` types of the filesystems whose directories are watched (see the module
-/// documentation): changes to them can only come through this kernel, which queues an event.
-const LOCAL_FILESYSTEMS: &[u64] = &[
-    0xEF53,      // ext2, ext3, ext4
-    0x5846_5342, // XFS
-    0x9123_683E, // Btrfs
-    0xF2F5_2010, // F2FS
-    0xCA45_1A4E, // bcachefs
-    0x2FC1_2FC1, // ZFS
-    0x0102_1994, // tmpfs (and devtmpfs)
-    0x8584_58F6, // ramfs
-    0x794C_7630, // overlayfs
-    0x7371_7368, // squashfs
-    0x9FA0,      // proc
-    0x6265_6572, // sysfs
-];
-
-/// Whether `dir` is on a filesystem in [`LOCAL_FILESYSTEMS`].
-fn on_local_filesystem(dir: &Path) -> bool {
-    rustix::fs::statfs(dir).is_ok_and(|fs| {
-        // The field's width and sign differ by architecture; every magic fits 32 bits.
-        #[allow(clippy::unnecessary_cast, clippy::cast_sign_loss)]
-        let kind = (fs.f_type as u64) & 0xFFFF_FFFF;
-        LOCAL_FILESYSTEMS.contains(&kind)
-    })
 }
 
 impl Watch {
-    /// The detectors, or what watching becomes without them.
+    /// The detector, or what watching becomes without it.
     fn start() -> Watching {
-        let inotify =
-            match inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) {
-                Ok(fd) => fd,
-                Err(e) if is_transient(e) => return Watching::NotYet,
-                Err(_) => return Watching::Unavailable,
-            };
-        let mounts = match rustix::fs::open(
-            "/proc/self/mountinfo",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) {
-            Ok(fd) => fd,
-            Err(e) if is_transient(e) => return Watching::NotYet,
-            Err(_) => return Watching::Unavailable,
-        };
-        Watching::Active(Watch {
-            inotify,
-            mounts,
-            dirs: HashSet::new(),
-            held: HashMap::new(),
-            events: Box::new([0; 4096]),
-        })
+        match crate::watch::ChangeWatch::start() {
+            Ok(changes) => Watching::Active(Watch {
+                changes,
+                dirs: HashSet::new(),
+            }),
+            Err(crate::watch::NoWatch::Transient) => Watching::NotYet,
+            Err(crate::watch::NoWatch::Unavailable) => Watching::Unavailable,
+        }
     }
 
-    /// Whether anything changed since the last call: events queued (read and discarded), or
-    /// the mount table changed. Errors count as changes.
+    /// Whether anything changed since the last call (see `ChangeWatch::changed`).
     fn changed(&mut self) -> bool {
-        let mut changed = false;
-        loop {
-            match rustix::io::read(&self.inotify, &mut self.events[..]) {
-                Ok(0) => break,
-                Ok(_) => changed = true,
-                Err(rustix::io::Errno::AGAIN) => break,
-                Err(rustix::io::Errno::INTR) => {}
-                Err(_) => return true,
-            }
-        }
-        let mut pfd = libc::pollfd {
-            fd: self.mounts.as_fd().as_raw_fd(),
-            events: libc::POLLPRI,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, zero timeout.
-        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
-        changed || n < 0 || pfd.revents & (libc::POLLPRI | libc::POLLERR) != 0
+        self.changes.changed()
     }
 
     /// Puts watches on every directory `path`'s resolution looks a name up in, and checks that
@@ -212,19 +132,8 @@ impl Watch {
                 if self.dirs.contains(dir) {
                     continue;
                 }
-                if !on_local_filesystem(dir) {
+                if !self.changes.watch_dir(dir, crate::watch::Also::Nothing) {
                     return false;
-                }
-                let Ok(wd) = inotify::add_watch(&self.inotify, dir.as_path(), WATCH_MASK) else {
-                    return false;
-                };
-                if let Some(old) = self.held.insert(dir.clone(), wd) {
-                    // A new inode under this name: drop the old one's watch unless another
-                    // name (a bind mount) still leads to it. Its IN_IGNORED empties the cache
-                    // once more; the next round finds the same watches and settles.
-                    if old != wd && !self.held.values().any(|&w| w == old) {
-                        let _ = inotify::remove_watch(&self.inotify, old);
-                    }
                 }
                 self.dirs.insert(dir.clone());
                 added = true;
@@ -362,12 +271,6 @@ impl SystemPaths {
     }
 }
 
-/// A refusal that may pass: out of inotify instances or descriptors, or of memory.
-fn is_transient(e: rustix::io::Errno) -> bool {
-    use rustix::io::Errno;
-    [Errno::MFILE, Errno::NFILE, Errno::NOMEM, Errno::NOSPC].contains(&e)
-}
-
 /// The most symbolic links one resolution follows, as the kernel's `MAXSYMLINKS`.
 const MAX_LINKS: usize = 40;
 
@@ -436,7 +339,7 @@ mod tests {
 
     /// Whether `dir` (the test's temp directory) is watchable; says why not when it is not.
     fn watchable(dir: &Path) -> bool {
-        let ok = on_local_filesystem(dir);
+        let ok = crate::watch::on_local_filesystem(dir);
         if !ok {
             eprintln!("skipped: {dir:?} is not on a local filesystem, so it is never watched");
         }
@@ -572,7 +475,7 @@ mod tests {
         let (now, held) = now_and_cached(&mut cache, &file);
         assert_eq!(held, now);
         let wd = |cache: &SystemPaths| match &cache.watch {
-            Watching::Active(w) => w.held.get(&root.join("etc")).copied().unwrap(),
+            Watching::Active(w) => w.changes.held(&root.join("etc")).unwrap(),
             _ => panic!("not watching"),
         };
         let old = wd(&cache);
@@ -587,7 +490,7 @@ mod tests {
             unreachable!()
         };
         assert_eq!(
-            inotify::remove_watch(&w.inotify, old),
+            rustix::fs::inotify::remove_watch(w.changes.inotify(), old),
             Err(rustix::io::Errno::INVAL),
             "the old directory's watch is still there"
         );
@@ -602,11 +505,11 @@ mod tests {
             "/sys/fs/cgroup/cgroup.controllers",
             "/sys/fs/cgroup/memory/memory.stat",
         ];
-        let Some(path) = candidates
-            .iter()
-            .map(Path::new)
-            .find(|p| p.exists() && p.parent().is_some_and(|dir| !on_local_filesystem(dir)))
-        else {
+        let Some(path) = candidates.iter().map(Path::new).find(|p| {
+            p.exists()
+                && p.parent()
+                    .is_some_and(|dir| !crate::watch::on_local_filesystem(dir))
+        }) else {
             eprintln!("skipped: none of {candidates:?} is on a filesystem outside the list");
             return;
         };
