@@ -10,109 +10,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
-use exec::{Job, Limits, OnCap, Outcome, SandboxSpec, WorkDir};
-use fsguard::{RelPath, RootLease};
-use toolscope::CallContext;
+use exec::SandboxSpec;
+use fsguard::RootLease;
 
 const UNPRIVILEGED_ENV: &str = "AGENT_EXEC_PRIVATE_WORLD_UNPRIVILEGED";
 
-/// A scope and a temp dir for one call.
-struct Call {
-    base: tempfile::TempDir,
-    scope: PathBuf,
-    temp: PathBuf,
-}
-
-impl Call {
-    fn new() -> Call {
-        let base = tempfile::Builder::new()
-            .prefix("agent-exec-world")
-            .tempdir()
-            .unwrap();
-        let root = base.path().canonicalize().unwrap();
-        let (scope, temp) = (root.join("scope"), root.join("tmp"));
-        for dir in [&scope, &temp] {
-            std::fs::create_dir_all(dir).unwrap();
-        }
-        Call { base, scope, temp }
-    }
-
-    /// Runs `script` with `/bin/sh -c` under the `command` spec; asserts no process survived.
-    async fn sh(&self, script: &str) -> Outcome {
-        let job = Job {
-            program: "/bin/sh".into(),
-            args: vec!["-c".into(), script.into()],
-            workdir: WorkDir {
-                lease: Arc::new(RootLease::acquire(&self.scope).unwrap()),
-                rel: RelPath::root(),
-            },
-            env: vec![
-                ("PATH".into(), "/usr/bin:/bin".into()),
-                ("HOME".into(), self.temp.clone().into()),
-                ("TMPDIR".into(), self.temp.clone().into()),
-                ("LC_ALL".into(), "C".into()),
-            ],
-            sandbox: SandboxSpec::for_command(
-                &RootLease::acquire(&self.scope).unwrap(),
-                &RootLease::acquire(&self.temp).unwrap(),
-                vec![],
-            )
-            .unwrap(),
-            limits: Limits {
-                timeout: Duration::from_secs(60),
-                stdout_cap: 256 * 1024,
-                stderr_cap: 64 * 1024,
-                on_cap: OnCap::Truncate,
-            },
-        };
-        let (ctx, _cancel) = CallContext::standalone();
-        let out = exec::run(job, &ctx).await.unwrap();
-        assert!(!out.timed_out, "the call timed out: {}", show(&out));
-        let survivors = processes_in(self.base.path());
-        assert!(survivors.is_empty(), "processes survived: {survivors:?}");
-        out
-    }
-
-    /// Writes `script` into the scope and runs it with python3.
-    async fn python(&self, script: &str) -> Outcome {
-        std::fs::write(self.scope.join("world.py"), script).unwrap();
-        self.sh("/usr/bin/python3 world.py").await
-    }
-}
-
-/// PIDs of processes whose working directory is beneath `base`.
-fn processes_in(base: &Path) -> Vec<u32> {
-    let base = base.canonicalize().unwrap();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(&base)) {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// An outcome as text, for assertion messages.
-fn show(out: &Outcome) -> String {
-    format!(
-        "exit {:?}, signal {:?}\n--- stdout\n{}--- stderr\n{}--- {}",
-        out.exit_code,
-        out.signal,
-        text(&out.stdout),
-        text(&out.stderr),
-        out.enforcement
-    )
-}
+mod common;
+use common::{Call, show, text};
 
 /// The sandbox `exec` builds for a `command` call on this machine, as its report says.
 fn enforcement() -> Option<linux_sandbox::Enforcement> {
@@ -123,7 +29,7 @@ fn enforcement() -> Option<linux_sandbox::Enforcement> {
         );
         return None;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let spec = SandboxSpec::for_command(
         &RootLease::acquire(&call.scope).unwrap(),
         &RootLease::acquire(&call.temp).unwrap(),
@@ -199,7 +105,7 @@ async fn ps_pgrep_top_and_proc_self_show_only_the_calls_own_processes() {
     if !private_proc() {
         return;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let outsider = Outsider::start("WORLDSECRET");
     let out = call
         .sh("sleep 30 & \
@@ -261,7 +167,7 @@ async fn no_host_process_argv_or_environment_is_visible() {
     if !private_proc() {
         return;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let outsider = Outsider::start("HOSTSECRET");
     let pid = outsider.pid();
     let out = call
@@ -285,7 +191,7 @@ async fn the_supervisor_pid_1_is_out_of_reach() {
     if !private_proc() {
         return;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     // Each attempt prints its exit status; reading anything of PID 1 would print it.
     let mut script = String::new();
     for (i, attempt) in [
@@ -326,7 +232,7 @@ async fn process_substitution_and_dev_stdin_reach_the_calls_own_descriptors() {
     if !private_proc() {
         return;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let out = call
         .sh(
             "/bin/bash -c 'diff <(echo same) <(echo same) && echo diff-ok'; \
@@ -344,7 +250,7 @@ async fn python_shared_memory_works_across_processes() {
     if !private_shm() {
         return;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let out = call
         .python(
             "import multiprocessing as mp\n\
@@ -371,7 +277,7 @@ async fn python_semaphores_locks_queues_and_pools_work_through_the_shm_link_brok
     if !private_shm() {
         return;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let out = call
         .python(
             "import multiprocessing as mp\n\
@@ -415,7 +321,7 @@ async fn every_hard_link_but_two_names_directly_in_the_private_dev_shm_is_refuse
     if !private_shm() {
         return;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let out = call
         .python(
             r#"import os, ctypes
@@ -487,7 +393,7 @@ async fn the_hosts_dev_shm_is_not_visible_and_nothing_leaks_into_it() {
     if !private_shm() {
         return;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let host = PathBuf::from(format!("/dev/shm/agent-exec-host-{}", testkit::marker()));
     std::fs::write(&host, "HOSTSHM\n").unwrap();
     let name = host.file_name().unwrap().to_string_lossy().into_owned();
@@ -509,7 +415,7 @@ async fn another_concurrent_calls_shared_memory_is_not_visible() {
     if !private_shm() {
         return;
     }
-    let (first, second) = (Call::new(), Call::new());
+    let (first, second) = (Call::new("agent-exec-world"), Call::new("agent-exec-world"));
     let ready = first.scope.join("ready");
     let done = first.scope.join("done");
     let holder = first.sh(
@@ -564,7 +470,7 @@ async fn a_unix_socket_server_and_client_and_a_multiprocessing_manager_work() {
     if !private_root() {
         return;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let out = call
         .python(
             "import os, socket, threading, multiprocessing as mp\n\
@@ -608,7 +514,7 @@ async fn a_command_opens_its_own_pseudo_terminals_and_sees_none_of_the_hosts() {
         .write(true)
         .open("/dev/ptmx")
         .ok();
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let out = call
         .python(
             "import os, pty\n\
@@ -655,7 +561,7 @@ async fn a_unix_listener_outside_the_grants_is_not_reachable() {
     if !private_root() {
         return;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     // As a tmux or an ssh-agent socket: a fresh directory under /tmp that no grant holds.
     let outside = tempfile::Builder::new()
         .prefix("agent-exec-host-sockets")
@@ -690,7 +596,7 @@ async fn the_hosts_system_sockets_and_runtime_directories_are_not_in_the_view() 
     if !private_root() {
         return;
     }
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let mut script = String::new();
     for dir in [
         "/run",
@@ -732,7 +638,7 @@ async fn an_abstract_socket_of_the_host_is_refused_by_the_landlock_scope() {
         return;
     }
     use std::os::linux::net::SocketAddrExt;
-    let call = Call::new();
+    let call = Call::new("agent-exec-world");
     let name = format!("agent-exec-world-{}", testkit::marker());
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
     let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();

@@ -8,97 +8,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
 use exec::sysset::Withheld;
-use exec::{Job, Limits, OnCap, Outcome, SandboxSpec, WorkDir};
-use fsguard::{RelPath, RootLease};
-use toolscope::CallContext;
 
 const UNPRIVILEGED_ENV: &str = "AGENT_EXEC_SYSTEM_SET_UNPRIVILEGED";
 
-struct World {
-    base: tempfile::TempDir,
-    scope: PathBuf,
-    temp: PathBuf,
-}
-
-impl World {
-    fn new() -> World {
-        let base = tempfile::Builder::new()
-            .prefix("agent-exec-sysset")
-            .tempdir()
-            .unwrap();
-        let root = base.path().canonicalize().unwrap();
-        let scope = root.join("scope");
-        let temp = root.join("tmp");
-        for dir in [&scope, &temp] {
-            std::fs::create_dir_all(dir).unwrap();
-        }
-        World { base, scope, temp }
-    }
-
-    /// Runs `script` with `/bin/sh -c` under the `command` spec; asserts nothing survived.
-    async fn sh(&self, script: &str) -> Outcome {
-        let job = Job {
-            program: "/bin/sh".into(),
-            args: vec!["-c".into(), script.into()],
-            workdir: WorkDir {
-                lease: Arc::new(RootLease::acquire(&self.scope).unwrap()),
-                rel: RelPath::root(),
-            },
-            env: vec![
-                ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
-                ("HOME".into(), self.temp.clone().into()),
-                ("TMPDIR".into(), self.temp.clone().into()),
-                ("LC_ALL".into(), "C".into()),
-            ],
-            sandbox: SandboxSpec::for_command(
-                &RootLease::acquire(&self.scope).unwrap(),
-                &RootLease::acquire(&self.temp).unwrap(),
-                vec![],
-            )
-            .unwrap(),
-            limits: Limits {
-                timeout: Duration::from_secs(60),
-                stdout_cap: 256 * 1024,
-                stderr_cap: 256 * 1024,
-                on_cap: OnCap::Truncate,
-            },
-        };
-        let (ctx, _cancel) = CallContext::standalone();
-        let out = exec::run(job, &ctx).await.unwrap();
-        assert!(!out.timed_out, "the run timed out: {out:?}");
-        let survivors = processes_in(self.base.path());
-        assert!(
-            survivors.is_empty(),
-            "processes survived the call: {survivors:?}"
-        );
-        out
-    }
-}
-
-/// PIDs of processes whose working directory is beneath `base`.
-fn processes_in(base: &Path) -> Vec<u32> {
-    let base = base.canonicalize().unwrap();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd"))
-            && cwd.starts_with(&base)
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{Call, text};
 
 fn sandbox_available() -> bool {
     let ok = linux_sandbox::probe().can_sandbox();
@@ -123,7 +39,7 @@ async fn the_hosts_secrets_in_etc_stay_unreadable_even_for_a_root_host() {
     if !sandbox_available() {
         return;
     }
-    let w = World::new();
+    let w = Call::new("agent-exec-sysset");
     let mut secrets: Vec<PathBuf> = [
         "/etc/shadow",
         "/etc/gshadow",
@@ -181,7 +97,7 @@ async fn every_etc_entry_the_rules_withhold_stays_unreadable() {
         .map(|(p, _)| p)
         .collect();
     eprintln!("{} withheld entries: {withheld:?}", withheld.len());
-    let w = World::new();
+    let w = Call::new("agent-exec-sysset");
     let script: String = withheld
         .iter()
         .map(|p| {
@@ -200,7 +116,7 @@ async fn package_managers_data_and_config_prefixes_stay_private() {
     if !sandbox_available() {
         return;
     }
-    let w = World::new();
+    let w = Call::new("agent-exec-sysset");
     let candidates = [
         "/usr/local/etc",
         "/usr/local/var",
@@ -242,7 +158,7 @@ async fn public_configuration_in_etc_is_readable() {
     if !sandbox_available() {
         return;
     }
-    let w = World::new();
+    let w = Call::new("agent-exec-sysset");
     let public: Vec<&str> = [
         "/etc/passwd",
         "/etc/group",
@@ -272,7 +188,7 @@ async fn programs_built_in_the_workspace_and_the_temp_dir_run() {
     if !sandbox_available() {
         return;
     }
-    let w = World::new();
+    let w = Call::new("agent-exec-sysset");
     let out = w
         .sh(
             "printf '#!/bin/sh\\necho from-scope\\n' > t.sh && chmod +x t.sh && ./t.sh && \
@@ -291,7 +207,7 @@ async fn a_c_program_compiles_links_libm_and_runs() {
         eprintln!("skipped: no /usr/bin/cc on this machine");
         return;
     }
-    let w = World::new();
+    let w = Call::new("agent-exec-sysset");
     std::fs::write(
         w.scope.join("m.c"),
         "#include <stdio.h>\n#include <math.h>\nint main(void){printf(\"%.3f\\n\", sqrt(2.0));return 0;}\n",
