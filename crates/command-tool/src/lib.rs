@@ -22,7 +22,7 @@
 //!
 //! **The user's toolchains (LIVE-3).** Only when the host opts in
 //! ([`CommandOptions::toolchains`], `agent-exec call --toolchains`): the toolchain homes of
-//! [`known_homes`] that exist under the user's home directory are granted read + execute
+//! listed below that exist under the user's home directory are granted read + execute
 //! (`~/.cargo/{bin,registry,git,config.toml}`, `~/.rustup`, `~/.nvm/versions`, `~/.pyenv`'s
 //! versions and shims, `~/.local/{bin,lib}`, `~/go/{bin,pkg/mod}`, `~/.sdkman/candidates`,
 //! `~/.bun/bin`, `~/.deno/bin`, `~/.volta`), their program directories go in front of `PATH`
@@ -87,8 +87,7 @@ mod validate;
 
 pub use approve::{Approval, Approver, DenyAll, PreApproved};
 pub use run::{CommandOptions, HARD_LINKS_SHOWN, OUTPUT_CAP, command, command_with};
-pub use sockets::{MAX_ENTRIES as MAX_SOCKET_SCAN_ENTRIES, SHARED_SOCKET_PLACES};
-pub use toolchains::{CREDENTIALS, known_homes};
+pub use toolchains::CREDENTIALS;
 pub use types::{CommandArguments, CommandOutput, Denial, DeniedAccess, ExtraPath, Status};
 pub use validate::{
     DEFAULT_TIMEOUT_MS, Extra, MAX_COMMAND_BYTES, MAX_EXTRA_PATHS, MAX_TIMEOUT_MS,

@@ -30,10 +30,10 @@ use crate::validate::Extra;
 
 /// Directories where programs of the machine keep their sockets (tmux, X11, ssh-agent, D-Bus,
 /// systemd, Docker): an extra path that is one of them or contains one is refused.
-pub const SHARED_SOCKET_PLACES: &[&str] = &["/tmp", "/var/tmp", "/run", "/var/run", "/dev"];
+pub(crate) const SHARED_SOCKET_PLACES: &[&str] = &["/tmp", "/var/tmp", "/run", "/var/run", "/dev"];
 
 /// Entries walked per extra path at most.
-pub const MAX_ENTRIES: usize = 20_000;
+pub(crate) const MAX_ENTRIES: usize = 20_000;
 
 /// Refuses the first extra path that is or holds a place of other programs' sockets.
 pub(crate) fn refuse_socket_places(extra: &[Extra]) -> Result<(), ToolError> {

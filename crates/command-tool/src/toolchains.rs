@@ -24,8 +24,6 @@ use exec::{Access, Grant};
 
 /// One toolchain home.
 struct Home {
-    /// What it is, for documentation and messages.
-    name: &'static str,
     /// Paths under the home directory granted read + execute, where they exist.
     grants: &'static [&'static str],
     /// Directories put in front of `PATH`, where they exist. A `*` component stands for every
@@ -37,15 +35,15 @@ struct Home {
 
 /// The toolchain homes `--toolchains` adds, in `PATH` order.
 const HOMES: &[Home] = &[
+    // Rust (rustup, cargo).
     Home {
-        name: "Rust (rustup, cargo)",
         // Not `.cargo/config.toml`: it may hold `[registry] token` (issue 16 review).
         grants: &[".rustup", ".cargo/bin", ".cargo/registry", ".cargo/git"],
         path: &[".cargo/bin"],
         env: &[("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")],
     },
+    // Node (nvm).
     Home {
-        name: "Node (nvm)",
         // Not a version's `etc/npmrc`: npm's global config, where `_authToken` goes.
         grants: &[
             ".nvm/versions/node/*/bin",
@@ -56,14 +54,14 @@ const HOMES: &[Home] = &[
         path: &[".nvm/versions/node/*/bin"],
         env: &[],
     },
+    // Node (volta).
     Home {
-        name: "Node (volta)",
         grants: &[".volta/bin", ".volta/tools"],
         path: &[".volta/bin"],
         env: &[("VOLTA_HOME", ".volta")],
     },
+    // Python (pyenv).
     Home {
-        name: "Python (pyenv)",
         // A version's programs and libraries, not its top level (a `pip.conf` there may name
         // an index with credentials).
         grants: &[
@@ -79,20 +77,20 @@ const HOMES: &[Home] = &[
         path: &[".pyenv/shims", ".pyenv/bin"],
         env: &[("PYENV_ROOT", ".pyenv")],
     },
+    // user-installed programs (pip --user, pipx).
     Home {
-        name: "user-installed programs (pip --user, pipx)",
         grants: &[".local/bin", ".local/lib"],
         path: &[".local/bin"],
         env: &[],
     },
+    // Go.
     Home {
-        name: "Go",
         grants: &["go/bin", "go/pkg/mod"],
         path: &["go/bin"],
         env: &[("GOPATH", "go")],
     },
+    // SDKMAN (Java, Gradle, Maven, Kotlin).
     Home {
-        name: "SDKMAN (Java, Gradle, Maven, Kotlin)",
         // A JDK whole (its `conf` holds java.security, no credentials); of other candidates
         // only programs and libraries: Maven's `conf/settings.xml` may hold server passwords.
         grants: &[
@@ -105,14 +103,14 @@ const HOMES: &[Home] = &[
         path: &[".sdkman/candidates/*/current/bin"],
         env: &[],
     },
+    // Bun.
     Home {
-        name: "Bun",
         grants: &[".bun/bin"],
         path: &[".bun/bin"],
         env: &[],
     },
+    // Deno.
     Home {
-        name: "Deno",
         grants: &[".deno/bin"],
         path: &[".deno/bin"],
         env: &[],
@@ -274,11 +272,6 @@ fn version_key(name: &OsString) -> Vec<(String, u64)> {
     }
     key.push((text, 0));
     key
-}
-
-/// The toolchain homes `--toolchains` knows, for documentation (`agent-exec doctor`).
-pub fn known_homes() -> Vec<(&'static str, &'static [&'static str])> {
-    HOMES.iter().map(|h| (h.name, h.grants)).collect()
 }
 
 #[cfg(test)]

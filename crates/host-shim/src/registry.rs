@@ -67,7 +67,7 @@ pub struct CallOptions {
     pub approved_extra_paths: Vec<PathBuf>,
     /// `command` also gets the user's own toolchains (`--toolchains`, LIVE-3): read + execute
     /// of the toolchain homes under `$HOME` (`~/.cargo/bin`, `~/.rustup`, `~/.nvm/versions`, …,
-    /// see `command_tool::known_homes`), never their credential files. Off by default; never
+    /// see `command_tool`'s crate docs), never their credential files. Off by default; never
     /// for `run`.
     pub toolchains: bool,
 }
