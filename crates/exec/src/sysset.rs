@@ -168,23 +168,40 @@ pub struct SystemSet {
 /// The system runtime set of this machine, from the process-wide cache (see the module
 /// documentation for when it is rebuilt).
 pub fn current() -> Arc<SystemSet> {
-    let mut cache = SHARED.lock().unwrap_or_else(|poisoned| {
-        SHARED.clear_poison();
-        let mut guard = poisoned.into_inner();
-        *guard = Cache::new(PathBuf::from("/"));
-        guard
-    });
-    cache.get()
+    shared().get()
 }
 
 /// Starts building [`current`]'s set on a thread of its own and returns at once, so a process
 /// that is about to run a shell command (the CLI's `call command`, an MCP server) overlaps the
 /// `/etc` walk — about a thousand system calls — with its other start-up work instead of paying
 /// it before the first spawn. A later [`current`] waits for that build rather than repeating it.
+///
+/// The warm build is not a call: the first [`current`] after it takes it as the process's first,
+/// unwatched build, so a one-call process walks `/etc` once and places no watch.
+///
+/// A second thread meanwhile runs the kernel probes the spawn waits for otherwise (Landlock,
+/// seccomp, and the namespace probes: throwaway children, once per process), so a one-call
+/// process pays neither in sequence before its command starts.
 pub fn warm() {
     let _ = std::thread::Builder::new()
         .name("sysset-warm".into())
-        .spawn(|| drop(current()));
+        .spawn(|| shared().prime());
+    #[cfg(target_os = "linux")]
+    let _ = std::thread::Builder::new()
+        .name("probe-warm".into())
+        .spawn(|| {
+            let _ = linux_sandbox::probe();
+            let _ = proctree::pid_namespace_available();
+        });
+}
+
+fn shared() -> std::sync::MutexGuard<'static, Cache> {
+    SHARED.lock().unwrap_or_else(|poisoned| {
+        SHARED.clear_poison();
+        let mut guard = poisoned.into_inner();
+        *guard = Cache::new(PathBuf::from("/"));
+        guard
+    })
 }
 
 static SHARED: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::new("/".into())));
@@ -197,6 +214,8 @@ pub struct Cache {
     set: Option<Arc<SystemSet>>,
     /// Whether every directory `set` was built from was watched before it was read.
     vouched: bool,
+    /// `set` is a [`prime`](Cache::prime)d build no call has taken yet.
+    primed: bool,
     watch: Watching,
 }
 
@@ -216,6 +235,7 @@ impl Cache {
             base,
             set: None,
             vouched: false,
+            primed: false,
             watch: Watching::NotYet,
         }
     }
@@ -228,8 +248,23 @@ impl Cache {
         }
     }
 
+    /// Builds the first set ahead of the first call, unwatched, for that call to take
+    /// ([`warm`]); does nothing once a set exists.
+    pub fn prime(&mut self) {
+        if self.set.is_none() {
+            self.set = Some(Arc::new(resolve(&self.base, &mut |_| {})));
+            self.primed = true;
+        }
+    }
+
     /// The set, rebuilt if anything it was built from may have changed.
     pub fn get(&mut self) -> Arc<SystemSet> {
+        if std::mem::take(&mut self.primed)
+            && let Some(set) = &self.set
+        {
+            // The first call: a build moments old, as its own unwatched build would be.
+            return Arc::clone(set);
+        }
         match &mut self.watch {
             Watching::NotYet if self.set.is_some() => self.watch = Watcher::start(),
             Watching::Active(w) => {
@@ -886,6 +921,20 @@ mod tests {
         assert_eq!(cache.get().etc.allowed, vec![root.join("etc")]);
         chmod(&root.join("etc/conf.d/a.conf"), 0o640);
         assert!(!cache.get().etc.allowed.contains(&root.join("etc")));
+    }
+
+    #[test]
+    fn a_primed_build_serves_the_first_call_unwatched() {
+        let (_base, root) = fake_root();
+        let mut cache = Cache::new(root.clone());
+        cache.prime();
+        let first = cache.get();
+        assert!(matches!(cache.watch, Watching::NotYet));
+        assert_eq!(first.etc.allowed, vec![root.join("etc")]);
+        // The second call is a second call: it watches and sees the change.
+        chmod(&root.join("etc/passwd"), 0o600);
+        assert!(cache.get().etc.allowed.is_empty());
+        assert!(matches!(cache.watch, Watching::Active(_)));
     }
 
     #[test]

@@ -287,6 +287,28 @@ impl PathView {
         view
     }
 
+    /// [`PathView::walk`] of a path known to pass no symbolic link (opened with
+    /// `RESOLVE_NO_SYMLINKS`, lexically normal): every name before the last is a directory, so
+    /// the walk's answer follows from the text alone.
+    pub(crate) fn direct(path: &Path) -> PathView {
+        let mut view = PathView::default();
+        let mut prefix = PathBuf::from("/");
+        let names: Vec<&std::ffi::OsStr> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(name) => Some(name),
+                _ => None,
+            })
+            .collect();
+        for name in names.iter().take(names.len().saturating_sub(1)) {
+            prefix.push(name);
+            if !view.dirs.contains(&prefix) {
+                view.dirs.push(prefix.clone());
+            }
+        }
+        view
+    }
+
     /// [`PathView::walk`] of a system location, cached while `fd` (the system-path cache's
     /// descriptor for it) is the one held: that cache drops a descriptor when anything along
     /// the path's resolution changes, links included. Weak references keep each allocation,
@@ -1748,5 +1770,22 @@ mod tests {
             ]
         );
         assert!(view.dirs.contains(&base.join("real/sub")), "{view:?}");
+    }
+
+    #[test]
+    fn a_path_without_links_has_the_view_its_walk_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("a/b/c")).unwrap();
+        std::fs::write(base.join("a/b/c/file"), b"x").unwrap();
+        for path in [
+            base.join("a/b/c/file"),
+            base.join("a/b/c"),
+            base.clone(),
+            PathBuf::from("/"),
+            PathBuf::from("/usr/bin"),
+        ] {
+            assert_eq!(PathView::direct(&path), PathView::walk(&path), "{path:?}");
+        }
     }
 }

@@ -194,12 +194,29 @@ impl fmt::Display for Availability {
 /// ```
 pub fn probe() -> &'static Availability {
     static CACHE: OnceLock<Availability> = OnceLock::new();
-    CACHE.get_or_init(|| Availability {
-        landlock: probe_landlock(),
-        seccomp: probe_seccomp(),
-        user_namespaces: probe_user_namespaces(),
-        namespaces: crate::isolate::probe_namespaces(),
-        proc: crate::isolate::probe_private_proc(),
+    CACHE.get_or_init(|| {
+        // The `/proc` probe makes the namespaces first, in the same way: where it succeeds the
+        // namespaces probe would too, and one throwaway child fewer is forked (each costs this
+        // whole process's page tables).
+        let proc = crate::isolate::probe_private_proc();
+        let namespaces = match proc {
+            Ok(()) => Ok(()),
+            Err(_) => crate::isolate::probe_namespaces(),
+        };
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        // Not root, those probes began with `unshare(CLONE_NEWUSER)` and its id maps.
+        let user_namespaces = match namespaces {
+            Ok(()) if !root => Ok(()),
+            _ => probe_user_namespaces(),
+        };
+        Availability {
+            landlock: probe_landlock(),
+            seccomp: probe_seccomp(),
+            user_namespaces,
+            namespaces,
+            proc,
+        }
     })
 }
 

@@ -248,6 +248,9 @@ struct OpenedRule {
     path: Option<PathBuf>,
     /// An interpreter's path as the program names it (`PT_INTERP`, `#!`).
     interpreter: Option<PathBuf>,
+    /// The canonical path, where opening proved it (a system location opened with no link on
+    /// the way); otherwise read from the descriptor when the new root needs it.
+    canonical: Option<PathBuf>,
 }
 
 /// Adds a grant on `fd`. A system location that is the same file as one already granted (with
@@ -412,7 +415,9 @@ impl Policy {
     ) -> Result<Option<isolate::NewRoot>, SandboxError> {
         let mut grants = Vec::with_capacity(opened.len());
         for rule in opened {
-            let path = if rule.system {
+            let path = if let Some(path) = &rule.canonical {
+                Ok(path.clone())
+            } else if rule.system {
                 isolate::canonical_path_of_system(&rule.fd)
             } else {
                 isolate::canonical_path_of(rule.fd.as_fd())
@@ -434,11 +439,16 @@ impl Policy {
         // program's interpreter path passes (`/lib64`), walked on every call.
         let mut views: Vec<Arc<isolate::PathView>> = Vec::new();
         {
-            let cache = syscache::shared();
+            // As `open_paths` left it: the same descriptors' entries.
+            let cache = syscache::shared_as_is();
             for rule in self.rules.iter().filter(|r| r.system) {
-                // Not cached (any more: a change emptied the cache since `open_paths`): walked
-                // now. Never skipped: `/bin` would be missing from the view.
+                // Not cached (another thread's `prepare` saw a change and emptied the cache
+                // since `open_paths`): walked now. Never skipped: `/bin` would be missing from
+                // the view.
                 views.push(match cache.cached(&rule.path) {
+                    Some(_) if cache.direct(&rule.path) => {
+                        Arc::new(isolate::PathView::direct(&rule.path))
+                    }
                     Some(fd) => isolate::PathView::of_system(&rule.path, &fd),
                     None => Arc::new(isolate::PathView::walk(&rule.path)),
                 });
@@ -579,6 +589,11 @@ impl Policy {
                 let Some((fd, id)) = found else {
                     continue;
                 };
+                let canonical = cache
+                    .as_ref()
+                    .is_some_and(|c| c.direct(&rule.path))
+                    // Rebuilt from its components: "/usr/" and "/usr" are one canonical path.
+                    .then(|| rule.path.components().collect::<PathBuf>());
                 if rule.access.contains(Access::EXECUTE) && !id.is_dir {
                     system_programs.push(&rule.path);
                 }
@@ -591,6 +606,7 @@ impl Policy {
                         system: true,
                         path: None,
                         interpreter: None,
+                        canonical,
                     },
                 );
             }
@@ -640,6 +656,7 @@ impl Policy {
                     system: false,
                     path: Some(rule.path.clone()),
                     interpreter: None,
+                    canonical: None,
                 },
             );
         }
@@ -654,6 +671,7 @@ impl Policy {
                         system: false,
                         path: None,
                         interpreter: Some(path.clone()),
+                        canonical: None,
                     },
                 );
             }

@@ -49,14 +49,22 @@ static SHARED: LazyLock<Mutex<SystemPaths>> = LazyLock::new(|| Mutex::new(System
 /// Locks the shared cache and brings it up to date (see [`SystemPaths::refresh`]). A lock
 /// poisoned by a panic elsewhere costs the whole cache, watches included, never the lookup.
 pub(crate) fn shared() -> MutexGuard<'static, SystemPaths> {
-    let mut guard = SHARED.lock().unwrap_or_else(|poisoned| {
+    let mut guard = shared_as_is();
+    guard.refresh();
+    guard
+}
+
+/// Locks the shared cache as it is, without [`SystemPaths::refresh`]: for a `prepare` reading
+/// back what its own lookups just cached. A refresh there would count as the process's second
+/// `prepare` — starting the watches (and their ~5 ms at exit) and emptying the cache that the
+/// descriptors in hand came from.
+pub(crate) fn shared_as_is() -> MutexGuard<'static, SystemPaths> {
+    SHARED.lock().unwrap_or_else(|poisoned| {
         SHARED.clear_poison();
         let mut guard = poisoned.into_inner();
         *guard = SystemPaths::new();
         guard
-    });
-    guard.refresh();
-    guard
+    })
 }
 
 /// One location's cached state.
@@ -68,6 +76,9 @@ enum Entry {
         fd: Arc<OwnedFd>,
         id: FileId,
         watched: bool,
+        /// Opened with no symbolic link on the way (see [`open_direct`]): the path is the file's
+        /// canonical path and its directories are all its resolution passes.
+        direct: bool,
     },
     /// The path named nothing, and the directories where it would appear are watched.
     Missing,
@@ -210,11 +221,13 @@ impl SystemPaths {
                 fd,
                 id,
                 watched: true,
+                ..
             }) => return Ok(Some((Arc::clone(fd), *id))),
             Some(Entry::Present {
                 fd,
                 id,
                 watched: false,
+                ..
             }) => match rustix::fs::stat(path) {
                 // Same device and inode as the descriptor we hold: the inode cannot have been
                 // freed and its number reused while we hold it.
@@ -238,8 +251,8 @@ impl SystemPaths {
             Watching::Active(w) => w.cover(path),
             Watching::NotYet | Watching::Unavailable => false,
         };
-        match open_path(path, true)? {
-            Some((fd, id)) => {
+        match open_direct(path)? {
+            Some((fd, id, direct)) => {
                 let fd = Arc::new(fd);
                 self.entries.insert(
                     path.to_owned(),
@@ -247,6 +260,7 @@ impl SystemPaths {
                         fd: Arc::clone(&fd),
                         id,
                         watched,
+                        direct,
                     },
                 );
                 Ok(Some((fd, id)))
@@ -269,6 +283,49 @@ impl SystemPaths {
             _ => None,
         }
     }
+
+    /// Whether `path`'s cached descriptor was opened with no symbolic link on the way, so
+    /// `path` itself is the file's canonical path (no `/proc/self/fd` read, no walk: a
+    /// one-call process makes ~170 system grants, issue 16's spawn cost).
+    pub(crate) fn direct(&self, path: &Path) -> bool {
+        matches!(
+            self.entries.get(path),
+            Some(Entry::Present { direct: true, .. })
+        )
+    }
+}
+
+/// Opens `path` (`O_PATH`) as [`open_path`] does, first refusing every symbolic link on the way
+/// (`openat2` with `RESOLVE_NO_SYMLINKS`, Linux 5.6): when that succeeds and the path is
+/// lexically normal (no `.` or `..`), the path is its canonical path (`true`). A link on the
+/// way (`ELOOP`), or a kernel or container without `openat2` (`ENOSYS`, `EPERM` from a seccomp
+/// filter), opens it the ordinary way, following links (`false`).
+pub(crate) fn open_direct(path: &Path) -> Result<Option<(OwnedFd, FileId, bool)>, SandboxError> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let normal = path.is_absolute()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if normal {
+        match rustix::fs::openat2(
+            rustix::fs::CWD,
+            path,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS,
+        ) {
+            Ok(fd) => {
+                let stat = rustix::fs::fstat(&fd).map_err(|e| SandboxError::OpenPath {
+                    path: path.to_owned(),
+                    source: e.into(),
+                })?;
+                return Ok(Some((fd, FileId::of(&stat), true)));
+            }
+            Err(e) if e == rustix::io::Errno::NOENT => return Ok(None),
+            Err(_) => {}
+        }
+    }
+    Ok(open_path(path, true)?.map(|(fd, id)| (fd, id, false)))
 }
 
 /// The most symbolic links one resolution follows, as the kernel's `MAXSYMLINKS`.
@@ -336,6 +393,27 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn only_a_normal_path_without_links_is_opened_direct() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink("real", base.join("alias")).unwrap();
+        let direct = |p: PathBuf| open_direct(&p).unwrap().map(|(_, _, d)| d);
+        assert_eq!(direct(base.join("real/sub")), Some(true));
+        // A link on the way, or a name the text does not say canonically: opened all the
+        // same, following the link, but not direct.
+        assert_eq!(direct(base.join("alias/sub")), Some(false));
+        assert_eq!(direct(base.join("real/sub/..")), Some(false));
+        // `Path::components` drops an inner `.`: rebuilt, the text is canonical.
+        assert_eq!(direct(base.join("real/./sub")), Some(true));
+        assert_eq!(direct(base.join("missing")), None);
+        // The same file either way.
+        let (_, a, _) = open_direct(&base.join("real/sub")).unwrap().unwrap();
+        let (_, b, _) = open_direct(&base.join("alias/sub")).unwrap().unwrap();
+        assert_eq!(a, b);
+    }
 
     /// Whether `dir` (the test's temp directory) is watchable; says why not when it is not.
     fn watchable(dir: &Path) -> bool {
