@@ -56,10 +56,13 @@ pub enum BackendError {
 
 /// The Landlock + seccomp policy for `spec`.
 pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
+    let mut unix_sockets = spec.unix_sockets;
     let mut policy = match &spec.program {
         Program::Single(program) => single_program(program)?,
         Program::Shell => {
             let set = crate::sysset::current();
+            // The view binds `/etc` whole: a socket anywhere in it would be reachable.
+            unix_sockets &= set.etc.sockets.is_empty();
             let mut p = Policy::new();
             // System locations, not user paths: their descriptors are cached by the sandbox
             // crate until something changes what they name (issue 4's spawn cost).
@@ -106,7 +109,7 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
     // Where proctree's supervisor will start the command: inside its own user namespace (a host
     // that is not root), as PID 2 of a PID namespace whose PID 1 is the supervisor.
     Ok(policy
-        .unix_sockets_in_view(spec.unix_sockets)
+        .unix_sockets_in_view(unix_sockets)
         .launch(launch())
         .network(match spec.network {
             Network::None => LlNetwork::None,

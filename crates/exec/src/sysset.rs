@@ -153,6 +153,12 @@ pub struct EtcSet {
     /// Of [`links`](EtcSet::links), once judged: how many lead into the set (those leading out
     /// are in `withheld`).
     pub links_in_set: usize,
+    /// Unix sockets found anywhere in `/etc`, withheld directories included (a root host's
+    /// command may pass a directory only its owner may search). The command's own root binds
+    /// `/etc` whole and Landlock below ABI 9 does not check `connect`, so where this is not
+    /// empty the command gets no unix socket at all (issue 16 review 5). A directory too deep
+    /// or too large to search counts as holding one.
+    pub sockets: Vec<PathBuf>,
 }
 
 /// The resolved system runtime set of a shell command.
@@ -204,6 +210,11 @@ fn shared() -> std::sync::MutexGuard<'static, Cache> {
     })
 }
 
+/// How long a [`warm`] build may wait for the first call and still serve it. A one-call process
+/// takes it within milliseconds; an MCP server's first call may come hours later, when the
+/// `/etc` it saw may hold a new secret (issue 16 review 5).
+const PRIMED_FOR: std::time::Duration = std::time::Duration::from_millis(500);
+
 static SHARED: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::new("/".into())));
 
 /// The set of the file system below `base` ("/" for the real one; a fake tree in tests), kept
@@ -214,8 +225,8 @@ pub struct Cache {
     set: Option<Arc<SystemSet>>,
     /// Whether every directory `set` was built from was watched before it was read.
     vouched: bool,
-    /// `set` is a [`prime`](Cache::prime)d build no call has taken yet.
-    primed: bool,
+    /// When `set` was [`prime`](Cache::prime)d, while no call has taken it yet.
+    primed: Option<std::time::Instant>,
     watch: Watching,
 }
 
@@ -235,7 +246,7 @@ impl Cache {
             base,
             set: None,
             vouched: false,
-            primed: false,
+            primed: None,
             watch: Watching::NotYet,
         }
     }
@@ -253,17 +264,22 @@ impl Cache {
     pub fn prime(&mut self) {
         if self.set.is_none() {
             self.set = Some(Arc::new(resolve(&self.base, &mut |_| {})));
-            self.primed = true;
+            self.primed = Some(std::time::Instant::now());
         }
     }
 
     /// The set, rebuilt if anything it was built from may have changed.
     pub fn get(&mut self) -> Arc<SystemSet> {
-        if std::mem::take(&mut self.primed)
-            && let Some(set) = &self.set
-        {
-            // The first call: a build moments old, as its own unwatched build would be.
-            return Arc::clone(set);
+        if let Some(primed) = self.primed.take() {
+            if primed.elapsed() <= PRIMED_FOR
+                && let Some(set) = &self.set
+            {
+                // The first call, moments after the build: as its own unwatched build would
+                // be.
+                return Arc::clone(set);
+            }
+            // Older (a server idle since it started): nothing vouches for it.
+            self.set = None;
         }
         match &mut self.watch {
             Watching::NotYet if self.set.is_some() => self.watch = Watcher::start(),
@@ -483,6 +499,7 @@ fn walk_dir(
             None => String::new(),
         };
         if let Some((_, why)) = ETC_DENIED.iter().find(|(n, _)| *n == child_rel) {
+            find_sockets(&path, depth + 1, watch, walk);
             walk.set.withheld.push((path, Withheld::Denied(why)));
             all = false;
             continue;
@@ -512,6 +529,7 @@ fn walk_dir(
             }
         } else if kind.is_dir() {
             if !world_readable_dir(&meta) {
+                find_sockets(&path, depth + 1, watch, walk);
                 walk.set.withheld.push((path, Withheld::NotWorldReadable));
                 all = false;
                 continue;
@@ -528,11 +546,48 @@ fn walk_dir(
             || kind.is_fifo()
             || kind.is_socket()
         {
+            if kind.is_socket() {
+                walk.set.sockets.push(path.clone());
+            }
             walk.set.withheld.push((path, Withheld::SpecialFile));
             all = false;
         }
     }
     all
+}
+
+/// Entries [`find_sockets`] reads in one withheld directory tree before it gives up and counts
+/// the tree as holding a socket.
+const SOCKET_SEARCH_ENTRIES: usize = 20_000;
+
+/// Adds the unix sockets beneath `dir`, a directory the rules withhold (so not walked), to
+/// `walk.set.sockets`; watched like every directory read.
+fn find_sockets(dir: &Path, depth: usize, watch: &mut dyn FnMut(&Path), walk: &mut Walk) {
+    let mut budget = SOCKET_SEARCH_ENTRIES;
+    let mut pending = vec![(dir.to_path_buf(), depth)];
+    while let Some((dir, depth)) = pending.pop() {
+        if depth > MAX_DEPTH {
+            walk.set.sockets.push(dir);
+            continue;
+        }
+        watch(&dir);
+        // Unreadable to the host: as unreadable to its command, which has the host's uid.
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            if budget == 0 {
+                walk.set.sockets.push(dir.clone());
+                return;
+            }
+            budget -= 1;
+            match entry.file_type() {
+                Ok(t) if t.is_socket() => walk.set.sockets.push(entry.path()),
+                Ok(t) if t.is_dir() => pending.push((entry.path(), depth + 1)),
+                _ => {}
+            }
+        }
+    }
 }
 
 fn world_readable_dir(meta: &std::fs::Metadata) -> bool {
@@ -935,6 +990,35 @@ mod tests {
         chmod(&root.join("etc/passwd"), 0o600);
         assert!(cache.get().etc.allowed.is_empty());
         assert!(matches!(cache.watch, Watching::Active(_)));
+    }
+
+    #[test]
+    fn a_primed_build_too_old_for_the_first_call_is_rebuilt() {
+        let (_base, root) = fake_root();
+        let mut cache = Cache::new(root.clone());
+        cache.prime();
+        cache.primed = cache
+            .primed
+            .map(|t| t.checked_sub(PRIMED_FOR * 2).unwrap_or(t));
+        chmod(&root.join("etc/passwd"), 0o600);
+        assert!(cache.get().etc.allowed.is_empty());
+    }
+
+    #[test]
+    fn a_socket_anywhere_in_etc_is_found_even_in_a_withheld_directory() {
+        let (_base, root) = fake_root();
+        let etc = root.join("etc");
+        assert!(etc_set(&etc).sockets.is_empty());
+        dir(&etc.join("private"), 0o700);
+        dir(&etc.join("private/deeper"), 0o700);
+        let at = etc.join("private/deeper/d.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&at).unwrap();
+        assert_eq!(etc_set(&etc).sockets, vec![at.clone()]);
+        dir(&etc.join("open"), 0o755);
+        let open = etc.join("open/o.sock");
+        let _other = std::os::unix::net::UnixListener::bind(&open).unwrap();
+        let found = etc_set(&etc).sockets;
+        assert!(found.contains(&at) && found.contains(&open), "{found:?}");
     }
 
     #[test]

@@ -26,8 +26,9 @@
 //!    (`open_tree(OPEN_TREE_CLONE)`) of exactly each granted path at its own path, each
 //!    looked up again by its canonical path (`openat2` with `RESOLVE_NO_SYMLINKS`) and checked
 //!    to be the file the parent's descriptor names (device and inode). Read-only system
-//!    grants beneath `/usr` and `/etc` bind the whole tree once (`WHOLE_SYSTEM_TREES`: one
-//!    bind instead of ~35; Landlock still grants exactly the policy's paths). The read-only
+//!    grants beneath `/etc` bind the whole tree once (`WHOLE_SYSTEM_TREES`: one bind instead
+//!    of ~150; Landlock still grants exactly the policy's paths); those beneath `/usr` are
+//!    bound tree by tree, so `/usr/local/var` (a daemon's socket) is not in the view. The read-only
 //!    binds and the new root's own directories turn read-only and `nosuid` in one
 //!    `mount_setattr(AT_RECURSIVE)`, then the writable grants' clones are attached (`nosuid`,
 //!    and `nodev` for directories), and the process `chroot`s into the new root (not
@@ -226,13 +227,15 @@ pub(crate) struct Grant {
 }
 
 /// System trees bound whole when the policy grants anything read-only beneath them: one bind
-/// instead of one per grant (a shell's set names a dozen directories of `/usr` and a score of
-/// `/etc` files, and each bind costs the child several mount calls on every spawn). What they
-/// add to the view is never readable (Landlock still grants exactly the policy's paths) nor
-/// writable (read-only), and holds no unix socket a daemon listens on: `/usr` is the
-/// read-only program and data tree, `/etc` the host's configuration (FHS); sockets live in
-/// `/run`, `/var`, `/tmp`, `/dev` and home directories, which are bound only as granted.
-const WHOLE_SYSTEM_TREES: [&str; 2] = ["/usr", "/etc"];
+/// instead of one per grant (a shell's set names ~150 `/etc` entries, and each bind costs the
+/// child several mount calls on every spawn). What it adds to the view is never readable
+/// (Landlock still grants exactly the policy's paths) nor writable (read-only). It could hold a
+/// unix socket, which Landlock below ABI 9 does not check: the caller that allows unix sockets
+/// in the view is the one that knows (exec's system set searches `/etc` for sockets and
+/// refuses them where it finds one). Not `/usr`: its trees are bound one by one (a dozen
+/// binds), since `/usr/local/var` and `/usr/local/etc` are where autoconf-prefix daemons keep
+/// their sockets and are never part of the set (issue 16 review 5).
+const WHOLE_SYSTEM_TREES: [&str; 1] = ["/etc"];
 
 /// How a path as a policy names it reaches its file: the symbolic links on the way (where,
 /// and the text each holds) and the real directories passed. The new root makes them where
@@ -1727,7 +1730,7 @@ mod tests {
     }
 
     #[test]
-    fn read_only_system_grants_beneath_usr_and_etc_bind_the_whole_tree_once() {
+    fn read_only_system_grants_bind_etc_once_and_each_usr_tree_alone() {
         let plan = NewRoot::plan(
             &[
                 grant("/usr/bin", true, false, true),
@@ -1745,7 +1748,11 @@ mod tests {
         .unwrap()
         .unwrap();
         let binds: Vec<&str> = plan.binds.iter().map(|b| text(&b.at)).collect();
-        assert_eq!(binds, ["usr", "etc", "dev/null", "usr/src/x"]);
+        // Not /usr whole: /usr/local/var (a daemon's socket) stays out of the view.
+        assert_eq!(
+            binds,
+            ["etc", "usr/bin", "usr/share", "dev/null", "usr/src/x"]
+        );
         // A grant of / itself: no new root (the host's tree is the view).
         assert!(
             NewRoot::plan(&[grant("/", true, false, false)], &[], false, false, false)

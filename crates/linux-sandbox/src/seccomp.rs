@@ -556,6 +556,7 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     let [allow, eperm, enosys, eopnotsupp, kill] = [(); 5].map(|()| asm.label());
     let [clone, ioctl, not_unix, pid, who] = [(); 5].map(|()| asm.label());
     let notify = asm.label();
+    let unix_pair = asm.label();
 
     let mut listed: Vec<(i64, Label)> = always_denied().into_iter().map(|nr| (nr, eperm)).collect();
     // Hard links: Landlock allows `link` inside one writable directory (SPEC CMD-9).
@@ -574,13 +575,15 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
         listed.push((libc::SYS_vfork, eperm));
     }
     if options.network == Network::None {
-        listed.push((libc::SYS_socketpair, not_unix));
-        let socket = if options.unix_connect_contained {
-            not_unix
+        let (socket, pair) = if options.unix_connect_contained {
+            (not_unix, not_unix)
         } else {
-            // Refused for every family (see `Network::None`).
-            eperm
+            // `socket` refused for every family (see `Network::None`); a pair only of a
+            // connected kind: a datagram pair's `sendto` names any pathname socket of the host
+            // (Landlock below ABI 9 does not check it; issue 16 review 5).
+            (eperm, unix_pair)
         };
+        listed.push((libc::SYS_socketpair, pair));
         listed.push((libc::SYS_socket, socket));
     }
     // One block per argument layout, shared by the calls with that layout.
@@ -641,6 +644,15 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
         asm.bind(not_unix);
         asm.stmt(LD_ABS, arg_low(0));
         asm.jump(JEQ, libc::AF_UNIX as u32, allow, eperm);
+        if !options.unix_connect_contained {
+            // AF_UNIX with type SOCK_STREAM (1) or SOCK_SEQPACKET (5), flags aside: bit 1 of
+            // the type is set in SOCK_DGRAM (2) and in no type AF_UNIX supports but it.
+            asm.bind(unix_pair);
+            asm.stmt(LD_ABS, arg_low(0));
+            asm.jump(JEQ, libc::AF_UNIX as u32, NEXT, eperm);
+            asm.stmt(LD_ABS, arg_low(1));
+            asm.jump(JSET, 0x2, eperm, allow);
+        }
     }
     for (mode, label) in mode_blocks {
         asm.bind(label);
@@ -926,6 +938,28 @@ mod tests {
         check(COMMAND, libc::SYS_socket, a0(inet | 1 << 32), EPERM);
         check(COMMAND, libc::SYS_socketpair, a0(unix), ALLOW);
         check(COMMAND, libc::SYS_socketpair, a0(inet), EPERM);
+        // Not contained: connected pairs only; a datagram pair could `sendto` a host socket.
+        let pair = |ty: i32| {
+            let mut args = a0(unix);
+            args[1] = bits(ty);
+            args
+        };
+        for ty in [libc::SOCK_STREAM, libc::SOCK_SEQPACKET] {
+            check(COMMAND, libc::SYS_socketpair, pair(ty), ALLOW);
+            check(
+                COMMAND,
+                libc::SYS_socketpair,
+                pair(ty | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK),
+                ALLOW,
+            );
+        }
+        check(COMMAND, libc::SYS_socketpair, pair(libc::SOCK_DGRAM), EPERM);
+        check(
+            COMMAND,
+            libc::SYS_socketpair,
+            pair(libc::SOCK_DGRAM | libc::SOCK_CLOEXEC),
+            EPERM,
+        );
         // Pathname unix sockets are not checked by Landlock below ABI 9.
         check(COMMAND, libc::SYS_socket, a0(unix), EPERM);
         let abi9 = FilterOptions {
@@ -934,6 +968,7 @@ mod tests {
         };
         check(abi9, libc::SYS_socket, a0(unix), ALLOW);
         check(abi9, libc::SYS_socket, a0(inet), EPERM);
+        check(abi9, libc::SYS_socketpair, pair(libc::SOCK_DGRAM), ALLOW);
         let network = FilterOptions {
             network: Network::All,
             ..COMMAND
@@ -992,6 +1027,8 @@ mod tests {
             thread,
             bits(libc::CLONE_VFORK | libc::CLONE_VM | libc::SIGCHLD),
             bits(libc::AF_UNIX),
+            bits(libc::SOCK_DGRAM | libc::SOCK_CLOEXEC),
+            bits(libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK),
             bits(libc::AF_INET),
             bits(libc::AF_INET6),
             bits(libc::AF_NETLINK),
@@ -1124,14 +1161,15 @@ mod tests {
         }
         // The checked calls, with the checked arguments and the others differing: in the
         // alternating layouts every argument meets every value. The two arguments checked
-        // together are adjacent (`open` 1 and 2, `openat` 2 and 3, `setpriority` and
-        // `ioprio_set` 0 and 1), so their partner ranges over every value without garbage in
+        // together are adjacent (`open` 1 and 2, `openat` 2 and 3, `setpriority`,
+        // `ioprio_set` and `socketpair` 0 and 1), so their partner ranges over every value without garbage in
         // the upper half (both with garbage: the loop above and the proptest); the partner
         // of a single checked argument over a few values.
         let two_arguments: Vec<i64> = creating_opens()
             .into_iter()
             .map(|(nr, _, _)| nr)
             .chain(PRIORITY_CALLS.map(|(nr, _)| nr))
+            .chain([libc::SYS_socketpair])
             .collect();
         let low: Vec<u64> = args.iter().copied().filter(|&v| v >> 32 == 0).collect();
         for nr in checked_calls() {
@@ -1202,8 +1240,9 @@ mod tests {
         let checked: Vec<u32> = checked_calls().into_iter().map(|nr| nr as u32).collect();
         for options in all_options() {
             let program = build(options).unwrap();
-            // 129 at most since issue 16 refused `TIOCSETD` too (one more ioctl compared).
-            assert!(program.len() <= 130, "{options:?}: {}", program.len());
+            // 129 at most since issue 16 refused `TIOCSETD` too (one more ioctl compared);
+            // 133 since a datagram `socketpair` is refused where unix sockets are (review 5).
+            assert!(program.len() <= 134, "{options:?}: {}", program.len());
             let walks: Vec<(u32, usize)> = (0..1024u32)
                 .map(|nr| (nr, run_counting(&program, &data(NATIVE, nr, [0; 6])).1))
                 .collect();

@@ -975,3 +975,39 @@ fn unix_sockets_work_only_where_the_view_holds_nothing_but_the_grants() {
         .allow_system("/etc/ld.so.cache", Access::READ);
     assert!(!single.prepare().unwrap().enforcement().private_root());
 }
+
+/// Issue 16 review 5: where unix sockets are refused (the view holds the host's), `socketpair`
+/// still gives a command a connected pair (pipes, asyncio, multiprocessing use one), but not a
+/// datagram pair: its `sendto` names any pathname socket of the host, which Landlock below
+/// ABI 9 does not check.
+#[test]
+fn a_datagram_pair_cannot_reach_a_host_socket_where_unix_sockets_are_refused() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let at = s.outside.join("host.sock");
+    let host = std::os::unix::net::UnixDatagram::bind(&at).unwrap();
+    host.set_nonblocking(true).unwrap();
+    let script = format!(
+        "import socket\n\
+         a, b = socket.socketpair(); a.send(b'x'); assert b.recv(1) == b'x'\n\
+         print('stream pair works', flush=True)\n\
+         d, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+         d.sendto(b'ESCAPED', {at:?})\n\
+         print('ESCAPED')",
+        at = at.display().to_string()
+    );
+    let host_view = s.command_policy().private_namespaces(false);
+    let out = s.run(&host_view, PYTHON, &["-c", &script]);
+    if probe().landlock_abi().unwrap_or(0) < 9 {
+        assert_denied(&out);
+        assert_eq!(stdout(&out), "stream pair works\n", "{}", stderr(&out));
+    }
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        host.recv(&mut buf).map(|_| ()).unwrap_err().kind(),
+        ErrorKind::WouldBlock,
+        "the host socket received a datagram"
+    );
+}

@@ -181,10 +181,14 @@ pub(crate) fn eperm_rules(
     if options.network == Network::None {
         let unix = bits(libc::AF_UNIX);
         let not_unix = vec![rule(vec![condition(0, SeccompCmpOp::Ne, unix)?])?];
-        rules.insert(libc::SYS_socketpair, not_unix.clone());
         if options.unix_connect_contained {
+            rules.insert(libc::SYS_socketpair, not_unix.clone());
             rules.insert(libc::SYS_socket, not_unix);
         } else {
+            // A datagram pair (type bit 1) is refused too.
+            let mut pair = not_unix;
+            pair.push(rule(vec![condition(1, SeccompCmpOp::MaskedEq(2), 2)?])?);
+            rules.insert(libc::SYS_socketpair, pair);
             // Empty rule list: refused for every family (see `Network::None`).
             rules.insert(libc::SYS_socket, Vec::new());
         }
