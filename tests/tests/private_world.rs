@@ -186,6 +186,34 @@ async fn no_host_process_argv_or_environment_is_visible() {
     assert!(!testkit::alive_with("HOSTSECRET").is_empty());
 }
 
+/// Review 5: a root host's command runs as uid 0 without capabilities, which still reads the
+/// root-only (0400) tables of a fresh `proc` as their owner: the kernel heap's layout, every
+/// CPU's timers, every user's keys. They read empty; the command's own files still work.
+#[tokio::test]
+async fn the_machine_wide_root_only_proc_tables_read_empty() {
+    if !private_proc() {
+        return;
+    }
+    let call = Call::new("agent-exec-world");
+    let out = call
+        .sh(concat!(
+            "for f in slabinfo vmallocinfo pagetypeinfo timer_list keys key-users; do ",
+            r#"[ -e /proc/$f ] && printf '%s=%s\n' $f "$(head -c 20 /proc/$f 2>/dev/null | wc -c)"; "#,
+            "done; grep -c ^Name: /proc/self/status; echo end",
+        ))
+        .await;
+    let stdout = text(&out.stdout);
+    assert!(stdout.ends_with("1\nend\n"), "{}", show(&out));
+    for line in stdout.lines().filter(|l| l.contains('=')) {
+        assert!(line.ends_with("=0"), "{line}: {}", show(&out));
+    }
+    // The host has them (as root, to read): there was something to hide.
+    if testkit::is_root() {
+        assert!(std::fs::read_to_string("/proc/slabinfo").is_ok_and(|t| !t.is_empty()));
+        assert!(stdout.contains("slabinfo=0"), "{}", show(&out));
+    }
+}
+
 #[tokio::test]
 async fn the_supervisor_pid_1_is_out_of_reach() {
     if !private_proc() {

@@ -546,6 +546,57 @@ pub(crate) struct World {
     /// `ptmx`), so a command can open a pseudo-terminal of its own (`script`, Python's `pty`)
     /// and sees no other; mounted only in a new root (issue 16 §1 devices). `None`: none.
     pub(crate) pts: Option<u64>,
+    /// Cover [`MASKED_PROC`] in the private `/proc` with `/dev/null`: the command runs as the
+    /// host's root (no user namespace of its own), which reads those root-only tables as their
+    /// owner although it holds no capability.
+    pub(crate) mask_proc: bool,
+}
+
+/// `/proc` files a root host's command would read as their owner (mode 0400, or listing what
+/// root may see) that describe the whole machine, not the command: the kernel heap's layout
+/// (`slabinfo`, `vmallocinfo`, `pagetypeinfo`) that heap exploits measure, every CPU's timers
+/// (`timer_list`), the keys and key quotas of every user (`keys`, `key-users`), and the debug
+/// tables some kernels add. Docker masks the same kind (`/proc/timer_list`, `/proc/keys`, …).
+/// Each is covered by `/dev/null`, so reading it finds nothing; a name this kernel lacks is
+/// skipped.
+const MASKED_PROC: [&std::ffi::CStr; 9] = [
+    c"/proc/slabinfo",
+    c"/proc/vmallocinfo",
+    c"/proc/pagetypeinfo",
+    c"/proc/timer_list",
+    c"/proc/keys",
+    c"/proc/key-users",
+    c"/proc/sched_debug",
+    c"/proc/timer_stats",
+    c"/proc/latency_stats",
+];
+
+/// Covers each of [`MASKED_PROC`] that exists with a bind of the view's `/dev/null`.
+fn mask_proc_tables() -> Result<(), i32> {
+    let null = open_no_symlinks(libc::AT_FDCWD, c"/dev/null".as_ptr().cast(), 0)?;
+    let mut result = Ok(());
+    for path in MASKED_PROC {
+        let at = match open_no_symlinks(libc::AT_FDCWD, path.as_ptr().cast(), 0) {
+            Ok(at) => at,
+            Err(libc::ENOENT) => continue,
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        };
+        let covered = clone_tree(null, 0).and_then(|tree| {
+            let r = attach(tree, at);
+            close(tree);
+            r
+        });
+        close(at);
+        if let Err(e) = covered {
+            result = Err(e);
+            break;
+        }
+    }
+    close(null);
+    result
 }
 
 /// The canonical path of the file `fd` names, as the kernel knows it now.
@@ -723,6 +774,9 @@ impl Isolation {
         // Step 5: after the view turned read-only, so that `/dev/shm` stays writable.
         if let (Some(mnt), Some(rights)) = (proc, self.world.proc_rights) {
             mount_private(Ok(mnt), c"/proc", ruleset, rights).map_err(fail)?;
+            if self.world.mask_proc {
+                mask_proc_tables().map_err(fail)?;
+            }
         }
         if let Some((size, rights)) = &self.world.shm {
             mount_private(private_shm(size), c"/dev/shm", ruleset, *rights).map_err(fail)?;

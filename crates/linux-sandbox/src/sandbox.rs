@@ -399,7 +399,10 @@ impl Policy {
         let pts_rights =
             (AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::WriteFile | AccessFs::IoctlDev)
                 & AccessFs::from_all(abi);
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
         isolate::World {
+            mask_proc: proc_rights.is_some() && root && !self.launch.own_user_namespace,
             proc_rights,
             shm: shm_is_dir.then(|| (shm_size().to_owned(), shm_rights.bits())),
             pts: Some(pts_rights.bits()),
