@@ -102,7 +102,8 @@ fn no_ignored_tests() {
 }
 
 /// The layer of each workspace member, as in DESIGN.md: arrows only point down. `testkit` is
-/// test-only: it depends on no workspace crate and may be only a dev-dependency (checked in
+/// test-only: it may be only a dev-dependency, and it depends on no workspace crate but the
+/// leaves whose probes decide its capability skips ([`TESTKIT_PROBES`]; checked in
 /// `workspace_dependency_arrows_point_down`).
 fn layer(name: &str) -> Option<u8> {
     Some(match name {
@@ -127,11 +128,23 @@ fn metadata(no_deps: bool) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON")
 }
 
+/// The crates `testkit::require` asks whether a capability is present: the code under test's own
+/// probes, so a test skips exactly when that code would refuse to run (issue 17).
+const TESTKIT_PROBES: &[&str] = &["linux-sandbox", "proctree"];
+
 /// `Some(violation)` when a dependency edge between two workspace crates breaks DESIGN's layering.
 /// `dev` edges to `testkit` are allowed from anywhere; any other edge to it is not.
 fn forbidden_edge(from: &str, to: &str, dev: bool) -> Option<String> {
     if to == "testkit" {
         return (!dev).then(|| format!("{from} may use testkit only as a dev-dependency"));
+    }
+    if from == "testkit" {
+        return (!TESTKIT_PROBES.contains(&to)).then(|| {
+            format!(
+                "testkit may depend only on the probes of {TESTKIT_PROBES:?}, not {to}: \
+                 fixtures hand out paths and each suite builds its own values from them"
+            )
+        });
     }
     let (lf, lt) = (layer(from)?, layer(to)?);
     if lf == 0 {
@@ -156,6 +169,9 @@ fn layering_rule_rejects_sideways_and_upward_edges() {
     assert!(forbidden_edge("exec", "run-tool", false).is_some());
     assert!(forbidden_edge("exec", "exec", false).is_some());
     assert!(forbidden_edge("testkit", "fsguard", false).is_some());
+    assert!(forbidden_edge("testkit", "exec", false).is_some());
+    assert!(forbidden_edge("testkit", "linux-sandbox", false).is_none());
+    assert!(forbidden_edge("testkit", "proctree", false).is_none());
     assert!(forbidden_edge("run-tool", "exec", false).is_none());
     assert!(forbidden_edge("host-shim", "fsguard", false).is_none());
     assert!(forbidden_edge("tests", "host-shim", false).is_none());
