@@ -114,7 +114,7 @@ type Step<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
 /// `cargo check` of every crate with macOS code for `aarch64-apple-darwin`, so the `cfg(macos)`
 /// paths (Seatbelt launch, libproc identity) at least type-check without a Mac. C build scripts
 /// cannot cross-compile here, so blake3 is told to use its pure-Rust code for the check
-/// (`CARGO_FEATURE_PURE`); crates that pull in other C code (argv-tools' parser stack) are left
+/// (`CARGO_FEATURE_PURE`); crates that pull in other C code (argv-policy's parser stack) are left
 /// out.
 fn check_macos() -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());

@@ -107,9 +107,10 @@ fn no_ignored_tests() {
 /// `workspace_dependency_arrows_point_down`).
 fn layer(name: &str) -> Option<u8> {
     Some(match name {
-        "toolscope" | "fsguard" | "seatbelt" | "linux-sandbox" | "proctree" | "testkit" => 0,
+        "toolscope" | "fsguard" | "seatbelt" | "linux-sandbox" | "proctree" | "argv-policy"
+        | "testkit" => 0,
         "exec" => 1,
-        "run-tool" | "command-tool" | "argv-tools" => 2,
+        "run-tool" | "command-tool" => 2,
         "host-shim" => 3,
         "xtask" | "tests" => 4,
         _ => return None,

@@ -14,7 +14,7 @@
 //! It does not know the `run` and `command` tools either.
 //!
 //! ```
-//! use argv_tools::{decide, decision_json_line, Context, Decision, Gate, Mode, Policy,
+//! use argv_policy::{decide, decision_json_line, Context, Decision, Gate, Mode, Policy,
 //!                  RefuseCode, RunCommandArgs};
 //!
 //! let ctx = Context::new("/home/u/proj", "/home/u");

@@ -27,7 +27,7 @@ pub const MAX_ARGV_BYTES: usize = 1024 * 1024;
 /// watcher detection (RC-15) and runs nothing.
 ///
 /// ```
-/// use argv_tools::{decide, Context, Decision, Gate, Mode, Policy, RunCommandArgs};
+/// use argv_policy::{decide, Context, Decision, Gate, Mode, Policy, RunCommandArgs};
 /// let ctx = Context::new("/home/u/proj", "/home/u");
 /// let policy = Policy::defaults(Mode::Safe);
 /// let d = decide(&RunCommandArgs::new(["git", "status"]), &policy, &ctx);
