@@ -714,8 +714,7 @@ fn enforcement_is_full_on_a_kernel_with_landlock_abi_6() {
 
 #[test]
 fn every_landlock_abi_denies_outside_writes_and_keeps_liveness() {
-    // What `cargo xtask matrix` does for the whole suite, here for this crate: emulate each older
-    // kernel with `limit_landlock_abi`.
+    // Each older kernel, emulated with `limit_landlock_abi`.
     if !sandbox_available() {
         return;
     }
