@@ -222,16 +222,8 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn sandbox_available() -> bool {
-    let ok = linux_sandbox::probe().can_sandbox();
-    if !ok {
-        eprintln!(
-            "skipped: this machine cannot sandbox: {}",
-            linux_sandbox::probe()
-        );
-    }
-    ok
-}
+// Skips loudly, or fails where `AGENT_EXEC_REQUIRE` names what is missing (issue 17).
+use testkit::sandbox_available;
 
 fn failed(out: &Outcome) -> bool {
     out.exit_code != Some(0)

@@ -38,13 +38,8 @@ fn agent_exec() -> PathBuf {
     bin
 }
 
-fn sandbox_available() -> bool {
-    let probe = linux_sandbox::probe();
-    if !probe.can_sandbox() {
-        eprintln!("skipped: this kernel cannot sandbox: {probe}");
-    }
-    probe.can_sandbox()
-}
+// Skips loudly, or fails where `AGENT_EXEC_REQUIRE` names what is missing (issue 17).
+use testkit::sandbox_available;
 
 /// Whether `program` exists on the sandbox's `PATH` (what the command will find); prints why a
 /// test is skipped when it does not.

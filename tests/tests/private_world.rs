@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use exec::SandboxSpec;
 use fsguard::RootLease;
+use testkit::Capability;
 
 const UNPRIVILEGED_ENV: &str = "AGENT_EXEC_PRIVATE_WORLD_UNPRIVILEGED";
 
@@ -22,11 +23,7 @@ use common::{Call, show, text};
 
 /// The sandbox `exec` builds for a `command` call on this machine, as its report says.
 fn enforcement() -> Option<linux_sandbox::Enforcement> {
-    if !linux_sandbox::probe().can_sandbox() {
-        eprintln!(
-            "skipped: this machine cannot sandbox: {}",
-            linux_sandbox::probe()
-        );
+    if !testkit::sandbox_available() {
         return None;
     }
     let call = Call::new("agent-exec-world");
@@ -40,9 +37,24 @@ fn enforcement() -> Option<linux_sandbox::Enforcement> {
     Some(policy.prepare().unwrap().enforcement())
 }
 
+/// The layers a command's private view (its `/dev/shm`, its root of the grants) is made of:
+/// where `AGENT_EXEC_REQUIRE` names one this machine lacks, a test that needs the view fails
+/// instead of skipping (issue 17). A private `/proc` needs a PID namespace with its own `proc`
+/// too.
+const PRIVATE_WORLD: &[Capability] = &[
+    Capability::Landlock,
+    Capability::Seccomp,
+    Capability::MountNamespaces,
+];
+
 /// Whether the command gets a private `/proc`; says loudly why not.
 fn private_proc() -> bool {
-    let ok = enforcement().is_some_and(|e| e.private_proc());
+    let needed = [
+        PRIVATE_WORLD,
+        &[Capability::PidNamespace, Capability::PrivateProc],
+    ]
+    .concat();
+    let ok = testkit::require(&needed) && enforcement().is_some_and(|e| e.private_proc());
     if !ok {
         eprintln!(
             "skipped: no private /proc here (no PID or mount namespace): {}",
@@ -54,7 +66,7 @@ fn private_proc() -> bool {
 
 /// Whether the command gets a private `/dev/shm`; says loudly why not.
 fn private_shm() -> bool {
-    let ok = enforcement().is_some_and(|e| e.private_shm());
+    let ok = testkit::require(PRIVATE_WORLD) && enforcement().is_some_and(|e| e.private_shm());
     if !ok {
         eprintln!(
             "skipped: no private /dev/shm here (no mount namespace): {}",
@@ -471,7 +483,7 @@ async fn another_concurrent_calls_shared_memory_is_not_visible() {
 
 /// Whether the command's view is a new root of the grants only, where `AF_UNIX` is allowed.
 fn private_root() -> bool {
-    let ok = enforcement().is_some_and(|e| e.private_root());
+    let ok = testkit::require(PRIVATE_WORLD) && enforcement().is_some_and(|e| e.private_root());
     if !ok {
         eprintln!(
             "skipped: no root of the grants only here, so AF_UNIX stays refused: {}",

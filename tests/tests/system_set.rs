@@ -16,16 +16,8 @@ const UNPRIVILEGED_ENV: &str = "AGENT_EXEC_SYSTEM_SET_UNPRIVILEGED";
 mod common;
 use common::{Call, text};
 
-fn sandbox_available() -> bool {
-    let ok = linux_sandbox::probe().can_sandbox();
-    if !ok {
-        eprintln!(
-            "skipped: this machine cannot sandbox: {}",
-            linux_sandbox::probe()
-        );
-    }
-    ok
-}
+// Skips loudly, or fails where `AGENT_EXEC_REQUIRE` names what is missing (issue 17).
+use testkit::sandbox_available;
 
 /// Single-quoted for `sh` (test-made text only; the paths come from the host's `/etc`).
 fn quote(path: &Path) -> String {

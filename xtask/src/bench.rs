@@ -11,64 +11,85 @@ use std::time::{Duration, Instant};
 
 use crate::workspace_root;
 
+/// A benchmark: what runs it with the arguments after its name.
+pub(crate) type Benchmark = fn(&[String]) -> Result<(), String>;
+
+/// Every benchmark `cargo xtask bench NAME` runs. One table, so tidy can check that the docs
+/// name only benchmarks that exist.
+pub(crate) const BENCHMARKS: &[(&str, Benchmark)] = &[
+    ("scan", scan),
+    // Spawn medians on a noisy 2-CPU machine move by ~0.3 ms at 30 rounds and settle at a few
+    // hundred (~7 s for both runtimes).
+    ("spawn", |args| exec_bench("spawn", 300, args)),
+    ("drain", |args| exec_bench("drain", 5, args)),
+    ("stop", stop),
+    ("call", call),
+    ("micro", micro),
+];
+
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    match args.first().map(String::as_str) {
-        Some("scan") => scan(&args[1..]),
-        Some(which @ ("spawn" | "drain")) => {
-            // Spawn medians on a noisy 2-CPU machine move by ~0.3 ms at 30 rounds and settle
-            // at a few hundred (~7 s for both runtimes).
-            let default = if which == "spawn" { 300 } else { 5 };
-            let rounds = flag(&args[1..], "--runs", default)?;
-            example(
-                "exec",
-                "exec_bench",
-                &[which.to_owned(), rounds.to_string()],
-            )
-        }
-        Some("call") => {
-            let rounds = flag(&args[1..], "--runs", 21)?;
-            let mb = flag(&args[1..], "--mb", 200)?;
-            let status = cargo()
-                .args([
-                    "build",
-                    "--release",
-                    "-p",
-                    "host-shim",
-                    "--bin",
-                    "agent-exec",
-                ])
-                .status()
-                .map_err(|e| format!("cannot start cargo: {e}"))?;
-            if !status.success() {
-                return Err("building agent-exec failed".to_owned());
-            }
-            let agent_exec = target_dir().join("release").join("agent-exec");
-            example(
-                "host-shim",
-                "call_bench",
-                &[
-                    agent_exec.display().to_string(),
-                    mb.to_string(),
-                    rounds.to_string(),
-                ],
-            )
-        }
-        Some("stop") => {
-            let runs = flag(&args[1..], "--runs", 7)?;
-            for mode in ["subreaper", "pid-namespace"] {
-                example(
-                    "proctree",
-                    "stop_bench",
-                    &[runs.to_string(), mode.to_owned()],
-                )?;
-            }
-            Ok(())
-        }
-        Some(other) => Err(format!(
-            "unknown benchmark `{other}`; available: scan, spawn, drain, stop, call"
+    let names: Vec<&str> = BENCHMARKS.iter().map(|(name, _)| *name).collect();
+    let Some(which) = args.first() else {
+        return Err(format!("name a benchmark: {}", names.join(", ")));
+    };
+    match BENCHMARKS.iter().find(|(name, _)| name == which) {
+        Some((_, bench)) => bench(&args[1..]),
+        None => Err(format!(
+            "unknown benchmark `{which}`; available: {}",
+            names.join(", ")
         )),
-        None => Err("name a benchmark: scan, spawn, drain, stop or call".to_owned()),
     }
+}
+
+/// `spawn` or `drain`: exec's example, `rounds` by default.
+fn exec_bench(which: &str, default: usize, args: &[String]) -> Result<(), String> {
+    let rounds = flag(args, "--runs", default)?;
+    example(
+        "exec",
+        "exec_bench",
+        &[which.to_owned(), rounds.to_string()],
+    )
+}
+
+fn call(args: &[String]) -> Result<(), String> {
+    let rounds = flag(args, "--runs", 21)?;
+    let mb = flag(args, "--mb", 200)?;
+    let status = cargo()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "host-shim",
+            "--bin",
+            "agent-exec",
+        ])
+        .status()
+        .map_err(|e| format!("cannot start cargo: {e}"))?;
+    if !status.success() {
+        return Err("building agent-exec failed".to_owned());
+    }
+    let agent_exec = target_dir().join("release").join("agent-exec");
+    example(
+        "host-shim",
+        "call_bench",
+        &[
+            agent_exec.display().to_string(),
+            mb.to_string(),
+            rounds.to_string(),
+        ],
+    )
+}
+
+fn stop(args: &[String]) -> Result<(), String> {
+    let runs = flag(args, "--runs", 7)?;
+    for mode in ["subreaper", "pid-namespace"] {
+        example(
+            "proctree",
+            "stop_bench",
+            &[runs.to_string(), mode.to_owned()],
+        )?;
+    }
+    Ok(())
 }
 
 /// Reads `--name value` from `args`, or `default`.
@@ -249,4 +270,84 @@ fn scan(args: &[String]) -> Result<(), String> {
         &mut baseline,
     )?;
     Ok(())
+}
+
+/// One criterion benchmark target whose group holds a baseline and the candidates measured
+/// against it (house rule 9: a ratio in the same run, not a figure alone).
+struct Micro {
+    package: &'static str,
+    bench: &'static str,
+    group: &'static str,
+    baseline: &'static str,
+    candidates: &'static [&'static str],
+}
+
+const MICRO: &[Micro] = &[
+    // `decide` against parsing the same tool arguments from JSON, which every call does first.
+    Micro {
+        package: "argv-policy",
+        bench: "decide",
+        group: "decide",
+        baseline: "args_from_json",
+        candidates: &["allowlist_hit", "script", "refusal"],
+    },
+    // The evaluator against building the profile it evaluates (what every macOS call does).
+    Micro {
+        package: "seatbelt",
+        bench: "eval",
+        group: "sbpl",
+        baseline: "build_command_profile",
+        candidates: &["decide_inside", "decide_outside", "parse_rendered"],
+    },
+];
+
+/// `bench micro`: runs each criterion target (briefly unless told otherwise: the machine is
+/// shared), then prints each candidate's median against its group's baseline.
+fn micro(args: &[String]) -> Result<(), String> {
+    let short = ["--warm-up-time", "1", "--measurement-time", "2"].map(str::to_owned);
+    let criterion_args = if args.is_empty() { &short[..] } else { args };
+    for m in MICRO {
+        let status = cargo()
+            .args(["bench", "-p", m.package, "--bench", m.bench, "--"])
+            .args(criterion_args)
+            .status()
+            .map_err(|e| format!("cannot start cargo: {e}"))?;
+        if !status.success() {
+            return Err(format!(
+                "cargo bench -p {} --bench {} failed",
+                m.package, m.bench
+            ));
+        }
+    }
+    for m in MICRO {
+        let base = criterion_median(m.group, m.baseline)?;
+        println!(
+            "{}/{} (baseline {}: median {:.0} ns):",
+            m.package, m.group, m.baseline, base
+        );
+        for candidate in m.candidates {
+            let ns = criterion_median(m.group, candidate)?;
+            println!(
+                "  {candidate:<16} median {ns:>10.0} ns  ratio {:.3}",
+                ns / base
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The median (ns) criterion saved for `group/function` in this run.
+fn criterion_median(group: &str, function: &str) -> Result<f64, String> {
+    let path = target_dir()
+        .join("criterion")
+        .join(group)
+        .join(function)
+        .join("new/estimates.json");
+    let text = fs::read_to_string(&path)
+        .map_err(|e| format!("criterion wrote no {}: {e}", path.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not criterion's JSON: {e}", path.display()))?;
+    json["median"]["point_estimate"]
+        .as_f64()
+        .ok_or_else(|| format!("{} has no median", path.display()))
 }

@@ -37,6 +37,10 @@ const TASKS: &[(&str, &str)] = &[
         "stop a 500-process tree with 100 setsid escapees, both proctree modes",
     ),
     (
+        "bench micro [criterion args]",
+        "in-process criterion benchmarks (argv-policy's decide, seatbelt's evaluator); ratios",
+    ),
+    (
         "check-macos",
         "type-check the macOS code paths from Linux (needs `rustup target add aarch64-apple-darwin`)",
     ),
@@ -46,6 +50,23 @@ const TASKS: &[(&str, &str)] = &[
     ),
 ];
 
+/// A task: what runs it with the arguments after its name.
+type Task = fn(&[String]) -> Result<(), String>;
+
+/// The dispatcher: every task `cargo xtask NAME` runs. One table, so tidy can check that the
+/// docs name only tasks that exist (`every_xtask_task_the_project_names_exists`).
+const DISPATCH: &[(&str, Task)] = &[
+    ("ci", |_| ci()),
+    ("bench", bench::run),
+    ("check-macos", |_| check_macos()),
+    ("macos", |_| macos()),
+];
+
+/// The task called `name`, if the dispatcher has one.
+fn task(name: &str) -> Option<Task> {
+    DISPATCH.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
@@ -53,16 +74,15 @@ fn main() -> ExitCode {
             print_tasks();
             Ok(())
         }
-        Some("ci") => ci(),
-        Some("bench") => bench::run(&args[1..]),
-        Some("macos") => macos(),
-        Some("check-macos") => check_macos(),
-        Some(other) => {
-            print_tasks();
-            Err(format!(
-                "unknown task `{other}`; pick one of the tasks above"
-            ))
-        }
+        Some(name) => match task(name) {
+            Some(run) => run(&args[1..]),
+            None => {
+                print_tasks();
+                Err(format!(
+                    "unknown task `{name}`; pick one of the tasks above"
+                ))
+            }
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -114,7 +134,7 @@ type Step<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
 /// `cargo check` of every crate with macOS code for `aarch64-apple-darwin`, so the `cfg(macos)`
 /// paths (Seatbelt launch, libproc identity) at least type-check without a Mac. C build scripts
 /// cannot cross-compile here, so blake3 is told to use its pure-Rust code for the check
-/// (`CARGO_FEATURE_PURE`); crates that pull in other C code (argv-tools' parser stack) are left
+/// (`CARGO_FEATURE_PURE`); crates that pull in other C code (argv-policy's parser stack) are left
 /// out.
 fn check_macos() -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());

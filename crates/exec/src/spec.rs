@@ -29,7 +29,7 @@ pub enum Access {
 pub enum Network {
     /// No network (RUN-7, CMD-2).
     None,
-    /// Unrestricted (reserved for argv-tools' `network: true`, RC-7).
+    /// Unrestricted (reserved for argv-policy's `network: true`, RC-7).
     All,
 }
 

@@ -79,16 +79,8 @@ fn alive_with(marker: &str) -> Vec<u32> {
     found
 }
 
-fn sandbox_available() -> bool {
-    let ok = linux_sandbox::probe().can_sandbox();
-    if !ok {
-        eprintln!(
-            "skipped: this kernel cannot sandbox: {}",
-            linux_sandbox::probe()
-        );
-    }
-    ok
-}
+// Skips loudly, or fails where `AGENT_EXEC_REQUIRE` names what is missing (issue 17).
+use testkit::sandbox_available;
 
 #[tokio::test]
 async fn run_spec_counts_lines_of_a_file_in_the_mirror() {

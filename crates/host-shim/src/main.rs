@@ -14,7 +14,7 @@
 //! `mcp` speaks MCP on stdin/stdout until the client hangs up; its diagnostics go to stderr
 //! only (stdout is the protocol). How requests map to sessions and turns: `host_shim::McpServer`.
 //!
-//! `check run_command` prints argv-tools' decision as one JSON line and exits 0 for `run`, 1 for
+//! `check run_command` prints argv-policy's decision as one JSON line and exits 0 for `run`, 1 for
 //! `refuse`, 2 for usage errors; nothing is run and no file is touched.
 
 use std::io::{Read, Write};
@@ -741,7 +741,7 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
     code
 }
 
-/// `agent-exec check run_command`: argv-tools' decision, one JSON line, nothing run.
+/// `agent-exec check run_command`: argv-policy's decision, one JSON line, nothing run.
 fn check_run_command(args: CheckArgs) -> ExitCode {
     let workdir = match canonical_dir(&args.workspace) {
         Ok(w) => w,
@@ -763,7 +763,7 @@ fn check_run_command(args: CheckArgs) -> ExitCode {
         },
         None => None,
     };
-    let policy = match argv_tools::Policy::load(argv_tools::Mode::Safe, user_json.as_deref()) {
+    let policy = match argv_policy::Policy::load(argv_policy::Mode::Safe, user_json.as_deref()) {
         Ok(p) => p,
         Err(e) => {
             let name = args.config.as_deref().unwrap_or(Path::new("")).display();
@@ -772,17 +772,17 @@ fn check_run_command(args: CheckArgs) -> ExitCode {
     };
     // An explicit --mode wins over the file's `mode`, which wins over the default (safe).
     let policy = match args.mode {
-        Some(ModeArg::Safe) => policy.with_mode(argv_tools::Mode::Safe),
-        Some(ModeArg::Auto) => policy.with_mode(argv_tools::Mode::Auto),
-        Some(ModeArg::AllowAll) => policy.with_mode(argv_tools::Mode::AllowAll),
+        Some(ModeArg::Safe) => policy.with_mode(argv_policy::Mode::Safe),
+        Some(ModeArg::Auto) => policy.with_mode(argv_policy::Mode::Auto),
+        Some(ModeArg::AllowAll) => policy.with_mode(argv_policy::Mode::AllowAll),
         None => policy,
     };
     let text = match read_args_text(args.json) {
         Ok(t) => t,
         Err(e) => return usage(e.message()),
     };
-    let ctx = argv_tools::Context::new(workdir, home);
-    let line = argv_tools::check_json_line(&text, &policy, &ctx);
+    let ctx = argv_policy::Context::new(workdir, home);
+    let line = argv_policy::check_json_line(&text, &policy, &ctx);
     let run = serde_json::from_str::<Value>(&line)
         .is_ok_and(|v| v["decision"] == Value::String("run".into()));
     let mut out = std::io::stdout().lock();

@@ -240,8 +240,8 @@ impl Policy {
     }
 
     /// Whether private mount and IPC namespaces may be used where the kernel allows them
-    /// (default `true`). `false` behaves as a machine without them (tests of the fallback,
-    /// `cargo xtask matrix`); the [`Enforcement`](crate::Enforcement) report says so.
+    /// (default `true`). `false` behaves as a machine without them (the tests of the fallback);
+    /// the [`Enforcement`](crate::Enforcement) report says so.
     pub fn private_namespaces(mut self, allowed: bool) -> Self {
         self.namespaces = allowed;
         self
@@ -304,8 +304,8 @@ impl Policy {
     }
 
     /// Uses at most Landlock ABI `abi` even if the kernel offers a newer one, to run a test
-    /// suite as it would behave on an older kernel (`cargo xtask matrix`). `0` means "as if
-    /// Landlock were missing", which makes [`prepare`](Policy::prepare) fail.
+    /// as it would behave on an older kernel. `0` means "as if Landlock were missing", which
+    /// makes [`prepare`](Policy::prepare) fail.
     pub fn limit_landlock_abi(mut self, abi: u8) -> Self {
         self.abi_limit = Some(abi);
         self

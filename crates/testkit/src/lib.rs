@@ -2,10 +2,13 @@
 //! normal one): a temp tree with a named root, a byte-exact snapshot of a tree, unique process
 //! markers and a `/proc` scan for survivors (house rule 4), re-running a test as an
 //! unprivileged user when the suite runs as root, and race fixtures (a [`Swapper`] exchanging
-//! two names in a loop, an inotify [`Watch`] that proves nothing outside was touched).
+//! two names in a loop, an inotify [`Watch`] that proves nothing outside was touched), and the
+//! one capability skip every suite uses ([`require`], [`sandbox_available`]): it prints why a
+//! test skips, and fails the test instead when `AGENT_EXEC_REQUIRE` names what is missing.
 //!
-//! It knows no workspace crate: fixtures hand out paths, and each suite builds its own leases
-//! and sandbox probes from them.
+//! Fixtures hand out paths, and each suite builds its own leases from them. The only workspace
+//! crates it knows are the two leaves whose probes decide a capability skip (`linux-sandbox`,
+//! `proctree`, on Linux), so a test skips exactly when the code it tests would refuse to run.
 //!
 //! ```
 //! let tree = testkit::TempTree::new("scope");
@@ -20,8 +23,10 @@
 #![deny(missing_docs)]
 
 mod races;
+mod require;
 
 pub use races::{Swapper, SwapperBuilder, Watch};
+pub use require::{Capability, REQUIRE_VAR, require, sandbox_available};
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -170,6 +175,8 @@ pub fn rerun_unprivileged(test: &str) -> bool {
 
 /// Runs this test binary again as uid 65534 with `args` (e.g. `--skip` the caller) and `env`,
 /// asserts it passed, and returns its output. Skips loudly (empty output) without setpriv.
+/// `AGENT_EXEC_REQUIRE` is passed on: a capability missing for the unprivileged user fails
+/// there too instead of turning the re-run into a row of skips.
 pub fn run_as_nobody(args: &[&str], env: &[(&str, &str)]) -> String {
     let setpriv = Path::new("/usr/bin/setpriv");
     if !setpriv.exists() {
@@ -189,6 +196,7 @@ pub fn run_as_nobody(args: &[&str], env: &[(&str, &str)]) -> String {
         .env("HOME", dir.path())
         .env("TMPDIR", dir.path())
         .env("PATH", "/usr/bin:/bin")
+        .env(REQUIRE_VAR, std::env::var(REQUIRE_VAR).unwrap_or_default())
         .envs(env.iter().copied())
         .output()
         .unwrap();

@@ -77,38 +77,20 @@ impl Fixture {
 }
 
 /// PIDs of live processes whose working directory is under `dir` (our tools' processes run in a
-/// workspace or mirror under the fixture). Zombies count as gone.
+/// workspace or mirror under the fixture). Zombies count as gone: proctree's reading of
+/// `/proc/<pid>/stat` decides, the one parser the workspace has.
 pub fn survivors(dir: &Path) -> Vec<u32> {
     let me = std::process::id();
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .map(|s| {
-                s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-            .unwrap_or(true);
-        if cwd.starts_with(dir) && !zombie {
-            out.push(pid);
-        }
-    }
-    out
+    let table = proctree::ProcessTable::read().unwrap();
+    table
+        .entries()
+        .iter()
+        .filter(|e| e.state == proctree::ProcessState::Alive && e.id.pid() != me)
+        .map(|e| e.id.pid())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
+        })
+        .collect()
 }
 
 pub fn assert_no_survivors(dir: &Path) {
@@ -126,15 +108,9 @@ pub fn assert_no_survivors(dir: &Path) {
     );
 }
 
-/// Whether the exec sandbox can run here; when not, the caller prints why and returns.
-pub fn sandbox_available() -> bool {
-    let report = host_shim::doctor::report();
-    let ok = report["sandbox"]["enforced"] == json!(true);
-    if !ok {
-        eprintln!("skipped: the sandbox is not available here: {report}");
-    }
-    ok
-}
+/// Whether the exec sandbox can run here; when not, it says why and the caller returns (or,
+/// where `AGENT_EXEC_REQUIRE` names what is missing, the test fails).
+pub use testkit::sandbox_available;
 
 pub struct Output {
     pub code: i32,

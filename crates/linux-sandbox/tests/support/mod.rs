@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use linux_sandbox::{Access, Policy, probe};
+use linux_sandbox::{Access, Policy};
 
 /// Env var the unprivileged re-run sets, so it does not recurse.
 pub const UNPRIVILEGED_ENV: &str = "LINUX_SANDBOX_TEST_UNPRIVILEGED";
@@ -23,16 +23,9 @@ const MARKER_ENV: &str = "LINUX_SANDBOX_TEST_MARKER";
 pub const SH: &str = "/bin/sh";
 pub const PYTHON: &str = "/usr/bin/python3";
 
-/// True when the kernel can sandbox; otherwise prints why the test is skipped.
-pub fn sandbox_available() -> bool {
-    let availability = probe();
-    if availability.can_sandbox() {
-        true
-    } else {
-        eprintln!("skipped: this kernel cannot sandbox:\n{availability}");
-        false
-    }
-}
+/// Whether this kernel can sandbox; when not, it says why and the caller returns (or, where
+/// `AGENT_EXEC_REQUIRE` names what is missing, the test fails).
+pub use testkit::sandbox_available;
 
 /// A scratch area: `work` is granted read-write, `outside` is not granted at all.
 pub struct Scratch {

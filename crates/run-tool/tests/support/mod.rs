@@ -1,6 +1,6 @@
-//! Helpers shared by this crate's integration tests: a mirror fixture with its lease, and the
-//! sandbox probe. The generic pieces (snapshots, markers, survivor scans, unprivileged re-runs)
-//! are the workspace's `testkit`.
+//! Helpers shared by this crate's integration tests: a mirror fixture with its lease. The generic
+//! pieces (snapshots, markers, survivor scans, unprivileged re-runs, the capability skip) are
+//! the workspace's `testkit`.
 // Test helpers: a failed setup step is a test failure, so they unwrap (clippy.toml exempts
 // only `#[test]` functions themselves).
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
@@ -38,19 +38,6 @@ impl std::ops::Deref for Fixture {
     }
 }
 
-/// Whether this machine can sandbox; prints why not.
-pub fn sandbox_available() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        let probe = linux_sandbox::probe();
-        if !probe.can_sandbox() {
-            eprintln!("skipped: this kernel cannot sandbox: {probe}");
-        }
-        probe.can_sandbox()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        eprintln!("skipped: end-to-end runs are tested on Linux");
-        false
-    }
-}
+/// Whether the sandbox can run here; when not, it says why and the caller returns (or, where
+/// `AGENT_EXEC_REQUIRE` names what is missing, the test fails).
+pub use testkit::sandbox_available;

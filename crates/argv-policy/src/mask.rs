@@ -6,7 +6,7 @@
 ///
 /// ```
 /// let secrets = vec!["hunter2".to_string()];
-/// assert_eq!(argv_tools::mask("pw=hunter2", &secrets), "pw=[secret:1]");
+/// assert_eq!(argv_policy::mask("pw=hunter2", &secrets), "pw=[secret:1]");
 /// ```
 pub fn mask(text: &str, secrets: &[String]) -> String {
     let mut order: Vec<(usize, &String)> = secrets

@@ -4,7 +4,7 @@
 // Helpers outside #[test] fns may unwrap too: a panic is a test failure, which is what we want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use argv_tools::{
+use argv_policy::{
     Context, Decision, Gate, Mode, Os, Policy, RefuseCode, RunCommandArgs, check_json_line, decide,
     decision_json_line, find_mask_token, mask,
 };

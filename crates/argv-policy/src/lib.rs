@@ -14,7 +14,7 @@
 //! It does not know the `run` and `command` tools either.
 //!
 //! ```
-//! use argv_tools::{decide, decision_json_line, Context, Decision, Gate, Mode, Policy,
+//! use argv_policy::{decide, decision_json_line, Context, Decision, Gate, Mode, Policy,
 //!                  RefuseCode, RunCommandArgs};
 //!
 //! let ctx = Context::new("/home/u/proj", "/home/u");
@@ -50,8 +50,8 @@ mod policy;
 mod readonly;
 mod script;
 mod watch;
+mod words;
 
-pub use check::METACHARACTERS;
 pub use decide::{MAX_ARGV, MAX_ARGV_BYTES, decide, display_argv};
 pub use mask::{find_token as find_mask_token, mask};
 pub use model::{
@@ -60,6 +60,7 @@ pub use model::{
 pub use policy::{ConfigError, Mode, Policy, ReadOnlyRule};
 pub use script::{MAX_DEPTH, MAX_SCRIPT_BYTES};
 pub use watch::MAX_SCRIPT_LEVELS;
+pub use words::METACHARACTERS;
 
 /// The whole `check run_command` step for a CLI: parse the tool's JSON arguments, decide, and
 /// render the one JSON line of the issue's "Interface" section. Bad JSON is a refusal line too.

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use argv_tools::{Context, Decision, Mode, Policy, RefuseCode, RunCommandArgs, decide};
+use argv_policy::{Context, Decision, Mode, Policy, RefuseCode, RunCommandArgs, decide};
 use serde_json::json;
 
 fn project(scripts: serde_json::Value) -> tempfile::TempDir {

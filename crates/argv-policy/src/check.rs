@@ -12,31 +12,7 @@ use crate::policy::Policy;
 use crate::readonly;
 use crate::script::{self, Cmd, MAX_DEPTH, Word};
 use crate::watch::Tracer;
-
-/// The shell metacharacters that make a plain argv element refused outside `sh -c` (RC-2):
-/// `|`, `&`, `;`, `<`, `>`, `*`, `?`, `[`, `~`, `$`, `` ` ``, `(`, `)` and newline. Each one
-/// would mean something to a shell; in an argv it would be passed literally, which is almost
-/// never what the caller meant.
-pub const METACHARACTERS: &[char] = &[
-    '|', '&', ';', '<', '>', '*', '?', '[', '~', '$', '`', '(', ')', '\n',
-];
-
-/// `true` for a character of [`METACHARACTERS`].
-pub fn is_metachar(c: char) -> bool {
-    METACHARACTERS.contains(&c)
-}
-
-/// A bare command name: letters, digits, `_`, `.`, `+`, `-`, not starting with `-`. No `/`, no
-/// quotes, no expansion (RC-2). `[` is also a command name.
-pub fn is_bare_name(s: &str) -> bool {
-    if s == "[" {
-        return true;
-    }
-    !s.is_empty()
-        && !s.starts_with('-')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '+' | '-'))
-}
+use crate::words::is_bare_name;
 
 /// Names that change user or privilege; only `['sudo', …]` at the top of an argv is accepted
 /// (RC-11).

@@ -27,7 +27,7 @@ pub const MAX_ARGV_BYTES: usize = 1024 * 1024;
 /// watcher detection (RC-15) and runs nothing.
 ///
 /// ```
-/// use argv_tools::{decide, Context, Decision, Gate, Mode, Policy, RunCommandArgs};
+/// use argv_policy::{decide, Context, Decision, Gate, Mode, Policy, RunCommandArgs};
 /// let ctx = Context::new("/home/u/proj", "/home/u");
 /// let policy = Policy::defaults(Mode::Safe);
 /// let d = decide(&RunCommandArgs::new(["git", "status"]), &policy, &ctx);
@@ -132,7 +132,7 @@ fn decide_inner(
         if scripts.contains(&i) {
             continue;
         }
-        if let Some(c) = a.chars().find(|c| check::is_metachar(*c)) {
+        if let Some(c) = a.chars().find(|c| crate::words::is_metachar(*c)) {
             let shown = if c == '\n' {
                 "newline".to_owned()
             } else {
@@ -383,7 +383,7 @@ fn sudo_check(argv: &[String], program: &str, checker: &Checker<'_>) -> Result<(
              between sudo and the program"
         )));
     }
-    if !check::is_bare_name(target) {
+    if !crate::words::is_bare_name(target) {
         return Err(bad(format!(
             "the program after sudo must be a bare name, not `{target}`; e.g. ['sudo', \
              'apt-get', 'install', '-y', '<pkg>']"

@@ -88,12 +88,12 @@ impl ReadOnlyRule {
                 );
             }
         }
-        if !crate::check::is_bare_name(&tokens[0]) {
+        if !crate::words::is_bare_name(&tokens[0]) {
             return Err("the executable must be a bare command name, not a path");
         }
         if tokens
             .iter()
-            .any(|t| t.chars().any(crate::check::is_metachar))
+            .any(|t| t.chars().any(crate::words::is_metachar))
         {
             return Err("it contains a shell metacharacter");
         }
@@ -238,7 +238,7 @@ impl Policy {
     /// Adds a denied command name.
     pub fn add_denied(&mut self, name: &str) -> Result<(), ConfigError> {
         let name = name.trim();
-        if !crate::check::is_bare_name(name) {
+        if !crate::words::is_bare_name(name) {
             return Err(ConfigError::Entry {
                 list: "denied_command",
                 entry: name.to_owned(),

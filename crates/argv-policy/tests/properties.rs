@@ -4,7 +4,7 @@
 // Helpers outside #[test] fns may unwrap too: a panic is a test failure, which is what we want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use argv_tools::{Context, Decision, Mode, Policy, RunCommandArgs, decide};
+use argv_policy::{Context, Decision, Mode, Policy, RunCommandArgs, decide};
 use proptest::prelude::*;
 
 fn ctx() -> Context {
