@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 
 use super::calldir::{CallDir, TreeHold};
 use super::scanner;
-use super::supervisor::{self, Cwd, Plan, PreExec, RECORD, Stacks, stage};
+use super::supervisor::{self, Cwd, Plan, PreExec, Stacks};
 use super::sys::{self, Pin};
 use super::walk::{Adopt, Seen, Walk};
+use super::wire::{Message, RECORD, Stage, WireError};
 use crate::identity::{ProcessId, ProcessState};
 use crate::table::ProcessTable;
 use crate::tracker::Tracker;
@@ -557,9 +558,9 @@ impl Command {
         drop(start);
         drop(plan);
         match report {
-            Ok(Some((supervisor::MSG_STARTED, pid, start))) => {
+            Ok(Some(Ok(Message::Started { pid, start_time }))) => {
                 let _ = sys::set_nonblocking(channel.fd.as_fd());
-                let main = ProcessId::new(pid, start);
+                let main = ProcessId::new(pid, start_time);
                 let shared = Arc::new(Shared {
                     tracker: Mutex::new(Tracker::new(supervisor)),
                     closed: AtomicBool::new(false),
@@ -587,22 +588,26 @@ impl Command {
                     stacks.keep_forever();
                 }
                 Err(match other {
-                    Ok(Some((supervisor::MSG_FAILED, errno, stg))) => {
-                        let source = io::Error::from_raw_os_error(errno as i32);
-                        match stg {
-                            stage::CWD => SpawnError::CurrentDir { source },
-                            stage::PRE_EXEC => SpawnError::PreExec { code: errno as i32 },
-                            stage::EXEC => SpawnError::Exec { source },
-                            stage::ID_MAP => SpawnError::Setup {
+                    Ok(Some(Ok(Message::Failed { errno, stage }))) => {
+                        let source = io::Error::from_raw_os_error(errno);
+                        match stage {
+                            Stage::Cwd => SpawnError::CurrentDir { source },
+                            Stage::PreExec => SpawnError::PreExec { code: errno },
+                            Stage::Exec => SpawnError::Exec { source },
+                            Stage::IdMap => SpawnError::Setup {
                                 what: "user namespace id maps",
                                 source,
                             },
-                            _ => SpawnError::Setup {
+                            Stage::Setup => SpawnError::Setup {
                                 what: "supervisor",
                                 source,
                             },
                         }
                     }
+                    Ok(Some(Err(e))) => SpawnError::Setup {
+                        what: "reading the supervisor's report",
+                        source: io::Error::new(io::ErrorKind::InvalidData, e),
+                    },
                     Ok(_) => SpawnError::Setup {
                         what: "supervisor ended before the program started",
                         source: io::Error::from(io::ErrorKind::UnexpectedEof),
@@ -772,18 +777,16 @@ impl Channel {
         }
     }
 
-    fn pop(&mut self) -> Option<(u32, u32, u64)> {
-        if self.pending.len() < RECORD {
-            return None;
-        }
-        let mut rec = [0u8; RECORD];
-        rec.copy_from_slice(self.pending.get(..RECORD)?);
+    /// The next whole record, decoded; a malformed one is returned as its error (and consumed,
+    /// records have a fixed size) for the caller to decide.
+    fn pop(&mut self) -> Option<Result<Message, WireError>> {
+        let rec: [u8; RECORD] = self.pending.get(..RECORD)?.try_into().ok()?;
         self.pending.drain(..RECORD);
-        Some(supervisor::parse_record(&rec))
+        Some(Message::decode(&rec))
     }
 
     /// The next record, waiting for it; `None` at EOF.
-    fn next_blocking(&mut self) -> io::Result<Option<(u32, u32, u64)>> {
+    fn next_blocking(&mut self) -> io::Result<Option<Result<Message, WireError>>> {
         loop {
             if let Some(r) = self.pop() {
                 return Ok(Some(r));
@@ -797,7 +800,7 @@ impl Channel {
     }
 
     /// Every record until EOF or `timeout`.
-    fn drain_blocking(&mut self, timeout: Duration) -> io::Result<Vec<(u32, u32, u64)>> {
+    fn drain_blocking(&mut self, timeout: Duration) -> io::Result<Vec<Result<Message, WireError>>> {
         let deadline = Instant::now() + timeout;
         let mut out = Vec::new();
         loop {
@@ -956,19 +959,24 @@ impl ProcessTree {
 
     fn absorb(&mut self) -> io::Result<()> {
         let r = self.channel.fill();
-        while let Some((kind, a, _)) = self.channel.pop() {
-            self.apply(kind, a);
+        while let Some(message) = self.channel.pop() {
+            self.apply(message);
         }
         r
     }
 
-    fn apply(&mut self, kind: u32, a: u32) {
-        match kind {
-            supervisor::MSG_MAIN_EXITED => {
-                self.main_status = Some(ExitStatus::from_raw(a as i32));
+    /// Takes in one report. After the start only the exit and the farewell matter; a
+    /// malformed record is skipped, as one of an unknown kind always was: nothing is guessed
+    /// from its bytes.
+    fn apply(&mut self, message: Result<Message, WireError>) {
+        match message {
+            Ok(Message::MainExited { status }) => {
+                self.main_status = Some(ExitStatus::from_raw(status));
             }
-            supervisor::MSG_DONE => self.late = Some(a as usize),
-            _ => {}
+            Ok(Message::Done { killed }) => {
+                self.late = Some(usize::try_from(killed).unwrap_or(usize::MAX));
+            }
+            Ok(Message::Started { .. } | Message::Failed { .. }) | Err(_) => {}
         }
     }
 
@@ -1239,7 +1247,7 @@ impl ProcessTree {
 
     fn finish_supervisor(&mut self) {
         if !self.channel.eof {
-            // After MSG_DONE the supervisor is leaving on its own: only collect it.
+            // After `Message::Done` the supervisor is leaving on its own: only collect it.
             if self.late.is_none() {
                 // SAFETY: send on our socket; MSG_NOSIGNAL keeps a vanished peer from raising
                 // SIGPIPE in the host.
@@ -1253,8 +1261,8 @@ impl ProcessTree {
                 }
             }
             if let Ok(records) = self.channel.drain_blocking(Duration::from_secs(60)) {
-                for (kind, a, _) in records {
-                    self.apply(kind, a);
+                for message in records {
+                    self.apply(message);
                 }
             }
         }
