@@ -70,6 +70,6 @@ pub mod sysset;
 mod backend;
 
 pub use calltemp::{CallTemp, CallTempError};
-pub use run::{ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir, run};
+pub use run::{End, ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir, run};
 pub use spec::{Access, Grant, Network, Program, SandboxSpec, SpecError};
 pub use toolscope::CallContext;

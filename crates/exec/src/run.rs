@@ -90,11 +90,62 @@ pub struct Job {
     pub limits: Limits,
 }
 
-/// What happened. Exactly one of "exited on its own", `timed_out`, `cancelled`,
-/// `output_limit_hit` and `lease_lost` says why the run ended.
+/// Why a run ended: exactly one reason, so "finished" and "stopped" cannot both be true.
+///
+/// Several can hold at once (the deadline passes while the root is being replaced; a run in
+/// [`OnCap::Kill`] mode exits on its own in the same instant it passes a cap). The runner then
+/// keeps the first that applies in this order — the order in which the tools answer them:
+/// 1. [`Cancelled`](End::Cancelled): the caller withdrew the call; a revocation must surface as
+///    the permission error whatever else happened.
+/// 2. [`LeaseLost`](End::LeaseLost): the work root is not the granted directory any more (CMD-8),
+///    seen by a tick or by the check after the stop; whatever the command did landed elsewhere,
+///    so its result is not the one asked for, and the caller must start a new turn.
+/// 3. [`TimedOut`](End::TimedOut): the deadline stopped the command.
+/// 4. [`OutputLimit`](End::OutputLimit): a cap was passed in kill mode, also when the main
+///    process's exit was seen first (RUN-9).
+/// 5. [`Exited`](End::Exited): none of the above; the main process ended by itself.
+///
+/// Not `#[non_exhaustive]` on purpose: a new way to end must break every `match` that
+/// interprets one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum End {
+    /// The main process ended on its own (an exit code or a signal in [`Outcome`]).
+    #[default]
+    Exited,
+    /// The deadline passed before the main process exited.
+    TimedOut,
+    /// The call was cancelled (and why) before the main process exited.
+    Cancelled(CancelReason),
+    /// A cap was passed in [`OnCap::Kill`] mode and the tree was stopped.
+    OutputLimit,
+    /// The work root no longer was the leased directory (CMD-8); the tree was stopped.
+    LeaseLost,
+}
+
+impl End {
+    /// The one end of a run from what ended the wait and what was found after the stop, in
+    /// the precedence documented on [`End`].
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    pub(crate) fn settle(
+        waited: End,
+        lease_lost_after: bool,
+        cap_passed_in_kill_mode: bool,
+    ) -> End {
+        match waited {
+            End::Cancelled(reason) => End::Cancelled(reason),
+            _ if lease_lost_after => End::LeaseLost,
+            End::Exited if cap_passed_in_kill_mode => End::OutputLimit,
+            other => other,
+        }
+    }
+}
+
+/// What happened.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Outcome {
+    /// Why the run ended.
+    pub end: End,
     /// The main process's exit code, if it exited.
     pub exit_code: Option<i32>,
     /// The signal that ended the main process, if one did.
@@ -107,14 +158,6 @@ pub struct Outcome {
     pub stdout_truncated: bool,
     /// Stderr passed its cap.
     pub stderr_truncated: bool,
-    /// The deadline passed before the main process exited.
-    pub timed_out: bool,
-    /// The call was cancelled (and why) before the main process exited.
-    pub cancelled: Option<CancelReason>,
-    /// A cap was passed in [`OnCap::Kill`] mode and the tree was stopped.
-    pub output_limit_hit: bool,
-    /// The work root no longer was the leased directory (CMD-8); the tree was stopped.
-    pub lease_lost: bool,
     /// Tracked descendants other than the main process that were alive and stopped (CMD-6).
     pub descendants_stopped: usize,
     /// Whether the main process was still running when the tree was stopped.
@@ -131,7 +174,7 @@ impl Outcome {
     /// Whether the command ran to its own end (not stopped by timeout, cancellation, cap or
     /// lease loss).
     pub fn finished(&self) -> bool {
-        !self.timed_out && self.cancelled.is_none() && !self.output_limit_hit && !self.lease_lost
+        self.end == End::Exited
     }
 }
 
@@ -175,16 +218,6 @@ impl ExecError {
             ExecError::Io(_) => ErrorCode::ExecIoFailed,
         }
     }
-}
-
-/// Why the wait for the main process ended.
-#[cfg(target_os = "linux")]
-enum Ended {
-    Exited,
-    TimedOut,
-    Cancelled(CancelReason),
-    OverCap,
-    LeaseLost,
 }
 
 /// Runs `job` in its sandbox under `ctx` and returns once nothing it started is alive.
@@ -242,7 +275,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     };
 
     let ended = if lease.verify().is_err() {
-        Ended::LeaseLost
+        End::LeaseLost
     } else {
         readers
             .alongside(wait(&mut tree, &job, ctx, &over_cap, &lease))
@@ -271,7 +304,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     let (report, status) = stopped;
     let report = report.map_err(|e| ExecError::Io(e.to_string()))?;
     let status = report.main_status.or(status.ok().flatten());
-    let lease_lost = matches!(ended, Ended::LeaseLost) || lease.verify().is_err();
+    let lease_lost_after = lease.verify().is_err();
 
     // Every writer is dead now: EOF follows at once unless a descriptor escaped the tree.
     let (out, err) = readers.finish(&stop_draining).await;
@@ -279,22 +312,20 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     let err = captured(err)?;
 
     Ok(Outcome {
+        // A passed cap in kill mode fails the run even when the main process happened to
+        // exit before the wait saw the cap (RUN-9): both were ready and `select!` picked the
+        // exit.
+        end: End::settle(
+            ended,
+            lease_lost_after,
+            job.limits.on_cap == OnCap::Kill && (out.truncated || err.truncated),
+        ),
         exit_code: status.and_then(|s| s.code()),
         signal: status.and_then(|s| s.signal()),
         stdout: out.bytes,
         stderr: err.bytes,
         stdout_truncated: out.truncated,
         stderr_truncated: err.truncated,
-        timed_out: matches!(ended, Ended::TimedOut),
-        // In kill mode a passed cap is a failure even when the main process happened to exit
-        // before the wait saw the cap (RUN-9): both were ready and `select!` picked the exit.
-        output_limit_hit: matches!(ended, Ended::OverCap)
-            || (job.limits.on_cap == OnCap::Kill && (out.truncated || err.truncated)),
-        cancelled: match ended {
-            Ended::Cancelled(reason) => Some(reason),
-            _ => None,
-        },
-        lease_lost,
         descendants_stopped: report.descendants_stopped,
         main_stopped: report.main_stopped,
         enforcement,
@@ -390,7 +421,7 @@ async fn wait(
     ctx: &CallContext,
     over_cap: &Notify,
     lease: &RootLease,
-) -> Result<Ended, ExecError> {
+) -> Result<End, ExecError> {
     let io = |e: io::Error| ExecError::Io(format!("watching the command failed: {e}"));
     let owned = tree.status_fd().try_clone_to_owned().map_err(io)?;
     // SAFETY: `owned` is an fd we own; it stays open and unchanged for the AsyncFd's life.
@@ -405,13 +436,13 @@ async fn wait(
         // Check before waiting: `spawn`'s handshake may already have read the exit record (a
         // command that fails at once), and then the descriptor never becomes readable again.
         if tree.try_main_status().map_err(io)?.is_some() {
-            return Ok(Ended::Exited);
+            return Ok(End::Exited);
         }
         tokio::select! {
             ready = status_fd.readable() => {
                 let mut guard = ready.map_err(io)?;
                 if tree.try_main_status().map_err(io)?.is_some() {
-                    return Ok(Ended::Exited);
+                    return Ok(End::Exited);
                 }
                 // Readable with no status: either a message we absorbed, or the supervisor
                 // is gone (EOF stays readable). Re-arm only when there is nothing to read.
@@ -425,12 +456,12 @@ async fn wait(
                     ));
                 }
             }
-            () = &mut deadline => return Ok(Ended::TimedOut),
-            reason = ctx.cancelled() => return Ok(Ended::Cancelled(reason)),
-            () = over_cap.notified(), if kill_on_cap => return Ok(Ended::OverCap),
+            () = &mut deadline => return Ok(End::TimedOut),
+            reason = ctx.cancelled() => return Ok(End::Cancelled(reason)),
+            () = over_cap.notified(), if kill_on_cap => return Ok(End::OutputLimit),
             _ = tick.tick() => {
                 if lease.verify().is_err() {
-                    return Ok(Ended::LeaseLost);
+                    return Ok(End::LeaseLost);
                 }
             }
         }
@@ -445,4 +476,49 @@ fn readable_now(fd: &OwnedFd) -> bool {
         && fds[0]
             .revents()
             .intersects(rustix::event::PollFlags::IN | rustix::event::PollFlags::HUP)
+}
+
+#[cfg(all(test, any(target_os = "linux", target_os = "macos")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_has_one_end_in_the_documented_precedence() {
+        let turn_ended = || End::Cancelled(CancelReason::TurnEnded);
+        // (what ended the wait, lease lost after the stop, cap passed in kill mode) → end
+        let rows = [
+            (End::Exited, false, false, End::Exited),
+            (End::Exited, false, true, End::OutputLimit),
+            (End::Exited, true, false, End::LeaseLost),
+            (End::Exited, true, true, End::LeaseLost),
+            (End::TimedOut, false, false, End::TimedOut),
+            (End::TimedOut, false, true, End::TimedOut),
+            (End::TimedOut, true, false, End::LeaseLost),
+            (turn_ended(), true, true, turn_ended()),
+            (turn_ended(), false, false, turn_ended()),
+            (End::OutputLimit, false, true, End::OutputLimit),
+            (End::OutputLimit, true, true, End::LeaseLost),
+            (End::LeaseLost, false, false, End::LeaseLost),
+            (End::LeaseLost, false, true, End::LeaseLost),
+        ];
+        for (waited, lease_lost, cap, want) in rows {
+            let row = format!("{waited:?} lease_lost={lease_lost} cap={cap}");
+            assert_eq!(End::settle(waited, lease_lost, cap), want, "{row}");
+        }
+    }
+
+    #[test]
+    fn only_an_exit_on_its_own_is_finished() {
+        let mut out = Outcome::default();
+        assert!(out.finished());
+        for end in [
+            End::TimedOut,
+            End::Cancelled(CancelReason::Requested),
+            End::OutputLimit,
+            End::LeaseLost,
+        ] {
+            out.end = end;
+            assert!(!out.finished(), "{:?}", out.end);
+        }
+    }
 }
