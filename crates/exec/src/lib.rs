@@ -47,14 +47,15 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Dependencies: `object` reads ELF headers to find the files the loader of a `run` program
-//! opens (so the sandbox need not grant all of `/usr`); `tokio` + `tokio-util` for the async
-//! wait and cancellation; `rustix` for pipes and `poll`.
+//! Dependencies: `linux-sandbox`'s ELF reader (the `object` crate) gives the files the loader of
+//! a `run` program opens (so the sandbox need not grant all of `/usr`); `tokio` + `tokio-util`
+//! for the async wait and cancellation; `rustix` for pipes and `poll`.
 #![deny(missing_docs)]
 
 mod calltemp;
 mod capture;
 pub mod denials;
+#[cfg(target_os = "linux")]
 pub mod libdeps;
 #[cfg(target_os = "linux")]
 pub mod linux;
