@@ -52,6 +52,7 @@ mod atomic;
 mod checked;
 mod lease;
 mod mirror;
+mod pool;
 mod relpath;
 mod scan;
 mod sys;
