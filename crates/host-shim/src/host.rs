@@ -101,14 +101,14 @@ struct HostInner {
 /// host.update_grants(|g| {
 ///     let mut record = PluginRecord::fully_granted("notes@1", &[]);
 ///     record.folder_grants.insert(FolderGrant { path: folder.clone() });
-///     g.plugins.insert("notes".into(), record);
+///     g.plugins.insert("notes".parse().unwrap(), record);
 ///     Ok(())
 /// }).unwrap();
 ///
 /// let config = AgentConfig::parse(&format!(r#"{{"schemaVersion": 2, "systemPrompt": "",
 ///     "tools": [{{"ref": "read"}}], "memory": "session",
 ///     "workspace": {{"kind": "direct", "path": {:?}}}}}"#, folder)).unwrap();
-/// let session = host.session("notes".into(), config).unwrap();
+/// let session = host.session("notes".parse().unwrap(), config).unwrap();
 /// let turn = session.begin_turn().unwrap();
 /// let out = turn.call("c1", "read", serde_json::json!({"path": "a.txt"}), &Default::default()).await.unwrap();
 /// assert_eq!(out["totalLines"], 2);
