@@ -714,9 +714,9 @@ impl PersistentMirror {
         let mirror = match Mirror::refresh(folder, &dest) {
             Ok(m) => m,
             Err(_) => {
-                let _ = fsguard::remove_tree(&dest);
+                let _ = fsguard::remove_mirror(&dest);
                 Mirror::create(folder, &dest).map_err(|e| {
-                    let _ = fsguard::remove_tree(&dest);
+                    let _ = fsguard::remove_mirror(&dest);
                     run_tool::mirror_error(e)
                 })?
             }
@@ -730,11 +730,8 @@ impl PersistentMirror {
     /// the next turn starts from a fresh copy. Returns the new path.
     fn set_aside(&self) -> Result<PathBuf, String> {
         let from = self.path();
-        if let Some(record) = fsguard::record_path(&from) {
-            let _ = std::fs::remove_file(record);
-        }
         let to = self.dir.join(unique_name(&format!("{}-kept", self.name)));
-        std::fs::rename(&from, &to)
+        fsguard::set_mirror_aside(&from, &to)
             .map(|()| to)
             .map_err(|e| format!("could not move the kept mirror aside: {e}"))
     }
