@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use toolscope::{CallContext, CancelReason, ErrorCode};
 
 use crate::capture::drain;
-use crate::run::{DRAIN_GRACE, End, ExecError, Job, LEASE_TICK, OnCap, Outcome};
+use crate::job::{AfterStop, DRAIN_GRACE, End, ExecError, Job, LEASE_TICK, OnCap, Outcome};
 
 pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     if let Some(reason) = ctx.reason() {
@@ -168,8 +168,10 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
     // A passed cap in kill mode fails the run even if the exit was seen first (RUN-9).
     outcome.end = End::settle(
         waited,
-        lease_lost_after,
-        kill_on_cap && (out.truncated || err.truncated),
+        AfterStop {
+            lease_lost: lease_lost_after,
+            cap_passed: kill_on_cap && (out.truncated || err.truncated),
+        },
     );
     Ok(outcome)
 }
