@@ -11,12 +11,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::calldir::{CallDir, TreeHold};
-use super::scanner;
+use super::scanner::{self, Shared};
 use super::supervisor::{self, Cwd, Plan, PreExec, Stacks};
 use super::sys::{self, Pin};
 use super::walk::{Adopt, Seen, Walk};
@@ -561,10 +560,7 @@ impl Command {
             Ok(Some(Ok(Message::Started { pid, start_time }))) => {
                 let _ = sys::set_nonblocking(channel.fd.as_fd());
                 let main = ProcessId::new(pid, start_time);
-                let shared = Arc::new(Shared {
-                    tracker: Mutex::new(Tracker::new(supervisor)),
-                    closed: AtomicBool::new(false),
-                });
+                let shared = Arc::new(Shared::new(Tracker::new(supervisor)));
                 if let Some(every) = self.scan_interval {
                     scanner::register(&shared, every);
                 }
@@ -821,72 +817,6 @@ impl Channel {
     }
 }
 
-/// What the host and the background scanner share about one tree.
-#[derive(Debug)]
-pub(super) struct Shared {
-    tracker: Mutex<Tracker>,
-    /// Set by [`ProcessTree::stop`] before the supervisor is reaped: from then on its PID may
-    /// name another process, so nothing may walk from it again.
-    closed: AtomicBool,
-}
-
-impl Shared {
-    pub(super) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
-    }
-
-    fn lock(&self) -> io::Result<std::sync::MutexGuard<'_, Tracker>> {
-        self.tracker
-            .lock()
-            .map_err(|_| io::Error::other("tracker lock poisoned"))
-    }
-}
-
-/// Whether the live process with `id`'s PID is still `id`.
-fn still_same(id: ProcessId) -> bool {
-    let mut buf = Vec::new();
-    sys::read_stat(id.pid(), &mut buf).is_some_and(|s| s.start_time == id.start_time())
-}
-
-/// Records what is below the supervisor now; returns the identities tracked for the first
-/// time. The walk runs without the lock, so a stop never waits for a background walk; its
-/// links are adopted only if the tree was not closed meanwhile (then the supervisor was not
-/// reaped during the walk, so its PID named it throughout).
-pub(super) fn scan_into(shared: &Shared) -> io::Result<Vec<ProcessId>> {
-    if shared.is_closed() {
-        return Ok(Vec::new());
-    }
-    let root = shared.lock()?.root();
-    if !sys::children_files_exist() {
-        let table = ProcessTable::read()?;
-        let mut tracker = shared.lock()?;
-        if shared.is_closed() {
-            return Ok(Vec::new());
-        }
-        return Ok(tracker.observe(&table, &mut still_same));
-    }
-    let mut links = Vec::new();
-    Walk::default().round(root, &mut |parent, child| {
-        if shared.is_closed() {
-            return Adopt::No;
-        }
-        links.push((parent, child.entry(parent.pid())));
-        Adopt::Yes { still: false }
-    })?;
-    let mut tracker = shared.lock()?;
-    if shared.is_closed() {
-        return Ok(Vec::new());
-    }
-    let mut new = Vec::new();
-    for (parent, entry) in links {
-        let known = tracker.is_tracked(entry.id);
-        if tracker.adopt(parent, &entry) && !known {
-            new.push(entry.id);
-        }
-    }
-    Ok(new)
-}
-
 /// Sends `sig` to a walked process: through its pidfd, or, without one, by PID right after
 /// re-reading its identity (a window of one system call).
 fn signal_seen(seen: &Seen, sig: libc::c_int, buf: &mut Vec<u8>) -> io::Result<()> {
@@ -1027,7 +957,7 @@ impl ProcessTree {
     /// # Errors
     /// When `/proc` cannot be read.
     pub fn scan(&self) -> io::Result<Vec<ProcessId>> {
-        scan_into(&self.shared)
+        scanner::scan_into(&self.shared)
     }
 
     /// Stops everything the command started: freeze (SIGSTOP) every tracked process, rescan
@@ -1046,7 +976,7 @@ impl ProcessTree {
         if self.settled() {
             // The supervisor saw the main process exit with nothing left below it and is
             // leaving on its own: there is nothing to freeze, walk or kill.
-            self.shared.closed.store(true, Ordering::SeqCst);
+            self.shared.close();
             self.finish_supervisor();
             let report = StopReport {
                 mode: self.mode,
@@ -1078,7 +1008,7 @@ impl ProcessTree {
     /// Returns (descendants frozen and killed, refused, main stopped).
     fn freeze_and_kill(&mut self) -> Result<(usize, Vec<ProcessId>, bool), StopError> {
         // The background scanner checks this flag before and after every walk.
-        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.close();
         let mut tracker = self
             .shared
             .lock()
@@ -1199,7 +1129,7 @@ impl ProcessTree {
         for _round in 0..10_000 {
             let table =
                 ProcessTable::read().map_err(|source| StopError::ProcessTable { source })?;
-            tracker.observe(&table, &mut still_same);
+            tracker.observe(&table, &mut scanner::still_same);
             let fresh: Vec<ProcessId> = tracker
                 .tracked()
                 .filter(|id| !decided.contains(id))
