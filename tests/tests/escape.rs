@@ -140,7 +140,7 @@ impl World {
         let (ctx, _cancel) = CallContext::standalone();
         let out = exec::run(job, &ctx).await.unwrap();
         // No attack here takes long: a run that hit the deadline hid a hang or a stuck wait.
-        assert!(!out.timed_out, "the run timed out: {out:?}");
+        assert_ne!(out.end, exec::End::TimedOut, "the run timed out: {out:?}");
         assert_eq!(
             before,
             self.outside_state(),

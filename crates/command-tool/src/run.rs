@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use exec::{ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
+use exec::{End, ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
 use fsguard::{RootLease, ScanError, ScanOptions, scan_hard_links_in};
 use toolscope::{CallContext, CancelReason, ErrorCode, ToolError};
 
@@ -458,14 +458,13 @@ fn interpret(
     out: exec::Outcome,
     denials: Vec<crate::types::Denial>,
 ) -> Result<CommandOutput, ToolError> {
-    let status = match &out.cancelled {
-        Some(reason @ CancelReason::Revoked(_)) => return Err(reason.to_error()),
-        Some(CancelReason::Deadline) => Status::TimedOut,
-        Some(_) => Status::Cancelled,
-        None if out.timed_out => Status::TimedOut,
-        None if out.lease_lost => Status::Cancelled,
-        None if out.exit_code.is_some() => Status::Exited,
-        None => Status::Signaled,
+    let status = match &out.end {
+        End::Cancelled(reason @ CancelReason::Revoked(_)) => return Err(reason.to_error()),
+        End::Cancelled(CancelReason::Deadline) | End::TimedOut => Status::TimedOut,
+        End::Cancelled(_) | End::LeaseLost => Status::Cancelled,
+        // `command` truncates (CMD-5): a cap never stops it, so only the exit tells.
+        End::Exited | End::OutputLimit if out.exit_code.is_some() => Status::Exited,
+        End::Exited | End::OutputLimit => Status::Signaled,
     };
     let output = CommandOutput {
         stdout: text(&out.stdout),
@@ -482,7 +481,7 @@ fn interpret(
         sandbox: out.enforcement.clone(),
         denials,
     };
-    if out.lease_lost {
+    if out.end == End::LeaseLost {
         let mut err = ToolError::new(
             ErrorCode::ExecCancelled,
             "the work root was replaced or moved while the command ran, so everything it started \
@@ -520,7 +519,7 @@ mod tests {
     #[test]
     fn timeout_and_cancellation_are_partial_with_no_exit_code() {
         let mut out = exec::Outcome::default();
-        out.timed_out = true;
+        out.end = End::TimedOut;
         out.signal = Some(9);
         out.main_stopped = true;
         out.descendants_stopped = 2;
@@ -532,19 +531,19 @@ mod tests {
         assert_eq!(r.descendants_stopped, 2);
 
         let mut out = exec::Outcome::default();
-        out.cancelled = Some(CancelReason::TurnEnded);
+        out.end = End::Cancelled(CancelReason::TurnEnded);
         let r = interpret(out, Vec::new()).unwrap();
         assert_eq!((r.status, r.partial_execution), (Status::Cancelled, true));
 
         let mut out = exec::Outcome::default();
-        out.cancelled = Some(CancelReason::Deadline);
+        out.end = End::Cancelled(CancelReason::Deadline);
         assert_eq!(interpret(out, Vec::new()).unwrap().status, Status::TimedOut);
     }
 
     #[test]
     fn a_revocation_is_the_public_permission_error() {
         let mut out = exec::Outcome::default();
-        out.cancelled = Some(CancelReason::Revoked(
+        out.end = End::Cancelled(CancelReason::Revoked(
             toolscope::Denial::AuthorityUnavailable,
         ));
         let err = interpret(out, Vec::new()).unwrap_err();
@@ -554,7 +553,7 @@ mod tests {
     #[test]
     fn a_lost_lease_is_cancelled_with_the_partial_result_in_details() {
         let mut out = exec::Outcome::default();
-        out.lease_lost = true;
+        out.end = End::LeaseLost;
         out.main_stopped = true;
         out.stdout = b"so far".to_vec();
         let err = interpret(out, Vec::new()).unwrap_err();

@@ -4,7 +4,7 @@
 
 use std::os::fd::OwnedFd;
 
-use crate::run::{ExecError, Job};
+use crate::job::{ExecError, Job};
 use crate::spec::SandboxSpec;
 
 pub(crate) type Prepared = linux_sandbox::PreparedSandbox;

@@ -4,7 +4,7 @@
 //! network switch) and its translation per platform — Landlock + seccomp on Linux (the system
 //! locations a program needs are added here: [`linux`], a shell's by rule in `sysset` —
 //! LIVE-1), a Seatbelt profile input on macOS
-//! ([`macos`]); spawning under `proctree`'s supervisor with the sandbox applied between `fork`
+//! (module `macos`); spawning under `proctree`'s supervisor with the sandbox applied between `fork`
 //! and `exec`; bounded capture of stdout and stderr (cap-and-kill or cap-and-truncate, every
 //! byte drained); the deadline; cancellation through `toolscope`'s [`CallContext`]; root-lease
 //! ticks; the final stop of the whole process tree; and which permission errors in a program's
@@ -47,18 +47,26 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Dependencies: `object` reads ELF headers to find the files the loader of a `run` program
-//! opens (so the sandbox need not grant all of `/usr`); `tokio` + `tokio-util` for the async
-//! wait and cancellation; `rustix` for pipes and `poll`.
+//! Dependencies: `linux-sandbox`'s ELF reader (the `object` crate) gives the files the loader of
+//! a `run` program opens (so the sandbox need not grant all of `/usr`); `tokio` + `tokio-util`
+//! for the async wait and cancellation; `rustix` for pipes and `poll`.
 #![deny(missing_docs)]
 
 mod calltemp;
 mod capture;
 pub mod denials;
-pub mod libdeps;
+mod job;
+#[cfg(target_os = "linux")]
+mod libdeps;
 #[cfg(target_os = "linux")]
 pub mod linux;
-pub mod macos;
+// Compiled everywhere so the macOS seam is type-checked and tested on Linux; only the macOS
+// runner calls it.
+#[cfg_attr(
+    not(target_os = "macos"),
+    allow(dead_code, reason = "only macos_run calls it; built here to be checked")
+)]
+mod macos;
 #[cfg(target_os = "macos")]
 mod macos_run;
 mod run;
@@ -70,6 +78,7 @@ pub mod sysset;
 mod backend;
 
 pub use calltemp::{CallTemp, CallTempError};
-pub use run::{ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir, run};
+pub use job::{End, ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir};
+pub use run::run;
 pub use spec::{Access, Grant, Network, Program, SandboxSpec, SpecError};
 pub use toolscope::CallContext;

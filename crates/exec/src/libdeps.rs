@@ -9,13 +9,12 @@
 //! would otherwise fail at run time with a confusing loader message.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 
-use object::Endianness;
-use object::elf::{DT_NEEDED, FileHeader64};
-use object::read::elf::{FileHeader, ProgramHeader};
+use linux_sandbox::{ElfClass, ElfError};
 
 /// The directories glibc searches when neither the cache nor a run path names the library,
 /// plus the multiarch directories from Debian's `/etc/ld.so.conf.d`.
@@ -132,7 +131,7 @@ pub fn loader_files(program: &Path) -> Result<BTreeSet<PathBuf>, LibDepsError> {
                 .find(|candidate| candidate.is_file())
                 .ok_or_else(|| LibDepsError::Missing {
                     program: file.clone(),
-                    library: name.clone(),
+                    library: name.to_string_lossy().into_owned(),
                 })?;
             let found = canonical(&found)?;
             out.insert(found.clone());
@@ -149,38 +148,26 @@ fn canonical(path: &Path) -> Result<PathBuf, LibDepsError> {
     })
 }
 
-/// `(PT_INTERP, DT_NEEDED names)` of one ELF file. Reads only the byte ranges the headers
-/// point at (object's `ReadCache`), not the whole file: libc is ~2 MB and this runs on every
-/// `agent-exec call run`, each a fresh process.
-fn parse(path: &Path) -> Result<(Option<PathBuf>, Vec<String>), LibDepsError> {
-    let file = std::fs::File::open(path).map_err(|source| LibDepsError::Read {
+/// `(PT_INTERP, DT_NEEDED names)` of one 64-bit ELF file, through `linux_sandbox`'s ELF reader
+/// (the one the sandbox uses for interpreters; it reads only the header ranges it needs: libc
+/// is ~2 MB and this runs on every `agent-exec call run`, each a fresh process). 32-bit files
+/// are refused as before: the search directories hold 64-bit libraries only.
+fn parse(path: &Path) -> Result<(Option<PathBuf>, Vec<OsString>), LibDepsError> {
+    let not_elf = |reason: String| LibDepsError::NotElf {
         path: path.to_path_buf(),
-        source,
-    })?;
-    let cache = object::ReadCache::new(file);
-    let data = &cache;
-    let not_elf = |e: object::read::Error| LibDepsError::NotElf {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
+        reason,
     };
-    let header = FileHeader64::<Endianness>::parse(data).map_err(not_elf)?;
-    let endian = header.endian().map_err(not_elf)?;
-    let mut interp = None;
-    for ph in header.program_headers(endian, data).map_err(not_elf)? {
-        if let Some(bytes) = ph.interpreter(endian, data).map_err(not_elf)? {
-            interp = Some(PathBuf::from(String::from_utf8_lossy(bytes).into_owned()));
-        }
+    let load = linux_sandbox::elf_load(path).map_err(|e| match e {
+        ElfError::Read(source) => LibDepsError::Read {
+            path: path.to_path_buf(),
+            source,
+        },
+        other => not_elf(other.to_string()),
+    })?;
+    if load.class != ElfClass::Elf64 {
+        return Err(not_elf("a 32-bit ELF file".to_owned()));
     }
-    let sections = header.sections(endian, data).map_err(not_elf)?;
-    let dynamic = sections.dynamic_table(endian, data).map_err(not_elf)?;
-    let mut needed = Vec::new();
-    for entry in dynamic.iter() {
-        if entry.tag == DT_NEEDED {
-            let name = dynamic.string(entry).map_err(not_elf)?;
-            needed.push(String::from_utf8_lossy(name).into_owned());
-        }
-    }
-    Ok((interp, needed))
+    Ok((load.interpreter, load.needed))
 }
 
 #[cfg(test)]

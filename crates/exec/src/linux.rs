@@ -2,7 +2,7 @@
 //!
 //! This module owns the system locations a Linux program needs to start. For a single program
 //! (`run`) they are exactly the files its loader opens, read from its ELF headers
-//! ([`libdeps`](crate::libdeps)), plus `/etc/ld.so.cache` (RUN-7); for a shell (`command`) they
+//! (module `libdeps`), plus `/etc/ld.so.cache` (RUN-7); for a shell (`command`) they
 //! are the system runtime set of [`sysset`](crate::sysset) — program, library, header and data
 //! trees and the world-readable part of `/etc`, by rule (CMD-10, LIVE-1) — plus the kernel facts
 //! and devices below. Devices: `/dev/null`, `/dev/zero`, `/dev/full` read + write,

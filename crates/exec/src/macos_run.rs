@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use toolscope::{CallContext, CancelReason, ErrorCode};
 
 use crate::capture::drain;
-use crate::run::{DRAIN_GRACE, ExecError, Job, LEASE_TICK, OnCap, Outcome};
+use crate::job::{AfterStop, DRAIN_GRACE, End, ExecError, Job, LEASE_TICK, OnCap, Outcome};
 
 pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     if let Some(reason) = ctx.reason() {
@@ -113,16 +113,17 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
         enforcement: "Seatbelt profile through sandbox-exec".to_owned(),
         ..Outcome::default()
     };
-    let status = loop {
+    let (waited, status) = loop {
         tokio::select! {
-            status = child.wait() => break Some(status.map_err(|e| ExecError::Io(e.to_string()))?),
-            () = &mut deadline => { outcome.timed_out = true; break None }
-            reason = ctx.cancelled() => { outcome.cancelled = Some(reason); break None }
-            () = over_cap.notified(), if kill_on_cap => { outcome.output_limit_hit = true; break None }
+            status = child.wait() => {
+                break (End::Exited, Some(status.map_err(|e| ExecError::Io(e.to_string()))?))
+            }
+            () = &mut deadline => break (End::TimedOut, None),
+            reason = ctx.cancelled() => break (End::Cancelled(reason), None),
+            () = over_cap.notified(), if kill_on_cap => break (End::OutputLimit, None),
             _ = tick.tick() => {
                 if lease.verify().is_err() {
-                    outcome.lease_lost = true;
-                    break None;
+                    break (End::LeaseLost, None);
                 }
             }
         }
@@ -140,7 +141,7 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
             .await
             .map_err(|e| ExecError::Io(e.to_string()))?,
     };
-    outcome.lease_lost |= lease.verify().is_err();
+    let lease_lost_after = lease.verify().is_err();
 
     let grace = tokio::time::sleep(DRAIN_GRACE);
     tokio::pin!(grace);
@@ -165,6 +166,12 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
     outcome.stdout_truncated = out.truncated;
     outcome.stderr_truncated = err.truncated;
     // A passed cap in kill mode fails the run even if the exit was seen first (RUN-9).
-    outcome.output_limit_hit |= kill_on_cap && (out.truncated || err.truncated);
+    outcome.end = End::settle(
+        waited,
+        AfterStop {
+            lease_lost: lease_lost_after,
+            cap_passed: kill_on_cap && (out.truncated || err.truncated),
+        },
+    );
     Ok(outcome)
 }

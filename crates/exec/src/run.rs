@@ -10,15 +10,15 @@
 //! to EOF (invariant 5). Dropping the future stops the tree too: `proctree::ProcessTree` stops
 //! everything in its `Drop`.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+#[cfg(target_os = "linux")]
+use fsguard::RootLease;
+use toolscope::CallContext;
+#[cfg(target_os = "linux")]
+use toolscope::{CancelReason, ErrorCode};
 
-use fsguard::{RelPath, RootLease};
-use toolscope::{CallContext, CancelReason, ErrorCode};
-
-use crate::spec::SandboxSpec;
+#[cfg(target_os = "linux")]
+use crate::job::{AfterStop, DRAIN_GRACE, End, LEASE_TICK, OnCap};
+use crate::job::{ExecError, Job, Outcome};
 
 #[cfg(target_os = "linux")]
 use {
@@ -32,160 +32,6 @@ use {
     tokio::sync::Notify,
     tokio_util::sync::CancellationToken,
 };
-
-/// How often the root lease is re-verified while a command runs (CMD-8: at least every 250 ms).
-pub const LEASE_TICK: Duration = Duration::from_millis(200);
-
-/// How long the pipes may stay open after the tree was stopped. Every writer is dead by then,
-/// so EOF is immediate unless a descriptor escaped the tree (e.g. passed over a unix socket);
-/// the call must not hang on that.
-pub(crate) const DRAIN_GRACE: Duration = Duration::from_millis(500);
-
-/// What to do when a stream passes its cap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnCap {
-    /// Stop the whole tree at the first byte over the cap (`run`, RUN-9).
-    Kill,
-    /// Keep running, keep the first `cap` bytes, read and drop the rest (`command`, CMD-5).
-    Truncate,
-}
-
-/// Time and output bounds of one job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Wall-clock limit from spawn.
-    pub timeout: Duration,
-    /// Bytes of stdout kept.
-    pub stdout_cap: usize,
-    /// Bytes of stderr kept.
-    pub stderr_cap: usize,
-    /// What passing a cap does.
-    pub on_cap: OnCap,
-}
-
-/// The working directory: a path relative to a leased root, opened through the lease's fd so a
-/// symlink on the way is refused when it is used (RUN-4, CMD-8).
-#[derive(Debug, Clone)]
-pub struct WorkDir {
-    /// The pinned root; re-verified before, during and after the run.
-    pub lease: Arc<RootLease>,
-    /// The directory beneath it.
-    pub rel: RelPath,
-}
-
-/// One program to run in a sandbox.
-#[derive(Debug, Clone)]
-pub struct Job {
-    /// Absolute path of the program (never looked up on `PATH`).
-    pub program: PathBuf,
-    /// Arguments after `argv[0]`.
-    pub args: Vec<OsString>,
-    /// Working directory.
-    pub workdir: WorkDir,
-    /// The complete environment (empty means empty; nothing is inherited, RUN-8, CMD-13).
-    pub env: Vec<(OsString, OsString)>,
-    /// What the program may touch.
-    pub sandbox: SandboxSpec,
-    /// Time and output bounds.
-    pub limits: Limits,
-}
-
-/// What happened. Exactly one of "exited on its own", `timed_out`, `cancelled`,
-/// `output_limit_hit` and `lease_lost` says why the run ended.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct Outcome {
-    /// The main process's exit code, if it exited.
-    pub exit_code: Option<i32>,
-    /// The signal that ended the main process, if one did.
-    pub signal: Option<i32>,
-    /// The first `stdout_cap` bytes of stdout.
-    pub stdout: Vec<u8>,
-    /// The first `stderr_cap` bytes of stderr.
-    pub stderr: Vec<u8>,
-    /// Stdout passed its cap.
-    pub stdout_truncated: bool,
-    /// Stderr passed its cap.
-    pub stderr_truncated: bool,
-    /// The deadline passed before the main process exited.
-    pub timed_out: bool,
-    /// The call was cancelled (and why) before the main process exited.
-    pub cancelled: Option<CancelReason>,
-    /// A cap was passed in [`OnCap::Kill`] mode and the tree was stopped.
-    pub output_limit_hit: bool,
-    /// The work root no longer was the leased directory (CMD-8); the tree was stopped.
-    pub lease_lost: bool,
-    /// Tracked descendants other than the main process that were alive and stopped (CMD-6).
-    pub descendants_stopped: usize,
-    /// Whether the main process was still running when the tree was stopped.
-    pub main_stopped: bool,
-    /// What the sandbox enforced, in words (on Linux, e.g. "fully enforced (Landlock ABI 7;
-    /// private mount and IPC namespaces, no capabilities)"; gaps are named).
-    pub enforcement: String,
-    /// The program saw only its grants and the system runtime (Linux's private root), so a
-    /// path outside them was absent rather than refused (`ENOENT`, not `EACCES`).
-    pub view_is_grants_only: bool,
-}
-
-impl Outcome {
-    /// Whether the command ran to its own end (not stopped by timeout, cancellation, cap or
-    /// lease loss).
-    pub fn finished(&self) -> bool {
-        !self.timed_out && self.cancelled.is_none() && !self.output_limit_hit && !self.lease_lost
-    }
-}
-
-/// Why a job did not run (nothing was started) or could not be supervised.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ExecError {
-    /// No sandbox provider exists for this platform.
-    #[error("no sandbox provider exists for this platform; run on Linux or macOS")]
-    Unsupported,
-    /// The sandbox cannot be applied here; nothing ran (RUN-6: no unsandboxed fallback).
-    #[error("the sandbox cannot be applied on this machine, so nothing ran: {0}")]
-    SandboxUnavailable(String),
-    /// The call was cancelled before anything started.
-    #[error("the call was cancelled before the command started")]
-    Cancelled(CancelReason),
-    /// The work root was replaced or moved (CMD-8).
-    #[error("the work root is no longer the directory that was granted: {0}; start a new turn")]
-    LeaseLost(#[source] fsguard::LeaseError),
-    /// The working directory could not be opened safely.
-    #[error("cannot open the working directory: {0}; pass an existing directory without symlinks")]
-    WorkDir(#[source] fsguard::OpenError),
-    /// The sandbox refused to run this job as asked (a hidden path inside a root that this
-    /// machine cannot hide, a root replaced during setup); nothing ran.
-    #[error("{0}")]
-    Refused(String),
-    /// The program could not be started or supervised.
-    #[error("cannot run the program: {0}")]
-    Io(String),
-}
-
-impl ExecError {
-    /// The stable public code of this error (RUN-13).
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            ExecError::Unsupported => ErrorCode::ExecUnsupported,
-            ExecError::SandboxUnavailable(_) => ErrorCode::ExecSandboxUnavailable,
-            ExecError::Cancelled(reason) => reason.to_error().code(),
-            ExecError::LeaseLost(_) => ErrorCode::ExecCancelled,
-            ExecError::WorkDir(_) | ExecError::Refused(_) => ErrorCode::ExecPathInvalid,
-            ExecError::Io(_) => ErrorCode::ExecIoFailed,
-        }
-    }
-}
-
-/// Why the wait for the main process ended.
-#[cfg(target_os = "linux")]
-enum Ended {
-    Exited,
-    TimedOut,
-    Cancelled(CancelReason),
-    OverCap,
-    LeaseLost,
-}
 
 /// Runs `job` in its sandbox under `ctx` and returns once nothing it started is alive.
 ///
@@ -242,7 +88,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     };
 
     let ended = if lease.verify().is_err() {
-        Ended::LeaseLost
+        End::LeaseLost
     } else {
         readers
             .alongside(wait(&mut tree, &job, ctx, &over_cap, &lease))
@@ -271,7 +117,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     let (report, status) = stopped;
     let report = report.map_err(|e| ExecError::Io(e.to_string()))?;
     let status = report.main_status.or(status.ok().flatten());
-    let lease_lost = matches!(ended, Ended::LeaseLost) || lease.verify().is_err();
+    let lease_lost_after = lease.verify().is_err();
 
     // Every writer is dead now: EOF follows at once unless a descriptor escaped the tree.
     let (out, err) = readers.finish(&stop_draining).await;
@@ -279,22 +125,22 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     let err = captured(err)?;
 
     Ok(Outcome {
+        // A passed cap in kill mode fails the run even when the main process happened to
+        // exit before the wait saw the cap (RUN-9): both were ready and `select!` picked the
+        // exit.
+        end: End::settle(
+            ended,
+            AfterStop {
+                lease_lost: lease_lost_after,
+                cap_passed: job.limits.on_cap == OnCap::Kill && (out.truncated || err.truncated),
+            },
+        ),
         exit_code: status.and_then(|s| s.code()),
         signal: status.and_then(|s| s.signal()),
         stdout: out.bytes,
         stderr: err.bytes,
         stdout_truncated: out.truncated,
         stderr_truncated: err.truncated,
-        timed_out: matches!(ended, Ended::TimedOut),
-        // In kill mode a passed cap is a failure even when the main process happened to exit
-        // before the wait saw the cap (RUN-9): both were ready and `select!` picked the exit.
-        output_limit_hit: matches!(ended, Ended::OverCap)
-            || (job.limits.on_cap == OnCap::Kill && (out.truncated || err.truncated)),
-        cancelled: match ended {
-            Ended::Cancelled(reason) => Some(reason),
-            _ => None,
-        },
-        lease_lost,
         descendants_stopped: report.descendants_stopped,
         main_stopped: report.main_stopped,
         enforcement,
@@ -390,7 +236,7 @@ async fn wait(
     ctx: &CallContext,
     over_cap: &Notify,
     lease: &RootLease,
-) -> Result<Ended, ExecError> {
+) -> Result<End, ExecError> {
     let io = |e: io::Error| ExecError::Io(format!("watching the command failed: {e}"));
     let owned = tree.status_fd().try_clone_to_owned().map_err(io)?;
     // SAFETY: `owned` is an fd we own; it stays open and unchanged for the AsyncFd's life.
@@ -405,13 +251,13 @@ async fn wait(
         // Check before waiting: `spawn`'s handshake may already have read the exit record (a
         // command that fails at once), and then the descriptor never becomes readable again.
         if tree.try_main_status().map_err(io)?.is_some() {
-            return Ok(Ended::Exited);
+            return Ok(End::Exited);
         }
         tokio::select! {
             ready = status_fd.readable() => {
                 let mut guard = ready.map_err(io)?;
                 if tree.try_main_status().map_err(io)?.is_some() {
-                    return Ok(Ended::Exited);
+                    return Ok(End::Exited);
                 }
                 // Readable with no status: either a message we absorbed, or the supervisor
                 // is gone (EOF stays readable). Re-arm only when there is nothing to read.
@@ -425,12 +271,12 @@ async fn wait(
                     ));
                 }
             }
-            () = &mut deadline => return Ok(Ended::TimedOut),
-            reason = ctx.cancelled() => return Ok(Ended::Cancelled(reason)),
-            () = over_cap.notified(), if kill_on_cap => return Ok(Ended::OverCap),
+            () = &mut deadline => return Ok(End::TimedOut),
+            reason = ctx.cancelled() => return Ok(End::Cancelled(reason)),
+            () = over_cap.notified(), if kill_on_cap => return Ok(End::OutputLimit),
             _ = tick.tick() => {
                 if lease.verify().is_err() {
-                    return Ok(Ended::LeaseLost);
+                    return Ok(End::LeaseLost);
                 }
             }
         }

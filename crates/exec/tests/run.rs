@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use testkit::marker;
 
-use exec::{ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
+use exec::{End, ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
 use fsguard::{RelPath, RootLease};
 use toolscope::{CallContext, CancelReason};
 
@@ -154,7 +154,7 @@ async fn timeout_stops_the_whole_tree() {
     let (out, before) = tokio::join!(run, probe);
     let out = out.unwrap();
     assert_eq!(before, 2, "both sleepers ran before the stop");
-    assert!(out.timed_out);
+    assert_eq!(out.end, End::TimedOut);
     assert!(out.main_stopped);
     assert_eq!(out.descendants_stopped, 2);
     assert!(alive_with(&m).is_empty(), "survivors: {:?}", alive_with(&m));
@@ -178,8 +178,7 @@ async fn cancellation_stops_the_tree_and_reports_the_reason() {
     let (out, before) = tokio::join!(exec::run(job, &ctx), canceller);
     let out = out.unwrap();
     assert_eq!(before, 1);
-    assert_eq!(out.cancelled, Some(CancelReason::TurnEnded));
-    assert!(!out.timed_out);
+    assert_eq!(out.end, End::Cancelled(CancelReason::TurnEnded));
     assert!(alive_with(&m).is_empty());
 }
 
@@ -226,7 +225,7 @@ async fn kill_mode_stops_at_the_cap() {
     let out = exec::run(shell_job(&f, "exec /usr/bin/yes", l), &ctx)
         .await
         .unwrap();
-    assert!(out.output_limit_hit);
+    assert_eq!(out.end, End::OutputLimit);
     assert!(out.stdout_truncated);
     assert_eq!(out.stdout.len(), 1000);
     assert!(out.stdout.starts_with(b"y\ny\n"));
@@ -253,7 +252,7 @@ async fn kill_mode_reports_the_cap_even_when_the_exit_is_seen_first() {
         // The child may be stopped before it writes; whenever the cap was passed, it counts.
         if out.stdout_truncated {
             over += 1;
-            assert!(out.output_limit_hit, "{out:?}");
+            assert_eq!(out.end, End::OutputLimit, "{out:?}");
             assert!(!out.finished());
         }
     }
@@ -281,7 +280,7 @@ async fn truncate_mode_keeps_running_and_keeps_the_head() {
     )
     .await
     .unwrap();
-    assert!(!out.output_limit_hit);
+    assert_eq!(out.end, End::Exited);
     assert!(out.stdout_truncated);
     assert_eq!(out.stdout.len(), 64 * 1024);
     assert_eq!(out.stderr, b"done\n");
@@ -308,7 +307,7 @@ async fn a_grandchild_holding_stdout_does_not_hang_the_call() {
     .unwrap();
     assert_eq!(out.stdout, b"started\n");
     assert_eq!(out.exit_code, Some(0));
-    assert!(!out.timed_out);
+    assert_eq!(out.end, End::Exited);
     assert_eq!(out.descendants_stopped, 1);
     assert!(alive_with(&m).is_empty());
 }
@@ -330,7 +329,7 @@ async fn a_replaced_work_root_is_noticed_while_running() {
     };
     let (out, ()) = tokio::join!(exec::run(job, &ctx), swap);
     let out = out.unwrap();
-    assert!(out.lease_lost);
+    assert_eq!(out.end, End::LeaseLost);
     assert!(!out.finished());
     assert!(alive_with(&m).is_empty());
 }
@@ -381,7 +380,7 @@ async fn a_command_that_exits_at_once_is_never_mistaken_for_a_timeout() {
         )
         .await
         .unwrap();
-        assert!(!out.timed_out, "{out:?}");
+        assert_eq!(out.end, End::Exited, "{out:?}");
         assert_eq!(out.exit_code, Some(3));
     }
 }

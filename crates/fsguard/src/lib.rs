@@ -52,6 +52,7 @@ mod atomic;
 mod checked;
 mod lease;
 mod mirror;
+mod pool;
 mod relpath;
 mod scan;
 mod sys;
@@ -64,7 +65,7 @@ pub use lease::{FileId, LeaseError, RootLease, kernel_path};
 pub use mirror::{
     BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport, Mirror,
     MirrorError, MirrorOptions, NotCopied, RACY_WINDOW, WRITE_BACK_SETTLE, record_path,
-    remove_tree,
+    remove_mirror, remove_tree, set_mirror_aside,
 };
 pub use relpath::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, OpenError, RelPath, RelPathError};
 pub use scan::{

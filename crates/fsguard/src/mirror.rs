@@ -123,7 +123,7 @@ mod copy;
 mod refresh;
 mod settle;
 
-pub use refresh::{record_path, remove_tree};
+pub use refresh::{record_path, remove_mirror, remove_tree, set_mirror_aside};
 pub use settle::WRITE_BACK_SETTLE;
 
 /// What kind of entry a path is, as the mirror records it.

@@ -1,6 +1,7 @@
 //! `scan_hard_links`: every regular file with more than one link under some roots (CMD-9).
 //!
-//! A parallel walk: worker threads share one stack of directories still to read; each reads a
+//! A parallel walk on the crate's worker pool (`pool.rs`): worker threads share one stack of
+//! directories still to read; each reads a
 //! directory with `getdents64` through its own fd and `fstatat`s entries relative to it, so no
 //! path is ever re-resolved from the root and no symlink is followed. `d_type` lets directories,
 //! symlinks and special files go by without a `stat`; only regular files (whose link count is
@@ -12,7 +13,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::Arc;
 
 use rustix::fs::{Mode, OFlags};
 
@@ -230,14 +231,8 @@ enum Source {
     Child(Arc<OwnedFd>),
 }
 
-struct Queue {
-    jobs: Vec<Job>,
-    busy: usize,
-}
-
+/// What every worker reads.
 struct Shared {
-    queue: Mutex<Queue>,
-    ready: Condvar,
     cross_mounts: bool,
 }
 
@@ -270,26 +265,18 @@ fn scan_fds(
         n => n,
     };
     let shared = Shared {
-        queue: Mutex::new(Queue { jobs, busy: 0 }),
-        ready: Condvar::new(),
         cross_mounts: options.cross_mounts,
     };
-    let mut found = if threads <= 1 {
-        worker(&shared)
-    } else {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (1..threads).map(|_| s.spawn(|| worker(&shared))).collect();
-            let mut all = worker(&shared);
-            for h in handles {
-                // A worker only panics on a bug; resuming the panic keeps it visible.
-                let part = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                all.links.extend(part.links);
-                all.failures.extend(part.failures);
-                all.skipped_mounts.extend(part.skipped_mounts);
-            }
-            all
-        })
-    };
+    let parts = crate::pool::run(threads, jobs, |job, children, local: &mut Local| {
+        read_dir(&shared, job, &mut local.buf, children, &mut local.found);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let mut found = Found::default();
+    for part in parts.unwrap_or_else(|never| match never {}) {
+        found.links.extend(part.found.links);
+        found.failures.extend(part.found.failures);
+        found.skipped_mounts.extend(part.found.skipped_mounts);
+    }
     if !found.failures.is_empty() {
         found.failures.sort_by(|a, b| a.path.cmp(&b.path));
         return Err(ScanError::Incomplete {
@@ -306,45 +293,11 @@ fn scan_fds(
     })
 }
 
-fn worker(shared: &Shared) -> Found {
-    let mut found = Found::default();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut children: Vec<Job> = Vec::new();
-    let mut next: Option<Job> = None;
-    loop {
-        let job = match next.take() {
-            Some(job) => job,
-            None => {
-                let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
-                loop {
-                    if let Some(job) = q.jobs.pop() {
-                        q.busy += 1;
-                        break job;
-                    }
-                    if q.busy == 0 {
-                        drop(q);
-                        shared.ready.notify_all();
-                        return found;
-                    }
-                    q = shared.ready.wait(q).unwrap_or_else(PoisonError::into_inner);
-                }
-            }
-        };
-        read_dir(shared, job, &mut buf, &mut children, &mut found);
-        // Keep one child to go on with (depth first, no lock); share the rest.
-        next = children.pop();
-        let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        let shared_any = !children.is_empty();
-        q.jobs.append(&mut children);
-        if next.is_none() {
-            q.busy -= 1;
-        }
-        let idle = q.busy == 0 && q.jobs.is_empty();
-        drop(q);
-        if shared_any || idle {
-            shared.ready.notify_all();
-        }
-    }
+/// One worker's own: what it found and its directory-reading buffer.
+#[derive(Default)]
+struct Local {
+    found: Found,
+    buf: Vec<u8>,
 }
 
 fn read_dir(

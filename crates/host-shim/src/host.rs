@@ -101,14 +101,14 @@ struct HostInner {
 /// host.update_grants(|g| {
 ///     let mut record = PluginRecord::fully_granted("notes@1", &[]);
 ///     record.folder_grants.insert(FolderGrant { path: folder.clone() });
-///     g.plugins.insert("notes".into(), record);
+///     g.plugins.insert("notes".parse().unwrap(), record);
 ///     Ok(())
 /// }).unwrap();
 ///
 /// let config = AgentConfig::parse(&format!(r#"{{"schemaVersion": 2, "systemPrompt": "",
 ///     "tools": [{{"ref": "read"}}], "memory": "session",
 ///     "workspace": {{"kind": "direct", "path": {:?}}}}}"#, folder)).unwrap();
-/// let session = host.session("notes".into(), config).unwrap();
+/// let session = host.session("notes".parse().unwrap(), config).unwrap();
 /// let turn = session.begin_turn().unwrap();
 /// let out = turn.call("c1", "read", serde_json::json!({"path": "a.txt"}), &Default::default()).await.unwrap();
 /// assert_eq!(out["totalLines"], 2);
@@ -714,9 +714,9 @@ impl PersistentMirror {
         let mirror = match Mirror::refresh(folder, &dest) {
             Ok(m) => m,
             Err(_) => {
-                let _ = fsguard::remove_tree(&dest);
+                let _ = fsguard::remove_mirror(&dest);
                 Mirror::create(folder, &dest).map_err(|e| {
-                    let _ = fsguard::remove_tree(&dest);
+                    let _ = fsguard::remove_mirror(&dest);
                     run_tool::mirror_error(e)
                 })?
             }
@@ -730,11 +730,8 @@ impl PersistentMirror {
     /// the next turn starts from a fresh copy. Returns the new path.
     fn set_aside(&self) -> Result<PathBuf, String> {
         let from = self.path();
-        if let Some(record) = fsguard::record_path(&from) {
-            let _ = std::fs::remove_file(record);
-        }
         let to = self.dir.join(unique_name(&format!("{}-kept", self.name)));
-        std::fs::rename(&from, &to)
+        fsguard::set_mirror_aside(&from, &to)
             .map(|()| to)
             .map_err(|e| format!("could not move the kept mirror aside: {e}"))
     }

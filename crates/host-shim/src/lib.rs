@@ -36,7 +36,7 @@
 //! host.update_grants(|g| {
 //!     let mut record = PluginRecord::fully_granted("com.example.notes@1.0.0", &[]);
 //!     record.folder_grants.insert(FolderGrant { path: folder.clone() });
-//!     g.plugins.insert("notes".into(), record);
+//!     g.plugins.insert("notes".parse().unwrap(), record);
 //!     Ok(())
 //! }).unwrap();
 //!
@@ -46,7 +46,7 @@
 //!     "workspace": {{"kind": "mounted", "path": {:?}}},
 //!     "memory": "session", "mode": "yolo"
 //! }}"#, folder)).unwrap();
-//! let session = host.session("notes".into(), config).unwrap();
+//! let session = host.session("notes".parse().unwrap(), config).unwrap();
 //!
 //! let turn = session.begin_turn().unwrap(); // mounted: the folder is mirrored now
 //! let args = serde_json::json!({"path": "todo.txt", "oldString": "milk", "newString": "oat milk"});

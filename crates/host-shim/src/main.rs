@@ -581,7 +581,10 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
     };
     let (code, line) = runtime.block_on(async move {
         host.watch_state();
-        let plugin = calling_plugin(&host, args.plugin.as_deref(), &config);
+        let plugin = match calling_plugin(&host, args.plugin.as_deref(), &config) {
+            Ok(p) => p,
+            Err(e) => return (1, serde_json::to_value(state_error(&e)).unwrap_or_default()),
+        };
         let session = match host.session(plugin, config) {
             Ok(s) => s,
             Err(e) => return (1, serde_json::to_value(host_error(&e)).unwrap_or_default()),
@@ -619,17 +622,22 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
 
 /// The plugin calls are made for: `--plugin`, else the person at the terminal, whose one folder
 /// pick is the configuration's folder (none for `app-private`), held in memory only.
-fn calling_plugin(host: &Host, plugin: Option<&str>, config: &AgentConfig) -> PluginId {
+fn calling_plugin(
+    host: &Host,
+    plugin: Option<&str>,
+    config: &AgentConfig,
+) -> Result<PluginId, StateError> {
     if let Some(p) = plugin {
-        return p.into();
+        return check_plugin_id(p);
     }
     let folder = config.workspace.path.clone().unwrap_or_default();
     let mut record = local_user_record(&folder);
     if config.workspace.kind == WorkspaceKind::AppPrivate {
         record.folder_grants.clear();
     }
-    host.insert_memory_record(LOCAL_USER.into(), record);
-    LOCAL_USER.into()
+    let local = check_plugin_id(LOCAL_USER)?;
+    host.insert_memory_record(local.clone(), record);
+    Ok(local)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ToolError> {
@@ -707,7 +715,10 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
             ..CallOptions::default()
         });
         for config in configs {
-            let plugin = calling_plugin(&host, args.plugin.as_deref(), &config);
+            let plugin = match calling_plugin(&host, args.plugin.as_deref(), &config) {
+                Ok(p) => p,
+                Err(e) => return complain(&state_error(&e)),
+            };
             let session = match host.session(plugin, config) {
                 Ok(s) => s,
                 Err(e) => return complain(&host_error(&e)),
@@ -855,13 +866,12 @@ fn apply_change(state_dir: Option<&Path>, what: Change, grant: bool) -> Result<V
         Change::Folder { id, .. } => (id, "folder"),
         Change::All { id } => (id, "all"),
     };
-    check_plugin_id(id)?;
+    let plugin_id = check_plugin_id(id)?;
     if id == LOCAL_USER {
         return Err(StateError::Refused(format!(
             "{LOCAL_USER} is the person at the terminal and holds no persisted grants; choose another plugin id"
         )));
     }
-    let plugin_id: PluginId = id.as_str().into();
     let mut detail = json!({});
     let manifest = match &what {
         Change::Plugin {

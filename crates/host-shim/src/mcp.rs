@@ -126,7 +126,7 @@ struct Route {
 /// host.update_grants(|g| {
 ///     let mut record = PluginRecord::fully_granted("notes@1", &[]);
 ///     record.folder_grants.insert(FolderGrant { path: folder.clone() });
-///     g.plugins.insert("notes".into(), record);
+///     g.plugins.insert("notes".parse().unwrap(), record);
 ///     Ok(())
 /// }).unwrap();
 /// let config = AgentConfig::parse(&format!(r#"{{"schemaVersion": 2, "systemPrompt": "",
@@ -134,7 +134,7 @@ struct Route {
 ///     "workspace": {{"kind": "direct", "path": {:?}}}}}"#, folder)).unwrap();
 ///
 /// let mut server = McpServer::new("agent-exec");
-/// let skipped = server.add_session(&host.session("notes".into(), config).unwrap());
+/// let skipped = server.add_session(&host.session("notes".parse().unwrap(), config).unwrap());
 /// assert_eq!(server.tools(), vec![ToolName::Read]);
 /// assert!(skipped[0].contains("run needs a mounted workspace"));
 /// // server.serve_stdio().await serves them until the client hangs up.

@@ -71,13 +71,8 @@ pub enum StateError {
         source: io::Error,
     },
     /// A plugin id that cannot name a private folder.
-    #[error(
-        "plugin id {id:?} is not valid; use 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.`"
-    )]
-    BadPluginId {
-        /// The refused id.
-        id: String,
-    },
+    #[error(transparent)]
+    BadPluginId(#[from] toolscope::PluginIdError),
     /// The change refers to something the state does not have.
     #[error("{0}")]
     Refused(String),
@@ -140,10 +135,10 @@ pub fn replaceable_link(path: &Path) -> Option<PathBuf> {
 /// let dir = tempfile::tempdir().unwrap();
 /// let store = StateStore::open(dir.path()).unwrap();
 /// store.update(|s| {
-///     s.grants.plugins.insert("notes".into(), PluginRecord::fully_granted("notes@1", &[Capability::TerminalExec]));
+///     s.grants.plugins.insert("notes".parse().unwrap(), PluginRecord::fully_granted("notes@1", &[Capability::TerminalExec]));
 ///     Ok(())
 /// }).unwrap();
-/// assert!(store.load().unwrap().grants.plugins.contains_key(&"notes".into()));
+/// assert!(store.load().unwrap().grants.plugins.contains_key(&"notes".parse().unwrap()));
 /// ```
 #[derive(Debug, Clone)]
 pub struct StateStore {
@@ -291,19 +286,10 @@ pub(crate) fn sweep_orphans(store: &StateStore) {
     let _ = store;
 }
 
-/// A plugin id usable as a directory name (app-private folders live at `private/<id>`).
-pub fn check_plugin_id(id: &str) -> Result<(), StateError> {
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && !id.starts_with('.')
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(StateError::BadPluginId { id: id.to_owned() })
-    }
+/// `id` as a [`PluginId`] (usable as a directory name: app-private folders live at
+/// `private/<id>`; the rule is `PluginId`'s), or this crate's error for a bad one.
+pub fn check_plugin_id(id: &str) -> Result<PluginId, StateError> {
+    Ok(PluginId::parse(id)?)
 }
 
 /// A state directory (and its `mirrors/`) must be a directory of this user that nobody else
@@ -539,9 +525,7 @@ impl StateStore {
                 ),
             });
         }
-        for id in state.grants.plugins.keys() {
-            check_plugin_id(&id.0)?;
-        }
+        // Every plugin id in it is valid: `PluginId` deserialises only through its check.
         Ok(state)
     }
 
@@ -602,8 +586,8 @@ impl StateStore {
 
     /// The plugin's private folder (`private/<id>`, mode 0700), created if missing.
     pub fn private_dir(&self, plugin: &PluginId) -> Result<PathBuf, StateError> {
-        check_plugin_id(&plugin.0)?;
-        let path = self.dir.join("private").join(&plugin.0);
+        // A `PluginId` is always one plain directory name.
+        let path = self.dir.join("private").join(plugin.as_str());
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)

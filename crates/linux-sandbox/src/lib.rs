@@ -55,7 +55,10 @@
 //! libraries are opened and `mmap`ed by `ld.so` and need only `READ_FILE`. So an
 //! [`Access::EXECUTE`] grant on a file also grants read, and `prepare` adds its interpreter
 //! chain with read and execute. Paths are opened with `O_PATH` following symbolic links, so an
-//! alternatives link like `/usr/bin/awk` grants on its target (`/usr/bin/mawk`).
+//! alternatives link like `/usr/bin/awk` grants on its target (`/usr/bin/mawk`). The ELF
+//! headers behind that are read by the workspace's one ELF reader, [`elf_load`] (the `object`
+//! crate, bounded reads of a regular file opened non-blocking), which also gives `exec` the
+//! `DT_NEEDED` names of the loader files it grants a single program.
 //!
 //! # Enforcement report
 //!
@@ -78,6 +81,7 @@ pub mod watch;
 
 pub use error::{ApplyError, ApplyStage, SandboxError};
 pub use explain::{Denial, Explainer, Explanation};
+pub use interp::{ElfClass, ElfError, ElfLoad, elf_load};
 pub use policy::{Access, Launch, Network, Policy, Scopes};
 pub use probe::{Availability, LandlockSupport, probe};
 pub use sandbox::{Enforcement, EnforcementStatus, Gaps, PreparedSandbox};

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 
 use std::sync::Arc;
 
-use exec::{ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
+use exec::{End, ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
 use fsguard::RootLease;
 use toolscope::{CallContext, ErrorCode, ToolError};
 
@@ -133,44 +133,48 @@ fn interpret(
     denials: Vec<Denial>,
 ) -> Result<AgentRunOutput, ToolError> {
     let name = run.program().name();
-    if let Some(reason) = &out.cancelled {
-        return Err(reason.to_error());
-    }
-    if out.timed_out {
-        return Err(ToolError::new(
-            ErrorCode::ExecTimeout,
-            format!(
-                "{name} ran longer than timeoutMs ({} ms) and was stopped; raise timeoutMs (at \
-                 most 30000) or give it less input",
-                run.timeout_ms()
-            ),
-        )
-        .with_detail("timeoutMs", run.timeout_ms()));
-    }
-    if out.output_limit_hit {
-        let stream = if out.stdout_truncated {
-            "stdout"
-        } else {
-            "stderr"
-        };
-        return Err(ToolError::new(
-            ErrorCode::ExecOutputLimit,
-            format!(
-                "{name} wrote more than {OUTPUT_CAP} bytes to {stream}, so it was stopped; \
-                 produce less output (count or summarise instead of printing everything, or \
-                 write the result to a file from an awk script)"
-            ),
-        )
-        .with_detail("stream", stream));
-    }
-    if out.lease_lost {
-        return Err(ToolError::new(
+    let stopped = match &out.end {
+        End::Exited => None,
+        End::Cancelled(reason) => Some(reason.to_error()),
+        End::TimedOut => Some(
+            ToolError::new(
+                ErrorCode::ExecTimeout,
+                format!(
+                    "{name} ran longer than timeoutMs ({} ms) and was stopped; raise timeoutMs \
+                     (at most 30000) or give it less input",
+                    run.timeout_ms()
+                ),
+            )
+            .with_detail("timeoutMs", run.timeout_ms()),
+        ),
+        End::OutputLimit => {
+            let stream = if out.stdout_truncated {
+                "stdout"
+            } else {
+                "stderr"
+            };
+            Some(
+                ToolError::new(
+                    ErrorCode::ExecOutputLimit,
+                    format!(
+                        "{name} wrote more than {OUTPUT_CAP} bytes to {stream}, so it was \
+                         stopped; produce less output (count or summarise instead of printing \
+                         everything, or write the result to a file from an awk script)"
+                    ),
+                )
+                .with_detail("stream", stream),
+            )
+        }
+        End::LeaseLost => Some(ToolError::new(
             ErrorCode::ExecCancelled,
             format!(
                 "the mirror directory was replaced while {name} ran, so it was stopped; start a \
                  new turn"
             ),
-        ));
+        )),
+    };
+    if let Some(err) = stopped {
+        return Err(err);
     }
     let success = match out.exit_code {
         Some(0) => true,

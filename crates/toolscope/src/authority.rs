@@ -38,16 +38,16 @@ pub trait Authority: Send + Sync + fmt::Debug {
 /// use toolscope::{Authority, Capability, MemoryAuthority, PluginRecord, Tool};
 /// let authority = MemoryAuthority::default();
 /// authority.update(|g| {
-///     g.plugins.insert("notes".into(), PluginRecord::fully_granted("pkg@1", &[Capability::TerminalExec]));
+///     g.plugins.insert("notes".parse().unwrap(), PluginRecord::fully_granted("pkg@1", &[Capability::TerminalExec]));
 /// });
 /// let exec = Tool::new("command").requires(Capability::TerminalExec);
-/// assert!(authority.check(&"notes".into(), &exec).is_ok());
+/// assert!(authority.check(&"notes".parse().unwrap(), &exec).is_ok());
 ///
 /// // The user takes the permission back; every running call of the plugin is re-checked.
 /// authority.update(|g| {
-///     if let Some(r) = g.plugins.get_mut(&"notes".into()) { r.user_allowed.clear(); }
+///     if let Some(r) = g.plugins.get_mut(&"notes".parse().unwrap()) { r.user_allowed.clear(); }
 /// });
-/// assert!(authority.check(&"notes".into(), &exec).is_err());
+/// assert!(authority.check(&"notes".parse().unwrap(), &exec).is_err());
 /// ```
 #[derive(Debug)]
 pub struct MemoryAuthority {
@@ -117,13 +117,17 @@ mod tests {
         assert!(!rx.has_changed().unwrap());
         authority.update(|g| {
             g.plugins.insert(
-                "p".into(),
+                "p".parse().unwrap(),
                 PluginRecord::fully_granted("k", &[Capability::TerminalExec]),
             );
         });
         assert!(rx.has_changed().unwrap());
         rx.mark_unchanged();
-        assert!(authority.check(&"p".into(), &Tool::new("t")).is_ok());
+        assert!(
+            authority
+                .check(&"p".parse().unwrap(), &Tool::new("t"))
+                .is_ok()
+        );
         assert_eq!(authority.snapshot().plugins.len(), 1);
     }
 }

@@ -211,12 +211,12 @@ impl Drop for GenerationLease {
 /// let accounts = Accounts::new("alice".into());
 /// let old = accounts.current();
 /// let authority = Arc::new(MemoryAuthority::default());
-/// let turn = old.begin_turn(authority.clone(), "notes".into()).unwrap();
+/// let turn = old.begin_turn(authority.clone(), "notes".parse().unwrap()).unwrap();
 ///
 /// let new = accounts.switch("bob".into()).await;
 /// assert_eq!(new.account().0, "bob");
 /// assert!(old.is_retired() && turn.is_ended());
-/// let late = old.begin_turn(authority, "notes".into()).unwrap_err();
+/// let late = old.begin_turn(authority, "notes".parse().unwrap()).unwrap_err();
 /// assert_eq!(late.code(), ErrorCode::AccountRetired);
 /// # });
 /// ```

@@ -14,10 +14,69 @@ use serde::{Deserialize, Serialize};
 use crate::capability::Capability;
 use crate::error::{ErrorCode, ToolError};
 
-/// The installed plugin (agent) a turn runs for.
+/// The installed plugin (agent) a turn runs for: an id that can only hold a valid one.
+///
+/// Valid means usable as one directory name on every platform the host runs on, because the
+/// plugin's private folder is `private/<id>`: 1 to 64 ASCII letters, digits, `.`, `_` or `-`,
+/// not starting with `.` (so never `.`, `..` or a hidden name, never a `/`). Construction goes
+/// through [`PluginId::parse`] (or `TryFrom`/`FromStr`), and deserialisation through the same
+/// check, so a state file with a bad id does not load.
+///
+/// ```
+/// use toolscope::PluginId;
+/// let id = PluginId::parse("com.example.notes").unwrap();
+/// assert_eq!(id.as_str(), "com.example.notes");
+/// assert!(PluginId::parse("../etc").is_err());
+/// assert!(serde_json::from_str::<PluginId>(r#"".hidden""#).is_err());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct PluginId(pub String);
+#[serde(try_from = "String", into = "String")]
+pub struct PluginId(String);
+
+/// Why a text is not a [`PluginId`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "plugin id {id:?} is not valid; use 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.`"
+)]
+pub struct PluginIdError {
+    id: String,
+}
+
+impl PluginIdError {
+    /// The refused text.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// Longest plugin id, in bytes.
+const MAX_PLUGIN_ID_LEN: usize = 64;
+
+impl PluginId {
+    /// `id` as a plugin id, if it is a valid one (see [`PluginId`]).
+    ///
+    /// # Errors
+    /// [`PluginIdError`] naming the refused text.
+    pub fn parse(id: &str) -> Result<PluginId, PluginIdError> {
+        Self::valid(id)
+            .then(|| PluginId(id.to_owned()))
+            .ok_or_else(|| PluginIdError { id: id.to_owned() })
+    }
+
+    fn valid(id: &str) -> bool {
+        !id.is_empty()
+            && id.len() <= MAX_PLUGIN_ID_LEN
+            && !id.starts_with('.')
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    }
+
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
 
 impl fmt::Display for PluginId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -25,15 +84,40 @@ impl fmt::Display for PluginId {
     }
 }
 
-impl From<&str> for PluginId {
-    fn from(s: &str) -> Self {
-        PluginId(s.to_owned())
+impl AsRef<str> for PluginId {
+    fn as_ref(&self) -> &str {
+        &self.0
     }
 }
 
-impl From<String> for PluginId {
-    fn from(s: String) -> Self {
-        PluginId(s)
+impl std::str::FromStr for PluginId {
+    type Err = PluginIdError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PluginId::parse(s)
+    }
+}
+
+impl TryFrom<&str> for PluginId {
+    type Error = PluginIdError;
+    fn try_from(s: &str) -> Result<Self, Self::Error> {
+        PluginId::parse(s)
+    }
+}
+
+impl TryFrom<String> for PluginId {
+    type Error = PluginIdError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        if PluginId::valid(&s) {
+            Ok(PluginId(s))
+        } else {
+            Err(PluginIdError { id: s })
+        }
+    }
+}
+
+impl From<PluginId> for String {
+    fn from(id: PluginId) -> String {
+        id.0
     }
 }
 
@@ -320,10 +404,10 @@ impl Grants {
     /// let mut grants = Grants::default();
     /// let mut record = PluginRecord::fully_granted("pkg@1", &[Capability::TerminalExec]);
     /// record.user_allowed.clear();
-    /// grants.plugins.insert("notes".into(), record);
+    /// grants.plugins.insert("notes".parse().unwrap(), record);
     /// let exec = Tool::new("command").requires(Capability::TerminalExec);
     /// assert!(matches!(
-    ///     grants.check(&"notes".into(), &exec),
+    ///     grants.check(&"notes".parse().unwrap(), &exec),
     ///     Err(Denial::CapabilityNotAllowed { .. })
     /// ));
     /// ```
@@ -386,6 +470,62 @@ impl Grants {
 mod tests {
     use super::*;
 
+    /// The rule, written out the slow way, for the property tests to compare against.
+    fn names_one_folder(id: &str) -> bool {
+        (1..=64).contains(&id.len())
+            && !id.starts_with('.')
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_plugin_id_parses_exactly_when_it_names_one_folder(id in "\\PC{0,70}|[a-zA-Z0-9._/-]{0,70}") {
+            let parsed = PluginId::parse(&id);
+            proptest::prop_assert_eq!(parsed.is_ok(), names_one_folder(&id), "{:?}", id);
+            if let Ok(parsed) = parsed {
+                proptest::prop_assert_eq!(parsed.as_str(), id.as_str());
+                proptest::prop_assert_eq!(PluginId::try_from(id.clone()), Ok(parsed.clone()));
+                let json = serde_json::to_string(&parsed).unwrap();
+                proptest::prop_assert_eq!(json.clone(), serde_json::to_string(&id).unwrap());
+                proptest::prop_assert_eq!(serde_json::from_str::<PluginId>(&json).unwrap(), parsed);
+            } else {
+                let json = serde_json::to_string(&id).unwrap();
+                proptest::prop_assert!(serde_json::from_str::<PluginId>(&json).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn plugin_ids_that_cannot_name_a_folder_are_refused() {
+        for bad in [
+            "",
+            ".hidden",
+            "a/b",
+            "..",
+            "x y",
+            "caf\u{e9}",
+            &"a".repeat(65),
+        ] {
+            let err = PluginId::parse(bad).unwrap_err();
+            assert_eq!(err.id(), bad);
+        }
+        for good in ["notes", "com.example.notes", "a_b-c.1", &"a".repeat(64)] {
+            assert_eq!(PluginId::parse(good).unwrap().as_str(), good);
+        }
+    }
+
+    #[test]
+    fn a_grants_file_with_a_bad_plugin_id_does_not_load() {
+        let bad = r#"{"plugins": {"../x": {}}}"#;
+        let err = serde_json::from_str::<Grants>(bad).unwrap_err();
+        assert!(
+            err.to_string().contains("plugin id \"../x\" is not valid"),
+            "{err}"
+        );
+    }
+
     const PLUGIN: &str = "notes";
     const FOLDER: &str = "/home/u/notes";
 
@@ -408,8 +548,8 @@ mod tests {
         let mut record = granted();
         change(&mut record);
         let mut grants = Grants::default();
-        grants.plugins.insert(PLUGIN.into(), record);
-        let got = grants.check(&PLUGIN.into(), &exec_tool());
+        grants.plugins.insert(PLUGIN.parse().unwrap(), record);
+        let got = grants.check(&PLUGIN.parse().unwrap(), &exec_tool());
         let got_name = got.as_ref().err().map(|d| {
             let debug = format!("{d:?}");
             debug
@@ -501,9 +641,9 @@ mod tests {
     fn unknown_plugin_is_denied() {
         let grants = Grants::default();
         assert_eq!(
-            grants.check(&PLUGIN.into(), &Tool::new("read")),
+            grants.check(&PLUGIN.parse().unwrap(), &Tool::new("read")),
             Err(Denial::UnknownPlugin {
-                plugin: PLUGIN.into()
+                plugin: PLUGIN.parse().unwrap()
             })
         );
     }
@@ -515,9 +655,9 @@ mod tests {
             service_approved: true,
             ..PluginRecord::default()
         };
-        grants.plugins.insert(PLUGIN.into(), record);
+        grants.plugins.insert(PLUGIN.parse().unwrap(), record);
         assert!(matches!(
-            grants.check(&PLUGIN.into(), &Tool::new("read")),
+            grants.check(&PLUGIN.parse().unwrap(), &Tool::new("read")),
             Err(Denial::NoUserConsent { .. })
         ));
     }
@@ -525,7 +665,7 @@ mod tests {
     #[test]
     fn grants_round_trip_through_json_for_persistence() {
         let mut grants = Grants::default();
-        grants.plugins.insert(PLUGIN.into(), granted());
+        grants.plugins.insert(PLUGIN.parse().unwrap(), granted());
         let json = serde_json::to_value(&grants).unwrap();
         let record = &json["plugins"][PLUGIN];
         assert_eq!(

@@ -25,10 +25,10 @@
 //! // The host's grants: the plugin declared, got approved for and was allowed terminal exec.
 //! let authority = Arc::new(MemoryAuthority::default());
 //! authority.update(|g| {
-//!     g.plugins.insert("notes".into(), PluginRecord::fully_granted("notes@1.0.0", &[Capability::TerminalExec]));
+//!     g.plugins.insert("notes".parse().unwrap(), PluginRecord::fully_granted("notes@1.0.0", &[Capability::TerminalExec]));
 //! });
 //! let accounts = Accounts::new("alice".into());
-//! let turn = accounts.current().begin_turn(authority.clone(), "notes".into()).unwrap();
+//! let turn = accounts.current().begin_turn(authority.clone(), "notes".parse().unwrap()).unwrap();
 //! let command = Tool::new("command").requires(Capability::TerminalExec); // TS-5
 //!
 //! // A call whose body waits for cancellation, while the user takes the permission back.
@@ -41,7 +41,7 @@
 //! });
 //! let revoke = async {
 //!     tokio::time::sleep(Duration::from_millis(10)).await;
-//!     authority.update(|g| { g.plugins.get_mut(&"notes".into()).unwrap().user_allowed.clear(); });
+//!     authority.update(|g| { g.plugins.get_mut(&"notes".parse().unwrap()).unwrap().user_allowed.clear(); });
 //! };
 //! let (outcome, ()) = tokio::join!(call, revoke);
 //! assert_eq!(outcome.unwrap_err().code(), ErrorCode::PermissionDenied); // TS-3
@@ -63,7 +63,7 @@ pub use context::{CallContext, CancelHandle, CancelReason};
 pub use error::{ErrorCode, ToolError, UnknownErrorCode};
 pub use generation::{AccountId, Accounts, Generation, GenerationLease};
 pub use grants::{
-    Denial, FolderGrant, Grants, PlatformApproval, PluginId, PluginManifest, PluginRecord,
-    Requires, Tool,
+    Denial, FolderGrant, Grants, PlatformApproval, PluginId, PluginIdError, PluginManifest,
+    PluginRecord, Requires, Tool,
 };
 pub use scope::{MAX_CALL_ID_BYTES, MAX_CALLS_PER_TURN, ToolScope};

@@ -34,10 +34,10 @@ type Outcome = Result<Value, ToolError>;
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let authority = Arc::new(MemoryAuthority::default());
 /// authority.update(|g| {
-///     g.plugins.insert("notes".into(), PluginRecord::fully_granted("pkg@1", &[Capability::TerminalExec]));
+///     g.plugins.insert("notes".parse().unwrap(), PluginRecord::fully_granted("pkg@1", &[Capability::TerminalExec]));
 /// });
 /// let accounts = Accounts::new("alice".into());
-/// let turn = accounts.current().begin_turn(authority, "notes".into()).unwrap();
+/// let turn = accounts.current().begin_turn(authority, "notes".parse().unwrap()).unwrap();
 ///
 /// let tool = Tool::new("command").requires(Capability::TerminalExec);
 /// let args = json!({"command": "echo hi"});

@@ -61,7 +61,12 @@ impl Call {
         };
         let (ctx, _cancel) = CallContext::standalone();
         let out = exec::run(job, &ctx).await.unwrap();
-        assert!(!out.timed_out, "the call timed out: {}", show(&out));
+        assert_ne!(
+            out.end,
+            exec::End::TimedOut,
+            "the call timed out: {}",
+            show(&out)
+        );
         let survivors = processes_in(self.base.path());
         assert!(survivors.is_empty(), "processes survived: {survivors:?}");
         out

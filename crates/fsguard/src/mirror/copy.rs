@@ -1,8 +1,8 @@
 //! The copy half of [`Mirror::create`](super::Mirror::create): a parallel walk of the folder
 //! that copies files into the mirror and records the baseline (RUN-11).
 //!
-//! Worker threads share one stack of jobs: a directory to open on both sides and list, or a
-//! batch of a listed directory's files to copy. Batches let one wide directory spread over
+//! Worker threads (the crate's worker pool, `pool.rs`) share one stack of jobs: a directory to
+//! open on both sides and list, or a batch of a listed directory's files to copy. Batches let one wide directory spread over
 //! every core; directories are opened relative to their parent's fd (`O_NOFOLLOW`), so no path
 //! is re-resolved and no symlink followed. `d_type` sends regular files and directories
 //! straight to the `open` that `fstat`s them; only other and `DT_UNKNOWN` entries are
@@ -26,8 +26,8 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{Mode, OFlags};
 
@@ -97,15 +97,8 @@ impl Copied {
     }
 }
 
-struct Queue {
-    jobs: Vec<Job>,
-    busy: usize,
-    error: Option<MirrorError>,
-}
-
+/// What every worker reads.
 struct Shared<'r> {
-    queue: Mutex<Queue>,
-    ready: Condvar,
     /// The mirror's own directory, never copied into itself.
     own: FileId,
     /// Files changed at or after this are hashed while copied (racily clean).
@@ -129,87 +122,39 @@ pub(super) fn copy_tree(
         .map_or(1, |n| n.get())
         .min(MAX_THREADS);
     let shared = Shared {
-        queue: Mutex::new(Queue {
-            jobs: vec![Job::List {
-                rel: PathBuf::new(),
-                src: Arc::new(src_root),
-                dst: Arc::new(dst_root),
-            }],
-            busy: 0,
-            error: None,
-        }),
-        ready: Condvar::new(),
         own,
         since,
         reuse,
         refused: AtomicBool::new(false),
     };
-    let copied = if threads <= 1 {
-        worker(&shared)
-    } else {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (1..threads).map(|_| s.spawn(|| worker(&shared))).collect();
-            let mut all = worker(&shared);
-            for h in handles {
-                // A worker only panics on a bug; resuming the panic keeps it visible.
-                all.append(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-            }
-            all
-        })
+    let root = Job::List {
+        rel: PathBuf::new(),
+        src: Arc::new(src_root),
+        dst: Arc::new(dst_root),
     };
-    let queue = shared
-        .queue
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner);
-    match queue.error {
-        Some(e) => Err(e),
-        None if !copied.hard_links.is_empty() => {
-            let mut links = copied.hard_links;
-            links.sort_by(|a, b| a.path.cmp(&b.path));
-            Err(MirrorError::HardLinked { links })
-        }
-        None => Ok(copied),
+    // The first error stops the walk (the pool drops what is queued); the caller removes the
+    // half-made mirror.
+    let parts = crate::pool::run(threads, vec![root], |job, jobs, local: &mut Local| {
+        run(&shared, job, &mut local.buf, jobs, &mut local.copied)
+    })?;
+    let mut copied = Copied::default();
+    for part in parts {
+        copied.append(part.copied);
+    }
+    if copied.hard_links.is_empty() {
+        Ok(copied)
+    } else {
+        let mut links = copied.hard_links;
+        links.sort_by(|a, b| a.path.cmp(&b.path));
+        Err(MirrorError::HardLinked { links })
     }
 }
 
-fn worker(shared: &Shared<'_>) -> Copied {
-    let mut out = Copied::default();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut new_jobs: Vec<Job> = Vec::new();
-    loop {
-        let job = {
-            let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            loop {
-                if let Some(job) = q.jobs.pop() {
-                    q.busy += 1;
-                    break job;
-                }
-                if q.busy == 0 {
-                    drop(q);
-                    shared.ready.notify_all();
-                    return out;
-                }
-                q = shared.ready.wait(q).unwrap_or_else(PoisonError::into_inner);
-            }
-        };
-        let result = run(shared, job, &mut buf, &mut new_jobs, &mut out);
-        let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        q.busy -= 1;
-        if let Err(e) = result {
-            q.error.get_or_insert(e);
-        }
-        if q.error.is_some() {
-            // Stop: drop what is queued; the caller removes the half-made mirror.
-            q.jobs.clear();
-            new_jobs.clear();
-        }
-        let wake = !new_jobs.is_empty() || (q.busy == 0 && q.jobs.is_empty());
-        q.jobs.append(&mut new_jobs);
-        drop(q);
-        if wake {
-            shared.ready.notify_all();
-        }
-    }
+/// One worker's own: what it copied and recorded, and its directory-reading buffer.
+#[derive(Default)]
+struct Local {
+    copied: Copied,
+    buf: Vec<u8>,
 }
 
 fn run(

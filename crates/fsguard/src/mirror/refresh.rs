@@ -466,6 +466,41 @@ impl Mirror {
     }
 }
 
+/// Removes the mirror at `path` (absolute) and the record [`Mirror::save_record`] keeps beside
+/// it: the record first, so whatever happens to the tree, no later
+/// [`refresh`](Mirror::refresh) is offered a record of a mirror that is gone. The tree is
+/// removed as [`remove_tree`] does.
+///
+/// # Errors
+/// [`MirrorError::Io`] when the record exists but cannot be removed, or the tree cannot.
+pub fn remove_mirror(path: &Path) -> Result<(), MirrorError> {
+    forget_record(path)?;
+    remove_tree(path)
+}
+
+/// Moves the mirror at `from` to `to` (same file system) to keep it for the user, and forgets
+/// its record, so the next turn at `from` starts from a fresh copy. A record that cannot be
+/// removed does not stop the move: it is harmless, since a refresh only trusts a record whose
+/// mirror has the recorded identity, and the kept mirror has moved away.
+///
+/// # Errors
+/// [`MirrorError::Io`] when the rename fails.
+pub fn set_mirror_aside(from: &Path, to: &Path) -> Result<(), MirrorError> {
+    let _ = forget_record(from);
+    fs::rename(from, to).map_err(io_err("rename", from))
+}
+
+/// Removes the record of the mirror at `mirror`, if there is one.
+fn forget_record(mirror: &Path) -> Result<(), MirrorError> {
+    let Some(record) = record_path(mirror) else {
+        return Ok(());
+    };
+    match fs::remove_file(&record) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("remove", &record)(e)),
+        _ => Ok(()),
+    }
+}
+
 /// Removes the directory tree at `path` (absolute), never following a symlink, whatever modes
 /// a failed turn left on it.
 pub fn remove_tree(path: &Path) -> Result<(), MirrorError> {

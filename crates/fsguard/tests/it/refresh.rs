@@ -283,3 +283,29 @@ fn refreshing_a_missing_mirror_creates_it() {
     let m = refresh(&fx);
     assert_exact(&fx, &m);
 }
+
+/// Issue 17: the record's place is fsguard's business; removing or keeping a mirror aside takes
+/// its record with it, so no later refresh is offered the record of a mirror that moved.
+#[test]
+fn removing_or_setting_aside_a_mirror_takes_its_record_with_it() {
+    let fx = Fixture::new();
+    fx.put("src/a.txt", "a");
+    let made = || {
+        let m = Mirror::create_with(fx.join("src"), fx.join("mirror"), &settled()).unwrap();
+        let record = m.save_record().unwrap();
+        assert_eq!(Some(record.clone()), record_path(&fx.join("mirror")));
+        record
+    };
+
+    let record = made();
+    fsguard::remove_mirror(&fx.join("mirror")).unwrap();
+    assert!(!record.exists() && !fx.join("mirror").exists());
+
+    let record = made();
+    fsguard::set_mirror_aside(&fx.join("mirror"), &fx.join("kept")).unwrap();
+    assert!(!record.exists() && !fx.join("mirror").exists());
+    assert_eq!(fx.read("kept/a.txt"), "a");
+
+    // Nothing left there: removing it again is no error, as with `remove_tree`.
+    fsguard::remove_mirror(&fx.join("mirror")).unwrap();
+}

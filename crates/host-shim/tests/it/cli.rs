@@ -787,7 +787,10 @@ fn a_session_never_follows_its_folder_once_it_was_replaced() {
     f.write("mine.txt", "mine\n");
     let host = f.host();
     let session = host
-        .session(crate::util::PLUGIN.into(), f.config("direct", &["read"]))
+        .session(
+            crate::util::PLUGIN.parse().unwrap(),
+            f.config("direct", &["read"]),
+        )
         .unwrap();
     drop(session.begin_turn().unwrap());
     let moved = f.folder.with_extension("moved");
@@ -803,7 +806,8 @@ fn a_session_never_follows_its_folder_once_it_was_replaced() {
     let mut config = f.config("direct", &["read"]);
     config.workspace.path = Some(link.clone());
     assert!(
-        host.session(crate::util::PLUGIN.into(), config).is_err(),
+        host.session(crate::util::PLUGIN.parse().unwrap(), config)
+            .is_err(),
         "a folder through a re-pointable link was accepted"
     );
 }
@@ -853,14 +857,19 @@ fn a_folder_missing_when_the_session_began_is_pinned_by_the_first_turn_that_find
     let mut config = f.config("direct", &["read"]);
     config.workspace.path = Some(later.clone());
     host.update_grants(|g| {
-        let record = g.plugins.get_mut(&crate::util::PLUGIN.into()).unwrap();
+        let record = g
+            .plugins
+            .get_mut(&crate::util::PLUGIN.parse().unwrap())
+            .unwrap();
         record.folder_grants.insert(toolscope::FolderGrant {
             path: later.clone(),
         });
         Ok(())
     })
     .unwrap();
-    let session = host.session(crate::util::PLUGIN.into(), config).unwrap();
+    let session = host
+        .session(crate::util::PLUGIN.parse().unwrap(), config)
+        .unwrap();
     assert!(
         session.begin_turn().is_err(),
         "a missing folder has no turn"
@@ -892,7 +901,10 @@ fn a_mounted_turn_never_mirrors_a_folder_swapped_in_for_the_pinned_one() {
     std::fs::write(other.join("f"), "XX\n").unwrap();
     let host = f.host();
     let session = host
-        .session(crate::util::PLUGIN.into(), f.config("mounted", &["read"]))
+        .session(
+            crate::util::PLUGIN.parse().unwrap(),
+            f.config("mounted", &["read"]),
+        )
         .unwrap();
     let swapper = testkit::Swapper::new(&f.folder, &other)
         .pause_up_to(std::time::Duration::from_micros(300))

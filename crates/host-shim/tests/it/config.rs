@@ -380,7 +380,9 @@ fn workspace_path_must_be_one_of_the_plugins_folder_grants() {
     // SPEC PERM-5.
     let c = AgentConfig::from_value(&base()).unwrap();
     let mut record = PluginRecord::fully_granted("p@1", &[Capability::TerminalExec]);
-    let err = c.check_grants(&"notes".into(), &record).unwrap_err();
+    let err = c
+        .check_grants(&"notes".parse().unwrap(), &record)
+        .unwrap_err();
     assert_eq!(err.field(), "workspace.path");
     assert!(
         err.to_string().contains("agent-exec grant folder notes"),
@@ -390,13 +392,13 @@ fn workspace_path_must_be_one_of_the_plugins_folder_grants() {
         path: "/home/u".into(),
     });
     assert!(
-        c.check_grants(&"notes".into(), &record).is_err(),
+        c.check_grants(&"notes".parse().unwrap(), &record).is_err(),
         "a parent is not the folder"
     );
     record.folder_grants.insert(FolderGrant {
         path: "/home/u/notes".into(),
     });
-    c.check_grants(&"notes".into(), &record).unwrap();
+    c.check_grants(&"notes".parse().unwrap(), &record).unwrap();
 }
 
 #[test]

@@ -428,12 +428,16 @@ fn concurrent_copies_of_one_workspace_are_bounded_and_the_rest_wait_for_a_free_s
         record
             .folder_grants
             .insert(toolscope::FolderGrant { path: folder });
-        g.plugins.insert(crate::util::PLUGIN.into(), record);
+        g.plugins
+            .insert(crate::util::PLUGIN.parse().unwrap(), record);
         Ok(())
     })
     .unwrap();
     let session = host
-        .session(crate::util::PLUGIN.into(), f.config("mounted", &["read"]))
+        .session(
+            crate::util::PLUGIN.parse().unwrap(),
+            f.config("mounted", &["read"]),
+        )
         .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

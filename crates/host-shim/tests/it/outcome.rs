@@ -29,7 +29,7 @@ fn mounted_turn(user_edits: bool) -> (Fixture, Value) {
     f.write("b.txt", "b\n");
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["write"]))
+        .session(PLUGIN.parse().unwrap(), f.config("mounted", &["write"]))
         .unwrap();
     let line = rt().block_on(async {
         let turn = s.begin_turn().unwrap();
@@ -164,7 +164,10 @@ fn a_fifo_the_mirror_skipped_is_named_as_such_when_read_and_when_written() {
         .unwrap();
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["run", "write"]))
+        .session(
+            PLUGIN.parse().unwrap(),
+            f.config("mounted", &["run", "write"]),
+        )
         .unwrap();
     let (read, line) = rt().block_on(async {
         let turn = s.begin_turn().unwrap();

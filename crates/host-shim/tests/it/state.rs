@@ -15,14 +15,17 @@ fn grants_are_persisted_and_reloaded() {
     drop(host);
     let reopened = Host::open(f.store(), "alice".into()).unwrap();
     let grants = reopened.authority().snapshot();
-    let record = &grants.plugins[&PLUGIN.into()];
+    let record = &grants.plugins[&PLUGIN.parse().unwrap()];
     assert!(record.service_approved && record.user_consent);
     assert!(record.user_allowed.contains(&Capability::TerminalExec));
     assert_eq!(record.folder_grants.iter().next().unwrap().path, f.folder);
     let exec = Tool::new("run")
         .requires(Capability::TerminalExec)
         .requires_folder(&f.folder);
-    reopened.authority().check(&PLUGIN.into(), &exec).unwrap();
+    reopened
+        .authority()
+        .check(&PLUGIN.parse().unwrap(), &exec)
+        .unwrap();
     // The file is the documented JSON shape.
     let text = std::fs::read_to_string(f.state.join("state.json")).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -50,7 +53,7 @@ fn a_failed_update_writes_nothing() {
         host.authority()
             .snapshot()
             .plugins
-            .contains_key(&PLUGIN.into())
+            .contains_key(&PLUGIN.parse().unwrap())
     );
 }
 
@@ -95,7 +98,7 @@ fn a_running_host_follows_changes_made_by_another_process() {
             .update(|s| {
                 s.grants
                     .plugins
-                    .get_mut(&PLUGIN.into())
+                    .get_mut(&PLUGIN.parse().unwrap())
                     .unwrap()
                     .user_consent = false;
                 Ok(())
@@ -106,10 +109,10 @@ fn a_running_host_follows_changes_made_by_another_process() {
             .unwrap()
             .unwrap();
         eprintln!("state change seen after {:?}", start.elapsed());
-        assert!(!host.authority().snapshot().plugins[&PLUGIN.into()].user_consent);
+        assert!(!host.authority().snapshot().plugins[&PLUGIN.parse().unwrap()].user_consent);
         assert!(
             host.authority()
-                .check(&PLUGIN.into(), &Tool::new("read"))
+                .check(&PLUGIN.parse().unwrap(), &Tool::new("read"))
                 .is_err()
         );
     });

@@ -25,7 +25,10 @@ fn a_turn_admits_32_calls_and_refuses_the_33rd_without_running_it() {
     f.write("a.txt", "x\n");
     let host = f.host();
     let session = host
-        .session(PLUGIN.into(), f.config("direct", &["read", "write"]))
+        .session(
+            PLUGIN.parse().unwrap(),
+            f.config("direct", &["read", "write"]),
+        )
         .unwrap();
     rt().block_on(async {
         let turn = session.begin_turn().unwrap();
@@ -58,7 +61,10 @@ fn a_duplicate_call_id_returns_the_recorded_result_and_never_runs_twice() {
     f.write("a.txt", "one\n");
     let host = f.host();
     let session = host
-        .session(PLUGIN.into(), f.config("direct", &["edit", "read"]))
+        .session(
+            PLUGIN.parse().unwrap(),
+            f.config("direct", &["edit", "read"]),
+        )
         .unwrap();
     rt().block_on(async {
         let turn = session.begin_turn().unwrap();
@@ -91,7 +97,10 @@ fn checks_before_the_gate_name_the_configuration_fix() {
     rt().block_on(async {
         let opts = CallOptions::default();
         let s = host
-            .session(PLUGIN.into(), f.config("direct", &["read", "run"]))
+            .session(
+                PLUGIN.parse().unwrap(),
+                f.config("direct", &["read", "run"]),
+            )
             .unwrap();
         let turn = s.begin_turn().unwrap();
         let err = turn
@@ -122,7 +131,7 @@ fn checks_before_the_gate_name_the_configuration_fix() {
 
         let mut config = f.config("mounted", &["run"]);
         config.mode = None;
-        let s = host.session(PLUGIN.into(), config).unwrap();
+        let s = host.session(PLUGIN.parse().unwrap(), config).unwrap();
         let turn = s.begin_turn().unwrap();
         let err = turn
             .call(
@@ -137,7 +146,7 @@ fn checks_before_the_gate_name_the_configuration_fix() {
         turn.finish(false, false);
 
         let s = host
-            .session(PLUGIN.into(), f.config("mounted", &["command"]))
+            .session(PLUGIN.parse().unwrap(), f.config("mounted", &["command"]))
             .unwrap();
         let turn = s.begin_turn().unwrap();
         let err = turn
@@ -156,13 +165,13 @@ fn a_session_needs_an_installed_plugin_and_a_granted_folder() {
     let f = Fixture::new();
     let host = Host::open(f.store(), "alice".into()).unwrap();
     let err = host
-        .session(PLUGIN.into(), f.config("direct", &["read"]))
+        .session(PLUGIN.parse().unwrap(), f.config("direct", &["read"]))
         .unwrap_err();
     assert!(err.to_string().contains("not installed"), "{err}");
     let host = f.host();
     host.update_grants(|g| {
         g.plugins
-            .get_mut(&PLUGIN.into())
+            .get_mut(&PLUGIN.parse().unwrap())
             .unwrap()
             .folder_grants
             .clear();
@@ -170,7 +179,7 @@ fn a_session_needs_an_installed_plugin_and_a_granted_folder() {
     })
     .unwrap();
     let err = host
-        .session(PLUGIN.into(), f.config("direct", &["read"]))
+        .session(PLUGIN.parse().unwrap(), f.config("direct", &["read"]))
         .unwrap_err();
     assert!(err.to_string().contains("workspace.path"), "{err}");
 }
@@ -182,7 +191,10 @@ fn mounted_turn_success_writes_back_and_leaves_the_mirror_for_the_next_turn() {
     f.write("a.txt", "one\n");
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["write", "edit"]))
+        .session(
+            PLUGIN.parse().unwrap(),
+            f.config("mounted", &["write", "edit"]),
+        )
         .unwrap();
     let report = rt().block_on(async {
         let turn = s.begin_turn().unwrap();
@@ -240,7 +252,10 @@ fn the_next_turn_sees_the_folder_as_it_is_now() {
     f.write("gone.txt", "x\n");
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["read", "write"]))
+        .session(
+            PLUGIN.parse().unwrap(),
+            f.config("mounted", &["read", "write"]),
+        )
         .unwrap();
     let first = s.begin_turn().unwrap();
     let root = first.root().to_path_buf();
@@ -275,7 +290,7 @@ fn a_kept_mirror_is_moved_aside_and_the_next_turn_starts_fresh() {
     f.write("a.txt", "one\n");
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["write"]))
+        .session(PLUGIN.parse().unwrap(), f.config("mounted", &["write"]))
         .unwrap();
     let (persistent, kept) = rt().block_on(async {
         let turn = s.begin_turn().unwrap();
@@ -315,7 +330,7 @@ fn a_concurrent_turn_on_the_same_workspace_gets_a_temporary_mirror() {
     f.write("a.txt", "one\n");
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["read"]))
+        .session(PLUGIN.parse().unwrap(), f.config("mounted", &["read"]))
         .unwrap();
     let first = s.begin_turn().unwrap();
     let second = s.begin_turn().unwrap();
@@ -342,7 +357,7 @@ fn mounted_turn_failure_keeps_the_mirror_and_writes_nothing_back() {
     f.write("a.txt", "one\n");
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["write"]))
+        .session(PLUGIN.parse().unwrap(), f.config("mounted", &["write"]))
         .unwrap();
     let report = rt().block_on(async {
         let turn = s.begin_turn().unwrap();
@@ -373,7 +388,7 @@ fn a_conflicting_user_edit_is_reported_and_kept() {
     f.write("b.txt", "b\n");
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["write"]))
+        .session(PLUGIN.parse().unwrap(), f.config("mounted", &["write"]))
         .unwrap();
     let report = rt().block_on(async {
         let turn = s.begin_turn().unwrap();
@@ -418,7 +433,7 @@ fn app_private_workspace_is_a_private_folder_in_the_state_dir() {
     let f = Fixture::new();
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("app-private", &["write"]))
+        .session(PLUGIN.parse().unwrap(), f.config("app-private", &["write"]))
         .unwrap();
     assert_eq!(s.folder(), f.state.join("private").join(PLUGIN));
     rt().block_on(async {
@@ -457,7 +472,7 @@ fn revocation_during_a_running_call_cancels_it_with_no_survivors() {
     let args = spinning_run(&f);
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["run"]))
+        .session(PLUGIN.parse().unwrap(), f.config("mounted", &["run"]))
         .unwrap();
     let (err, latency) = rt().block_on(async {
         let turn = s.begin_turn().unwrap();
@@ -468,7 +483,7 @@ fn revocation_during_a_running_call_cancels_it_with_no_survivors() {
             let at = Instant::now();
             host.update_grants(|g| {
                 g.plugins
-                    .get_mut(&PLUGIN.into())
+                    .get_mut(&PLUGIN.parse().unwrap())
                     .unwrap()
                     .user_allowed
                     .remove(&Capability::TerminalExec);
@@ -503,7 +518,7 @@ fn account_switch_during_a_running_call_cancels_it_and_waits_for_it_to_end() {
     let args = spinning_run(&f);
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["run"]))
+        .session(PLUGIN.parse().unwrap(), f.config("mounted", &["run"]))
         .unwrap();
     rt().block_on(async {
         let turn = s.begin_turn().unwrap();
@@ -550,7 +565,7 @@ fn revocation_during_a_running_command_cancels_it_with_no_survivors() {
     let f = Fixture::new();
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("direct", &["command"]))
+        .session(PLUGIN.parse().unwrap(), f.config("direct", &["command"]))
         .unwrap();
     let (err, latency) = rt().block_on(async {
         let turn = s.begin_turn().unwrap();
@@ -564,7 +579,10 @@ fn revocation_during_a_running_command_cancels_it_with_no_survivors() {
         let revoke = async {
             tokio::time::sleep(Duration::from_millis(300)).await;
             host.update_grants(|g| {
-                g.plugins.get_mut(&PLUGIN.into()).unwrap().user_consent = false;
+                g.plugins
+                    .get_mut(&PLUGIN.parse().unwrap())
+                    .unwrap()
+                    .user_consent = false;
                 Ok(())
             })
             .unwrap();
@@ -598,7 +616,7 @@ fn account_switch_during_a_running_command_cancels_it() {
     let f = Fixture::new();
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("direct", &["command"]))
+        .session(PLUGIN.parse().unwrap(), f.config("direct", &["command"]))
         .unwrap();
     rt().block_on(async {
         let turn = s.begin_turn().unwrap();

@@ -50,7 +50,7 @@ impl Fixture {
         host.update_grants(|g| {
             let mut record = PluginRecord::fully_granted("notes@1", &[Capability::TerminalExec]);
             record.folder_grants.insert(FolderGrant { path: folder });
-            g.plugins.insert(PLUGIN.into(), record);
+            g.plugins.insert(PLUGIN.parse().unwrap(), record);
             Ok(())
         })
         .unwrap();

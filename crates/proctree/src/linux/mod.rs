@@ -9,6 +9,7 @@ mod supervisor;
 mod sys;
 mod tree;
 mod walk;
+mod wire;
 
 pub use calldir::{
     CallDir, DeferSignalExit, RemovedIfHostDies, SIGNAL_EXIT_WAIT, defer_signal_exit, owned_name,

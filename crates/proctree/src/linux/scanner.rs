@@ -7,11 +7,21 @@
 //! Nothing here is needed for completeness (the supervisor keeps every orphan below it, and
 //! `stop` walks the tree again), so if the thread cannot be started, trees are simply not
 //! recorded in between.
+//!
+//! What a tree shares with this thread ([`Shared`]: its tracker and the closed flag) and the
+//! walk both use ([`scan_into`]) live here, so `tree` depends on this module and not the
+//! other way round.
 
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::tree::{Shared, scan_into};
+use super::sys;
+use super::walk::{Adopt, Walk};
+use crate::identity::ProcessId;
+use crate::table::ProcessTable;
+use crate::tracker::Tracker;
 
 struct Entry {
     tree: Weak<Shared>,
@@ -108,4 +118,82 @@ fn run(scanner: &Scanner) {
             Err(_) => return,
         };
     }
+}
+
+/// What the host and the background scanner share about one tree.
+#[derive(Debug)]
+pub(super) struct Shared {
+    tracker: Mutex<Tracker>,
+    /// Set by `ProcessTree::stop` before the supervisor is reaped: from then on its PID may
+    /// name another process, so nothing may walk from it again.
+    closed: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn new(tracker: Tracker) -> Shared {
+        Shared {
+            tracker: Mutex::new(tracker),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Closes the tree for every later walk (see `closed`).
+    pub(super) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn lock(&self) -> io::Result<std::sync::MutexGuard<'_, Tracker>> {
+        self.tracker
+            .lock()
+            .map_err(|_| io::Error::other("tracker lock poisoned"))
+    }
+}
+
+/// Whether the live process with `id`'s PID is still `id`.
+pub(super) fn still_same(id: ProcessId) -> bool {
+    let mut buf = Vec::new();
+    sys::read_stat(id.pid(), &mut buf).is_some_and(|s| s.start_time == id.start_time())
+}
+
+/// Records what is below the supervisor now; returns the identities tracked for the first
+/// time. The walk runs without the lock, so a stop never waits for a background walk; its
+/// links are adopted only if the tree was not closed meanwhile (then the supervisor was not
+/// reaped during the walk, so its PID named it throughout).
+pub(super) fn scan_into(shared: &Shared) -> io::Result<Vec<ProcessId>> {
+    if shared.is_closed() {
+        return Ok(Vec::new());
+    }
+    let root = shared.lock()?.root();
+    if !sys::children_files_exist() {
+        let table = ProcessTable::read()?;
+        let mut tracker = shared.lock()?;
+        if shared.is_closed() {
+            return Ok(Vec::new());
+        }
+        return Ok(tracker.observe(&table, &mut still_same));
+    }
+    let mut links = Vec::new();
+    Walk::default().round(root, &mut |parent, child| {
+        if shared.is_closed() {
+            return Adopt::No;
+        }
+        links.push((parent, child.entry(parent.pid())));
+        Adopt::Yes { still: false }
+    })?;
+    let mut tracker = shared.lock()?;
+    if shared.is_closed() {
+        return Ok(Vec::new());
+    }
+    let mut new = Vec::new();
+    for (parent, entry) in links {
+        let known = tracker.is_tracked(entry.id);
+        if tracker.adopt(parent, &entry) && !known {
+            new.push(entry.id);
+        }
+    }
+    Ok(new)
 }

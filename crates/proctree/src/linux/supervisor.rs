@@ -38,7 +38,7 @@
 //!    PID and start time to the host.
 //! 3. Reaps every child that exits, reporting the main process's wait status to the host. When
 //!    the main process has exited and no child is left at all, nothing can start another
-//!    process below it any more: it reports [`MSG_DONE`] right away and exits, so a stop needs
+//!    process below it any more: it reports [`Message::Done`] right away and exits, so a stop needs
 //!    no round trip.
 //! 4. On the host's stop request, or on EOF from the host (the host died, even by SIGKILL), it
 //!    kills every remaining descendant (only its own unreaped children, repeatedly, so no PID it
@@ -59,29 +59,8 @@ use libc::{c_char, c_int, c_void};
 use syscalls::{Sysno, syscall};
 
 use super::remove::{DirId, remove_tree_at};
+use super::wire::{Message, RECORD, Stage};
 use crate::identity::{ProcessState, parse_stat, parse_u64};
-
-/// A record on the host channel: kind, a 32-bit and a 64-bit value. 16 bytes, so each record
-/// is written in one `send` and never interleaves.
-pub(crate) const RECORD: usize = 16;
-/// Supervisor → host: the main process runs (`a` = host PID, `b` = start time, 0 when
-/// `/proc` does not show it).
-pub(crate) const MSG_STARTED: u32 = 1;
-/// Spawning failed (`a` = errno, `b` = a [`stage`] constant).
-pub(crate) const MSG_FAILED: u32 = 2;
-/// The main process exited (`a` = raw wait status).
-pub(crate) const MSG_MAIN_EXITED: u32 = 3;
-/// The supervisor killed `a` processes the host had not, reaped everything and is exiting.
-pub(crate) const MSG_DONE: u32 = 4;
-
-/// Where a spawn failed, carried in [`MSG_FAILED`].
-pub(crate) mod stage {
-    pub(crate) const ID_MAP: u64 = 1;
-    pub(crate) const SETUP: u64 = 2;
-    pub(crate) const CWD: u64 = 3;
-    pub(crate) const PRE_EXEC: u64 = 4;
-    pub(crate) const EXEC: u64 = 5;
-}
 
 /// The most call directories one supervisor removes (a tool's temp dir and a turn's copy of
 /// the workspace need two).
@@ -300,7 +279,7 @@ pub(crate) struct Start {
 ///
 /// # Safety
 /// `start` and the plan it points to must stay alive and unmoved until the supervisor has
-/// reported ([`MSG_STARTED`] or [`MSG_FAILED`]) or exited; with `share_memory`, `stack_top`
+/// reported ([`Message::Started`] or [`Message::Failed`]) or exited; with `share_memory`, `stack_top`
 /// must stay mapped until the supervisor has exited.
 pub(crate) unsafe fn clone_supervisor(
     start: &Start,
@@ -498,31 +477,6 @@ fn poll(fds: &mut [libc::pollfd], timeout_ms: i64) -> Sys<usize> {
     })
 }
 
-fn record(kind: u32, a: u32, b: u64) -> [u8; RECORD] {
-    let mut r = [0u8; RECORD];
-    let (k, rest) = r.split_at_mut(4);
-    let (x, y) = rest.split_at_mut(4);
-    k.copy_from_slice(&kind.to_ne_bytes());
-    x.copy_from_slice(&a.to_ne_bytes());
-    y.copy_from_slice(&b.to_ne_bytes());
-    r
-}
-
-/// Splits a record into (kind, a, b).
-pub(crate) fn parse_record(r: &[u8; RECORD]) -> (u32, u32, u64) {
-    let mut k = [0u8; 4];
-    let mut a = [0u8; 4];
-    let mut b = [0u8; 8];
-    k.copy_from_slice(r.get(0..4).unwrap_or(&[0; 4]));
-    a.copy_from_slice(r.get(4..8).unwrap_or(&[0; 4]));
-    b.copy_from_slice(r.get(8..16).unwrap_or(&[0; 8]));
-    (
-        u32::from_ne_bytes(k),
-        u32::from_ne_bytes(a),
-        u64::from_ne_bytes(b),
-    )
-}
-
 /// Writes all of `bytes`; async-signal-safe. `send` with `MSG_NOSIGNAL` on sockets so a
 /// vanished host cannot kill us with SIGPIPE; plain `write` on pipes.
 fn write_all(fd: RawFd, mut bytes: &[u8], socket: bool) -> bool {
@@ -686,12 +640,8 @@ unsafe fn supervisor_main(plan: &Plan, chan: RawFd) -> ! {
     exit(code)
 }
 
-fn fail(chan: RawFd, errno: c_int, stage: u64) -> c_int {
-    let _ = write_all(
-        chan,
-        &record(MSG_FAILED, u32::try_from(errno).unwrap_or(0), stage),
-        true,
-    );
+fn fail(chan: RawFd, errno: c_int, stage: Stage) -> c_int {
+    let _ = write_all(chan, &Message::failed(errno, stage).encode(), true);
     1
 }
 
@@ -713,7 +663,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     // 1. Our own user namespace, when asked.
     if let Some(maps) = &plan.id_maps {
         if let Err(e) = write_id_maps(maps) {
-            return fail(chan, e, stage::ID_MAP);
+            return fail(chan, e, Stage::IdMap);
         }
     }
 
@@ -740,7 +690,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
                 syscall!(Sysno::fcntl, *from, libc::F_DUPFD_CLOEXEC, 10usize)
             })) {
                 Ok(fd) => *slot = fd,
-                Err(e) => return fail(chan, e, stage::SETUP),
+                Err(e) => return fail(chan, e, Stage::Setup),
             }
         }
     }
@@ -750,7 +700,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
             let flags = if *target <= 2 { 0 } else { libc::O_CLOEXEC };
             // SAFETY: both are descriptor numbers; `fresh` is ours and differs from `target`.
             if let Err(e) = sys(unsafe { syscall!(Sysno::dup3, *fresh, *target, flags) }) {
-                return fail(chan, e, stage::SETUP);
+                return fail(chan, e, Stage::Setup);
             }
         }
     }
@@ -783,7 +733,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     default_signal_actions();
     let chld = sigbit(libc::SIGCHLD);
     if let Err(e) = set_signal_mask(chld) {
-        return fail(chan, e, stage::SETUP);
+        return fail(chan, e, Stage::Setup);
     }
     // SAFETY: a readable 8-byte kernel sigset; a new descriptor is returned.
     let sigfd = match fd_of(sys(unsafe {
@@ -796,7 +746,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         )
     })) {
         Ok(fd) => fd,
-        Err(e) => return fail(chan, e, stage::SETUP),
+        Err(e) => return fail(chan, e, Stage::Setup),
     };
 
     // 4. A session of our own (no controlling terminal of the host's; groups of the command can
@@ -812,7 +762,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
             0usize,
             0usize
         )) {
-            return fail(chan, e, stage::SETUP);
+            return fail(chan, e, Stage::Setup);
         }
     }
 
@@ -821,7 +771,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     let mut report = [0 as c_int; 2];
     // SAFETY: pipe2 fills the two-element array.
     if let Err(e) = sys(unsafe { syscall!(Sysno::pipe2, report.as_mut_ptr(), libc::O_CLOEXEC) }) {
-        return fail(chan, e, stage::SETUP);
+        return fail(chan, e, Stage::Setup);
     }
     let [report_r, report_w] = report;
     let start = MainStart {
@@ -860,7 +810,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         let e = io::Error::last_os_error()
             .raw_os_error()
             .unwrap_or(libc::EAGAIN);
-        return fail(chan, e, stage::SETUP);
+        return fail(chan, e, Stage::Setup);
     }
     close(report_w);
     // The hook's descriptors (a Landlock ruleset) served the main process, which has its own
@@ -894,7 +844,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         let msg = if got == RECORD {
             failure
         } else {
-            record(MSG_FAILED, libc::EIO as u32, stage::SETUP)
+            Message::failed(libc::EIO, Stage::Setup).encode()
         };
         let told = write_all(chan, &msg, true);
         if let Some(b) = broker.take() {
@@ -909,7 +859,15 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         return 1;
     };
     // From this report on the host may free the plan: nothing below reads it.
-    if !write_all(chan, &record(MSG_STARTED, host_pid, start_time), true) {
+    if !write_all(
+        chan,
+        &Message::Started {
+            pid: host_pid,
+            start_time,
+        }
+        .encode(),
+        true,
+    ) {
         // The host died while the command was starting: as on its EOF below.
         sweep(sigfd, main, &mut main_reported, chan, false);
         remove_call_dirs(&call_dirs);
@@ -983,7 +941,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
         // directories any more, and nobody else will remove them (issue 15 §4).
         remove_call_dirs(&call_dirs);
     }
-    let _ = write_all(chan, &record(MSG_DONE, late, 0), true);
+    let _ = write_all(chan, &Message::Done { killed: late }.encode(), true);
     0
 }
 
@@ -994,7 +952,7 @@ fn drain(sigfd: RawFd) {
 
 /// Reaps every child that has exited and reports the main process's status the first time it
 /// is seen. `true` when we have no children left at all. With `finish`, an empty tree after
-/// the main process exited is also reported as done ([`MSG_DONE`], nothing killed), in the
+/// the main process exited is also reported as done ([`Message::Done`], nothing killed), in the
 /// same write: nothing is left that could start a process below us again.
 fn reap(main: libc::pid_t, main_reported: &mut bool, chan: RawFd, finish: bool) -> bool {
     let mut main_status = None;
@@ -1026,13 +984,13 @@ fn reap(main: libc::pid_t, main_reported: &mut bool, chan: RawFd, finish: bool) 
     let mut len = 0usize;
     if let Some(status) = main_status {
         if let Some(slot) = msg.get_mut(..RECORD) {
-            slot.copy_from_slice(&record(MSG_MAIN_EXITED, status as u32, 0));
+            slot.copy_from_slice(&Message::MainExited { status }.encode());
             len = RECORD;
         }
     }
     if finish && empty && *main_reported {
         if let Some(slot) = msg.get_mut(len..len.wrapping_add(RECORD)) {
-            slot.copy_from_slice(&record(MSG_DONE, 0, 0));
+            slot.copy_from_slice(&Message::Done { killed: 0 }.encode());
             len = len.wrapping_add(RECORD);
         }
     }
@@ -1185,12 +1143,8 @@ fn for_each_child(mut f: impl FnMut(u32)) {
 /// Only in the freshly cloned child of the supervisor; async-signal-safe and TLS-free
 /// throughout, including the caller's `pre_exec` hook, which the API requires to be so.
 unsafe fn main_child(plan: &Plan, report: RawFd) -> ! {
-    fn die_with(report: RawFd, errno: c_int, stage: u64) -> ! {
-        let _ = write_all(
-            report,
-            &record(MSG_FAILED, u32::try_from(errno).unwrap_or(0), stage),
-            false,
-        );
+    fn die_with(report: RawFd, errno: c_int, stage: Stage) -> ! {
+        let _ = write_all(report, &Message::failed(errno, stage).encode(), false);
         exit(127)
     }
     let _ = set_signal_mask(0);
@@ -1208,10 +1162,10 @@ unsafe fn main_child(plan: &Plan, report: RawFd) -> ! {
         }
     };
     if let Err(e) = cwd {
-        die_with(report, e, stage::CWD);
+        die_with(report, e, Stage::Cwd);
     }
     if let Some(Err(e)) = plan.pre_exec.as_ref().map(|hook| hook()) {
-        die_with(report, e, stage::PRE_EXEC);
+        die_with(report, e, Stage::PreExec);
     }
     // SAFETY: program, argv and envp are NUL-terminated strings and NULL-terminated arrays
     // built and sealed before the clone, alive until the host hears from the supervisor.
@@ -1226,7 +1180,7 @@ unsafe fn main_child(plan: &Plan, report: RawFd) -> ! {
     die_with(
         report,
         e.err().map_or(libc::EIO, |e| e.into_raw()),
-        stage::EXEC,
+        Stage::Exec,
     )
 }
 
@@ -1283,12 +1237,6 @@ mod tests {
         fn fdinfo_pid_never_panics(text in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
             let _ = fdinfo_pid(&text);
         }
-    }
-
-    #[test]
-    fn records_round_trip() {
-        let r = record(MSG_MAIN_EXITED, 0xdead, u64::MAX - 1);
-        assert_eq!(parse_record(&r), (MSG_MAIN_EXITED, 0xdead, u64::MAX - 1));
     }
 
     #[test]

@@ -11,15 +11,15 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::calldir::{CallDir, TreeHold};
-use super::scanner;
-use super::supervisor::{self, Cwd, Plan, PreExec, RECORD, Stacks, stage};
+use super::scanner::{self, Shared};
+use super::supervisor::{self, Cwd, Plan, PreExec, Stacks};
 use super::sys::{self, Pin};
 use super::walk::{Adopt, Seen, Walk};
+use super::wire::{Message, RECORD, Stage, WireError};
 use crate::identity::{ProcessId, ProcessState};
 use crate::table::ProcessTable;
 use crate::tracker::Tracker;
@@ -557,13 +557,10 @@ impl Command {
         drop(start);
         drop(plan);
         match report {
-            Ok(Some((supervisor::MSG_STARTED, pid, start))) => {
+            Ok(Some(Ok(Message::Started { pid, start_time }))) => {
                 let _ = sys::set_nonblocking(channel.fd.as_fd());
-                let main = ProcessId::new(pid, start);
-                let shared = Arc::new(Shared {
-                    tracker: Mutex::new(Tracker::new(supervisor)),
-                    closed: AtomicBool::new(false),
-                });
+                let main = ProcessId::new(pid, start_time);
+                let shared = Arc::new(Shared::new(Tracker::new(supervisor)));
                 if let Some(every) = self.scan_interval {
                     scanner::register(&shared, every);
                 }
@@ -587,22 +584,26 @@ impl Command {
                     stacks.keep_forever();
                 }
                 Err(match other {
-                    Ok(Some((supervisor::MSG_FAILED, errno, stg))) => {
-                        let source = io::Error::from_raw_os_error(errno as i32);
-                        match stg {
-                            stage::CWD => SpawnError::CurrentDir { source },
-                            stage::PRE_EXEC => SpawnError::PreExec { code: errno as i32 },
-                            stage::EXEC => SpawnError::Exec { source },
-                            stage::ID_MAP => SpawnError::Setup {
+                    Ok(Some(Ok(Message::Failed { errno, stage }))) => {
+                        let source = io::Error::from_raw_os_error(errno);
+                        match stage {
+                            Stage::Cwd => SpawnError::CurrentDir { source },
+                            Stage::PreExec => SpawnError::PreExec { code: errno },
+                            Stage::Exec => SpawnError::Exec { source },
+                            Stage::IdMap => SpawnError::Setup {
                                 what: "user namespace id maps",
                                 source,
                             },
-                            _ => SpawnError::Setup {
+                            Stage::Setup => SpawnError::Setup {
                                 what: "supervisor",
                                 source,
                             },
                         }
                     }
+                    Ok(Some(Err(e))) => SpawnError::Setup {
+                        what: "reading the supervisor's report",
+                        source: io::Error::new(io::ErrorKind::InvalidData, e),
+                    },
                     Ok(_) => SpawnError::Setup {
                         what: "supervisor ended before the program started",
                         source: io::Error::from(io::ErrorKind::UnexpectedEof),
@@ -772,18 +773,16 @@ impl Channel {
         }
     }
 
-    fn pop(&mut self) -> Option<(u32, u32, u64)> {
-        if self.pending.len() < RECORD {
-            return None;
-        }
-        let mut rec = [0u8; RECORD];
-        rec.copy_from_slice(self.pending.get(..RECORD)?);
+    /// The next whole record, decoded; a malformed one is returned as its error (and consumed,
+    /// records have a fixed size) for the caller to decide.
+    fn pop(&mut self) -> Option<Result<Message, WireError>> {
+        let rec: [u8; RECORD] = self.pending.get(..RECORD)?.try_into().ok()?;
         self.pending.drain(..RECORD);
-        Some(supervisor::parse_record(&rec))
+        Some(Message::decode(&rec))
     }
 
     /// The next record, waiting for it; `None` at EOF.
-    fn next_blocking(&mut self) -> io::Result<Option<(u32, u32, u64)>> {
+    fn next_blocking(&mut self) -> io::Result<Option<Result<Message, WireError>>> {
         loop {
             if let Some(r) = self.pop() {
                 return Ok(Some(r));
@@ -797,7 +796,7 @@ impl Channel {
     }
 
     /// Every record until EOF or `timeout`.
-    fn drain_blocking(&mut self, timeout: Duration) -> io::Result<Vec<(u32, u32, u64)>> {
+    fn drain_blocking(&mut self, timeout: Duration) -> io::Result<Vec<Result<Message, WireError>>> {
         let deadline = Instant::now() + timeout;
         let mut out = Vec::new();
         loop {
@@ -816,72 +815,6 @@ impl Channel {
             self.fill()?;
         }
     }
-}
-
-/// What the host and the background scanner share about one tree.
-#[derive(Debug)]
-pub(super) struct Shared {
-    tracker: Mutex<Tracker>,
-    /// Set by [`ProcessTree::stop`] before the supervisor is reaped: from then on its PID may
-    /// name another process, so nothing may walk from it again.
-    closed: AtomicBool,
-}
-
-impl Shared {
-    pub(super) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
-    }
-
-    fn lock(&self) -> io::Result<std::sync::MutexGuard<'_, Tracker>> {
-        self.tracker
-            .lock()
-            .map_err(|_| io::Error::other("tracker lock poisoned"))
-    }
-}
-
-/// Whether the live process with `id`'s PID is still `id`.
-fn still_same(id: ProcessId) -> bool {
-    let mut buf = Vec::new();
-    sys::read_stat(id.pid(), &mut buf).is_some_and(|s| s.start_time == id.start_time())
-}
-
-/// Records what is below the supervisor now; returns the identities tracked for the first
-/// time. The walk runs without the lock, so a stop never waits for a background walk; its
-/// links are adopted only if the tree was not closed meanwhile (then the supervisor was not
-/// reaped during the walk, so its PID named it throughout).
-pub(super) fn scan_into(shared: &Shared) -> io::Result<Vec<ProcessId>> {
-    if shared.is_closed() {
-        return Ok(Vec::new());
-    }
-    let root = shared.lock()?.root();
-    if !sys::children_files_exist() {
-        let table = ProcessTable::read()?;
-        let mut tracker = shared.lock()?;
-        if shared.is_closed() {
-            return Ok(Vec::new());
-        }
-        return Ok(tracker.observe(&table, &mut still_same));
-    }
-    let mut links = Vec::new();
-    Walk::default().round(root, &mut |parent, child| {
-        if shared.is_closed() {
-            return Adopt::No;
-        }
-        links.push((parent, child.entry(parent.pid())));
-        Adopt::Yes { still: false }
-    })?;
-    let mut tracker = shared.lock()?;
-    if shared.is_closed() {
-        return Ok(Vec::new());
-    }
-    let mut new = Vec::new();
-    for (parent, entry) in links {
-        let known = tracker.is_tracked(entry.id);
-        if tracker.adopt(parent, &entry) && !known {
-            new.push(entry.id);
-        }
-    }
-    Ok(new)
 }
 
 /// Sends `sig` to a walked process: through its pidfd, or, without one, by PID right after
@@ -956,19 +889,24 @@ impl ProcessTree {
 
     fn absorb(&mut self) -> io::Result<()> {
         let r = self.channel.fill();
-        while let Some((kind, a, _)) = self.channel.pop() {
-            self.apply(kind, a);
+        while let Some(message) = self.channel.pop() {
+            self.apply(message);
         }
         r
     }
 
-    fn apply(&mut self, kind: u32, a: u32) {
-        match kind {
-            supervisor::MSG_MAIN_EXITED => {
-                self.main_status = Some(ExitStatus::from_raw(a as i32));
+    /// Takes in one report. After the start only the exit and the farewell matter; a
+    /// malformed record is skipped, as one of an unknown kind always was: nothing is guessed
+    /// from its bytes.
+    fn apply(&mut self, message: Result<Message, WireError>) {
+        match message {
+            Ok(Message::MainExited { status }) => {
+                self.main_status = Some(ExitStatus::from_raw(status));
             }
-            supervisor::MSG_DONE => self.late = Some(a as usize),
-            _ => {}
+            Ok(Message::Done { killed }) => {
+                self.late = Some(usize::try_from(killed).unwrap_or(usize::MAX));
+            }
+            Ok(Message::Started { .. } | Message::Failed { .. }) | Err(_) => {}
         }
     }
 
@@ -1019,7 +957,7 @@ impl ProcessTree {
     /// # Errors
     /// When `/proc` cannot be read.
     pub fn scan(&self) -> io::Result<Vec<ProcessId>> {
-        scan_into(&self.shared)
+        scanner::scan_into(&self.shared)
     }
 
     /// Stops everything the command started: freeze (SIGSTOP) every tracked process, rescan
@@ -1038,7 +976,7 @@ impl ProcessTree {
         if self.settled() {
             // The supervisor saw the main process exit with nothing left below it and is
             // leaving on its own: there is nothing to freeze, walk or kill.
-            self.shared.closed.store(true, Ordering::SeqCst);
+            self.shared.close();
             self.finish_supervisor();
             let report = StopReport {
                 mode: self.mode,
@@ -1070,7 +1008,7 @@ impl ProcessTree {
     /// Returns (descendants frozen and killed, refused, main stopped).
     fn freeze_and_kill(&mut self) -> Result<(usize, Vec<ProcessId>, bool), StopError> {
         // The background scanner checks this flag before and after every walk.
-        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.close();
         let mut tracker = self
             .shared
             .lock()
@@ -1191,7 +1129,7 @@ impl ProcessTree {
         for _round in 0..10_000 {
             let table =
                 ProcessTable::read().map_err(|source| StopError::ProcessTable { source })?;
-            tracker.observe(&table, &mut still_same);
+            tracker.observe(&table, &mut scanner::still_same);
             let fresh: Vec<ProcessId> = tracker
                 .tracked()
                 .filter(|id| !decided.contains(id))
@@ -1239,7 +1177,7 @@ impl ProcessTree {
 
     fn finish_supervisor(&mut self) {
         if !self.channel.eof {
-            // After MSG_DONE the supervisor is leaving on its own: only collect it.
+            // After `Message::Done` the supervisor is leaving on its own: only collect it.
             if self.late.is_none() {
                 // SAFETY: send on our socket; MSG_NOSIGNAL keeps a vanished peer from raising
                 // SIGPIPE in the host.
@@ -1253,8 +1191,8 @@ impl ProcessTree {
                 }
             }
             if let Ok(records) = self.channel.drain_blocking(Duration::from_secs(60)) {
-                for (kind, a, _) in records {
-                    self.apply(kind, a);
+                for message in records {
+                    self.apply(message);
                 }
             }
         }

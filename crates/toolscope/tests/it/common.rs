@@ -29,14 +29,14 @@ pub fn restore(authority: &MemoryAuthority) {
         record.folder_grants.insert(FolderGrant {
             path: FOLDER.into(),
         });
-        g.plugins.insert(PLUGIN.into(), record);
+        g.plugins.insert(PLUGIN.parse().unwrap(), record);
     });
 }
 
 /// The user takes back `local.terminal.exec@1` (PERM-2).
 pub fn revoke(authority: &MemoryAuthority) {
     authority.update(|g| {
-        if let Some(record) = g.plugins.get_mut(&PLUGIN.into()) {
+        if let Some(record) = g.plugins.get_mut(&PLUGIN.parse().unwrap()) {
             record.user_allowed.clear();
         }
     });
@@ -45,7 +45,7 @@ pub fn revoke(authority: &MemoryAuthority) {
 pub fn new_turn(accounts: &Accounts, authority: &Arc<MemoryAuthority>) -> ToolScope {
     accounts
         .current()
-        .begin_turn(authority.clone(), PLUGIN.into())
+        .begin_turn(authority.clone(), PLUGIN.parse().unwrap())
         .expect("current generation takes turns")
 }
 

@@ -80,7 +80,7 @@ async fn late_turns_and_calls_of_a_retired_generation_are_refused() {
     accounts.switch("bob".into()).await;
 
     let late_turn = old_generation
-        .begin_turn(authority.clone(), crate::common::PLUGIN.into())
+        .begin_turn(authority.clone(), crate::common::PLUGIN.parse().unwrap())
         .unwrap_err();
     assert_eq!(late_turn.code(), ErrorCode::AccountRetired);
     let late_call = old_turn
@@ -165,7 +165,7 @@ async fn new_turns_during_a_switch_are_refused_under_either_account() {
     assert!(!switching.is_finished());
     let during = accounts
         .current()
-        .begin_turn(authority.clone(), crate::common::PLUGIN.into())
+        .begin_turn(authority.clone(), crate::common::PLUGIN.parse().unwrap())
         .unwrap_err();
     assert_eq!(during.code(), ErrorCode::AccountRetired);
     drop(lease);

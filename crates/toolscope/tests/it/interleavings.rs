@@ -155,7 +155,7 @@ async fn play(ops: Vec<Op>) -> Vec<String> {
     let begin = |accounts: &Accounts| {
         accounts
             .current()
-            .begin_turn(authority.clone(), PLUGIN.into())
+            .begin_turn(authority.clone(), PLUGIN.parse().unwrap())
             .ok()
     };
     let mut current: Option<(u64, ToolScope)> = begin(&accounts).map(|s| (0, s));

@@ -129,7 +129,8 @@ async fn an_unrelated_grant_change_does_not_cancel_a_running_call() {
     };
     tokio::time::sleep(Duration::from_millis(10)).await;
     authority.update(|g| {
-        g.plugins.insert("someone-else".into(), Default::default());
+        g.plugins
+            .insert("someone-else".parse().unwrap(), Default::default());
     });
     assert_eq!(call.await.unwrap(), Ok(json!("done")));
 }
@@ -149,7 +150,7 @@ async fn a_revoked_folder_grant_cancels_the_call() {
     });
     tokio::time::sleep(Duration::from_millis(10)).await;
     authority.update(|g| {
-        if let Some(r) = g.plugins.get_mut(&crate::common::PLUGIN.into()) {
+        if let Some(r) = g.plugins.get_mut(&crate::common::PLUGIN.parse().unwrap()) {
             r.folder_grants.clear();
         }
     });
@@ -191,7 +192,7 @@ async fn a_vanished_authority_feed_fails_closed() {
     let accounts = Accounts::new("alice".into());
     let scope = accounts
         .current()
-        .begin_turn(authority.clone(), crate::common::PLUGIN.into())
+        .begin_turn(authority.clone(), crate::common::PLUGIN.parse().unwrap())
         .unwrap();
     let call = tokio::spawn(async move {
         scope
