@@ -1,18 +1,31 @@
 //! The line of a one-call turn (issue 15, item 5): `ok` is true only when the tool succeeded
 //! and everything it changed reached the folder; a write-back that did not fully happen is
 //! `ok: false` with `AGENT_EXEC_WRITE_BACK_INCOMPLETE`, the result's fields and the `mirror`
-//! report kept (RUN-11, RUN-12 as refined in `host_shim::turn_line`'s module).
+//! report kept (RUN-11, RUN-12 as refined in `host_shim::CallAnswer`'s module).
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
 use host_shim::{
-    CallOptions, ConflictReport, MirrorReport, TurnReport, WorkspaceKind, line_is_ok, turn_line,
+    CallAnswer, CallOptions, ConflictReport, KeepMirror, MirrorReport, TurnEnd, TurnReport,
+    WorkspaceKind,
 };
 use serde_json::{Value, json};
 use toolscope::{ErrorCode, ToolError};
 
 use crate::util::{Fixture, PLUGIN};
+
+/// The answer's line; its typed verdict and the line's `"ok"` must agree.
+fn turn_line(result: Result<Value, ToolError>, report: &TurnReport) -> Value {
+    let answer = CallAnswer::new(result, report.clone());
+    let line = answer.to_line();
+    assert_eq!(answer.is_ok(), line_is_ok(&line), "{line}");
+    line
+}
+
+fn line_is_ok(line: &Value) -> bool {
+    line["ok"] == json!(true)
+}
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -53,7 +66,7 @@ fn mounted_turn(user_edits: bool) -> (Fixture, Value) {
         if user_edits {
             f.write("a.txt", "user\n");
         }
-        let report = turn.finish(result.is_ok(), false);
+        let report = turn.finish(TurnEnd::of(&result), KeepMirror::WhenNeeded);
         turn_line(result, &report)
     });
     (f, line)
@@ -186,7 +199,7 @@ fn a_fifo_the_mirror_skipped_is_named_as_such_when_read_and_when_written() {
                 &opts,
             )
             .await;
-        let report = turn.finish(result.is_ok(), false);
+        let report = turn.finish(TurnEnd::of(&result), KeepMirror::WhenNeeded);
         (read, turn_line(result, &report))
     });
     assert_eq!(read.code(), ErrorCode::ExecPathInvalid);
