@@ -61,6 +61,7 @@ pub mod linux;
 pub mod macos;
 #[cfg(target_os = "macos")]
 mod macos_run;
+mod open_error;
 mod run;
 mod spec;
 #[cfg(target_os = "linux")]
@@ -70,6 +71,7 @@ pub mod sysset;
 mod backend;
 
 pub use calltemp::{CallTemp, CallTempError};
+pub use open_error::open_error_code;
 pub use run::{ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir, run};
 pub use spec::{Access, Grant, Network, Program, SandboxSpec, SpecError};
 pub use toolscope::CallContext;

@@ -185,8 +185,8 @@ impl ToolName {
                  files are refused."
             }
             ToolName::Write => {
-                "Create or replace a file of the workspace atomically. Arguments {path, content}; \
-                 result {bytesWritten}."
+                "Create or replace a file of the workspace atomically, making missing directories \
+                 on the way. Arguments {path, content}; result {bytesWritten}."
             }
             ToolName::Edit => {
                 "Replace text in a file of the workspace. Arguments {path, oldString, newString, \

@@ -9,8 +9,8 @@
 //! ([`Host::switch_account`]; CMD-12); sessions and turns ([`Session`], [`Turn`]): one
 //! `ToolScope` per turn (TS-1, TS-2), workspaces `mounted` (a mirror, written back after a
 //! successful turn, kept after a failed one; RUN-11), `direct` (the folder under a lease; CMD-8)
-//! and `app-private`; the file tools `read`, `write`, `edit`, `grep` (FILE-1…FILE-3); the tool
-//! registry ([`Registry`], [`ToolHandler`]) into which `run` and `command` plug; every grant
+//! and `app-private`; the tool registry ([`Registry`], [`ToolHandler`]) into which the file
+//! tools (`file-tools`: `read`, `write`, `edit`, `grep`), `run` and `command` plug; every grant
 //! rule ([`GrantChange`]: an approval of an older package approves nothing, PERM-2); the
 //! mode and workspace rules of each tool ([`AgentConfig::unrunnable`]); and the one-call turn
 //! both front ends make ([`Session::one_call`], its typed answer [`CallAnswer`]).
@@ -65,7 +65,6 @@
 mod approve;
 mod config;
 pub mod doctor;
-mod files;
 mod grants;
 mod host;
 mod outcome;
@@ -76,24 +75,22 @@ pub use config::{
     AgentConfig, ConfigError, MAX_SYSTEM_PROMPT_BYTES, Memory, Mode, Runtime, SCHEMA_VERSION,
     ToolName, ToolRef, Unrunnable, WorkspaceConfig, WorkspaceKind,
 };
-pub use files::{
-    DEFAULT_GREP_RESULTS, DEFAULT_READ_LINES, EditArguments, EditOutput, GrepArguments, GrepMatch,
-    GrepOutput, Hidden, MAX_FILE_BYTES, MAX_GREP_RESULTS, ReadArguments, ReadOutput,
-    WriteArguments, WriteOutput, edit, grep, grep_hiding, read, write,
-};
 pub use grants::{GrantChange, Permission};
 pub use host::{
     ConflictReport, Host, HostError, KeepMirror, MirrorReport, Session, Turn, TurnEnd, TurnReport,
 };
 pub use outcome::CallAnswer;
-pub use registry::{
-    CallOptions, NotCopiedLookup, Registry, ToolEnv, ToolFuture, ToolHandler, run_file_tool,
-    run_file_tool_hiding,
-};
+pub use registry::{CallOptions, NotCopiedLookup, Registry, ToolEnv, ToolFuture, ToolHandler};
 pub use state::{DEFAULT_CONCURRENT_COPIES, KeptLimits, KeptMirror, KeptWhy};
 pub use state::{
     HostState, STATE_FILE, STATE_VERSION, StateError, StateStore, StateWatch, WATCH_INTERVAL,
     check_plugin_id, replaceable_link,
+};
+
+/// The file tools' wire types (FILE-1…FILE-3), from `file-tools`.
+pub use file_tools::{
+    EditArguments, EditOutput, GrepArguments, GrepMatch, GrepOutput, ReadArguments, ReadOutput,
+    WriteArguments, WriteOutput,
 };
 
 /// The `run` tool's wire types (RUN-14): what a host passes and gets back. There is no
