@@ -12,7 +12,7 @@
 //! state directory holds for it; a `revoke` in another shell stops it while it runs (TS-3).
 //!
 //! `mcp` speaks MCP on stdin/stdout until the client hangs up; its diagnostics go to stderr
-//! only (stdout is the protocol). How requests map to sessions and turns: [`mcp`]'s docs.
+//! only (stdout is the protocol). How requests map to sessions and turns: [`mod@mcp`]'s docs.
 //!
 //! This crate alone knows argv, JSON-RPC and terminals; every rule it applies — the grant
 //! rules, the one-call turn, which tool runs in which workspace and mode — is `host_shim`'s,
@@ -28,6 +28,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use host_shim::{
     AgentConfig, CallOptions, Capability, ErrorCode, FolderGrant, GrantChange, Host, KeepMirror,
@@ -113,34 +114,17 @@ enum SchemaOf {
     Grep,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ToolArg {
-    Read,
-    Write,
-    Edit,
-    Grep,
-    Run,
-    Command,
-}
-
-impl ToolArg {
-    fn name(self) -> ToolName {
-        match self {
-            ToolArg::Read => ToolName::Read,
-            ToolArg::Write => ToolName::Write,
-            ToolArg::Edit => ToolName::Edit,
-            ToolArg::Grep => ToolName::Grep,
-            ToolArg::Run => ToolName::Run,
-            ToolArg::Command => ToolName::Command,
-        }
-    }
+/// A tool name on the command line: the library's names, so the CLI lists no copy of them.
+fn tool_name() -> impl TypedValueParser<Value = ToolName> {
+    clap::builder::PossibleValuesParser::new(ToolName::ALL.iter().map(|t| t.as_str()))
+        .try_map(|name| ToolName::from_name(&name).ok_or("not a tool"))
 }
 
 #[derive(Args, Debug)]
 struct CallArgs {
     /// The tool.
-    #[arg(value_enum)]
-    tool: ToolArg,
+    #[arg(value_parser = tool_name())]
+    tool: ToolName,
     /// The folder to work in. `run` works on a mirror of it, written back only if the call
     /// succeeds; the other tools work in it directly.
     #[arg(long, value_name = "DIR")]
@@ -340,7 +324,7 @@ fn main() -> ExitCode {
     // The shell's system runtime set (an `/etc` walk) builds while the call is validated and
     // its state read, instead of before the spawn (issue 16). After the signal mask above.
     #[cfg(target_os = "linux")]
-    if matches!(&cli.command, Command::Call(c) if matches!(c.tool, ToolArg::Command))
+    if matches!(&cli.command, Command::Call(c) if c.tool == ToolName::Command)
         || matches!(cli.command, Command::Mcp(_))
     {
         exec::sysset::warm();
@@ -470,7 +454,7 @@ fn call_config(args: &CallArgs, workspace: Option<&Path>) -> Result<AgentConfig,
     let config = match &args.config {
         Some(file) => read_config(file)?,
         None => {
-            let tool = args.tool.name();
+            let tool = args.tool;
             let kind = if tool == ToolName::Run {
                 WorkspaceKind::Mounted
             } else {
@@ -584,7 +568,7 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
         } else {
             KeepMirror::WhenNeeded
         };
-        let tool = args.tool.name();
+        let tool = args.tool;
         let answer = session
             .one_call(
                 &args.call_id,

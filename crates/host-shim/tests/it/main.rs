@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod config;
+mod grants;
 mod outcome;
 mod state;
 mod turns;

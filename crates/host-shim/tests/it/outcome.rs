@@ -221,3 +221,44 @@ fn a_fifo_the_mirror_skipped_is_named_as_such_when_read_and_when_written() {
         "the FIFO is left as it is"
     );
 }
+
+#[test]
+fn one_call_is_a_whole_turn_whose_typed_answer_decides_ok() {
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    let host = f.host();
+    let s = host
+        .session(PLUGIN.into(), f.config("mounted", &["write", "read"]))
+        .unwrap();
+    let opts = CallOptions::default();
+    let args = json!({"path": "a.txt", "content": "agent\n"});
+    let answer = rt().block_on(s.one_call(
+        "1",
+        host_shim::ToolName::Write,
+        args,
+        &opts,
+        KeepMirror::WhenNeeded,
+        std::future::pending(),
+    ));
+    assert!(answer.is_ok(), "{}", answer.to_line());
+    assert_eq!(answer.to_line()["ok"], true);
+    assert!(answer.report().mirror.as_ref().unwrap().written_back);
+    assert_eq!(
+        f.read("a.txt"),
+        "agent\n",
+        "written back when the turn ended"
+    );
+    // Cancelled before it ran: the turn ends as failed, nothing is written back.
+    let args = json!({"path": "a.txt", "content": "never\n"});
+    let answer = rt().block_on(s.one_call(
+        "2",
+        host_shim::ToolName::Write,
+        args,
+        &opts,
+        KeepMirror::WhenNeeded,
+        std::future::ready(()),
+    ));
+    assert!(!answer.is_ok());
+    assert_eq!(answer.to_line()["code"], "AGENT_EXEC_CANCELLED");
+    assert_eq!(f.read("a.txt"), "agent\n");
+}
