@@ -453,15 +453,7 @@ fn canonical_dir(dir: &Path) -> Result<PathBuf, ToolError> {
 fn call_config(args: &CallArgs, workspace: Option<&Path>) -> Result<AgentConfig, ToolError> {
     let config = match &args.config {
         Some(file) => read_config(file)?,
-        None => {
-            let tool = args.tool;
-            let kind = if tool == ToolName::Run {
-                WorkspaceKind::Mounted
-            } else {
-                WorkspaceKind::Direct
-            };
-            generated_config(&[tool], kind, workspace)?
-        }
+        None => generated_config(&[args.tool], generated_kind(args.tool), workspace)?,
     };
     check_same_workspace(workspace, &config)?;
     Ok(config)
@@ -484,6 +476,16 @@ fn read_config(file: &Path) -> Result<AgentConfig, ToolError> {
             format!("--config {}: {e}", file.display()),
         )
     })
+}
+
+/// The workspace kind the command line gives `tool` without a configuration: `run` works on a
+/// mirror (`mounted`), every other tool in the folder itself (`direct`); `call` and `mcp` agree.
+fn generated_kind(tool: ToolName) -> WorkspaceKind {
+    if tool == ToolName::Run {
+        WorkspaceKind::Mounted
+    } else {
+        WorkspaceKind::Direct
+    }
 }
 
 /// A configuration made for the command line: `tools` in a `kind` workspace on `workspace`,
@@ -568,11 +570,10 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
         } else {
             KeepMirror::WhenNeeded
         };
-        let tool = args.tool;
         let answer = session
             .one_call(
                 &args.call_id,
-                tool,
+                args.tool,
                 tool_args,
                 &options,
                 keep,
@@ -664,25 +665,17 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
     let configs = match &args.config {
         Some(file) => read_config(file)
             .and_then(|c| check_same_workspace(workspace.as_deref(), &c).map(|()| vec![c])),
-        None => generated_config(
-            &[
-                ToolName::Read,
-                ToolName::Write,
-                ToolName::Edit,
-                ToolName::Grep,
-                ToolName::Command,
-            ],
-            WorkspaceKind::Direct,
-            workspace.as_deref(),
-        )
-        .and_then(|direct| {
-            let mounted = generated_config(
-                &[ToolName::Run],
-                WorkspaceKind::Mounted,
-                workspace.as_deref(),
-            )?;
-            Ok(vec![direct, mounted])
-        }),
+        None => [WorkspaceKind::Direct, WorkspaceKind::Mounted]
+            .into_iter()
+            .map(|kind| {
+                let tools: Vec<ToolName> = ToolName::ALL
+                    .iter()
+                    .copied()
+                    .filter(|t| generated_kind(*t) == kind)
+                    .collect();
+                generated_config(&tools, kind, workspace.as_deref())
+            })
+            .collect(),
     };
     let configs = match configs {
         Ok(c) => c,
