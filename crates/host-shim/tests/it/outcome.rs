@@ -222,24 +222,35 @@ fn a_fifo_the_mirror_skipped_is_named_as_such_when_read_and_when_written() {
     );
 }
 
+/// `write a.txt <content>` as a one-call turn of `s`, cancelled when `cancelled` completes.
+fn write_in_one_call(
+    s: &host_shim::Session,
+    id: &str,
+    content: &str,
+    cancelled: impl std::future::Future<Output = ()>,
+) -> CallAnswer {
+    let args = json!({"path": "a.txt", "content": content});
+    let options = CallOptions::default();
+    let call = s.one_call(
+        id,
+        host_shim::ToolName::Write,
+        args,
+        &options,
+        KeepMirror::WhenNeeded,
+        cancelled,
+    );
+    rt().block_on(call)
+}
+
 #[test]
 fn one_call_is_a_whole_turn_whose_typed_answer_decides_ok() {
     let f = Fixture::new();
     f.write("a.txt", "one\n");
     let host = f.host();
     let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["write", "read"]))
+        .session(PLUGIN.into(), f.config("mounted", &["write"]))
         .unwrap();
-    let opts = CallOptions::default();
-    let args = json!({"path": "a.txt", "content": "agent\n"});
-    let answer = rt().block_on(s.one_call(
-        "1",
-        host_shim::ToolName::Write,
-        args,
-        &opts,
-        KeepMirror::WhenNeeded,
-        std::future::pending(),
-    ));
+    let answer = write_in_one_call(&s, "1", "agent\n", std::future::pending());
     assert!(answer.is_ok(), "{}", answer.to_line());
     assert_eq!(answer.to_line()["ok"], true);
     assert!(answer.report().mirror.as_ref().unwrap().written_back);
@@ -249,15 +260,7 @@ fn one_call_is_a_whole_turn_whose_typed_answer_decides_ok() {
         "written back when the turn ended"
     );
     // Cancelled before it ran: the turn ends as failed, nothing is written back.
-    let args = json!({"path": "a.txt", "content": "never\n"});
-    let answer = rt().block_on(s.one_call(
-        "2",
-        host_shim::ToolName::Write,
-        args,
-        &opts,
-        KeepMirror::WhenNeeded,
-        std::future::ready(()),
-    ));
+    let answer = write_in_one_call(&s, "2", "never\n", std::future::ready(()));
     assert!(!answer.is_ok());
     assert_eq!(answer.to_line()["code"], "AGENT_EXEC_CANCELLED");
     assert_eq!(f.read("a.txt"), "agent\n");
