@@ -246,10 +246,7 @@ fn write_in_one_call(
 fn one_call_is_a_whole_turn_whose_typed_answer_decides_ok() {
     let f = Fixture::new();
     f.write("a.txt", "one\n");
-    let host = f.host();
-    let s = host
-        .session(PLUGIN.into(), f.config("mounted", &["write"]))
-        .unwrap();
+    let s = f.session("mounted", &["write"]);
     let answer = write_in_one_call(&s, "1", "agent\n", std::future::pending());
     assert!(answer.is_ok(), "{}", answer.to_line());
     assert_eq!(answer.to_line()["ok"], true);

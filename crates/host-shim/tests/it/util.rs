@@ -57,6 +57,13 @@ impl Fixture {
         host
     }
 
+    /// A session of `notes` on [`Fixture::host`] with [`Fixture::config`].
+    pub fn session(&self, kind: &str, tools: &[&str]) -> host_shim::Session {
+        self.host()
+            .session(PLUGIN.into(), self.config(kind, tools))
+            .unwrap()
+    }
+
     pub fn config(&self, kind: &str, tools: &[&str]) -> AgentConfig {
         let tools: Vec<Value> = tools.iter().map(|t| json!({"ref": t})).collect();
         let workspace = if kind == "app-private" {
