@@ -60,6 +60,35 @@ fn call_prints_one_json_line_with_ok_merged_in() {
 }
 
 #[test]
+fn call_write_makes_missing_directories_and_refuses_a_link_out_of_the_workspace() {
+    // Issue 17: `write` of `sub/new.txt` makes `sub/` inside the workspace, never through a
+    // symbolic link (the rule itself is tested in crates/file-tools).
+    let f = Fixture::new();
+    let out = call(
+        &f,
+        "write",
+        json!({"path": "sub/deeper/new.txt", "content": "hello\n"}),
+    );
+    assert_eq!(out.json, json!({"ok": true, "bytesWritten": 6}));
+    assert_eq!(f.read("sub/deeper/new.txt"), "hello\n");
+    let outside = f.folder.with_extension("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, f.folder.join("link")).unwrap();
+    let out = call(
+        &f,
+        "write",
+        json!({"path": "link/new/x.txt", "content": "x"}),
+    );
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.json["code"], "AGENT_EXEC_PATH_INVALID",
+        "{}",
+        out.stdout
+    );
+    assert!(std::fs::read_dir(&outside).unwrap().next().is_none());
+}
+
+#[test]
 fn arguments_come_from_stdin_when_json_is_absent() {
     let f = Fixture::new();
     f.write("a.txt", "x\n");
