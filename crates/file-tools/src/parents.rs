@@ -15,7 +15,7 @@
 //!   deepest first, when the write then fails — each only if it is still empty (`rmdir`), so a
 //!   directory someone else filled in the meantime stays with what they put there.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 
 use fsguard::{OpenError, RelPath, RootLease};
@@ -58,6 +58,27 @@ fn refused(path: &RelPath, err: &OpenError) -> ToolError {
     )
 }
 
+/// A failed `mkdirat` of `name` on the way to `path`, with the code of the one mapping: a
+/// permission the system refuses is about the path (`PATH_INVALID`), any other failure the
+/// machine's (`IO_FAILED`).
+fn mkdir_refused(path: &RelPath, name: &OsStr, e: rustix::io::Errno) -> ToolError {
+    let source = std::io::Error::from(e);
+    let component = std::path::PathBuf::from(name);
+    let err = if source.kind() == std::io::ErrorKind::PermissionDenied {
+        OpenError::PermissionDenied { component }
+    } else {
+        OpenError::Io { component, source }
+    };
+    ToolError::new(
+        exec::open_error_code(&err),
+        format!(
+            "path {:?}: cannot make the directory {name:?} ({e}); name a path in a directory \
+             you may write",
+            path.as_path()
+        ),
+    )
+}
+
 /// Opens (or makes) each directory above `path`'s last name, from `root` down.
 pub(crate) fn make(root: &RootLease, path: &RelPath) -> Result<Made, ToolError> {
     let mut made = Made::default();
@@ -92,19 +113,7 @@ pub(crate) fn make(root: &RootLease, path: &RelPath) -> Result<Made, ToolError> 
                     Err(rustix::io::Errno::EXIST) => {}
                     Err(e) => {
                         made.undo();
-                        return Err(ToolError::new(
-                            if e == rustix::io::Errno::ACCESS || e == rustix::io::Errno::PERM {
-                                ErrorCode::ExecPathInvalid
-                            } else {
-                                ErrorCode::ExecIoFailed
-                            },
-                            format!(
-                                "path {:?}: cannot make the directory {:?} ({e}); name a path \
-                                 in a directory you may write",
-                                path.as_path(),
-                                name
-                            ),
-                        ));
+                        return Err(mkdir_refused(path, name, e));
                     }
                 }
                 one.open_dir_at(base)
