@@ -31,7 +31,7 @@ fn agent_exec() -> PathBuf {
     let bin = exe.parent().unwrap().parent().unwrap().join("agent-exec");
     assert!(
         bin.exists(),
-        "no agent-exec binary at {}: run `cargo build -p host-shim --bin agent-exec` (or the \
+        "no agent-exec binary at {}: run `cargo build -p agent-exec` (or the \
          whole `cargo test --workspace`), or set AGENT_EXEC_BIN",
         bin.display()
     );

@@ -55,14 +55,7 @@ fn call(args: &[String]) -> Result<(), String> {
     let rounds = flag(args, "--runs", 21)?;
     let mb = flag(args, "--mb", 200)?;
     let status = cargo()
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "host-shim",
-            "--bin",
-            "agent-exec",
-        ])
+        .args(["build", "--release", "-p", "agent-exec"])
         .status()
         .map_err(|e| format!("cannot start cargo: {e}"))?;
     if !status.success() {
@@ -70,7 +63,7 @@ fn call(args: &[String]) -> Result<(), String> {
     }
     let agent_exec = target_dir().join("release").join("agent-exec");
     example(
-        "host-shim",
+        "agent-exec",
         "call_bench",
         &[
             agent_exec.display().to_string(),

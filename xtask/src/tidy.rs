@@ -111,9 +111,10 @@ fn layer(name: &str) -> Option<u8> {
         "toolscope" | "fsguard" | "seatbelt" | "linux-sandbox" | "proctree" | "argv-policy"
         | "testkit" => 0,
         "exec" => 1,
-        "run-tool" | "command-tool" => 2,
+        "run-tool" | "command-tool" | "file-tools" => 2,
         "host-shim" => 3,
-        "xtask" | "tests" => 4,
+        "agent-exec" => 4,
+        "xtask" | "tests" => 5,
         _ => return None,
     })
 }
@@ -154,7 +155,7 @@ fn forbidden_edge(from: &str, to: &str, dev: bool) -> Option<String> {
             "{from} is a leaf and may depend on no workspace crate, not {to}"
         ));
     }
-    if lt >= lf && lf < 4 {
+    if lt >= lf && lf < 5 {
         return Some(format!(
             "{from} (layer {lf}) may only depend on lower layers, not {to} (layer {lt}); \
              compose through a trait instead"
@@ -177,6 +178,9 @@ fn layering_rule_rejects_sideways_and_upward_edges() {
     assert!(forbidden_edge("run-tool", "exec", false).is_none());
     assert!(forbidden_edge("host-shim", "fsguard", false).is_none());
     assert!(forbidden_edge("tests", "host-shim", false).is_none());
+    assert!(forbidden_edge("agent-exec", "host-shim", false).is_none());
+    assert!(forbidden_edge("host-shim", "agent-exec", false).is_some());
+    assert!(forbidden_edge("file-tools", "host-shim", false).is_some());
     assert!(forbidden_edge("fsguard", "testkit", true).is_none());
     assert!(forbidden_edge("exec", "testkit", false).is_some());
 }

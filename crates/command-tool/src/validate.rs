@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fsguard::{OpenError, RelPath, RootLease};
+use fsguard::{RelPath, RootLease};
 use toolscope::{ErrorCode, ToolError};
 
 use crate::types::CommandArguments;
@@ -155,12 +155,8 @@ pub fn validate(args: &CommandArguments, scope: &RootLease) -> Result<ValidatedC
     let cwd = RelPath::new(cwd_input)
         .map_err(|e| bad_path(format!("cwd `{cwd_input}` is refused: {e}")))?;
     scope.open_dir(&cwd).map_err(|e| {
-        let code = match e {
-            OpenError::Io { .. } => ErrorCode::ExecIoFailed,
-            _ => ErrorCode::ExecPathInvalid,
-        };
         ToolError::new(
-            code,
+            exec::open_error_code(&e),
             format!(
                 "cwd `{cwd_input}` cannot be used: {e}; name an existing directory in the workspace"
             ),

@@ -200,7 +200,9 @@ impl ExecError {
             ExecError::SandboxUnavailable(_) => ErrorCode::ExecSandboxUnavailable,
             ExecError::Cancelled(reason) => reason.to_error().code(),
             ExecError::LeaseLost(_) => ErrorCode::ExecCancelled,
-            ExecError::WorkDir(_) | ExecError::Refused(_) => ErrorCode::ExecPathInvalid,
+            // The one mapping the tools share (an I/O failure is not a bad path).
+            ExecError::WorkDir(e) => crate::open_error_code(e),
+            ExecError::Refused(_) => ErrorCode::ExecPathInvalid,
             ExecError::Io(_) => ErrorCode::ExecIoFailed,
         }
     }

@@ -64,11 +64,15 @@ pub mod linux;
 // runner calls it.
 #[cfg_attr(
     not(target_os = "macos"),
-    allow(dead_code, reason = "only macos_run calls it; built here to be checked")
+    allow(
+        dead_code,
+        reason = "only macos_run calls it; built here to be checked"
+    )
 )]
 mod macos;
 #[cfg(target_os = "macos")]
 mod macos_run;
+mod open_error;
 mod run;
 mod spec;
 #[cfg(target_os = "linux")]
@@ -79,6 +83,7 @@ mod backend;
 
 pub use calltemp::{CallTemp, CallTempError};
 pub use job::{End, ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir};
+pub use open_error::open_error_code;
 pub use run::run;
 pub use spec::{Access, Grant, Network, Program, SandboxSpec, SpecError};
 pub use toolscope::CallContext;

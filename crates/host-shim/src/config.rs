@@ -13,7 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use toolscope::{PluginId, PluginRecord};
+use toolscope::{ErrorCode, PluginId, PluginRecord, ToolError};
 
 /// The only schema version this host reads.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -72,6 +72,60 @@ pub struct ToolRef {
     pub tool: ToolName,
 }
 
+/// Why a configuration cannot run a tool it may offer ([`AgentConfig::unrunnable`]). Its
+/// `Display` is the short reason a tool list gives; [`Unrunnable::error`] the refusal of a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unrunnable {
+    /// `run` and `command` run only in mode `yolo`.
+    NeedsYolo(ToolName),
+    /// `run` works on a mirror, so only in a `mounted` workspace (PERM-3); this is the kind.
+    RunNeedsMounted(WorkspaceKind),
+    /// `command` works in the folder itself: not in a `mounted` workspace (CMD-1).
+    CommandNeedsUnmounted,
+}
+
+impl Unrunnable {
+    /// The call's refusal: `AGENT_EXEC_YOLO_REQUIRED` for the mode, `AGENT_PERMISSION_DENIED`
+    /// for the workspace kind, each saying what to configure instead.
+    pub fn error(self) -> ToolError {
+        match self {
+            Unrunnable::NeedsYolo(tool) => ToolError::new(
+                ErrorCode::ExecYoloRequired,
+                format!(
+                    "{tool} runs only in mode yolo; set \"mode\": \"yolo\" in the agent configuration"
+                ),
+            ),
+            Unrunnable::RunNeedsMounted(kind) => ToolError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "run works only in a mounted workspace (a mirror of a granted folder), this \
+                     one is {kind}; configure workspace.kind \"mounted\", or use command"
+                ),
+            ),
+            Unrunnable::CommandNeedsUnmounted => ToolError::new(
+                ErrorCode::PermissionDenied,
+                "command works only in a direct or app-private workspace, this one is mounted; \
+                 configure workspace.kind \"direct\", or use run",
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Unrunnable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unrunnable::NeedsYolo(tool) => write!(f, "{tool} needs \"mode\": \"yolo\""),
+            Unrunnable::RunNeedsMounted(kind) => {
+                write!(f, "run needs a mounted workspace, this one is {kind}")
+            }
+            Unrunnable::CommandNeedsUnmounted => {
+                f.write_str("command needs a direct or app-private workspace, this one is mounted")
+            }
+        }
+    }
+}
+
 /// A tool this host offers.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
@@ -119,6 +173,48 @@ impl ToolName {
     /// The tool named `name`, if this host offers one.
     pub fn from_name(name: &str) -> Option<ToolName> {
         ToolName::ALL.iter().copied().find(|t| t.as_str() == name)
+    }
+
+    /// What the tool does, its arguments and its result, in the words an agent reads in a tool
+    /// list (MCP's `description`).
+    pub const fn description(self) -> &'static str {
+        match self {
+            ToolName::Read => {
+                "Read a text file of the workspace. Arguments {path, offset?, limit?} (offset and \
+                 limit in lines); result {content, totalLines, truncated}. Symlinks and hard-linked \
+                 files are refused."
+            }
+            ToolName::Write => {
+                "Create or replace a file of the workspace atomically, making missing directories \
+                 on the way. Arguments {path, content}; result {bytesWritten}."
+            }
+            ToolName::Edit => {
+                "Replace text in a file of the workspace. Arguments {path, oldString, newString, \
+                 replaceAll?}; without replaceAll the old string must occur exactly once. Result \
+                 {replacements}."
+            }
+            ToolName::Grep => {
+                "Search the workspace's text files with a regular expression. Arguments {pattern, \
+                 path?, glob?, maxResults?}; result {matches: [{path, line, text}], truncated}. \
+                 truncated: true means some file was too large or unreadable, not that nothing \
+                 matched."
+            }
+            ToolName::Run => {
+                "Run awk (-f script file), wc, sort or diff on files of the workspace, in a \
+                 deny-default sandbox on a mirror of it that is written back when the call \
+                 succeeds. Arguments {program, args, cwdRelative?, timeoutMs?}; result {program, \
+                 exitCode, stdout, stderr, truncated, denials?}. denials lists each access the \
+                 sandbox refused ({path, access, reason, remedy})."
+            }
+            ToolName::Command => {
+                "Run one /bin/sh -c command line in the workspace, in a deny-default sandbox (the \
+                 workspace and a private temp dir are writable). Arguments {command, cwd?, \
+                 extraPaths?, timeoutMs?}; result {stdout, stderr, exitCode, status, truncated, \
+                 partialExecution, descendantsStopped, denials?}. denials lists each access the \
+                 sandbox refused ({path, access, reason, remedy}): act on its remedy rather than \
+                 retrying. extraPaths need the user's approval per call."
+            }
+        }
     }
 
     /// True for `run` and `command`, which need `local.terminal.exec@1` (TS-5).
@@ -489,6 +585,24 @@ impl AgentConfig {
     /// True when `mode` is `yolo`.
     pub fn is_yolo(&self) -> bool {
         self.mode == Some(Mode::Yolo)
+    }
+
+    /// Why this configuration cannot run `tool`, if it cannot: the exec tools need mode
+    /// `yolo`, `run` a `mounted` workspace (PERM-3) and `command` a `direct` or `app-private`
+    /// one (CMD-1). Whether `tools` lists it is [`AgentConfig::offers`]. The one copy of these
+    /// rules: [`Turn::call`](crate::Turn::call) refuses with [`Unrunnable::error`], and a front
+    /// end that lists tools (an MCP server) leaves them out saying [`Unrunnable`]'s `Display`.
+    pub fn unrunnable(&self, tool: ToolName) -> Option<Unrunnable> {
+        let kind = self.workspace.kind;
+        if tool.is_exec() && !self.is_yolo() {
+            return Some(Unrunnable::NeedsYolo(tool));
+        }
+        match (tool, kind) {
+            (ToolName::Run, WorkspaceKind::Mounted) => None,
+            (ToolName::Run, kind) => Some(Unrunnable::RunNeedsMounted(kind)),
+            (ToolName::Command, WorkspaceKind::Mounted) => Some(Unrunnable::CommandNeedsUnmounted),
+            _ => None,
+        }
     }
 
     /// Checks the workspace path against `plugin`'s folder grants (PERM-5): a `mounted` or

@@ -23,11 +23,12 @@ use fsguard::{ConflictReason, Mirror, RootLease};
 use serde::Serialize;
 use serde_json::Value;
 use toolscope::{
-    AccountId, Accounts, Authority, Capability, ErrorCode, FolderGrant, Generation, Grants,
-    MemoryAuthority, PluginId, PluginRecord, Tool, ToolError, ToolScope,
+    AccountId, Accounts, Authority, Capability, ErrorCode, Generation, Grants, MemoryAuthority,
+    PluginId, PluginRecord, Tool, ToolError, ToolScope,
 };
 
 use crate::config::{AgentConfig, ConfigError, ToolName, WorkspaceKind};
+use crate::outcome::CallAnswer;
 use crate::registry::{CallOptions, NotCopiedLookup, Registry, ToolEnv};
 use crate::state::{KeptWhy, StateError, StateStore, StateWatch};
 
@@ -63,6 +64,22 @@ pub enum HostError {
         /// The link.
         link: PathBuf,
     },
+}
+
+impl HostError {
+    /// This error as a tool error with its stable code: a missing plugin or folder grant is
+    /// `AGENT_PERMISSION_DENIED`, a folder through a re-pointable link
+    /// `AGENT_EXEC_PATH_INVALID`, a bad configuration `AGENT_EXEC_ARGUMENTS_INVALID`, and the
+    /// state's errors keep [`StateError::code`].
+    pub fn to_tool_error(&self) -> ToolError {
+        let code = match self {
+            HostError::State(s) => return s.to_tool_error(),
+            HostError::UnknownPlugin(_) | HostError::NotGranted(_) => ErrorCode::PermissionDenied,
+            HostError::Unpinnable { .. } => ErrorCode::ExecPathInvalid,
+            HostError::Config(_) => ErrorCode::ExecArgumentsInvalid,
+        };
+        ToolError::new(code, self.to_string())
+    }
 }
 
 /// In-memory plugin records layered over the persisted ones (e.g. the CLI's local user).
@@ -112,7 +129,7 @@ struct HostInner {
 /// let turn = session.begin_turn().unwrap();
 /// let out = turn.call("c1", "read", serde_json::json!({"path": "a.txt"}), &Default::default()).await.unwrap();
 /// assert_eq!(out["totalLines"], 2);
-/// turn.finish(true, false);
+/// turn.finish(host_shim::TurnEnd::Succeeded, Default::default());
 /// # });
 /// ```
 #[derive(Clone, Debug)]
@@ -350,6 +367,61 @@ impl Session {
         match self.config.workspace.kind {
             WorkspaceKind::AppPrivate => None,
             _ => Some(&self.folder),
+        }
+    }
+
+    /// One call as a whole turn — what `agent-exec call` and each MCP `tools/call` are: a
+    /// fresh turn ([`Session::begin_turn`]), the call, and the turn's end with the write-back
+    /// for a successful `mounted` one (RUN-11), folded into one [`CallAnswer`].
+    ///
+    /// When `cancelled` completes first the call is dropped, which stops the tool's process
+    /// tree (RUN-10, CMD-6), and the turn ends as failed with `AGENT_EXEC_CANCELLED`
+    /// (`std::future::pending()` for a call nobody cancels). A call refused or stopped for a
+    /// permission while the state file cannot be read reports the state file instead: the
+    /// state watch empties the grants when the file turns invalid (fail closed), which the gate
+    /// reports as a missing plugin or a revoked permission.
+    pub async fn one_call(
+        &self,
+        call_id: &str,
+        tool: ToolName,
+        args: Value,
+        options: &CallOptions,
+        keep: KeepMirror,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> CallAnswer {
+        let turn = match self.begin_turn() {
+            Ok(t) => t,
+            Err(e) => {
+                let report = TurnReport {
+                    workspace: self.config.workspace.kind,
+                    mirror: None,
+                };
+                return CallAnswer::new(Err(self.unless_state_invalid(e)), report);
+            }
+        };
+        let result = tokio::select! {
+            r = turn.call(call_id, tool.as_str(), args, options) => r,
+            () = cancelled => Err(ToolError::new(
+                ErrorCode::ExecCancelled,
+                "the caller cancelled this call; send it again if it is still wanted",
+            )),
+        };
+        let report = turn.finish(TurnEnd::of(&result), keep);
+        CallAnswer::new(result.map_err(|e| self.unless_state_invalid(e)), report)
+    }
+
+    /// `err`, or — when it is a permission refusal and the state file cannot be read — the
+    /// state file's error, which is the cause ([`Session::one_call`]).
+    fn unless_state_invalid(&self, err: ToolError) -> ToolError {
+        if err.code() != ErrorCode::PermissionDenied {
+            return err;
+        }
+        match self.host.inner.store.load() {
+            Ok(_) => err,
+            Err(e) => ToolError::new(
+                e.code(),
+                format!("{e}; no call can run until it is (this one was refused or stopped)"),
+            ),
         }
     }
 
@@ -749,6 +821,37 @@ pub struct Turn {
     queued_at: PathBuf,
 }
 
+/// How a turn ended, for [`Turn::finish`]: only a turn that succeeded is written back (RUN-11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// The agent's work is to reach the folder.
+    Succeeded,
+    /// It is not: a `mounted` mirror is kept for diagnosis instead of written back.
+    Failed,
+}
+
+impl TurnEnd {
+    /// `Succeeded` for an `Ok` call result, `Failed` for an error: a one-call turn's end.
+    pub fn of<T, E>(result: &Result<T, E>) -> TurnEnd {
+        if result.is_ok() {
+            TurnEnd::Succeeded
+        } else {
+            TurnEnd::Failed
+        }
+    }
+}
+
+/// Whether [`Turn::finish`] leaves a `mounted` turn's mirror on disk when RUN-11 would remove it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeepMirror {
+    /// Kept only when it holds something the folder does not: after a failed turn, a conflict
+    /// or a write-back error.
+    #[default]
+    WhenNeeded,
+    /// Kept (and reported) in every case, e.g. for the user to look at (`--keep-mirror`).
+    Always,
+}
+
 /// What a finished turn did with its workspace.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -875,31 +978,10 @@ impl Turn {
                 ),
             ));
         }
+        if let Some(why) = config.unrunnable(name) {
+            return Err(why.error());
+        }
         let kind = config.workspace.kind;
-        if name.is_exec() && !config.is_yolo() {
-            return Err(ToolError::new(
-                ErrorCode::ExecYoloRequired,
-                format!(
-                    "{name} runs only in mode yolo; set \"mode\": \"yolo\" in the agent configuration"
-                ),
-            ));
-        }
-        if name == ToolName::Run && kind != WorkspaceKind::Mounted {
-            return Err(ToolError::new(
-                ErrorCode::PermissionDenied,
-                format!(
-                    "run works only in a mounted workspace (a mirror of a granted folder), this \
-                     one is {kind}; configure workspace.kind \"mounted\", or use command"
-                ),
-            ));
-        }
-        if name == ToolName::Command && kind == WorkspaceKind::Mounted {
-            return Err(ToolError::new(
-                ErrorCode::PermissionDenied,
-                "command works only in a direct or app-private workspace, this one is mounted; \
-                 configure workspace.kind \"direct\", or use run",
-            ));
-        }
         let mut gate = Tool::new(name.as_str());
         if name.is_exec() {
             gate = gate.requires(Capability::TerminalExec);
@@ -958,13 +1040,15 @@ impl Turn {
 
     /// Ends the turn: the scope takes no more calls (running ones are cancelled). For a
     /// `mounted` workspace, a successful turn writes the mirror back with the conflict check and
-    /// removes it (unless `keep_mirror`, or a conflict left work only the mirror holds); a
+    /// removes it (unless [`KeepMirror::Always`], or a conflict left work only the mirror holds); a
     /// failed turn keeps it for diagnosis (RUN-11). The report says where it is. The
     /// workspace's persistent mirror is not removed but left for the next turn to refresh
     /// (`kept: false`); one kept for the user is first renamed aside (`<…>-kept-<ms>-<pid>-<n>`),
     /// and that path reported. Kept mirrors are bounded ([`crate::KeptLimits`]: the oldest go
     /// first, never the one just kept) and listed by `agent-exec status` (issue 15 §4).
-    pub fn finish(self, success: bool, keep_mirror: bool) -> TurnReport {
+    pub fn finish(self, end: TurnEnd, keep: KeepMirror) -> TurnReport {
+        let success = end == TurnEnd::Succeeded;
+        let keep_mirror = keep == KeepMirror::Always;
         self.scope.end_turn();
         let kind = self.session.config.workspace.kind;
         let ws = self.ws.into_inner();
@@ -1094,16 +1178,4 @@ impl Turn {
             mirror: Some(report),
         }
     }
-}
-
-/// The record the CLI uses for the person at the terminal: the shell user is the host's user,
-/// and typing `--workspace DIR` is the folder pick. Holds the Agent approvals and
-/// `local.terminal.exec@1` (the user runs `agent-exec` themself), and exactly one folder grant.
-/// Nothing of it is persisted.
-pub fn local_user_record(folder: &Path) -> PluginRecord {
-    let mut record = PluginRecord::fully_granted("agent-exec-cli", &[Capability::TerminalExec]);
-    record.folder_grants.insert(FolderGrant {
-        path: folder.to_path_buf(),
-    });
-    record
 }

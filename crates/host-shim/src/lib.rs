@@ -1,5 +1,5 @@
 //! The host facade: what a host application embeds to give an agent scoped tools, and what the
-//! `agent-exec` binary is built on.
+//! `agent-exec` binary (`crates/agent-exec`: the CLI and the MCP server) is built on.
 //!
 //! **Owns:** agent configuration v2 ([`AgentConfig`]; PERM-4, PERM-5) with errors that name the
 //! field and the fix, and its JSON Schema (`schema/agent-config.v2.json`); host state — plugins,
@@ -9,21 +9,23 @@
 //! ([`Host::switch_account`]; CMD-12); sessions and turns ([`Session`], [`Turn`]): one
 //! `ToolScope` per turn (TS-1, TS-2), workspaces `mounted` (a mirror, written back after a
 //! successful turn, kept after a failed one; RUN-11), `direct` (the folder under a lease; CMD-8)
-//! and `app-private`; the file tools `read`, `write`, `edit`, `grep` (FILE-1…FILE-3); the tool
-//! registry ([`Registry`], [`ToolHandler`]) into which `run` and `command` plug; and the MCP
-//! server ([`McpServer`], `agent-exec mcp`) that offers a session's tools to any MCP client —
-//! one `tools/call` is one turn; its docs say how requests map to sessions, turns and callIds.
+//! and `app-private`; the tool registry ([`Registry`], [`ToolHandler`]) into which the file
+//! tools (`file-tools`: `read`, `write`, `edit`, `grep`), `run` and `command` plug; every grant
+//! rule ([`GrantChange`]: an approval of an older package approves nothing, PERM-2); the
+//! mode and workspace rules of each tool ([`AgentConfig::unrunnable`]); and the one-call turn
+//! both front ends make ([`Session::one_call`], its typed answer [`CallAnswer`]).
 //!
 //! **Refuses to know:** how a sandbox is built or a process stopped (the exec tools and their
-//! crates do that), and how a particular host shows prompts (it gets an approver). There is no
-//! API here that executes a program outside the tools (RUN-14).
+//! crates do that); how a particular host shows prompts (it gets an approver); argv, JSON-RPC
+//! and terminals (the `agent-exec` binary's). There is no API here that executes a program
+//! outside the tools (RUN-14).
 //!
 //! # Example
 //!
 //! A host installs a plugin, the user grants it a folder, and an agent turn reads a file:
 //!
 //! ```
-//! use host_shim::{AgentConfig, CallOptions, Host, StateStore};
+//! use host_shim::{AgentConfig, CallOptions, Host, KeepMirror, StateStore, TurnEnd};
 //! use toolscope::{FolderGrant, PluginRecord};
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let tmp = tempfile::tempdir().unwrap();
@@ -52,7 +54,8 @@
 //! let args = serde_json::json!({"path": "todo.txt", "oldString": "milk", "newString": "oat milk"});
 //! let out = turn.call("call-1", "edit", args, &CallOptions::default()).await.unwrap();
 //! assert_eq!(out["replacements"], 1);
-//! let report = turn.finish(true, false); // success: written back with the conflict check
+//! // Success: written back with the conflict check.
+//! let report = turn.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
 //! assert_eq!(report.mirror.unwrap().applied, vec!["todo.txt".to_string()]);
 //! assert_eq!(std::fs::read_to_string(folder.join("todo.txt")).unwrap(), "oat milk\neggs\n");
 //! # });
@@ -62,42 +65,38 @@
 mod approve;
 mod config;
 pub mod doctor;
-mod files;
+mod grants;
 mod host;
-mod mcp;
 mod outcome;
 mod registry;
 mod state;
 
 pub use config::{
     AgentConfig, ConfigError, MAX_SYSTEM_PROMPT_BYTES, Memory, Mode, Runtime, SCHEMA_VERSION,
-    ToolName, ToolRef, WorkspaceConfig, WorkspaceKind,
+    ToolName, ToolRef, Unrunnable, WorkspaceConfig, WorkspaceKind,
 };
-pub use files::{
-    DEFAULT_GREP_RESULTS, DEFAULT_READ_LINES, EditArguments, EditOutput, GrepArguments, GrepMatch,
-    GrepOutput, Hidden, MAX_FILE_BYTES, MAX_GREP_RESULTS, ReadArguments, ReadOutput,
-    WriteArguments, WriteOutput, edit, grep, grep_hiding, read, write,
-};
+pub use grants::{GrantChange, Permission};
 pub use host::{
-    ConflictReport, Host, HostError, MirrorReport, Session, Turn, TurnReport, local_user_record,
+    ConflictReport, Host, HostError, KeepMirror, MirrorReport, Session, Turn, TurnEnd, TurnReport,
 };
-pub use mcp::{McpError, McpServer};
-pub use outcome::{line_is_ok, turn_line, write_back_shortfall};
-pub use registry::{
-    CallOptions, NotCopiedLookup, Registry, ToolEnv, ToolFuture, ToolHandler, run_file_tool,
-    run_file_tool_hiding,
-};
+pub use outcome::CallAnswer;
+pub use registry::{CallOptions, NotCopiedLookup, Registry, ToolEnv, ToolFuture, ToolHandler};
 pub use state::{DEFAULT_CONCURRENT_COPIES, KeptLimits, KeptMirror, KeptWhy};
 pub use state::{
     HostState, STATE_FILE, STATE_VERSION, StateError, StateStore, StateWatch, WATCH_INTERVAL,
     check_plugin_id, replaceable_link,
 };
 
+/// The file tools' wire types (FILE-1…FILE-3), from `file-tools`.
+pub use file_tools::{
+    EditArguments, EditOutput, GrepArguments, GrepMatch, GrepOutput, ReadArguments, ReadOutput,
+    WriteArguments, WriteOutput,
+};
+
 /// The `run` tool's wire types (RUN-14): what a host passes and gets back. There is no
 /// plugin-direct exec API; `run` is reachable only as a tool call through a [`Turn`].
 pub use run_tool::{AgentRunArguments, AgentRunOutput};
 
-pub use approve::TtyApprover;
 /// The `command` tool's wire types and the approver a host implements for its extra paths (CMD-3).
 pub use command_tool::{
     Approval, Approver, CommandArguments, CommandOutput, DenyAll, ExtraPath, PreApproved, Status,

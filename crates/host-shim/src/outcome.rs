@@ -16,7 +16,8 @@
 //!
 //! This refines RUN-12's "success returns …" for the one-call front ends: the program's
 //! success alone no longer makes the line `ok`. A host that embeds [`Turn`](crate::Turn)
-//! itself reads the same facts from [`TurnReport`].
+//! itself reads the same facts from [`TurnReport`], or builds a [`CallAnswer`] from its last
+//! call's result and the report.
 
 use serde_json::{Map, Value, json};
 use toolscope::{ErrorCode, ToolError};
@@ -28,7 +29,7 @@ const NAMED_CONFLICTS: usize = 3;
 
 /// Why a successful call's write-back did not fully happen, as the message the agent reads;
 /// `None` when everything that changed reached the folder.
-pub fn write_back_shortfall(mirror: &MirrorReport) -> Option<String> {
+fn write_back_shortfall(mirror: &MirrorReport) -> Option<String> {
     let kept = if mirror.kept {
         format!(
             "; the agent's version is kept in the mirror at {}",
@@ -83,51 +84,91 @@ pub fn write_back_shortfall(mirror: &MirrorReport) -> Option<String> {
     ))
 }
 
-/// The line of a one-call turn: `{"ok": true, …result, "mirror": …}`, or the error object, or —
-/// when the tool succeeded but its write-back did not fully happen — `ok: false` with
-/// `AGENT_EXEC_WRITE_BACK_INCOMPLETE` and the result's fields kept (module docs).
-pub fn turn_line(result: Result<Value, ToolError>, report: &TurnReport) -> Value {
-    let mirror = report.mirror.as_ref();
-    let mut line = match result {
-        Ok(value) => {
-            let fields = match value {
-                Value::Object(map) => map,
-                other => Map::from_iter([("result".to_owned(), other)]),
-            };
-            let mut out = Map::new();
-            match mirror.and_then(write_back_shortfall) {
-                None => {
-                    out.insert("ok".into(), Value::Bool(true));
-                }
-                Some(message) => {
-                    out.insert("ok".into(), Value::Bool(false));
-                    out.insert(
-                        "code".into(),
-                        json!(ErrorCode::ExecWriteBackIncomplete.as_str()),
-                    );
-                    out.insert("message".into(), Value::String(message));
-                }
-            }
-            for (k, v) in fields {
-                if !matches!(k.as_str(), "ok" | "code" | "message") {
-                    out.insert(k, v);
-                }
-            }
-            Value::Object(out)
-        }
-        Err(e) => serde_json::to_value(&e)
-            .unwrap_or_else(|_| json!({"ok": false, "code": e.code(), "message": e.message()})),
-    };
-    if let (Some(mirror), Value::Object(map)) = (mirror, &mut line) {
-        map.insert(
-            "mirror".into(),
-            serde_json::to_value(mirror).unwrap_or_default(),
-        );
-    }
-    line
+/// The answer of a one-call turn ([`Session::one_call`](crate::Session::one_call)), or of the
+/// last call of any turn: what the call returned and what the turn's end did with the
+/// workspace. Whether it is a success is decided here, once, from the typed parts
+/// ([`CallAnswer::is_ok`]); [`CallAnswer::to_line`] is the JSON a front end prints or sends.
+#[derive(Clone, Debug)]
+pub struct CallAnswer {
+    verdict: Verdict,
+    report: TurnReport,
 }
 
-/// Whether `line` (from [`turn_line`]) reports success.
-pub fn line_is_ok(line: &Value) -> bool {
-    line["ok"] == Value::Bool(true)
+/// What the call came to, with the write-back folded in (module docs).
+#[derive(Clone, Debug)]
+enum Verdict {
+    /// The tool succeeded and everything it changed reached the folder.
+    Done(Value),
+    /// The tool succeeded but its write-back did not fully happen: its result, and why.
+    WriteBackIncomplete { result: Value, message: String },
+    /// The tool failed (or was refused, or cancelled).
+    Failed(ToolError),
+}
+
+impl CallAnswer {
+    /// The answer of a call that returned `result` in a turn that ended with `report`.
+    pub fn new(result: Result<Value, ToolError>, report: TurnReport) -> CallAnswer {
+        let verdict = match result {
+            Err(e) => Verdict::Failed(e),
+            Ok(result) => match report.mirror.as_ref().and_then(write_back_shortfall) {
+                None => Verdict::Done(result),
+                Some(message) => Verdict::WriteBackIncomplete { result, message },
+            },
+        };
+        CallAnswer { verdict, report }
+    }
+
+    /// True when the tool succeeded and, for `mounted`, its write-back did all it had to: the
+    /// line's `"ok"`, and `agent-exec call`'s exit code 0.
+    pub fn is_ok(&self) -> bool {
+        matches!(self.verdict, Verdict::Done(_))
+    }
+
+    /// What the turn's end did with its workspace.
+    pub fn report(&self) -> &TurnReport {
+        &self.report
+    }
+
+    /// The line: `{"ok": true, …result, "mirror": …}`, or the error object, or — when the tool
+    /// succeeded but its write-back did not fully happen — `ok: false` with
+    /// `AGENT_EXEC_WRITE_BACK_INCOMPLETE` and the result's fields kept (module docs).
+    pub fn to_line(&self) -> Value {
+        let fields = |value: &Value| match value {
+            Value::Object(map) => map.clone(),
+            other => Map::from_iter([("result".to_owned(), other.clone())]),
+        };
+        let (head, result) = match &self.verdict {
+            Verdict::Done(result) => (json!({"ok": true}), Some(result)),
+            Verdict::WriteBackIncomplete { result, message } => (
+                json!({
+                    "ok": false,
+                    "code": ErrorCode::ExecWriteBackIncomplete.as_str(),
+                    "message": message,
+                }),
+                Some(result),
+            ),
+            Verdict::Failed(e) => (
+                serde_json::to_value(e).unwrap_or_else(
+                    |_| json!({"ok": false, "code": e.code(), "message": e.message()}),
+                ),
+                None,
+            ),
+        };
+        let mut line = match head {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        for (k, v) in result.map(fields).unwrap_or_default() {
+            if !matches!(k.as_str(), "ok" | "code" | "message") {
+                line.insert(k, v);
+            }
+        }
+        if let Some(mirror) = &self.report.mirror {
+            line.insert(
+                "mirror".into(),
+                serde_json::to_value(mirror).unwrap_or_default(),
+            );
+        }
+        Value::Object(line)
+    }
 }

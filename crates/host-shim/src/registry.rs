@@ -1,8 +1,8 @@
 //! The tool registry: each tool the host offers, by name, with its input schema, what the gate
 //! must check for it, and the body that runs it.
 //!
-//! A tool is a [`ToolHandler`]; the file tools are built in, `run` and `command` come from
-//! their own crates and plug in the same way.
+//! A tool is a [`ToolHandler`]; the file tools come from `file-tools`, `run` and `command` from
+//! their own crates, and each plugs in the same way.
 
 use std::fmt;
 use std::future::Future;
@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
-use fsguard::{NotCopied, RelPath, RootLease};
+use fsguard::{NotCopied, RootLease};
+use serde::Serialize;
 use serde_json::Value;
 use toolscope::{CallContext, ErrorCode, ToolError};
 
 use crate::approve::{CallApprover, DebugApprover};
 use crate::config::{ToolName, WorkspaceKind};
-use crate::files;
 
 /// The boxed future a handler returns.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
@@ -91,14 +91,14 @@ pub struct Registry {
 }
 
 impl Default for Registry {
-    /// The built-in file tools, plus `run` and `command` as linked into this build.
+    /// The file tools, plus `run` and `command` as linked into this build.
     fn default() -> Self {
         Registry {
             tools: vec![
-                Arc::new(FileTool(ToolName::Read)),
-                Arc::new(FileTool(ToolName::Write)),
-                Arc::new(FileTool(ToolName::Edit)),
-                Arc::new(FileTool(ToolName::Grep)),
+                Arc::new(FileTool(ToolName::Read, file_tools::FileTool::Read)),
+                Arc::new(FileTool(ToolName::Write, file_tools::FileTool::Write)),
+                Arc::new(FileTool(ToolName::Edit, file_tools::FileTool::Edit)),
+                Arc::new(FileTool(ToolName::Grep, file_tools::FileTool::Grep)),
                 Arc::new(RunTool),
                 Arc::new(CommandTool {
                     approver: DebugApprover(Arc::new(command_tool::DenyAll)),
@@ -137,13 +137,16 @@ impl Registry {
     }
 }
 
-/// A built-in file tool. Runs on a blocking thread holding the call's account-generation lease,
-/// so an account switch waits for it to truly finish (CMD-12).
+/// A file tool from `file-tools`, under its name here. Runs on a blocking thread holding the
+/// call's account-generation lease, so an account switch waits for it to truly finish (CMD-12).
 #[derive(Debug)]
-struct FileTool(ToolName);
+struct FileTool(ToolName, file_tools::FileTool);
 
-fn schema_of<T: schemars::JsonSchema>() -> Value {
-    serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
+/// A tool's result as JSON (cannot fail for these plain structs; an error would still be
+/// reported, not panic).
+fn to_value<T: Serialize>(out: &T) -> Result<Value, ToolError> {
+    serde_json::to_value(out)
+        .map_err(|e| ToolError::new(ErrorCode::ExecIoFailed, format!("result encoding: {e}")))
 }
 
 impl ToolHandler for FileTool {
@@ -152,24 +155,19 @@ impl ToolHandler for FileTool {
     }
 
     fn input_schema(&self) -> Value {
-        match self.0 {
-            ToolName::Read => schema_of::<files::ReadArguments>(),
-            ToolName::Write => schema_of::<files::WriteArguments>(),
-            ToolName::Edit => schema_of::<files::EditArguments>(),
-            _ => schema_of::<files::GrepArguments>(),
-        }
+        self.1.input_schema()
     }
 
     fn call<'a>(&'a self, args: Value, env: ToolEnv<'a>) -> ToolFuture<'a> {
-        let tool = self.0;
+        let FileTool(tool, body) = *self;
         Box::pin(async move {
             env.ctx.check()?;
             let lease = env.ctx.lease()?;
             let root = Arc::clone(&env.root);
-            let hidden = files::Hidden::beneath(root.path(), env.hidden);
+            let hidden = file_tools::Hidden::beneath(root.path(), env.hidden);
             let work = tokio::task::spawn_blocking(move || {
                 let _lease = lease;
-                run_file_tool_hiding(tool, &root, args, &hidden)
+                body.run(&root, args, &hidden)
             });
             work.await.map_err(|e| {
                 ToolError::new(
@@ -178,44 +176,6 @@ impl ToolHandler for FileTool {
                 )
             })?
         })
-    }
-}
-
-/// Runs a file tool synchronously (what the registered file tools do on a blocking thread).
-pub fn run_file_tool(tool: ToolName, root: &RootLease, args: Value) -> Result<Value, ToolError> {
-    run_file_tool_hiding(tool, root, args, &files::Hidden::default())
-}
-
-/// [`run_file_tool`] that refuses (and `grep` passes over) the [`files::Hidden`] directories:
-/// what the registered file tools run, with the host's state directory hidden (issue 14).
-pub fn run_file_tool_hiding(
-    tool: ToolName,
-    root: &RootLease,
-    args: Value,
-    hidden: &files::Hidden,
-) -> Result<Value, ToolError> {
-    let name = tool.as_str();
-    // read, write and edit name one `path`; refuse it before anything opens.
-    let named = matches!(tool, ToolName::Read | ToolName::Write | ToolName::Edit)
-        .then(|| args.get("path").and_then(Value::as_str))
-        .flatten()
-        .and_then(|path| RelPath::new(path).ok());
-    if let Some(rel) = named {
-        hidden.refuse(root, "path", &rel)?;
-    }
-    match tool {
-        ToolName::Read => files::to_value(&files::read(root, files::parse_args(name, args)?)?),
-        ToolName::Write => files::to_value(&files::write(root, files::parse_args(name, args)?)?),
-        ToolName::Edit => files::to_value(&files::edit(root, files::parse_args(name, args)?)?),
-        ToolName::Grep => files::to_value(&files::grep_hiding(
-            root,
-            files::parse_args(name, args)?,
-            hidden,
-        )?),
-        other => Err(ToolError::new(
-            ErrorCode::ExecUnsupported,
-            format!("{other} is not a file tool"),
-        )),
     }
 }
 
@@ -239,7 +199,7 @@ impl ToolHandler for RunTool {
             let out = run_tool::run(args, env.root, &env.ctx)
                 .await
                 .map_err(|e| explain_not_copied(e, env.not_copied))?;
-            files::to_value(&out)
+            to_value(&out)
         })
     }
 }
@@ -314,7 +274,7 @@ impl ToolHandler for CommandTool {
             }
             let out =
                 command_tool::command_with(args, env.root, &approver, &env.ctx, &options).await?;
-            files::to_value(&out)
+            to_value(&out)
         })
     }
 }

@@ -92,6 +92,25 @@ pub enum StateError {
     },
 }
 
+impl StateError {
+    /// The stable code a front end reports this error with: a refused change or plugin id is
+    /// the caller's to fix (`AGENT_EXEC_ARGUMENTS_INVALID`); a state directory or file that
+    /// cannot be used is the machine's (`AGENT_EXEC_IO_FAILED`).
+    pub fn code(&self) -> toolscope::ErrorCode {
+        match self {
+            StateError::BadPluginId { .. } | StateError::Refused(_) => {
+                toolscope::ErrorCode::ExecArgumentsInvalid
+            }
+            _ => toolscope::ErrorCode::ExecIoFailed,
+        }
+    }
+
+    /// This error as a tool error (its [`StateError::code`] and message).
+    pub fn to_tool_error(&self) -> toolscope::ToolError {
+        toolscope::ToolError::new(self.code(), self.to_string())
+    }
+}
+
 /// The first component of `path` that is a symbolic link someone other than root could
 /// re-point, if any: whoever may change the directory holding a link (its owner can always
 /// `chmod u+w` it; a writable ancestor lets it be renamed aside and rebuilt) can re-point it,

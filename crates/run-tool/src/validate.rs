@@ -144,12 +144,8 @@ fn rel_error(what: &str, input: &str, e: &RelPathError) -> ToolError {
 pub const PATH_DETAIL: &str = "path";
 
 fn open_error(what: &str, input: &str, full: &RelPath, e: &OpenError) -> ToolError {
-    let code = match e {
-        OpenError::Io { .. } => ErrorCode::ExecIoFailed,
-        _ => ErrorCode::ExecPathInvalid,
-    };
     ToolError::new(
-        code,
+        exec::open_error_code(e),
         format!("{what} `{input}` cannot be used: {e}; name an existing item inside the mirror"),
     )
     .with_detail(PATH_DETAIL, full.as_path().to_string_lossy().into_owned())

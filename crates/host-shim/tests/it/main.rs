@@ -1,17 +1,12 @@
 //! host-shim's integration tests, one binary (ripgrep's habit): configuration table, persisted
-//! grants, turns, file tools, and `agent-exec` end to end through the built binary (`call`, `mcp`
-//! with a real MCP client, `check run_command`).
+//! grants, turns and one-call answers, through the library. The file tools are tested in
+//! `crates/file-tools`, the `agent-exec` binary in `crates/agent-exec/tests`.
 
 // Fixture helpers outside `#[test]` fns unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod check;
-mod cli;
 mod config;
-mod disk;
-mod files;
-mod mcp;
-mod mcp_wire;
+mod grants;
 mod outcome;
 mod state;
 mod turns;

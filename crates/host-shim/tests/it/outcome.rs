@@ -1,18 +1,31 @@
 //! The line of a one-call turn (issue 15, item 5): `ok` is true only when the tool succeeded
 //! and everything it changed reached the folder; a write-back that did not fully happen is
 //! `ok: false` with `AGENT_EXEC_WRITE_BACK_INCOMPLETE`, the result's fields and the `mirror`
-//! report kept (RUN-11, RUN-12 as refined in `host_shim::turn_line`'s module).
+//! report kept (RUN-11, RUN-12 as refined in `host_shim::CallAnswer`'s module).
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
 use host_shim::{
-    CallOptions, ConflictReport, MirrorReport, TurnReport, WorkspaceKind, line_is_ok, turn_line,
+    CallAnswer, CallOptions, ConflictReport, KeepMirror, MirrorReport, TurnEnd, TurnReport,
+    WorkspaceKind,
 };
 use serde_json::{Value, json};
 use toolscope::{ErrorCode, ToolError};
 
 use crate::util::{Fixture, PLUGIN};
+
+/// The answer's line; its typed verdict and the line's `"ok"` must agree.
+fn turn_line(result: Result<Value, ToolError>, report: &TurnReport) -> Value {
+    let answer = CallAnswer::new(result, report.clone());
+    let line = answer.to_line();
+    assert_eq!(answer.is_ok(), line_is_ok(&line), "{line}");
+    line
+}
+
+fn line_is_ok(line: &Value) -> bool {
+    line["ok"] == json!(true)
+}
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -53,7 +66,7 @@ fn mounted_turn(user_edits: bool) -> (Fixture, Value) {
         if user_edits {
             f.write("a.txt", "user\n");
         }
-        let report = turn.finish(result.is_ok(), false);
+        let report = turn.finish(TurnEnd::of(&result), KeepMirror::WhenNeeded);
         turn_line(result, &report)
     });
     (f, line)
@@ -189,7 +202,7 @@ fn a_fifo_the_mirror_skipped_is_named_as_such_when_read_and_when_written() {
                 &opts,
             )
             .await;
-        let report = turn.finish(result.is_ok(), false);
+        let report = turn.finish(TurnEnd::of(&result), KeepMirror::WhenNeeded);
         (read, turn_line(result, &report))
     });
     assert_eq!(read.code(), ErrorCode::ExecPathInvalid);
@@ -210,4 +223,45 @@ fn a_fifo_the_mirror_skipped_is_named_as_such_when_read_and_when_written() {
             .is_fifo(),
         "the FIFO is left as it is"
     );
+}
+
+/// `write a.txt <content>` as a one-call turn of `s`, cancelled when `cancelled` completes.
+fn write_in_one_call(
+    s: &host_shim::Session,
+    id: &str,
+    content: &str,
+    cancelled: impl std::future::Future<Output = ()>,
+) -> CallAnswer {
+    let args = json!({"path": "a.txt", "content": content});
+    let options = CallOptions::default();
+    let call = s.one_call(
+        id,
+        host_shim::ToolName::Write,
+        args,
+        &options,
+        KeepMirror::WhenNeeded,
+        cancelled,
+    );
+    rt().block_on(call)
+}
+
+#[test]
+fn one_call_is_a_whole_turn_whose_typed_answer_decides_ok() {
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    let s = f.session("mounted", &["write"]);
+    let answer = write_in_one_call(&s, "1", "agent\n", std::future::pending());
+    assert!(answer.is_ok(), "{}", answer.to_line());
+    assert_eq!(answer.to_line()["ok"], true);
+    assert!(answer.report().mirror.as_ref().unwrap().written_back);
+    assert_eq!(
+        f.read("a.txt"),
+        "agent\n",
+        "written back when the turn ended"
+    );
+    // Cancelled before it ran: the turn ends as failed, nothing is written back.
+    let answer = write_in_one_call(&s, "2", "never\n", std::future::ready(()));
+    assert!(!answer.is_ok());
+    assert_eq!(answer.to_line()["code"], "AGENT_EXEC_CANCELLED");
+    assert_eq!(f.read("a.txt"), "agent\n");
 }

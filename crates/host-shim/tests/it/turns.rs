@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use host_shim::{CallOptions, Host};
+use host_shim::{CallOptions, Host, KeepMirror, TurnEnd};
 use serde_json::json;
 use toolscope::{Capability, ErrorCode};
 
@@ -49,7 +49,7 @@ fn a_turn_admits_32_calls_and_refuses_the_33rd_without_running_it() {
             .unwrap_err();
         assert_eq!(err.code(), ErrorCode::BudgetExhausted);
         assert_eq!(turn.scope().admitted(), 32);
-        turn.finish(true, false);
+        turn.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
     });
     assert_eq!(f.read("a.txt"), "x\n", "the 33rd call did not run");
 }
@@ -83,7 +83,7 @@ fn a_duplicate_call_id_returns_the_recorded_result_and_never_runs_twice() {
             .await
             .unwrap_err();
         assert_eq!(reused.code(), ErrorCode::CallIdReused);
-        turn.finish(true, false);
+        turn.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
     });
     assert_eq!(f.read("a.txt"), "one one\n");
 }
@@ -127,7 +127,7 @@ fn checks_before_the_gate_name_the_configuration_fix() {
             0,
             "refused before the gate: no budget used"
         );
-        turn.finish(true, false);
+        turn.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
 
         let mut config = f.config("mounted", &["run"]);
         config.mode = None;
@@ -143,7 +143,7 @@ fn checks_before_the_gate_name_the_configuration_fix() {
             .await
             .unwrap_err();
         assert_eq!(err.code(), ErrorCode::ExecYoloRequired);
-        turn.finish(false, false);
+        turn.finish(TurnEnd::Failed, KeepMirror::WhenNeeded);
 
         let s = host
             .session(PLUGIN.parse().unwrap(), f.config("mounted", &["command"]))
@@ -155,7 +155,7 @@ fn checks_before_the_gate_name_the_configuration_fix() {
             .unwrap_err();
         assert_eq!(err.code(), ErrorCode::PermissionDenied);
         assert!(err.message().contains("direct or app-private"), "{err}");
-        turn.finish(false, false);
+        turn.finish(TurnEnd::Failed, KeepMirror::WhenNeeded);
     });
 }
 
@@ -222,7 +222,7 @@ fn mounted_turn_success_writes_back_and_leaves_the_mirror_for_the_next_turn() {
             "the folder is untouched until the turn ends"
         );
         assert!(!f.folder.join("new.txt").exists());
-        turn.finish(true, false)
+        turn.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded)
     });
     let mirror = report.mirror.unwrap();
     assert!(mirror.written_back && !mirror.kept && mirror.conflicts.is_empty());
@@ -240,7 +240,7 @@ fn mounted_turn_success_writes_back_and_leaves_the_mirror_for_the_next_turn() {
         mirror.path.as_path(),
         "the same mirror, refreshed"
     );
-    next.finish(true, false);
+    next.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
 }
 
 /// Between turns the folder changes; the next turn's mirror is refreshed to match it exactly,
@@ -259,7 +259,13 @@ fn the_next_turn_sees_the_folder_as_it_is_now() {
         .unwrap();
     let first = s.begin_turn().unwrap();
     let root = first.root().to_path_buf();
-    assert!(!first.finish(true, false).mirror.unwrap().kept);
+    assert!(
+        !first
+            .finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded)
+            .mirror
+            .unwrap()
+            .kept
+    );
     f.write("a.txt", "changed by the user\n");
     f.write("new.txt", "new\n");
     std::fs::remove_file(f.folder.join("gone.txt")).unwrap();
@@ -278,7 +284,7 @@ fn the_next_turn_sees_the_folder_as_it_is_now() {
         );
         assert_eq!(read("2", "new.txt").await.unwrap()["content"], "new\n");
         assert!(read("3", "gone.txt").await.is_err());
-        turn.finish(true, false);
+        turn.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
     });
 }
 
@@ -303,7 +309,12 @@ fn a_kept_mirror_is_moved_aside_and_the_next_turn_starts_fresh() {
         )
         .await
         .unwrap();
-        (persistent, turn.finish(false, false).mirror.unwrap())
+        (
+            persistent,
+            turn.finish(TurnEnd::Failed, KeepMirror::WhenNeeded)
+                .mirror
+                .unwrap(),
+        )
     });
     assert!(kept.kept);
     assert_ne!(kept.path, persistent, "moved aside");
@@ -318,7 +329,7 @@ fn a_kept_mirror_is_moved_aside_and_the_next_turn_starts_fresh() {
         std::fs::read_to_string(persistent.join("a.txt")).unwrap(),
         "one\n"
     );
-    next.finish(true, false);
+    next.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
     assert!(kept.path.join("diag.txt").exists(), "the kept mirror stays");
 }
 
@@ -340,14 +351,17 @@ fn a_concurrent_turn_on_the_same_workspace_gets_a_temporary_mirror() {
         "one\n"
     );
     let temp = second.root().to_path_buf();
-    let report = second.finish(true, false).mirror.unwrap();
+    let report = second
+        .finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded)
+        .mirror
+        .unwrap();
     assert!(!report.kept);
     assert!(!temp.exists(), "the temporary mirror is removed");
     let persistent = first.root().to_path_buf();
-    first.finish(true, false);
+    first.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
     let third = s.begin_turn().unwrap();
     assert_eq!(third.root(), persistent.as_path(), "the lock was released");
-    third.finish(true, false);
+    third.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
 }
 
 #[test]
@@ -369,7 +383,7 @@ fn mounted_turn_failure_keeps_the_mirror_and_writes_nothing_back() {
         )
         .await
         .unwrap();
-        turn.finish(false, false)
+        turn.finish(TurnEnd::Failed, KeepMirror::WhenNeeded)
     });
     let mirror = report.mirror.unwrap();
     assert!(mirror.kept && !mirror.written_back);
@@ -410,7 +424,7 @@ fn a_conflicting_user_edit_is_reported_and_kept() {
         .await
         .unwrap();
         f.write("a.txt", "user\n"); // the user edits the same file meanwhile
-        turn.finish(true, false)
+        turn.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded)
     });
     let mirror = report.mirror.unwrap();
     assert_eq!(
@@ -446,7 +460,7 @@ fn app_private_workspace_is_a_private_folder_in_the_state_dir() {
         )
         .await
         .unwrap();
-        let report = turn.finish(true, false);
+        let report = turn.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
         assert!(report.mirror.is_none());
     });
     assert_eq!(
@@ -494,7 +508,7 @@ fn revocation_during_a_running_call_cancels_it_with_no_survivors() {
         };
         let (result, at) = tokio::join!(call, revoke);
         let latency = at.elapsed();
-        turn.finish(false, false);
+        turn.finish(TurnEnd::Failed, KeepMirror::WhenNeeded);
         (result.unwrap_err(), latency)
     });
     assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
@@ -547,11 +561,11 @@ fn account_switch_during_a_running_call_cancels_it_and_waits_for_it_to_end() {
             .await
             .unwrap_err();
         assert_eq!(late.code(), ErrorCode::AccountRetired, "{late}");
-        turn.finish(false, false);
+        turn.finish(TurnEnd::Failed, KeepMirror::WhenNeeded);
         // A new turn runs under the new account.
         let turn = s.begin_turn().unwrap();
         assert_eq!(turn.scope().generation().account().0, "bob");
-        turn.finish(false, false);
+        turn.finish(TurnEnd::Failed, KeepMirror::WhenNeeded);
     });
     assert_no_survivors(f.tmp.path());
 }
@@ -594,7 +608,7 @@ fn revocation_during_a_running_command_cancels_it_with_no_survivors() {
         };
         let (result, at) = tokio::join!(call, revoke);
         let latency = at.elapsed();
-        turn.finish(false, false);
+        turn.finish(TurnEnd::Failed, KeepMirror::WhenNeeded);
         (result.unwrap_err(), latency)
     });
     assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
@@ -633,7 +647,214 @@ fn account_switch_during_a_running_command_cancels_it() {
         assert_eq!(out["status"], "cancelled", "{out}");
         assert_eq!(out["partialExecution"], true);
         assert_eq!((next.number(), old.live_leases()), (2, 0));
-        turn.finish(false, false);
+        turn.finish(TurnEnd::Failed, KeepMirror::WhenNeeded);
     });
     assert_no_survivors(f.tmp.path());
+}
+
+#[test]
+fn a_session_never_follows_its_folder_once_it_was_replaced() {
+    // A long-running server looks its folder up once per turn; an ancestor swapped for a link
+    // (or the folder renamed away and another put in its place) must not be followed.
+    let f = Fixture::new();
+    f.write("mine.txt", "mine\n");
+    let host = f.host();
+    let session = host
+        .session(
+            crate::util::PLUGIN.parse::<host_shim::PluginId>().unwrap(),
+            f.config("direct", &["read"]),
+        )
+        .unwrap();
+    drop(session.begin_turn().unwrap());
+    let moved = f.folder.with_extension("moved");
+    std::fs::rename(&f.folder, &moved).unwrap();
+    std::fs::create_dir(&f.folder).unwrap();
+    std::fs::write(f.folder.join("secret.txt"), "VICTIM\n").unwrap();
+    let err = session.begin_turn().unwrap_err();
+    assert_eq!(err.code(), toolscope::ErrorCode::ExecPathInvalid, "{err}");
+    assert!(err.message().contains("no longer the directory"), "{err}");
+    // A configured path through a link that could be re-pointed is refused up front.
+    let link = moved.with_extension("link");
+    std::os::unix::fs::symlink(&moved, &link).unwrap();
+    let mut config = f.config("direct", &["read"]);
+    config.workspace.path = Some(link.clone());
+    assert!(
+        host.session(
+            crate::util::PLUGIN.parse::<host_shim::PluginId>().unwrap(),
+            config
+        )
+        .is_err(),
+        "a folder through a re-pointable link was accepted"
+    );
+}
+
+#[test]
+fn a_folder_missing_when_the_session_began_is_pinned_by_the_first_turn_that_finds_it() {
+    let f = Fixture::new();
+    let host = f.host();
+    let later = f.folder.join("later");
+    let mut config = f.config("direct", &["read"]);
+    config.workspace.path = Some(later.clone());
+    host.update_grants(|g| {
+        let record = g
+            .plugins
+            .get_mut(&crate::util::PLUGIN.parse::<host_shim::PluginId>().unwrap())
+            .unwrap();
+        record.folder_grants.insert(toolscope::FolderGrant {
+            path: later.clone(),
+        });
+        Ok(())
+    })
+    .unwrap();
+    let session = host
+        .session(
+            crate::util::PLUGIN.parse::<host_shim::PluginId>().unwrap(),
+            config,
+        )
+        .unwrap();
+    assert!(
+        session.begin_turn().is_err(),
+        "a missing folder has no turn"
+    );
+    // It appears as a link someone could re-point: refused, not followed.
+    let a = f.folder.join("A");
+    std::fs::create_dir(&a).unwrap();
+    std::os::unix::fs::symlink(&a, &later).unwrap();
+    let err = session.begin_turn().unwrap_err();
+    assert!(err.message().contains("symbolic link"), "{err}");
+    // A real directory: pinned by this turn; replaced later: refused.
+    std::fs::remove_file(&later).unwrap();
+    std::fs::create_dir(&later).unwrap();
+    drop(session.begin_turn().unwrap());
+    std::fs::rename(&later, f.folder.join("away")).unwrap();
+    std::fs::create_dir(&later).unwrap();
+    let err = session.begin_turn().unwrap_err();
+    assert!(err.message().contains("no longer the directory"), "{err}");
+}
+
+#[test]
+fn a_mounted_turn_never_mirrors_a_folder_swapped_in_for_the_pinned_one() {
+    // The mirror looks the folder up once more after the pin check; a swap in between must
+    // not give the turn (and its write-back) another folder.
+    let f = Fixture::new();
+    f.write("f", "WS\n");
+    let other = f.folder.with_extension("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("f"), "XX\n").unwrap();
+    let host = f.host();
+    let session = host
+        .session(
+            crate::util::PLUGIN.parse::<host_shim::PluginId>().unwrap(),
+            f.config("mounted", &["read"]),
+        )
+        .unwrap();
+    let swapper = testkit::Swapper::new(&f.folder, &other)
+        .pause_up_to(std::time::Duration::from_micros(300))
+        .start();
+    let (mut ran, mut wrong) = (0, 0);
+    for _ in 0..300 {
+        if let Ok(turn) = session.begin_turn() {
+            ran += 1;
+            if std::fs::read_to_string(turn.root().join("f")).unwrap_or_default() != "WS\n" {
+                wrong += 1;
+            }
+            drop(turn.finish(TurnEnd::Failed, KeepMirror::WhenNeeded));
+        }
+    }
+    let swaps = swapper.stop();
+    eprintln!("{ran} of 300 turns ran, {swaps} swaps");
+    assert!(swaps > 0);
+    assert_eq!(wrong, 0, "{wrong} of {ran} turns mirrored the other folder");
+}
+
+#[test]
+fn folder_pinning_also_holds_unprivileged() {
+    // As nobody the folder and its links are nobody's, and the link checks meet a user who
+    // could re-point them (the binary's state-directory tests run the same way).
+    if !testkit::is_root() || std::env::var_os("AGENT_EXEC_TURNS_UNPRIVILEGED").is_some() {
+        eprintln!("not root, or already the unprivileged run");
+        return;
+    }
+    let tests = [
+        "turns::a_session_never_follows_its_folder_once_it_was_replaced",
+        "turns::a_folder_missing_when_the_session_began_is_pinned_by_the_first_turn_that_finds_it",
+        "turns::a_mounted_turn_never_mirrors_a_folder_swapped_in_for_the_pinned_one",
+    ];
+    let mut args = vec!["--exact", "--test-threads=1"];
+    args.extend(tests);
+    let out = testkit::run_as_nobody(&args, &[("AGENT_EXEC_TURNS_UNPRIVILEGED", "1")]);
+    assert!(
+        out.is_empty() || out.contains(&format!("{} passed", tests.len())),
+        "{out}"
+    );
+}
+
+/// The directories in the state's `mirrors/`: the persistent mirror, temporary and kept ones.
+fn mirror_dirs(state: &std::path::Path) -> Vec<String> {
+    let mirrors = state.join("mirrors");
+    std::fs::read_dir(&mirrors)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn concurrent_copies_of_one_workspace_are_bounded_and_the_rest_wait_for_a_free_slot() {
+    // Issue 15 §4: 20 concurrent runs on a 100 MB folder held 2 GB of copies. With one
+    // temporary slot, a third turn waits (without blocking the runtime) for the second's.
+    let f = Fixture::new();
+    f.write("a.txt", "x\n");
+    let host = host_shim::Host::open(f.store().with_concurrent_copies(1), "alice".into()).unwrap();
+    let folder = f.folder.clone();
+    host.update_grants(|g| {
+        let mut record = toolscope::PluginRecord::fully_granted("notes@1", &[]);
+        record
+            .folder_grants
+            .insert(toolscope::FolderGrant { path: folder });
+        g.plugins.insert(
+            crate::util::PLUGIN.parse::<host_shim::PluginId>().unwrap(),
+            record,
+        );
+        Ok(())
+    })
+    .unwrap();
+    let session = host
+        .session(
+            crate::util::PLUGIN.parse::<host_shim::PluginId>().unwrap(),
+            f.config("mounted", &["read"]),
+        )
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let persistent = session.begin_turn().unwrap();
+        let temporary = session.begin_turn().unwrap();
+        let queued = session.begin_turn().unwrap();
+        assert_eq!(mirror_dirs(&f.state).len(), 2);
+        assert_eq!(queued.root(), f.state.join("mirrors"), "no copy yet");
+        let read = json!({"path": "a.txt"});
+        let options = Default::default();
+        let waiting = tokio::time::timeout(
+            Duration::from_millis(300),
+            queued.call("c1", "read", read.clone(), &options),
+        )
+        .await;
+        assert!(waiting.is_err(), "the third copy was made: {waiting:?}");
+        assert_eq!(mirror_dirs(&f.state).len(), 2);
+        temporary.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
+        let out = queued.call("c2", "read", read, &options).await.unwrap();
+        assert_eq!(out["totalLines"], 1, "{out}");
+        assert_eq!(mirror_dirs(&f.state).len(), 2, "the freed slot was reused");
+        queued.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
+        persistent.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
+    });
+    let calls: Vec<String> = mirror_dirs(&f.state)
+        .into_iter()
+        .filter(|n| n.contains("-call-"))
+        .collect();
+    assert_eq!(calls, Vec::<String>::new());
 }

@@ -12,8 +12,8 @@
 //! would run:
 //!
 //! ```text
-//! cargo build --release -p host-shim
-//! cargo run --release -p host-shim --example call_bench -- target/release/agent-exec [MB] [rounds]
+//! cargo build --release -p agent-exec
+//! cargo run --release -p agent-exec --example call_bench -- target/release/agent-exec [MB] [rounds]
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failure is a crash
 

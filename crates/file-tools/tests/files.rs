@@ -1,13 +1,36 @@
 //! The file tools on the edge cases of FILE-1…FILE-3: hard links and symlinks refused, a 2 MiB
 //! file marks grep truncated, a binary file is skipped without it, atomic replacement.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 use std::os::unix::fs::MetadataExt;
 
-use host_shim::{EditArguments, GrepArguments, ReadArguments, WriteArguments};
+use std::path::PathBuf;
+
+use file_tools::{EditArguments, GrepArguments, ReadArguments, WriteArguments};
 use serde_json::json;
 use toolscope::ErrorCode;
 
-use crate::util::Fixture;
+/// A workspace folder: testkit's temp tree under the names these tests use.
+struct Fixture {
+    tree: testkit::TempTree,
+    folder: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let tree = testkit::TempTree::new("folder");
+        let folder = tree.root.clone();
+        Fixture { tree, folder }
+    }
+
+    fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
+        self.tree.write(rel, content);
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.folder.join(rel)).unwrap()
+    }
+}
 
 fn lease(f: &Fixture) -> fsguard::RootLease {
     fsguard::RootLease::acquire(&f.folder).unwrap()
@@ -26,17 +49,17 @@ fn read_returns_lines_with_offset_limit_and_total() {
     let f = Fixture::new();
     f.write("a.txt", "one\ntwo\nthree\nfour");
     let root = lease(&f);
-    let all = host_shim::read(&root, read_args("a.txt")).unwrap();
+    let all = file_tools::read(&root, read_args("a.txt")).unwrap();
     assert_eq!(all.content, "one\ntwo\nthree\nfour");
     assert_eq!((all.total_lines, all.truncated), (4, false));
-    let mid = host_shim::read(
+    let mid = file_tools::read(
         &root,
         serde_json::from_value(json!({"path": "a.txt", "offset": 1, "limit": 2})).unwrap(),
     )
     .unwrap();
     assert_eq!(mid.content, "two\nthree\n");
     assert_eq!((mid.total_lines, mid.truncated), (4, true));
-    let past = host_shim::read(
+    let past = file_tools::read(
         &root,
         serde_json::from_value(json!({"path": "a.txt", "offset": 10})).unwrap(),
     )
@@ -51,7 +74,7 @@ fn hard_linked_file_is_refused_by_read_edit_and_passed_over_by_grep() {
     f.write("a.txt", "secret\n");
     std::fs::hard_link(f.folder.join("a.txt"), f.folder.join("b.txt")).unwrap();
     let root = lease(&f);
-    let err = host_shim::read(&root, read_args("a.txt")).unwrap_err();
+    let err = file_tools::read(&root, read_args("a.txt")).unwrap_err();
     assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{err}");
     assert!(err.message().contains("hard links"), "{err}");
     let edit: EditArguments = serde_json::from_value(
@@ -59,11 +82,11 @@ fn hard_linked_file_is_refused_by_read_edit_and_passed_over_by_grep() {
     )
     .unwrap();
     assert_eq!(
-        host_shim::edit(&root, edit).unwrap_err().code(),
+        file_tools::edit(&root, edit).unwrap_err().code(),
         ErrorCode::ExecPathInvalid
     );
     assert_eq!(f.read("a.txt"), "secret\n", "nothing changed");
-    let out = host_shim::grep(&root, grep_args(json!({"pattern": "secret"}))).unwrap();
+    let out = file_tools::grep(&root, grep_args(json!({"pattern": "secret"}))).unwrap();
     assert!(out.matches.is_empty());
     assert!(
         out.truncated,
@@ -75,30 +98,30 @@ fn hard_linked_file_is_refused_by_read_edit_and_passed_over_by_grep() {
 fn symlinks_are_refused_as_files_and_as_directories() {
     let f = Fixture::new();
     f.write("real/a.txt", "x\n");
-    let outside = f.tmp.path().join("outside.txt");
+    let outside = f.tree.dir.path().join("outside.txt");
     std::fs::write(&outside, "outside\n").unwrap();
     std::os::unix::fs::symlink(&outside, f.folder.join("link.txt")).unwrap();
     std::os::unix::fs::symlink(f.folder.join("real"), f.folder.join("dirlink")).unwrap();
     let root = lease(&f);
     for path in ["link.txt", "dirlink/a.txt"] {
-        let err = host_shim::read(&root, read_args(path)).unwrap_err();
+        let err = file_tools::read(&root, read_args(path)).unwrap_err();
         assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{path}: {err}");
         assert!(err.message().contains("symbolic link"), "{err}");
     }
     let write: WriteArguments =
         serde_json::from_value(json!({"path": "dirlink/new.txt", "content": "x"})).unwrap();
     assert_eq!(
-        host_shim::write(&root, write).unwrap_err().code(),
+        file_tools::write(&root, write).unwrap_err().code(),
         ErrorCode::ExecPathInvalid
     );
     assert!(!f.folder.join("real/new.txt").exists());
     // grep does not follow them, and they do not mark truncation.
-    let out = host_shim::grep(&root, grep_args(json!({"pattern": "outside|x"}))).unwrap();
+    let out = file_tools::grep(&root, grep_args(json!({"pattern": "outside|x"}))).unwrap();
     let paths: Vec<&str> = out.matches.iter().map(|m| m.path.as_str()).collect();
     assert_eq!(paths, ["real/a.txt"]);
     assert!(!out.truncated);
     let err =
-        host_shim::grep(&root, grep_args(json!({"pattern": "x", "path": "dirlink"}))).unwrap_err();
+        file_tools::grep(&root, grep_args(json!({"pattern": "x", "path": "dirlink"}))).unwrap_err();
     assert_eq!(err.code(), ErrorCode::ExecPathInvalid);
 }
 
@@ -110,7 +133,7 @@ fn grep_marks_a_two_mib_file_truncated_and_skips_a_binary_file() {
     f.write("bin.dat", b"needle\0\x01\x02");
     f.write("latin1.txt", b"needle caf\xe9\n");
     let root = lease(&f);
-    let out = host_shim::grep(&root, grep_args(json!({"pattern": "needle"}))).unwrap();
+    let out = file_tools::grep(&root, grep_args(json!({"pattern": "needle"}))).unwrap();
     assert!(out.matches.is_empty(), "{:?}", out.matches);
     assert!(out.truncated, "the 2 MiB file was passed over");
 
@@ -118,7 +141,7 @@ fn grep_marks_a_two_mib_file_truncated_and_skips_a_binary_file() {
     f2.write("bin.dat", b"needle\0\x01\x02");
     f2.write("latin1.txt", b"needle caf\xe9\n");
     f2.write("ok.txt", "a needle here\n");
-    let out = host_shim::grep(&lease(&f2), grep_args(json!({"pattern": "needle"}))).unwrap();
+    let out = file_tools::grep(&lease(&f2), grep_args(json!({"pattern": "needle"}))).unwrap();
     assert_eq!(out.matches.len(), 1);
     assert_eq!(out.matches[0].path, "ok.txt");
     assert_eq!(
@@ -142,7 +165,7 @@ fn grep_honours_path_glob_max_results_and_never_enters_git() {
     f.write("sub/.GIT/x", "hit\n");
     f.write(".hidden", "hit\n");
     let root = lease(&f);
-    let out = host_shim::grep(
+    let out = file_tools::grep(
         &root,
         grep_args(json!({"pattern": "^hit$", "glob": "*.csv"})),
     )
@@ -150,16 +173,16 @@ fn grep_honours_path_glob_max_results_and_never_enters_git() {
     assert_eq!(out.matches.len(), 10);
     assert!(out.matches.iter().all(|m| m.path.ends_with(".csv")));
     let out =
-        host_shim::grep(&root, grep_args(json!({"pattern": "hit", "maxResults": 3}))).unwrap();
+        file_tools::grep(&root, grep_args(json!({"pattern": "hit", "maxResults": 3}))).unwrap();
     assert_eq!(out.matches.len(), 3);
     assert!(out.truncated, "stopping at maxResults is truncation");
-    let out = host_shim::grep(
+    let out = file_tools::grep(
         &root,
         grep_args(json!({"pattern": "hit", "path": "d/x.txt"})),
     )
     .unwrap();
     assert_eq!(out.matches.len(), 1);
-    let all = host_shim::grep(
+    let all = file_tools::grep(
         &root,
         grep_args(json!({"pattern": "hit", "maxResults": 1000})),
     )
@@ -199,7 +222,7 @@ fn grep_honours_path_glob_max_results_and_never_enters_git() {
             ErrorCode::ExecArgumentsInvalid,
         ),
     ] {
-        let err = host_shim::grep(&root, grep_args(args.clone())).unwrap_err();
+        let err = file_tools::grep(&root, grep_args(args.clone())).unwrap_err();
         assert_eq!(err.code(), code, "{args}: {err}");
     }
 }
@@ -212,7 +235,7 @@ fn write_replaces_the_entry_atomically_and_keeps_the_mode() {
     let path = f.folder.join("a.txt");
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
     let before = std::fs::metadata(&path).unwrap();
-    let out = host_shim::write(
+    let out = file_tools::write(
         &lease(&f),
         serde_json::from_value(json!({"path": "a.txt", "content": "new content\n"})).unwrap(),
     )
@@ -248,17 +271,18 @@ fn write_refusals_change_nothing() {
             json!({"path": ".", "content": "x"}),
             ErrorCode::ExecPathInvalid,
         ),
+        // A directory on the way that is a file (missing ones are made: issue 17).
         (
-            json!({"path": "missing/dir.txt", "content": "x"}),
+            json!({"path": "a.txt/dir.txt", "content": "x"}),
             ErrorCode::ExecPathInvalid,
         ),
     ] {
         let err =
-            host_shim::write(&root, serde_json::from_value(args.clone()).unwrap()).unwrap_err();
+            file_tools::write(&root, serde_json::from_value(args.clone()).unwrap()).unwrap_err();
         assert_eq!(err.code(), code, "{args}: {err}");
     }
     let big = "x".repeat(1024 * 1024 + 1);
-    let err = host_shim::write(
+    let err = file_tools::write(
         &root,
         serde_json::from_value(json!({"path": "b.txt", "content": big})).unwrap(),
     )
@@ -278,7 +302,7 @@ fn edit_needs_exactly_one_match_unless_replace_all() {
     let f = Fixture::new();
     f.write("a.txt", "x = 1\ny = 1\n");
     let root = lease(&f);
-    let edit = |v: serde_json::Value| host_shim::edit(&root, serde_json::from_value(v).unwrap());
+    let edit = |v: serde_json::Value| file_tools::edit(&root, serde_json::from_value(v).unwrap());
     let err = edit(json!({"path": "a.txt", "oldString": "= 1", "newString": "= 2"})).unwrap_err();
     assert_eq!(err.code(), ErrorCode::ExecArgumentsInvalid);
     assert!(err.message().contains("2 times"), "{err}");
@@ -294,12 +318,13 @@ fn edit_needs_exactly_one_match_unless_replace_all() {
             .unwrap();
     assert_eq!(all.replacements, 1);
     assert_eq!(f.read("a.txt"), "x = 3\ny = 9\n");
-    let err = host_shim::run_file_tool(
-        host_shim::ToolName::Edit,
-        &root,
-        json!({"path": "a.txt", "old_string": "x", "newString": "y"}),
-    )
-    .unwrap_err();
+    let err = file_tools::FileTool::Edit
+        .run(
+            &root,
+            json!({"path": "a.txt", "old_string": "x", "newString": "y"}),
+            &file_tools::Hidden::default(),
+        )
+        .unwrap_err();
     assert_eq!(
         err.code(),
         ErrorCode::ExecArgumentsInvalid,
@@ -311,7 +336,7 @@ fn edit_needs_exactly_one_match_unless_replace_all() {
 fn binary_file_is_refused_by_read() {
     let f = Fixture::new();
     f.write("bin.dat", b"\0\x01");
-    let err = host_shim::read(&lease(&f), read_args("bin.dat")).unwrap_err();
+    let err = file_tools::read(&lease(&f), read_args("bin.dat")).unwrap_err();
     assert_eq!(err.code(), ErrorCode::ExecArgumentsInvalid);
     assert!(err.message().contains("binary"), "{err}");
 }
@@ -320,9 +345,7 @@ fn binary_file_is_refused_by_read() {
 fn grep_marks_an_unreadable_file_truncated_and_read_reports_it() {
     // SPEC FILE-3: "one it may not read" is not "no match". Root reads everything, so this
     // runs as nobody.
-    if testkit::rerun_unprivileged(
-        "files::grep_marks_an_unreadable_file_truncated_and_read_reports_it",
-    ) {
+    if testkit::rerun_unprivileged("grep_marks_an_unreadable_file_truncated_and_read_reports_it") {
         return;
     }
     let f = Fixture::new();
@@ -331,9 +354,111 @@ fn grep_marks_an_unreadable_file_truncated_and_read_reports_it() {
     let mode = |m| std::os::unix::fs::PermissionsExt::from_mode(m);
     std::fs::set_permissions(f.folder.join("locked.txt"), mode(0o000)).unwrap();
     let root = lease(&f);
-    let out = host_shim::grep(&root, grep_args(json!({"pattern": "needle"}))).unwrap();
+    let out = file_tools::grep(&root, grep_args(json!({"pattern": "needle"}))).unwrap();
     assert!(out.matches.is_empty());
     assert!(out.truncated);
-    let err = host_shim::read(&root, read_args("locked.txt")).unwrap_err();
-    assert_eq!(err.code(), ErrorCode::ExecIoFailed, "{err}");
+    // Issue 17: a permission the system refuses is about the path (the one mapping of
+    // `exec::open_error_code`), as `run` and `command` say too: not an I/O failure to retry.
+    let err = file_tools::read(&root, read_args("locked.txt")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{err}");
+    assert!(err.message().contains("permission denied"), "{err}");
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn write_args(path: &str) -> WriteArguments {
+    serde_json::from_value(json!({"path": path, "content": "new\n"})).unwrap()
+}
+
+#[test]
+fn a_write_into_missing_directories_makes_them_inside_the_workspace() {
+    // Issue 17: `write` of `sub/new.txt` makes `sub/`, as agents expect.
+    let f = Fixture::new();
+    f.write("sub/old.txt", "old\n");
+    let root = lease(&f);
+    let out = file_tools::write(&root, write_args("sub/deeper/still/new.txt")).unwrap();
+    assert_eq!(out.bytes_written, 4);
+    assert_eq!(f.read("sub/deeper/still/new.txt"), "new\n");
+    for dir in ["sub/deeper", "sub/deeper/still"] {
+        let meta = std::fs::symlink_metadata(f.folder.join(dir)).unwrap();
+        assert!(meta.is_dir(), "{dir} is a real directory");
+    }
+    assert_eq!(names_in(&f.folder.join("sub")), ["deeper", "old.txt"]);
+    // The same write again replaces the file; nothing else appears.
+    file_tools::write(&root, write_args("sub/deeper/still/new.txt")).unwrap();
+    assert_eq!(names_in(&f.folder.join("sub/deeper/still")), ["new.txt"]);
+}
+
+#[test]
+fn a_write_through_a_parent_that_is_a_symlink_out_of_the_scope_is_refused_and_makes_nothing() {
+    let f = Fixture::new();
+    let outside = f.tree.outside_dir();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, f.folder.join("link")).unwrap();
+    f.write("real/keep.txt", "k\n");
+    std::os::unix::fs::symlink(&outside, f.folder.join("real/inner")).unwrap();
+    let root = lease(&f);
+    for path in ["link/x.txt", "link/new/x.txt", "real/inner/new/x.txt"] {
+        let err = file_tools::write(&root, write_args(path)).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{path}: {err}");
+        assert!(
+            err.message().contains("is a symbolic link"),
+            "{path}: {err}"
+        );
+        assert!(
+            err.message().contains("never through a symbolic link"),
+            "{path}: {err}"
+        );
+    }
+    assert_eq!(names_in(&outside), Vec::<String>::new(), "nothing outside");
+    assert_eq!(names_in(&f.folder), ["link", "real"]);
+    assert_eq!(names_in(&f.folder.join("real")), ["inner", "keep.txt"]);
+}
+
+#[test]
+fn a_write_into_git_is_refused_and_makes_no_directory() {
+    let f = Fixture::new();
+    f.write("src/a.txt", "a\n");
+    let root = lease(&f);
+    for path in [
+        ".git/x",
+        ".GIT/hooks/pre-commit",
+        "src/.Git/x",
+        "new/.git/x",
+    ] {
+        let err = file_tools::write(&root, write_args(path)).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{path}: {err}");
+        assert!(err.message().contains(".git"), "{path}: {err}");
+    }
+    assert_eq!(names_in(&f.folder), ["src"]);
+    assert_eq!(names_in(&f.folder.join("src")), ["a.txt"]);
+}
+
+#[test]
+fn a_write_under_a_directory_the_system_refuses_is_a_path_error_and_makes_nothing() {
+    // Root may write anywhere, so this runs as nobody.
+    if testkit::rerun_unprivileged(
+        "a_write_under_a_directory_the_system_refuses_is_a_path_error_and_makes_nothing",
+    ) {
+        return;
+    }
+    let f = Fixture::new();
+    f.write("ro/keep.txt", "k\n");
+    let mode = |m| std::os::unix::fs::PermissionsExt::from_mode(m);
+    std::fs::set_permissions(f.folder.join("ro"), mode(0o555)).unwrap();
+    let root = lease(&f);
+    let err = file_tools::write(&root, write_args("ro/new/x.txt")).unwrap_err();
+    std::fs::set_permissions(f.folder.join("ro"), mode(0o755)).unwrap();
+    assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{err}");
+    assert!(err.message().contains("cannot make the directory"), "{err}");
+    assert_eq!(names_in(&f.folder.join("ro")), ["keep.txt"]);
 }

@@ -1,5 +1,5 @@
-//! The file tools `read`, `write`, `edit` and `grep` (FILE-1, FILE-2, FILE-3), inside one
-//! workspace root pinned by a [`RootLease`].
+//! The file tools' bodies: `read`, `write`, `edit` and `grep` (FILE-1, FILE-2, FILE-3), inside
+//! one workspace root pinned by a [`RootLease`].
 //!
 //! Every path is a [`RelPath`] (no absolute path, no `..`, no `.git` in any case) opened relative
 //! to the pinned root's fd without following any symlink (RUN-4's rules). Reads go through
@@ -76,7 +76,8 @@ pub struct ReadOutput {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WriteArguments {
-    /// The file, relative to the workspace root; its directory must exist.
+    /// The file, relative to the workspace root. Missing directories on the way are created
+    /// inside the workspace (never through a symbolic link, never `.git`).
     pub path: String,
     /// The whole new content.
     pub content: String,
@@ -160,7 +161,7 @@ fn invalid(message: impl Into<String>) -> ToolError {
 
 /// Parses a tool's JSON arguments into its typed struct; any schema break is
 /// `AGENT_EXEC_ARGUMENTS_INVALID` with serde's description of it.
-pub fn parse_args<T: for<'de> Deserialize<'de>>(
+pub(crate) fn parse_args<T: for<'de> Deserialize<'de>>(
     tool: &str,
     args: serde_json::Value,
 ) -> Result<T, ToolError> {
@@ -174,7 +175,7 @@ pub fn parse_args<T: for<'de> Deserialize<'de>>(
 
 /// Serialises a tool result (cannot fail for these plain structs; an error would still be
 /// reported, not panic).
-pub fn to_value<T: Serialize>(out: &T) -> Result<serde_json::Value, ToolError> {
+pub(crate) fn to_value<T: Serialize>(out: &T) -> Result<serde_json::Value, ToolError> {
     serde_json::to_value(out)
         .map_err(|e| ToolError::new(ErrorCode::ExecIoFailed, format!("result encoding: {e}")))
 }
@@ -269,16 +270,19 @@ fn rel_path(field: &str, s: &str) -> Result<RelPath, ToolError> {
         .map_err(|e| ToolError::new(ErrorCode::ExecPathInvalid, format!("{field} {s:?}: {e}")))
 }
 
+/// A failed open as the tools answer it; the code is the one mapping all tools share
+/// ([`exec::open_error_code`]: only a failing system call is `IO_FAILED`).
 fn open_error(err: OpenError) -> ToolError {
-    match err {
-        OpenError::PermissionDenied { .. } | OpenError::Io { .. } => {
-            ToolError::new(ErrorCode::ExecIoFailed, err.to_string())
-        }
-        _ => ToolError::new(
-            ErrorCode::ExecPathInvalid,
-            format!("{err}; name a regular file inside the workspace"),
+    let code = exec::open_error_code(&err);
+    let message = match err {
+        OpenError::Io { .. } => err.to_string(),
+        OpenError::PermissionDenied { .. } => format!(
+            "{err}: the operating system refuses this path; name another one, or ask the user \
+             to change its permissions"
         ),
-    }
+        _ => format!("{err}; name a regular file inside the workspace"),
+    };
+    ToolError::new(code, message)
 }
 
 fn check_error(err: CheckError) -> ToolError {
@@ -355,6 +359,10 @@ pub fn read(root: &RootLease, args: ReadArguments) -> Result<ReadOutput, ToolErr
 }
 
 /// `write {path, content}` → `{bytesWritten}`; the entry is replaced atomically (FILE-2).
+/// Missing parent directories are made first, each by this tool from the directory before it
+/// (`mkdirat` on a descriptor opened without following links), and removed again when the write
+/// fails; a parent that is a symbolic link or a file is refused (`AGENT_EXEC_PATH_INVALID`),
+/// and `.git` never gets that far ([`RelPath`] refuses it in any case).
 pub fn write(root: &RootLease, args: WriteArguments) -> Result<WriteOutput, ToolError> {
     let path = rel_path("path", &args.path)?;
     if path.is_root() {
@@ -370,7 +378,12 @@ pub fn write(root: &RootLease, args: WriteArguments) -> Result<WriteOutput, Tool
         )));
     }
     root.verify().map_err(lease_error)?;
-    fsguard::atomic_write(root, &path, args.content.as_bytes()).map_err(write_error)?;
+    let made = crate::parents::make(root, &path)?;
+    if let Err(e) = fsguard::atomic_write(root, &path, args.content.as_bytes()) {
+        // Nothing half-made: the directories this call created go again (those still empty).
+        made.undo();
+        return Err(write_error(e));
+    }
     Ok(WriteOutput { bytes_written: len })
 }
 

@@ -12,22 +12,32 @@
 //! state directory holds for it; a `revoke` in another shell stops it while it runs (TS-3).
 //!
 //! `mcp` speaks MCP on stdin/stdout until the client hangs up; its diagnostics go to stderr
-//! only (stdout is the protocol). How requests map to sessions and turns: `host_shim::McpServer`.
+//! only (stdout is the protocol). How requests map to sessions and turns: [`mod@mcp`]'s docs.
 //!
-//! `check run_command` prints argv-policy's decision as one JSON line and exits 0 for `run`, 1 for
+//! This crate alone knows argv, JSON-RPC and terminals; every rule it applies — the grant
+//! rules, the one-call turn, which tool runs in which workspace and mode — is `host_shim`'s,
+//! so a host that embeds the library gets the same behaviour.
+//!
+//! `check run_command` prints argv-policy' decision as one JSON line and exits 0 for `run`, 1 for
 //! `refuse`, 2 for usage errors; nothing is run and no file is touched.
+
+mod mcp;
+mod tty;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use host_shim::{
-    AgentConfig, CallOptions, Capability, ErrorCode, FolderGrant, Host, HostError,
-    PlatformApproval, PluginId, PluginManifest, PluginRecord, StateError, StateStore, ToolError,
-    ToolName, TtyApprover, WorkspaceKind, check_plugin_id, local_user_record,
+    AgentConfig, CallOptions, Capability, ErrorCode, FolderGrant, GrantChange, Host, KeepMirror,
+    Permission, PluginId, PluginManifest, PluginRecord, StateError, StateStore, ToolError,
+    ToolName, WorkspaceKind, check_plugin_id,
 };
 use serde_json::{Value, json};
+
+use crate::tty::TtyApprover;
 
 /// The plugin id of the person at the terminal (never persisted).
 const LOCAL_USER: &str = "local-user";
@@ -104,34 +114,17 @@ enum SchemaOf {
     Grep,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ToolArg {
-    Read,
-    Write,
-    Edit,
-    Grep,
-    Run,
-    Command,
-}
-
-impl ToolArg {
-    fn name(self) -> ToolName {
-        match self {
-            ToolArg::Read => ToolName::Read,
-            ToolArg::Write => ToolName::Write,
-            ToolArg::Edit => ToolName::Edit,
-            ToolArg::Grep => ToolName::Grep,
-            ToolArg::Run => ToolName::Run,
-            ToolArg::Command => ToolName::Command,
-        }
-    }
+/// A tool name on the command line: the library's names, so the CLI lists no copy of them.
+fn tool_name() -> impl TypedValueParser<Value = ToolName> {
+    clap::builder::PossibleValuesParser::new(ToolName::ALL.iter().map(|t| t.as_str()))
+        .try_map(|name| ToolName::from_name(&name).ok_or("not a tool"))
 }
 
 #[derive(Args, Debug)]
 struct CallArgs {
     /// The tool.
-    #[arg(value_enum)]
-    tool: ToolArg,
+    #[arg(value_parser = tool_name())]
+    tool: ToolName,
     /// The folder to work in. `run` works on a mirror of it, written back only if the call
     /// succeeds; the other tools work in it directly.
     #[arg(long, value_name = "DIR")]
@@ -281,25 +274,6 @@ fn usage(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn state_error(e: &StateError) -> ToolError {
-    let code = match e {
-        StateError::BadPluginId { .. } | StateError::Refused(_) => ErrorCode::ExecArgumentsInvalid,
-        _ => ErrorCode::ExecIoFailed,
-    };
-    ToolError::new(code, e.to_string())
-}
-
-fn host_error(e: &HostError) -> ToolError {
-    match e {
-        HostError::State(s) => state_error(s),
-        HostError::UnknownPlugin(_) | HostError::NotGranted(_) => {
-            ToolError::new(ErrorCode::PermissionDenied, e.to_string())
-        }
-        HostError::Unpinnable { .. } => ToolError::new(ErrorCode::ExecPathInvalid, e.to_string()),
-        _ => ToolError::new(ErrorCode::ExecArgumentsInvalid, e.to_string()),
-    }
-}
-
 fn open_store(cli_dir: Option<&Path>) -> Result<StateStore, StateError> {
     let store = match cli_dir {
         Some(dir) => StateStore::open(dir)?,
@@ -350,7 +324,7 @@ fn main() -> ExitCode {
     // The shell's system runtime set (an `/etc` walk) builds while the call is validated and
     // its state read, instead of before the spawn (issue 16). After the signal mask above.
     #[cfg(target_os = "linux")]
-    if matches!(&cli.command, Command::Call(c) if matches!(c.tool, ToolArg::Command))
+    if matches!(&cli.command, Command::Call(c) if c.tool == ToolName::Command)
         || matches!(cli.command, Command::Mcp(_))
     {
         exec::sysset::warm();
@@ -379,8 +353,8 @@ fn main() -> ExitCode {
         Command::Check {
             what: CheckWhat::RunCommand(args),
         } => check_run_command(args),
-        Command::Grant { what } => change(cli.state_dir.as_deref(), what, true),
-        Command::Revoke { what } => change(cli.state_dir.as_deref(), what, false),
+        Command::Grant { what } => change(cli.state_dir.as_deref(), what, Direction::Grant),
+        Command::Revoke { what } => change(cli.state_dir.as_deref(), what, Direction::Revoke),
         Command::Status { plugin } => status(cli.state_dir.as_deref(), plugin.as_deref()),
     }
 }
@@ -479,15 +453,7 @@ fn canonical_dir(dir: &Path) -> Result<PathBuf, ToolError> {
 fn call_config(args: &CallArgs, workspace: Option<&Path>) -> Result<AgentConfig, ToolError> {
     let config = match &args.config {
         Some(file) => read_config(file)?,
-        None => {
-            let tool = args.tool.name();
-            let kind = if tool == ToolName::Run {
-                WorkspaceKind::Mounted
-            } else {
-                WorkspaceKind::Direct
-            };
-            generated_config(&[tool], kind, workspace)?
-        }
+        None => generated_config(&[args.tool], generated_kind(args.tool), workspace)?,
     };
     check_same_workspace(workspace, &config)?;
     Ok(config)
@@ -510,6 +476,16 @@ fn read_config(file: &Path) -> Result<AgentConfig, ToolError> {
             format!("--config {}: {e}", file.display()),
         )
     })
+}
+
+/// The workspace kind the command line gives `tool` without a configuration: `run` works on a
+/// mirror (`mounted`), every other tool in the folder itself (`direct`); `call` and `mcp` agree.
+fn generated_kind(tool: ToolName) -> WorkspaceKind {
+    if tool == ToolName::Run {
+        WorkspaceKind::Mounted
+    } else {
+        WorkspaceKind::Direct
+    }
 }
 
 /// A configuration made for the command line: `tools` in a `kind` workspace on `workspace`,
@@ -567,57 +543,70 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
     };
     let store = match open_store(state_dir) {
         Ok(s) => s,
-        Err(e) => return fail(&state_error(&e)),
+        Err(e) => return fail(&e.to_tool_error()),
     };
     // Extra paths: the --approve-extra-path list first, then a y/N on /dev/tty (CMD-3).
     let registry = host_shim::Registry::with_approver(std::sync::Arc::new(TtyApprover));
     let host = match Host::with_registry(store, "local".into(), registry) {
         Ok(h) => h,
-        Err(e) => return fail(&host_error(&e)),
+        Err(e) => return fail(&e.to_tool_error()),
     };
     let runtime = match runtime() {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
-    let (code, line) = runtime.block_on(async move {
+    let answer = runtime.block_on(async move {
         host.watch_state();
-        let plugin = match calling_plugin(&host, args.plugin.as_deref(), &config) {
-            Ok(p) => p,
-            Err(e) => return (1, serde_json::to_value(state_error(&e)).unwrap_or_default()),
-        };
-        let session = match host.session(plugin, config) {
-            Ok(s) => s,
-            Err(e) => return (1, serde_json::to_value(host_error(&e)).unwrap_or_default()),
-        };
-        let turn = match session.begin_turn() {
-            Ok(t) => t,
-            Err(e) => return (1, serde_json::to_value(&e).unwrap_or_default()),
-        };
+        let plugin = calling_plugin(&host, args.plugin.as_deref(), &config)
+            .map_err(|e| e.to_tool_error())?;
+        let session = host
+            .session(plugin, config)
+            .map_err(|e| e.to_tool_error())?;
         let options = CallOptions {
             approved_extra_paths: args.approve_extra_path.clone(),
             toolchains: args.toolchains,
         };
-        let result = turn
-            .call(&args.call_id, args.tool.name().as_str(), tool_args, &options)
+        let keep = if args.keep_mirror {
+            KeepMirror::Always
+        } else {
+            KeepMirror::WhenNeeded
+        };
+        let answer = session
+            .one_call(
+                &args.call_id,
+                args.tool,
+                tool_args,
+                &options,
+                keep,
+                std::future::pending(),
+            )
             .await;
-        let report = turn.finish(result.is_ok(), args.keep_mirror);
-        if let Some(mirror) = &report.mirror {
-            if mirror.kept {
-                eprintln!("agent-exec: the mirror is kept at {}", mirror.path.display());
-            }
-            if !mirror.conflicts.is_empty() {
-                eprintln!(
-                    "agent-exec: {} path(s) were not written back to the folder; see \"mirror\".\"conflicts\" for why",
-                    mirror.conflicts.len()
-                );
-            }
-        }
-        let line = host_shim::turn_line(result, &report);
-        let code = u8::from(!host_shim::line_is_ok(&line));
-        (code, line)
+        Ok::<_, ToolError>(answer)
     });
-    print_line(&line);
-    ExitCode::from(code)
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => return fail(&e),
+    };
+    if let Some(mirror) = &answer.report().mirror {
+        if mirror.kept {
+            eprintln!(
+                "agent-exec: the mirror is kept at {}",
+                mirror.path.display()
+            );
+        }
+        if !mirror.conflicts.is_empty() {
+            eprintln!(
+                "agent-exec: {} path(s) were not written back to the folder; see \"mirror\".\"conflicts\" for why",
+                mirror.conflicts.len()
+            );
+        }
+    }
+    print_line(&answer.to_line());
+    if answer.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 /// The plugin calls are made for: `--plugin`, else the person at the terminal, whose one folder
@@ -638,6 +627,18 @@ fn calling_plugin(
     let local = check_plugin_id(LOCAL_USER)?;
     host.insert_memory_record(local.clone(), record);
     Ok(local)
+}
+
+/// The record of the person at the terminal: the shell user is the host's user, and typing
+/// `--workspace DIR` is the folder pick. Holds the Agent approvals and `local.terminal.exec@1`
+/// (the user runs `agent-exec` themself), and exactly one folder grant. Nothing of it is
+/// persisted.
+fn local_user_record(folder: &Path) -> PluginRecord {
+    let mut record = PluginRecord::fully_granted("agent-exec-cli", &[Capability::TerminalExec]);
+    record.folder_grants.insert(FolderGrant {
+        path: folder.to_path_buf(),
+    });
+    record
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ToolError> {
@@ -670,36 +671,28 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
     let configs = match &args.config {
         Some(file) => read_config(file)
             .and_then(|c| check_same_workspace(workspace.as_deref(), &c).map(|()| vec![c])),
-        None => generated_config(
-            &[
-                ToolName::Read,
-                ToolName::Write,
-                ToolName::Edit,
-                ToolName::Grep,
-                ToolName::Command,
-            ],
-            WorkspaceKind::Direct,
-            workspace.as_deref(),
-        )
-        .and_then(|direct| {
-            let mounted = generated_config(
-                &[ToolName::Run],
-                WorkspaceKind::Mounted,
-                workspace.as_deref(),
-            )?;
-            Ok(vec![direct, mounted])
-        }),
+        None => [WorkspaceKind::Direct, WorkspaceKind::Mounted]
+            .into_iter()
+            .map(|kind| {
+                let tools: Vec<ToolName> = ToolName::ALL
+                    .iter()
+                    .copied()
+                    .filter(|t| generated_kind(*t) == kind)
+                    .collect();
+                generated_config(&tools, kind, workspace.as_deref())
+            })
+            .collect(),
     };
     let configs = match configs {
         Ok(c) => c,
         Err(e) => return complain(&e),
     };
     if let Some(Err(e)) = args.plugin.as_deref().map(check_plugin_id) {
-        return complain(&state_error(&e));
+        return complain(&e.to_tool_error());
     }
     let host = match open_store(state_dir)
-        .map_err(|e| state_error(&e))
-        .and_then(|store| Host::open(store, "local".into()).map_err(|e| host_error(&e)))
+        .map_err(|e| e.to_tool_error())
+        .and_then(|store| Host::open(store, "local".into()).map_err(|e| e.to_tool_error()))
     {
         Ok(h) => h,
         Err(e) => return complain(&e),
@@ -710,18 +703,18 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
     };
     let code = runtime.block_on(async {
         host.watch_state();
-        let mut server = host_shim::McpServer::new("agent-exec").with_call_options(CallOptions {
+        let mut server = mcp::McpServer::new("agent-exec").with_call_options(CallOptions {
             toolchains: args.toolchains,
             ..CallOptions::default()
         });
         for config in configs {
             let plugin = match calling_plugin(&host, args.plugin.as_deref(), &config) {
                 Ok(p) => p,
-                Err(e) => return complain(&state_error(&e)),
+                Err(e) => return complain(&e.to_tool_error()),
             };
             let session = match host.session(plugin, config) {
                 Ok(s) => s,
-                Err(e) => return complain(&host_error(&e)),
+                Err(e) => return complain(&e.to_tool_error()),
             };
             for line in server.add_session(&session) {
                 eprintln!("agent-exec mcp: {line}");
@@ -752,7 +745,7 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
     code
 }
 
-/// `agent-exec check run_command`: argv-policy's decision, one JSON line, nothing run.
+/// `agent-exec check run_command`: argv-policy' decision, one JSON line, nothing run.
 fn check_run_command(args: CheckArgs) -> ExitCode {
     let workdir = match canonical_dir(&args.workspace) {
         Ok(w) => w,
@@ -793,13 +786,22 @@ fn check_run_command(args: CheckArgs) -> ExitCode {
         Err(e) => return usage(e.message()),
     };
     let ctx = argv_policy::Context::new(workdir, home);
-    let line = argv_policy::check_json_line(&text, &policy, &ctx);
-    let run = serde_json::from_str::<Value>(&line)
-        .is_ok_and(|v| v["decision"] == Value::String("run".into()));
+    // Arguments that do not parse are a refusal line too (argv-policy' `check_json_line`); the
+    // exit code comes from the typed decision, not from the printed line.
+    let decision = match argv_policy::RunCommandArgs::from_json(&text) {
+        Ok(args) => argv_policy::decide(&args, &policy, &ctx),
+        Err(refusal) => argv_policy::Decision::Refuse {
+            code: refusal.code,
+            message: refusal.message,
+        },
+    };
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
+    let _ = writeln!(out, "{}", argv_policy::decision_json_line(&decision));
     let _ = out.flush();
-    ExitCode::from(if run { 0 } else { 1 })
+    match decision {
+        argv_policy::Decision::Run { .. } => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
+    }
 }
 
 fn parse_capability(text: &str) -> Result<Capability, StateError> {
@@ -838,177 +840,134 @@ fn read_manifest(file: &Path) -> Result<PluginManifest, StateError> {
     })
 }
 
-fn change(state_dir: Option<&Path>, what: Change, grant: bool) -> ExitCode {
-    match apply_change(state_dir, what, grant) {
+/// `grant` or `revoke`: which of the two subcommands a [`Change`] came with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direction {
+    Grant,
+    Revoke,
+}
+
+fn change(state_dir: Option<&Path>, what: Change, direction: Direction) -> ExitCode {
+    match apply_change(state_dir, what, direction) {
         Ok(line) => {
             print_line(&line);
             ExitCode::SUCCESS
         }
-        Err(e) => fail(&state_error(&e)),
+        Err(e) => fail(&e.to_tool_error()),
     }
 }
 
-fn missing(id: &str) -> StateError {
-    StateError::Refused(format!(
-        "plugin {id} is not installed; install it first with `agent-exec grant plugin {id} --manifest <FILE>`"
-    ))
-}
-
-fn apply_change(state_dir: Option<&Path>, what: Change, grant: bool) -> Result<Value, StateError> {
-    let store = open_store(state_dir)?;
-    // Validate everything that does not need the state before taking the lock.
-    let (id, action) = match &what {
-        Change::Plugin { id, .. } => (id, "plugin"),
-        Change::Service { id } => (id, "service"),
-        Change::Consent { id } => (id, "consent"),
-        Change::Approve { id, .. } => (id, "approve"),
-        Change::Allow { id, .. } => (id, "allow"),
-        Change::Folder { id, .. } => (id, "folder"),
-        Change::All { id } => (id, "all"),
+/// The library's [`GrantChange`] a subcommand asks for, with the plugin id, the subcommand's
+/// name and the detail its line reports. Everything that can be checked without the state —
+/// the id, the manifest, the capability, the folder — is checked here, before the lock.
+fn grant_change(
+    what: Change,
+    direction: Direction,
+) -> Result<(String, &'static str, GrantChange, Value), StateError> {
+    let grant = direction == Direction::Grant;
+    let either = |permission: Permission| match direction {
+        Direction::Grant => GrantChange::Grant(permission),
+        Direction::Revoke => GrantChange::Revoke(permission),
     };
-    let plugin_id = check_plugin_id(id)?;
-    if id == LOCAL_USER {
-        return Err(StateError::Refused(format!(
-            "{LOCAL_USER} is the person at the terminal and holds no persisted grants; choose another plugin id"
-        )));
-    }
-    let mut detail = json!({});
-    let manifest = match &what {
+    Ok(match what {
+        Change::Plugin { id, .. } if !grant => (id, "plugin", GrantChange::Uninstall, json!({})),
         Change::Plugin {
+            id,
             manifest: Some(file),
             ..
-        } if grant => Some(read_manifest(file)?),
+        } => {
+            let manifest = read_manifest(&file)?;
+            (id, "plugin", GrantChange::Install(manifest), json!({}))
+        }
         Change::Plugin {
-            package: Some(p),
+            id,
+            package: Some(package),
             declare,
             ..
-        } if grant => {
-            for c in declare {
+        } => {
+            for c in &declare {
                 parse_capability(c)?;
             }
-            Some(PluginManifest {
-                package: p.clone(),
+            let manifest = PluginManifest {
+                package,
                 requires: host_shim::Requires {
                     host_capabilities: declare.clone(),
                 },
-                permissions: declare.clone(),
-            })
+                permissions: declare,
+            };
+            (id, "plugin", GrantChange::Install(manifest), json!({}))
         }
-        Change::Plugin { .. } if grant => {
+        Change::Plugin { .. } => {
             return Err(StateError::Refused(
                 "installing a plugin needs --manifest FILE or --package PKG [--declare CAP]..."
                     .into(),
             ));
         }
-        _ => None,
-    };
-    let capability = match &what {
-        Change::Approve { capability, .. } | Change::Allow { capability, .. } => {
-            Some(parse_capability(capability)?)
+        Change::Service { id } => (
+            id,
+            "service",
+            either(Permission::ServiceApproval),
+            json!({}),
+        ),
+        Change::Consent { id } => (id, "consent", either(Permission::UserConsent), json!({})),
+        Change::Approve { id, capability } => {
+            let cap = parse_capability(&capability)?;
+            let detail = json!({"capability": cap});
+            (
+                id,
+                "approve",
+                either(Permission::PlatformApproval(cap)),
+                detail,
+            )
         }
-        _ => None,
-    };
-    let folder = match &what {
-        Change::Folder { dir, .. } if grant => Some(canonical_folder(dir)?),
-        Change::Folder { dir, .. } => {
-            Some(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()))
+        Change::Allow { id, capability } => {
+            let cap = parse_capability(&capability)?;
+            let detail = json!({"capability": cap});
+            (id, "allow", either(Permission::UserAllowance(cap)), detail)
         }
-        _ => None,
-    };
-    if let Some(f) = &folder {
-        detail = json!({"folder": f});
-    }
-    if let Some(c) = capability {
-        detail = json!({"capability": c});
-    }
-    store.update(|state| {
-        let plugins = &mut state.grants.plugins;
-        if let Some(manifest) = manifest {
-            let record = plugins
-                .entry(plugin_id.clone())
-                .or_insert_with(PluginRecord::default);
-            record.manifest = manifest;
-            return Ok(());
-        }
-        if matches!(what, Change::Plugin { .. }) {
-            return match plugins.remove(&plugin_id) {
-                Some(_) => Ok(()),
-                None => Err(missing(id)),
+        Change::Folder { id, dir } => {
+            // A folder granted must exist; one revoked may be gone already.
+            let folder = if grant {
+                canonical_folder(&dir)?
+            } else {
+                std::fs::canonicalize(&dir).unwrap_or(dir)
             };
+            let detail = json!({"folder": folder});
+            (id, "folder", either(Permission::Folder(folder)), detail)
         }
-        let record = plugins.get_mut(&plugin_id).ok_or_else(|| missing(id))?;
-        match &what {
-            Change::Service { .. } => record.service_approved = grant,
-            Change::Consent { .. } => record.user_consent = grant,
-            Change::Approve { .. } => {
-                let cap = capability.ok_or_else(|| StateError::Refused("no capability".into()))?;
-                if grant {
-                    let package = record.manifest.package.clone();
-                    let approval =
-                        record
-                            .platform_approval
-                            .get_or_insert_with(|| PlatformApproval {
-                                package: package.clone(),
-                                capabilities: Default::default(),
-                            });
-                    if approval.package != package {
-                        // An approval of an older package approves nothing (PERM-2): start over.
-                        approval.package = package;
-                        approval.capabilities.clear();
-                    }
-                    approval.capabilities.insert(cap);
-                } else if let Some(a) = record.platform_approval.as_mut() {
-                    a.capabilities.remove(&cap);
-                }
-            }
-            Change::Allow { .. } => {
-                let cap = capability.ok_or_else(|| StateError::Refused("no capability".into()))?;
-                if grant {
-                    record.user_allowed.insert(cap);
-                } else {
-                    record.user_allowed.remove(&cap);
-                }
-            }
-            Change::Folder { .. } => {
-                let path = folder.clone().unwrap_or_default();
-                if grant {
-                    record.folder_grants.insert(FolderGrant { path });
-                } else if !record
-                    .folder_grants
-                    .remove(&FolderGrant { path: path.clone() })
-                {
-                    return Err(StateError::Refused(format!(
-                        "plugin {id} holds no grant for {}; `agent-exec status` lists its folders",
-                        path.display()
-                    )));
-                }
-            }
-            Change::All { .. } => {
-                record.service_approved = grant;
-                record.user_consent = grant;
-                let declared: Vec<Capability> = Capability::ALL
-                    .iter()
-                    .copied()
-                    .filter(|c| record.manifest.declares(*c))
-                    .collect();
-                if grant {
-                    record.platform_approval = Some(PlatformApproval {
-                        package: record.manifest.package.clone(),
-                        capabilities: declared.iter().copied().collect(),
-                    });
-                    record.user_allowed.extend(declared);
-                } else {
-                    record.platform_approval = None;
-                    record.user_allowed.clear();
-                }
-            }
-            Change::Plugin { .. } => {}
-        }
-        Ok(())
-    })?;
+        Change::All { id } => (id, "all", either(Permission::Declared), json!({})),
+    })
+}
+
+fn apply_change(
+    state_dir: Option<&Path>,
+    what: Change,
+    direction: Direction,
+) -> Result<Value, StateError> {
+    let store = open_store(state_dir)?;
+    let id = match &what {
+        Change::Plugin { id, .. }
+        | Change::Service { id }
+        | Change::Consent { id }
+        | Change::Approve { id, .. }
+        | Change::Allow { id, .. }
+        | Change::Folder { id, .. }
+        | Change::All { id } => id.clone(),
+    };
+    let plugin = check_plugin_id(&id)?;
+    if id == LOCAL_USER {
+        return Err(StateError::Refused(format!(
+            "{LOCAL_USER} is the person at the terminal and holds no persisted grants; choose another plugin id"
+        )));
+    }
+    let (id, action, change, detail) = grant_change(what, direction)?;
+    store.update(|state| change.apply(&mut state.grants, &plugin))?;
     let mut line = json!({
         "ok": true,
-        "action": if grant { "grant" } else { "revoke" },
+        "action": match direction {
+            Direction::Grant => "grant",
+            Direction::Revoke => "revoke",
+        },
         "what": action,
         "plugin": id,
     });
@@ -1039,6 +998,6 @@ fn status(state_dir: Option<&Path>, plugin: Option<&str>) -> ExitCode {
             print_line(&line);
             ExitCode::SUCCESS
         }
-        Err(e) => fail(&state_error(&e)),
+        Err(e) => fail(&e.to_tool_error()),
     }
 }

@@ -12,8 +12,8 @@
 //!   `edit`, `grep` and `command`, `mounted` for `run` — the workspace kinds `agent-exec call`
 //!   uses for each tool. With `--config` it uses exactly that one configuration.
 //! - **`tools/list`** lists the routed tools, each with the JSON Schema of its arguments from the
-//!   [`Registry`](crate::Registry).
-//! - **One `tools/call`, one [`Turn`](crate::Turn).** MCP has no notion of an agent turn, so each
+//!   [`Registry`](host_shim::Registry).
+//! - **One `tools/call`, one [`Turn`](host_shim::Turn)** ([`Session::one_call`]). MCP has no notion of an agent turn, so each
 //!   call is a one-call turn, like `agent-exec call`: a fresh `ToolScope` (TS-1, TS-2), the
 //!   grants checked before and watched during the call (TS-3), and for `mounted` a mirror taken
 //!   at the start and written back only when the call succeeded (RUN-11; the mirror's fate is in
@@ -83,13 +83,8 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use host_shim::{CallOptions, KeepMirror, Session, ToolName};
 use serde_json::{Map, Value, json};
-use toolscope::{ErrorCode, ToolError};
-
-use crate::config::{ToolName, WorkspaceKind};
-use crate::host::Session;
-use crate::registry::CallOptions;
-use crate::state::StateError;
 
 /// The longest MCP request id used verbatim in a callId (toolscope allows 256 bytes).
 const MAX_REQUEST_ID_IN_CALL_ID: usize = 200;
@@ -115,30 +110,8 @@ struct Route {
 /// An MCP server offering the tools of one or more host [`Session`]s (see the module docs for
 /// how requests map to sessions and turns).
 ///
-/// ```
-/// use host_shim::{AgentConfig, Host, McpServer, StateStore, ToolName};
-/// use toolscope::{FolderGrant, PluginRecord};
-///
-/// let tmp = tempfile::tempdir().unwrap();
-/// let folder = tmp.path().join("notes");
-/// std::fs::create_dir(&folder).unwrap();
-/// let host = Host::open(StateStore::open(tmp.path().join("state")).unwrap(), "alice".into()).unwrap();
-/// host.update_grants(|g| {
-///     let mut record = PluginRecord::fully_granted("notes@1", &[]);
-///     record.folder_grants.insert(FolderGrant { path: folder.clone() });
-///     g.plugins.insert("notes".parse().unwrap(), record);
-///     Ok(())
-/// }).unwrap();
-/// let config = AgentConfig::parse(&format!(r#"{{"schemaVersion": 2, "systemPrompt": "",
-///     "tools": [{{"ref": "read"}}, {{"ref": "run"}}], "memory": "session", "mode": "yolo",
-///     "workspace": {{"kind": "direct", "path": {:?}}}}}"#, folder)).unwrap();
-///
-/// let mut server = McpServer::new("agent-exec");
-/// let skipped = server.add_session(&host.session("notes".parse().unwrap(), config).unwrap());
-/// assert_eq!(server.tools(), vec![ToolName::Read]);
-/// assert!(skipped[0].contains("run needs a mounted workspace"));
-/// // server.serve_stdio().await serves them until the client hangs up.
-/// ```
+/// A session that offers a tool it cannot run gets no route for it, and says why
+/// (`a_session_lists_only_the_tools_it_can_run`).
 #[derive(Clone, Debug)]
 pub struct McpServer {
     name: String,
@@ -146,63 +119,6 @@ pub struct McpServer {
     routes: BTreeMap<ToolName, Route>,
     calls: Arc<AtomicU64>,
     options: CallOptions,
-}
-
-/// Why `session` cannot serve `tool`, if it cannot (PERM-3, PERM-4, CMD-1).
-fn unservable(session: &Session, tool: ToolName) -> Option<String> {
-    let config = session.config();
-    let kind = config.workspace.kind;
-    if tool.is_exec() && !config.is_yolo() {
-        return Some(format!("{tool} needs \"mode\": \"yolo\""));
-    }
-    match (tool, kind) {
-        (ToolName::Run, WorkspaceKind::Mounted) => None,
-        (ToolName::Run, _) => Some(format!("run needs a mounted workspace, this one is {kind}")),
-        (ToolName::Command, WorkspaceKind::Mounted) => {
-            Some("command needs a direct or app-private workspace, this one is mounted".into())
-        }
-        _ => None,
-    }
-}
-
-fn description(tool: ToolName) -> &'static str {
-    match tool {
-        ToolName::Read => {
-            "Read a text file of the workspace. Arguments {path, offset?, limit?} (offset and \
-             limit in lines); result {content, totalLines, truncated}. Symlinks and hard-linked \
-             files are refused."
-        }
-        ToolName::Write => {
-            "Create or replace a file of the workspace atomically. Arguments {path, content}; \
-             result {bytesWritten}."
-        }
-        ToolName::Edit => {
-            "Replace text in a file of the workspace. Arguments {path, oldString, newString, \
-             replaceAll?}; without replaceAll the old string must occur exactly once. Result \
-             {replacements}."
-        }
-        ToolName::Grep => {
-            "Search the workspace's text files with a regular expression. Arguments {pattern, \
-             path?, glob?, maxResults?}; result {matches: [{path, line, text}], truncated}. \
-             truncated: true means some file was too large or unreadable, not that nothing \
-             matched."
-        }
-        ToolName::Run => {
-            "Run awk (-f script file), wc, sort or diff on files of the workspace, in a \
-             deny-default sandbox on a mirror of it that is written back when the call \
-             succeeds. Arguments {program, args, cwdRelative?, timeoutMs?}; result {program, \
-             exitCode, stdout, stderr, truncated, denials?}. denials lists each access the \
-             sandbox refused ({path, access, reason, remedy})."
-        }
-        ToolName::Command => {
-            "Run one /bin/sh -c command line in the workspace, in a deny-default sandbox (the \
-             workspace and a private temp dir are writable). Arguments {command, cwd?, \
-             extraPaths?, timeoutMs?}; result {stdout, stderr, exitCode, status, truncated, \
-             partialExecution, descendantsStopped, denials?}. denials lists each access the \
-             sandbox refused ({path, access, reason, remedy}): act on its remedy rather than \
-             retrying. extraPaths need the user's approval per call."
-        }
-    }
 }
 
 fn schema_object(schema: Value) -> Map<String, Value> {
@@ -216,12 +132,6 @@ fn schema_object(schema: Value) -> Map<String, Value> {
             map
         }
     }
-}
-
-fn error_value(err: &ToolError) -> Value {
-    serde_json::to_value(err).unwrap_or_else(
-        |_| serde_json::json!({"ok": false, "code": err.code(), "message": err.message()}),
-    )
 }
 
 impl McpServer {
@@ -253,7 +163,7 @@ impl McpServer {
             if !session.config().offers(tool) || self.routes.contains_key(&tool) {
                 continue;
             }
-            if let Some(why) = unservable(session, tool) {
+            if let Some(why) = session.config().unrunnable(tool) {
                 skipped.push(format!("{tool} is not served: {why}"));
                 continue;
             }
@@ -289,27 +199,7 @@ impl McpServer {
         // A second descriptor of stdout, polled for the client closing its end while nothing
         // is being written (see `conn`).
         let watch = rustix::io::dup(std::io::stdout().as_fd()).ok();
-        self.run(std::io::stdin(), std::io::stdout(), watch).await
-    }
-
-    /// Serves MCP on any byte streams: `input` carries the client's messages, `output` our
-    /// replies, one JSON-RPC message per line. Returns when `input` ends (after every request
-    /// read is answered) or `output` fails (after the running calls are stopped).
-    pub async fn serve(
-        self,
-        input: impl std::io::Read + Send + 'static,
-        output: impl std::io::Write + Send + 'static,
-    ) -> Result<(), McpError> {
-        self.run(input, output, None).await
-    }
-
-    async fn run(
-        self,
-        input: impl std::io::Read + Send + 'static,
-        output: impl std::io::Write + Send + 'static,
-        watch: Option<std::os::fd::OwnedFd>,
-    ) -> Result<(), McpError> {
-        conn::serve(Arc::new(self), input, output, watch).await?;
+        conn::serve(Arc::new(self), std::io::stdin(), std::io::stdout(), watch).await?;
         Ok(())
     }
 
@@ -343,7 +233,7 @@ impl conn::Service for McpServer {
             .map(|(tool, route)| {
                 json!({
                     "name": tool.as_str(),
-                    "description": description(*tool),
+                    "description": tool.description(),
                     "inputSchema": route.schema,
                 })
             })
@@ -371,81 +261,64 @@ impl conn::Service for McpServer {
         let call_id = self.call_id(&id.to_string());
         let options = self.options.clone();
         Ok(Box::pin(async move {
-            let outcome = one_call_turn(
-                &session,
-                &call_id,
-                tool,
-                Value::Object(arguments),
-                &options,
-                cancel,
-            )
-            .await;
-            let (is_error, value) = match outcome {
-                Ok(v) => (false, v),
-                Err(v) => (true, v),
-            };
+            // The client cancelled the request or hung up: dropping the call stops the tool's
+            // process tree (RUN-10, CMD-6) before the turn ends.
+            let mut cancel = cancel;
+            let answer = session
+                .one_call(
+                    &call_id,
+                    tool,
+                    Value::Object(arguments),
+                    &options,
+                    KeepMirror::WhenNeeded,
+                    cancel.cancelled(),
+                )
+                .await;
             json!({
-                "content": [{"type": "text", "text": value.to_string()}],
-                "isError": is_error,
+                "content": [{"type": "text", "text": answer.to_line().to_string()}],
+                "isError": !answer.is_ok(),
             })
         }))
     }
 }
 
-/// The error to report for `err`: when the call was refused or stopped for a permission while
-/// the state file cannot be read, the state file is the cause — the host's state watch empties
-/// the grants when the file turns invalid (fail closed), which the gate reports as a missing
-/// plugin or a revoked permission. The code is the one `agent-exec call` uses for that state
-/// file, so both say the same thing.
-fn unless_state_invalid(session: &Session, err: ToolError) -> ToolError {
-    if err.code() != ErrorCode::PermissionDenied {
-        return err;
-    }
-    match session.host().store().load() {
-        Ok(_) => err,
-        Err(e) => {
-            let code = match e {
-                StateError::BadPluginId { .. } | StateError::Refused(_) => {
-                    ErrorCode::ExecArgumentsInvalid
-                }
-                _ => ErrorCode::ExecIoFailed,
-            };
-            ToolError::new(
-                code,
-                format!("{e}; no call can run until it is (this one was refused or stopped)"),
-            )
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
 
-/// One `tools/call` as a one-call turn. `Ok` is the result with `"ok": true` merged in (and the
-/// mirror's fate for `mounted`), `Err` the error object.
-async fn one_call_turn(
-    session: &Session,
-    call_id: &str,
-    tool: ToolName,
-    args: Value,
-    options: &CallOptions,
-    mut cancel: conn::Cancel,
-) -> Result<Value, Value> {
-    let turn = session
-        .begin_turn()
-        .map_err(|e| error_value(&unless_state_invalid(session, e)))?;
-    let result = tokio::select! {
-        r = turn.call(call_id, tool.as_str(), args, options) => r,
-        // The client cancelled the request or hung up: dropping the call stops the tool's
-        // process tree (RUN-10, CMD-6) before the turn ends below.
-        () = cancel.cancelled() => Err(ToolError::new(
-            ErrorCode::ExecCancelled,
-            "the MCP client cancelled this call; send it again if it is still wanted",
-        )),
-    };
-    let report = turn.finish(result.is_ok(), false);
-    let result = result.map_err(|e| unless_state_invalid(session, e));
-    let line = crate::outcome::turn_line(result, &report);
-    if crate::outcome::line_is_ok(&line) {
-        Ok(line)
-    } else {
-        Err(line)
+    use host_shim::{AgentConfig, Host, StateStore, ToolName};
+    use toolscope::{FolderGrant, PluginRecord};
+
+    use super::McpServer;
+
+    #[test]
+    fn a_session_lists_only_the_tools_it_can_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let folder = tmp.path().join("notes");
+        std::fs::create_dir(&folder).unwrap();
+        let store = StateStore::open(tmp.path().join("state")).unwrap();
+        let host = Host::open(store, "alice".into()).unwrap();
+        host.update_grants(|g| {
+            let mut record = PluginRecord::fully_granted("notes@1", &[]);
+            record.folder_grants.insert(FolderGrant {
+                path: folder.clone(),
+            });
+            g.plugins.insert("notes".parse().unwrap(), record);
+            Ok(())
+        })
+        .unwrap();
+        let config = AgentConfig::parse(&format!(
+            r#"{{"schemaVersion": 2, "systemPrompt": "",
+            "tools": [{{"ref": "read"}}, {{"ref": "run"}}], "memory": "session", "mode": "yolo",
+            "workspace": {{"kind": "direct", "path": {folder:?}}}}}"#
+        ))
+        .unwrap();
+        let mut server = McpServer::new("agent-exec");
+        let skipped = server.add_session(&host.session("notes".parse().unwrap(), config).unwrap());
+        assert_eq!(server.tools(), vec![ToolName::Read]);
+        assert_eq!(
+            skipped,
+            vec!["run is not served: run needs a mounted workspace, this one is direct"]
+        );
     }
 }

@@ -416,59 +416,6 @@ fn copies(state: &Path) -> usize {
 }
 
 #[test]
-fn concurrent_copies_of_one_workspace_are_bounded_and_the_rest_wait_for_a_free_slot() {
-    // Issue 15 §4: 20 concurrent runs on a 100 MB folder held 2 GB of copies. With one
-    // temporary slot, a third turn waits (without blocking the runtime) for the second's.
-    let f = Fixture::new();
-    f.write("a.txt", "x\n");
-    let host = host_shim::Host::open(f.store().with_concurrent_copies(1), "alice".into()).unwrap();
-    let folder = f.folder.clone();
-    host.update_grants(|g| {
-        let mut record = toolscope::PluginRecord::fully_granted("notes@1", &[]);
-        record
-            .folder_grants
-            .insert(toolscope::FolderGrant { path: folder });
-        g.plugins
-            .insert(crate::util::PLUGIN.parse().unwrap(), record);
-        Ok(())
-    })
-    .unwrap();
-    let session = host
-        .session(
-            crate::util::PLUGIN.parse().unwrap(),
-            f.config("mounted", &["read"]),
-        )
-        .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let persistent = session.begin_turn().unwrap();
-        let temporary = session.begin_turn().unwrap();
-        let queued = session.begin_turn().unwrap();
-        assert_eq!(copies(&f.state), 2);
-        assert_eq!(queued.root(), f.state.join("mirrors"), "no copy yet");
-        let read = json!({"path": "a.txt"});
-        let options = Default::default();
-        let waiting = tokio::time::timeout(
-            Duration::from_millis(300),
-            queued.call("c1", "read", read.clone(), &options),
-        )
-        .await;
-        assert!(waiting.is_err(), "the third copy was made: {waiting:?}");
-        assert_eq!(copies(&f.state), 2);
-        temporary.finish(true, false);
-        let out = queued.call("c2", "read", read, &options).await.unwrap();
-        assert_eq!(out["totalLines"], 1, "{out}");
-        assert_eq!(copies(&f.state), 2, "the freed slot was reused");
-        queued.finish(true, false);
-        persistent.finish(true, false);
-    });
-    assert_eq!(call_mirrors(&f.state), Vec::<String>::new());
-}
-
-#[test]
 fn concurrent_run_processes_on_one_workspace_never_hold_more_copies_than_the_bound() {
     // The same bound across processes: the slots are locks in the state directory.
     if !sandbox_available() {

@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use host_shim::{EditArguments, GrepArguments, GrepOutput, ReadArguments, WriteArguments};
+use file_tools::{EditArguments, GrepArguments, GrepOutput, ReadArguments, WriteArguments};
 use serde_json::{Value, json};
 use testkit::{Swapper, TempTree, Watch};
 
@@ -21,7 +21,7 @@ fn lease(tree: &TempTree) -> fsguard::RootLease {
 
 fn grep(root: &fsguard::RootLease, args: Value) -> GrepOutput {
     let args: GrepArguments = serde_json::from_value(args).unwrap();
-    host_shim::grep(root, args).unwrap()
+    file_tools::grep(root, args).unwrap()
 }
 
 fn paths(out: &GrepOutput) -> Vec<&str> {
@@ -92,7 +92,7 @@ fn grep_never_reads_outside_when_a_directory_is_swapped_for_a_symlink() {
             else {
                 unreachable!()
             };
-            if let Ok(out) = host_shim::grep(&root, args) {
+            if let Ok(out) = file_tools::grep(&root, args) {
                 let texts: Vec<&str> = out.matches.iter().map(|m| m.text.as_str()).collect();
                 assert!(!texts.iter().any(|t| t.contains("SECRET")), "{texts:?}");
             }
@@ -117,7 +117,7 @@ fn file_tools_never_touch_outside_when_a_directory_is_swapped_for_a_symlink() {
         ("read", &|_| {
             let args: ReadArguments =
                 serde_json::from_value(json!({"path": "sub/inside.txt"})).unwrap();
-            host_shim::read(&root, args).is_ok_and(|out| {
+            file_tools::read(&root, args).is_ok_and(|out| {
                 assert_eq!(out.content, "needle inside\n");
                 true
             })
@@ -127,7 +127,7 @@ fn file_tools_never_touch_outside_when_a_directory_is_swapped_for_a_symlink() {
                 json!({"path": format!("sub/new-{}.txt", i % 8), "content": "x"}),
             )
             .unwrap();
-            host_shim::write(&root, args).is_ok()
+            file_tools::write(&root, args).is_ok()
         }),
         ("edit", &|i| {
             let (from, to) = if i % 2 == 0 { ("a", "b") } else { ("b", "a") };
@@ -135,7 +135,7 @@ fn file_tools_never_touch_outside_when_a_directory_is_swapped_for_a_symlink() {
                 json!({"path": "sub/e.txt", "oldString": from, "newString": to}),
             )
             .unwrap();
-            host_shim::edit(&root, args).is_ok()
+            file_tools::edit(&root, args).is_ok()
         }),
     ];
     for (name, tool) in tools {
