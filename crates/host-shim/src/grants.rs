@@ -86,7 +86,7 @@ impl GrantChange {
     ///     permissions: vec![cap.to_string()],
     /// };
     /// let mut grants = Grants::default();
-    /// let id = "notes".into();
+    /// let id: toolscope::PluginId = "notes".parse().unwrap();
     /// GrantChange::Install(manifest("notes@1")).apply(&mut grants, &id).unwrap();
     /// GrantChange::Grant(Permission::PlatformApproval(cap)).apply(&mut grants, &id).unwrap();
     /// // An update of the package: the old approval approves nothing, approving starts over.
