@@ -499,7 +499,11 @@ fn walk_dir(
             None => String::new(),
         };
         if let Some((_, why)) = ETC_DENIED.iter().find(|(n, _)| *n == child_rel) {
-            find_sockets(&path, depth + 1, watch, walk);
+            // A denied directory may hold a socket; a denied file is none (and watching a
+            // file would fail, leaving the set unvouched: rebuilt on every call).
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                find_sockets(&path, depth + 1, watch, walk);
+            }
             walk.set.withheld.push((path, Withheld::Denied(why)));
             all = false;
             continue;
@@ -919,6 +923,23 @@ mod tests {
         assert!(set.etc.withheld.iter().any(|(p, w)| {
             *p == root.join("etc/alternatives/tool") && matches!(w, Withheld::LinkOutside(_))
         }));
+    }
+
+    #[test]
+    fn denied_and_withheld_entries_leave_the_set_vouched_for() {
+        let (_base, root) = fake_root();
+        // A denied file, a denied directory, a withheld directory with a subdirectory: each is
+        // searched for sockets (the directories) and none may leave the set unwatched.
+        file(&root.join("etc/machine-id"), 0o444);
+        dir(&root.join("etc/openvpn/keys"), 0o755);
+        dir(&root.join("etc/ssl/private/sub"), 0o700);
+        chmod(&root.join("etc/ssl/private"), 0o700);
+        let mut cache = Cache::watched(root.clone());
+        let first = cache.get();
+        assert!(
+            Arc::ptr_eq(&first, &cache.get()),
+            "rebuilt without a change: something the walk read is not watched"
+        );
     }
 
     #[test]
