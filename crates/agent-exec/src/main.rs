@@ -617,6 +617,13 @@ fn calling_plugin(
     config: &AgentConfig,
 ) -> Result<PluginId, StateError> {
     if let Some(p) = plugin {
+        // The reserved id is the person at the terminal, never a record of the state file
+        // (which someone could have edited to hold one), in any case (review of issue 17).
+        if p.eq_ignore_ascii_case(LOCAL_USER) {
+            return Err(StateError::Refused(format!(
+                "{LOCAL_USER} is the person at the terminal; leave out --plugin to call as them"
+            )));
+        }
         return check_plugin_id(p);
     }
     let folder = config.workspace.path.clone().unwrap_or_default();
@@ -955,7 +962,7 @@ fn apply_change(
         | Change::All { id } => id.clone(),
     };
     let plugin = check_plugin_id(&id)?;
-    if id == LOCAL_USER {
+    if id.eq_ignore_ascii_case(LOCAL_USER) {
         return Err(StateError::Refused(format!(
             "{LOCAL_USER} is the person at the terminal and holds no persisted grants; choose another plugin id"
         )));

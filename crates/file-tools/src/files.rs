@@ -270,6 +270,24 @@ fn rel_path(field: &str, s: &str) -> Result<RelPath, ToolError> {
         .map_err(|e| ToolError::new(ErrorCode::ExecPathInvalid, format!("{field} {s:?}: {e}")))
 }
 
+/// [`rel_path`] of a file for `read`, `write` and `edit`: a trailing `/` names a directory
+/// (the kernel answers `ENOTDIR` for a file so named), which `write` would otherwise have made a
+/// file of (review of issue 17).
+fn file_path(field: &str, s: &str) -> Result<RelPath, ToolError> {
+    if s.ends_with('/') {
+        return Err(ToolError::new(
+            ErrorCode::ExecPathInvalid,
+            format!(
+                "{field} {s:?} ends with `/`, so it names a directory; name the file, e.g. \
+                 \"{}/name.txt\"",
+                s.trim_end_matches('/')
+            ),
+        ));
+    }
+    RelPath::new(s)
+        .map_err(|e| ToolError::new(ErrorCode::ExecPathInvalid, format!("{field} {s:?}: {e}")))
+}
+
 /// A failed open as the tools answer it; the code is the one mapping all tools share
 /// ([`exec::open_error_code`]: only a failing system call is `IO_FAILED`).
 fn open_error(err: OpenError) -> ToolError {
@@ -305,6 +323,18 @@ fn write_error(err: WriteError) -> ToolError {
         WriteError::NotARegularFile { .. } | WriteError::AlreadyExists { .. } => {
             ToolError::new(ErrorCode::ExecPathInvalid, err.to_string())
         }
+        // As `exec::open_error_code`: a permission the system refuses is about the path.
+        WriteError::Io { ref source, .. }
+            if source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                format!(
+                    "{err}; the system does not let this user write there: choose a path you may \
+                     write, or ask the user to change its permissions"
+                ),
+            )
+        }
         _ => ToolError::new(ErrorCode::ExecIoFailed, err.to_string()),
     }
 }
@@ -327,7 +357,7 @@ fn read_text_file(
 
 /// `read {path, offset?, limit?}` → `{content, totalLines, truncated}`.
 pub fn read(root: &RootLease, args: ReadArguments) -> Result<ReadOutput, ToolError> {
-    let path = rel_path("path", &args.path)?;
+    let path = file_path("path", &args.path)?;
     let offset = args.offset.unwrap_or(0);
     let limit = args.limit.unwrap_or(DEFAULT_READ_LINES);
     if limit == 0 {
@@ -364,7 +394,7 @@ pub fn read(root: &RootLease, args: ReadArguments) -> Result<ReadOutput, ToolErr
 /// fails; a parent that is a symbolic link or a file is refused (`AGENT_EXEC_PATH_INVALID`),
 /// and `.git` never gets that far ([`RelPath`] refuses it in any case).
 pub fn write(root: &RootLease, args: WriteArguments) -> Result<WriteOutput, ToolError> {
-    let path = rel_path("path", &args.path)?;
+    let path = file_path("path", &args.path)?;
     if path.is_root() {
         return Err(ToolError::new(
             ErrorCode::ExecPathInvalid,
@@ -389,7 +419,7 @@ pub fn write(root: &RootLease, args: WriteArguments) -> Result<WriteOutput, Tool
 
 /// `edit {path, oldString, newString, replaceAll?}` → `{replacements}`.
 pub fn edit(root: &RootLease, args: EditArguments) -> Result<EditOutput, ToolError> {
-    let path = rel_path("path", &args.path)?;
+    let path = file_path("path", &args.path)?;
     if args.old_string.is_empty() {
         return Err(invalid(
             "oldString is empty; give the exact text to replace (use write for a new file)",

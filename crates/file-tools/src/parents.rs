@@ -50,7 +50,11 @@ fn refused(path: &RelPath, err: &OpenError) -> ToolError {
             "a directory on the way is something else; name a path whose directories are \
              directories"
         }
-        _ => "its directory cannot be opened or made",
+        OpenError::PermissionDenied { .. } => {
+            "the system does not let this user open or make it: choose a path you may write, \
+             or ask the user to change its permissions"
+        }
+        _ => "its directory cannot be opened or made; check that the path exists and retry",
     };
     ToolError::new(
         exec::open_error_code(err),

@@ -462,3 +462,28 @@ fn a_write_under_a_directory_the_system_refuses_is_a_path_error_and_makes_nothin
     assert!(err.message().contains("cannot make the directory"), "{err}");
     assert_eq!(names_in(&f.folder.join("ro")), ["keep.txt"]);
 }
+
+/// Review of issue 17: `newdir/` names a directory; `write` made a file of it, and `read` of
+/// `f.txt/` read the file where the kernel answers ENOTDIR.
+#[test]
+fn a_path_ending_in_a_slash_is_refused_by_write_read_and_edit() {
+    let f = Fixture::new();
+    f.write("f.txt", "x");
+    let root = lease(&f);
+    let write: WriteArguments =
+        serde_json::from_value(json!({"path": "newdir/", "content": "x"})).unwrap();
+    let err = file_tools::write(&root, write).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{err:?}");
+    assert!(err.message().contains("newdir/name.txt"), "{err:?}");
+    assert!(!f.folder.join("newdir").exists());
+    let err = file_tools::read(&root, read_args("f.txt/")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{err:?}");
+    let edit: EditArguments =
+        serde_json::from_value(json!({"path": "f.txt/", "oldString": "x", "newString": "y"}))
+            .unwrap();
+    assert_eq!(
+        file_tools::edit(&root, edit).unwrap_err().code(),
+        ErrorCode::ExecPathInvalid
+    );
+    assert_eq!(f.read("f.txt"), "x");
+}

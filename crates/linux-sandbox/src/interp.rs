@@ -213,6 +213,14 @@ fn elf_interp<H: FileHeader<Endian = Endianness>>(
             return Err(Malformed("interpreter name of implausible size".into()));
         }
         if let Some(name) = ph.interpreter(endian, data)? {
+            // The kernel resolves a relative name against the caller's working directory, the
+            // loader would not be the file we grant: only an absolute name is one we know
+            // (review of issue 17: `rel/ld.so` resolved against the host's cwd).
+            if name.first() != Some(&b'/') {
+                return Err(Malformed(
+                    "interpreter name that is not an absolute path".into(),
+                ));
+            }
             return Ok(Some(PathBuf::from(OsStr::from_bytes(name))));
         }
     }
@@ -232,7 +240,15 @@ fn elf_interp_and_needed<H: FileHeader<Endian = Endianness>>(
     let mut needed = Vec::new();
     for entry in dynamic.iter() {
         if entry.tag == DT_NEEDED {
-            needed.push(OsStr::from_bytes(dynamic.string(entry)?).to_owned());
+            let name = dynamic.string(entry)?;
+            // A library name is looked up in the search directories; one with a `/` would be
+            // joined out of them (`../..`, `/abs`).
+            if name.is_empty() || name.contains(&b'/') {
+                return Err(Malformed(
+                    "library name that is not a plain file name".into(),
+                ));
+            }
+            needed.push(OsStr::from_bytes(name).to_owned());
         }
     }
     Ok((interp, needed))
@@ -260,6 +276,38 @@ mod tests {
             interpreter(&script).unwrap(),
             Some(PathBuf::from("/bin/sh"))
         );
+    }
+
+    /// A copy of `/bin/sh` with `from` replaced by `to` (same length) wherever it occurs.
+    fn patched_shell(dir: &Path, from: &[u8], to: &[u8]) -> Option<PathBuf> {
+        assert_eq!(from.len(), to.len());
+        let mut bytes = std::fs::read(std::fs::canonicalize("/bin/sh").ok()?).ok()?;
+        let mut hit = false;
+        let mut i = 0;
+        while let Some(at) = bytes[i..].windows(from.len()).position(|w| w == from) {
+            bytes[i + at..i + at + to.len()].copy_from_slice(to);
+            i += at + to.len();
+            hit = true;
+        }
+        if !hit {
+            eprintln!("skipped: /bin/sh does not hold {from:?}");
+            return None;
+        }
+        let file = dir.join("patched");
+        std::fs::write(&file, bytes).ok()?;
+        Some(file)
+    }
+
+    #[test]
+    fn a_relative_interpreter_or_a_library_name_with_a_slash_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(file) = patched_shell(dir.path(), b"/lib64/ld-linux", b"xlib64/ld-linux") {
+            assert!(interpreter(&file).is_err());
+            assert!(elf_load(&file).is_err());
+        }
+        if let Some(file) = patched_shell(dir.path(), b"libc.so.6\0", b"../c.so.6\0") {
+            assert!(elf_load(&file).is_err());
+        }
     }
 
     #[test]
