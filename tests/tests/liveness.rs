@@ -112,6 +112,22 @@ impl Ws {
     fn call(&self, script: &str) -> Value {
         self.call_with(script, &[], &[])
     }
+
+    /// [`Ws::call`] with the workspace as the user's home directory, holding `~/.ssh`.
+    fn call_as_home(&self, script: &str) -> Value {
+        std::fs::create_dir_all(self.tree.root.join(".ssh")).unwrap();
+        let out = Command::new(agent_exec())
+            .args(["call", "command", "--workspace"])
+            .arg(&self.tree.root)
+            .arg("--state-dir")
+            .arg(self.state.path())
+            .env("HOME", &self.tree.root)
+            .arg("--json")
+            .arg(serde_json::json!({ "command": script }).to_string())
+            .output()
+            .unwrap();
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap()
+    }
 }
 
 /// The call ran, exited 0, and its stdout contains every one of `wanted`.
@@ -266,6 +282,18 @@ fn a_unix_socket_server_and_client_in_the_workspace_talk() {
     );
     let out = ws.call("python3 sock.py");
     assert_ran(&out, &["pong:ping"]);
+    // Review 5: a workspace that is the user's home holds ~/.ssh and ~/.gnupg, whose agents'
+    // sockets a command could connect to (Landlock below ABI 9 does not check `connect`): there
+    // the command gets no unix socket, and the result says so.
+    let out = ws.call_as_home("python3 sock.py");
+    assert_ne!(out["exitCode"], 0, "{out}");
+    assert!(
+        out["sandbox"]
+            .as_str()
+            .unwrap_or("")
+            .contains("unix sockets refused"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -220,7 +220,10 @@ pub async fn command_with(
     // holds tmux's and ssh-agent's; Landlock below ABI 9 does not govern `connect`): with one,
     // the command makes no unix sockets (`socketpair` still works). The workspace, the temp
     // dir and the toolchain homes are not such places (issue 16 review).
-    sandbox.unix_sockets = !approved_extra;
+    // A workspace that is or holds such a place (a home directory: `~/.gnupg`'s gpg-agent)
+    // brings its sockets in too (review 5).
+    let workspace_sockets = crate::sockets::socket_place_in(scope.path());
+    sandbox.unix_sockets = !approved_extra && workspace_sockets.is_none();
     for path in &options.hidden {
         sandbox = sandbox.hide(path.clone());
     }

@@ -20,7 +20,9 @@
 //! refused whenever an extra path is approved), but a datagram end of `socketpair` re-addressed
 //! with `sendto`, or a socket passed in by another call running at the same time, can reach it.
 //! The workspace and the toolchain homes are not walked (the workspace is the user's project; a
-//! toolchain home holds programs).
+//! toolchain home holds programs). A workspace that is or contains one of those places (a home
+//! directory picked as the workspace holds `~/.gnupg` and `~/.ssh`) is not refused, but its
+//! command gets no unix socket ([`socket_place_in`]; review 5).
 
 use std::path::{Path, PathBuf};
 
@@ -35,8 +37,16 @@ pub(crate) const SHARED_SOCKET_PLACES: &[&str] = &["/tmp", "/var/tmp", "/run", "
 /// Entries walked per extra path at most.
 pub(crate) const MAX_ENTRIES: usize = 20_000;
 
-/// Refuses the first extra path that is or holds a place of other programs' sockets.
-pub(crate) fn refuse_socket_places(extra: &[Extra]) -> Result<(), ToolError> {
+/// The place of other programs' sockets that `dir` (canonical) is or contains, if any: the
+/// workspace's check (a home directory chosen as the workspace holds `~/.gnupg` and `~/.ssh`).
+/// No walk: it runs on every call, and a project tree may be large.
+pub(crate) fn socket_place_in(dir: &Path) -> Option<PathBuf> {
+    socket_places().into_iter().find(|p| p.starts_with(dir))
+}
+
+/// [`SHARED_SOCKET_PLACES`], `$XDG_RUNTIME_DIR`, `~/.gnupg`, `~/.ssh` and the directory of
+/// `$SSH_AUTH_SOCK`, canonical where they exist.
+fn socket_places() -> Vec<PathBuf> {
     let mut places: Vec<PathBuf> = SHARED_SOCKET_PLACES.iter().map(PathBuf::from).collect();
     if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         places.push(dir.into());
@@ -51,10 +61,15 @@ pub(crate) fn refuse_socket_places(extra: &[Extra]) -> Result<(), ToolError> {
             places.push(dir.to_path_buf());
         }
     }
-    let places: Vec<PathBuf> = places
+    places
         .into_iter()
         .map(|p| p.canonicalize().unwrap_or(p))
-        .collect();
+        .collect()
+}
+
+/// Refuses the first extra path that is or holds a place of other programs' sockets.
+pub(crate) fn refuse_socket_places(extra: &[Extra]) -> Result<(), ToolError> {
+    let places = socket_places();
     for e in extra {
         use std::os::fd::AsFd;
         // The kernel's name for the descriptor pinned at validation, not the text looked up
@@ -142,6 +157,18 @@ fn find_socket(root: &Path) -> Found {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_workspace_holding_a_socket_place_is_named_and_a_project_is_not() {
+        assert_eq!(socket_place_in(Path::new("/")), Some(PathBuf::from("/tmp")));
+        let tmp = Path::new("/tmp").canonicalize().unwrap();
+        assert!(socket_place_in(&tmp).is_some());
+        let project = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        assert_eq!(
+            socket_place_in(&project.path().canonicalize().unwrap()),
+            None
+        );
+    }
 
     #[test]
     fn a_socket_deep_inside_is_found_and_a_link_to_one_is_not_followed() {

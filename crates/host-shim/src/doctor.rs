@@ -72,7 +72,7 @@ pub fn report() -> Value {
             "the host's tree, restricted by Landlock"
         },
         "procAndShm": if namespaces && pid_ns && probe.private_proc() {
-            "a private /proc of the command's PID namespace (only its processes) and a private, size-bounded /dev/shm"
+            "a private /proc of the command's PID namespace (only its processes; for a root host the machine-wide root-only tables slabinfo, vmallocinfo, pagetypeinfo, timer_list, keys and key-users read empty) and a private, size-bounded /dev/shm"
         } else if namespaces {
             "a private /dev/shm; /proc limited to a few machine-wide files (no PID namespace proc mount here)"
         } else {
