@@ -188,18 +188,33 @@ pub fn run_as_nobody(args: &[&str], env: &[(&str, &str)]) -> String {
     let exe = dir.path().join("test-binary");
     std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = std::process::Command::new(setpriv)
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(&exe)
-        .args(args)
-        .env_clear()
-        .env("HOME", dir.path())
-        .env("TMPDIR", dir.path())
-        .env("PATH", "/usr/bin:/bin")
-        .env(REQUIRE_VAR, std::env::var(REQUIRE_VAR).unwrap_or_default())
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+    let run = || {
+        std::process::Command::new(setpriv)
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&exe)
+            .args(args)
+            .env_clear()
+            .env("HOME", dir.path())
+            .env("TMPDIR", dir.path())
+            .env("PATH", "/usr/bin:/bin")
+            .env(REQUIRE_VAR, std::env::var(REQUIRE_VAR).unwrap_or_default())
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    // ETXTBSY: a process another test thread forked while the copy above was open for writing
+    // holds that descriptor until it execs (close-on-exec closes it only then), and the kernel
+    // refuses to execute a file open for writing. It clears within moments; retry, as Go's
+    // os/exec does for the same race.
+    let mut out = run();
+    for attempt in 1..=20 {
+        let busy = String::from_utf8_lossy(&out.stderr).contains("Text file busy");
+        if out.status.success() || !busy {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20 * attempt));
+        out = run();
+    }
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
