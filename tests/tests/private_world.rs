@@ -120,7 +120,10 @@ async fn ps_pgrep_top_and_proc_self_show_only_the_calls_own_processes() {
     let call = Call::new("agent-exec-world");
     let outsider = Outsider::start("WORLDSECRET");
     let out = call
+        // Waits for the background child to have become `sleep` (under load `ps` could see it
+        // still as the forked `sh`).
         .sh("sleep 30 & \
+             until [ \"$(cat /proc/$!/comm 2>/dev/null)\" = sleep ]; do :; done; \
              echo PS; ps -e -o pid=,comm= ; \
              echo PGREP; pgrep -x sleep; \
              echo STATUS; grep '^Name:' /proc/self/status; \

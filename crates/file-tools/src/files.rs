@@ -284,8 +284,7 @@ fn file_path(field: &str, s: &str) -> Result<RelPath, ToolError> {
             ),
         ));
     }
-    RelPath::new(s)
-        .map_err(|e| ToolError::new(ErrorCode::ExecPathInvalid, format!("{field} {s:?}: {e}")))
+    rel_path(field, s)
 }
 
 /// A failed open as the tools answer it; the code is the one mapping all tools share
