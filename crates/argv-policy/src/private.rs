@@ -33,10 +33,13 @@ use crate::policy::Policy;
 /// The shipped private locations (RCS-1), relative to `$HOME`, each with what it protects.
 pub const SHIPPED_PRIVATE: &str = include_str!("../data/home_private.json");
 
-/// Shell startup files, relative to `$HOME` (RCS-3): a command that appends to one runs again
-/// later in every shell the user opens, outside any sandbox, so they stay read-only even where
-/// they lie inside a writable root. `.inputrc` is here because readline key bindings can run
-/// shell commands; `.ssh/rc` is private already (not readable at all).
+/// Shell startup files and the session's autostart places, relative to `$HOME` (RCS-3): what a
+/// command appends to one runs again later in every shell or session the user opens, outside
+/// any sandbox, so they stay read-only even where they lie inside a writable root. Files and
+/// directories (`.config/fish/conf.d`, `.config/autostart`, `.config/systemd/user`,
+/// `Library/LaunchAgents`: everything below is protected too). `.inputrc` is here because
+/// readline key bindings can run shell commands; `.ssh/rc` is private already (not readable at
+/// all).
 pub const SHELL_STARTUP_FILES: &[&str] = &[
     ".bashrc",
     ".bash_profile",
