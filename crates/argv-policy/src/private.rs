@@ -442,6 +442,12 @@ mod tests {
             assert!(!hit(&["sh", "-c", &format!("cat '{s}'")]), "sh -c cat {s}");
         }
         assert!(!hit(&["git", "log", "/home/u/.ssh/id_rsa"]));
+        // The forms: `~` is refused in a direct argv (RC-2) and expanded in a script.
+        assert!(!hit(&["git", "log", "~/.ssh/id_rsa"]));
+        assert!(!hit(&["cat", "~/.aws/credentials"]));
+        assert!(!hit(&["sh", "-c", "git log ~/.ssh/id_rsa"]));
+        assert!(!hit(&["sh", "-c", "cat ~/.aws/credentials"]));
+        assert!(!hit(&["sh", "-c", "cat ~/.config/gh/hosts.yml"]));
         assert!(!hit(&["cat", "/home/u/.aws/credentials"]));
         assert!(!hit(&["cat", "/home/u/.mytokens/a"]));
         assert!(!hit(&["cat", "../.mytokens"]));
