@@ -76,7 +76,10 @@ pub const SHELL_STARTUP_FILES: &[&str] = &[
 /// (RCS-2) so builds can fetch and cache dependencies. None is or contains a private location
 /// (a test pins that): `~/.m2` and `~/.gradle` themselves are not here because
 /// `settings.xml`/`gradle.properties` hold credentials; `~/.cargo` is not because of
-/// `credentials.toml` (and `~/.cargo/bin` would let a build plant programs the user runs later).
+/// `credentials.toml`. No directory of installed programs is here either (`~/.cargo/bin`,
+/// `~/.deno/bin`, `~/.stack/programs`, `~/.mix/escripts`): a program planted there would run
+/// later outside any sandbox. On macOS only the toolchains' own folders of `Library/Caches`
+/// are writable, not the applications' caches beside them.
 const CACHE_DIRECTORIES: &[&str] = &[
     ".cache",
     ".cargo/registry",
@@ -90,7 +93,6 @@ const CACHE_DIRECTORIES: &[&str] = &[
     ".pnpm-store",
     ".local/share/pnpm/store",
     ".bun/install/cache",
-    ".deno",
     ".m2/repository",
     ".gradle/caches",
     ".gradle/wrapper",
@@ -103,10 +105,8 @@ const CACHE_DIRECTORIES: &[&str] = &[
     ".nuget/packages",
     ".pub-cache",
     ".cpanm",
-    ".stack",
     ".cabal/packages",
     ".ccache",
-    ".mix",
     ".hex",
     ".conan2/p",
     ".platformio/.cache",
@@ -114,7 +114,20 @@ const CACHE_DIRECTORIES: &[&str] = &[
     ".julia/compiled",
     ".julia/packages",
     ".julia/artifacts",
-    "Library/Caches",
+    "Library/Caches/pip",
+    "Library/Caches/pypoetry",
+    "Library/Caches/go-build",
+    "Library/Caches/Yarn",
+    "Library/Caches/pnpm",
+    "Library/Caches/deno",
+    "Library/Caches/node-gyp",
+    "Library/Caches/typescript",
+    "Library/Caches/ms-playwright",
+    "Library/Caches/Cypress",
+    "Library/Caches/CocoaPods",
+    "Library/Caches/org.swift.swiftpm",
+    "Library/Caches/bazel",
+    "Library/Caches/ccache",
 ];
 
 #[derive(Deserialize)]
@@ -494,7 +507,16 @@ mod tests {
         ] {
             assert!(caches.contains(&home.join(want)), "{want}");
         }
-        for not in [".m2", ".gradle", ".cargo", ".cargo/bin", ".rustup"] {
+        for not in [
+            ".m2",
+            ".gradle",
+            ".cargo",
+            ".cargo/bin",
+            ".rustup",
+            ".deno",
+            "go",
+            "Library/Caches",
+        ] {
             assert!(!caches.contains(&home.join(not)), "{not}");
         }
     }
