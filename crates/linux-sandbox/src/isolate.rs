@@ -174,6 +174,19 @@ pub(crate) struct Covered {
     pub(crate) is_dir: bool,
 }
 
+impl Covered {
+    /// The symbolic links passed on the way to `path` as the caller named it (their own
+    /// locations, with no link before them): a protected path reached through `.git` → a
+    /// directory elsewhere stays protected only if `.git` itself cannot be replaced.
+    pub(crate) fn links_to(path: &Path) -> Vec<PathBuf> {
+        PathView::walk(path)
+            .links
+            .into_iter()
+            .map(|(at, _)| at)
+            .collect()
+    }
+}
+
 /// What the child does beyond Landlock and seccomp, prepared in the parent.
 #[derive(Debug, Default)]
 pub(crate) struct Isolation {
@@ -677,10 +690,15 @@ fn ident_of_path(path: &Path) -> Result<Ident, SandboxError> {
 
 impl Isolation {
     /// Plans the mounts for `roots` (every non-system grant), `hidden` and `protected`.
+    ///
+    /// `links` are the symbolic links on the way to the protected paths
+    /// ([`Covered::links_to`]): each one beneath a writable grant is bound onto itself (a link
+    /// can be a mount point), so it cannot be removed or replaced to lead elsewhere.
     pub(crate) fn prepare(
         roots: &[Root],
         hidden: &[Covered],
         protected: &[Covered],
+        links: &[PathBuf],
     ) -> Result<Isolation, SandboxError> {
         let mut plan = Isolation::default();
         let writable: Vec<&Root> = roots.iter().filter(|r| r.writable).collect();
@@ -701,23 +719,14 @@ impl Isolation {
             });
         }
         let mut pinned: Vec<PathBuf> = Vec::new();
-        // The directories between the outermost writable grant above `path` and it: a mount
-        // point cannot be renamed or removed (`EBUSY`), so none of them can be moved away and
-        // replaced by a copy the command controls.
-        let mut pin_above = |path: &Path| {
-            let Some(root) = outermost.iter().find(|r| strictly_beneath(path, &r.path)) else {
-                return;
-            };
-            let mut dir = root.path.clone();
-            let rest = path.strip_prefix(&root.path).unwrap_or(Path::new(""));
-            let components: Vec<Component<'_>> = rest.components().collect();
-            for component in components.iter().take(components.len().saturating_sub(1)) {
-                dir.push(component);
-                if !pinned.contains(&dir) {
-                    pinned.push(dir.clone());
+        for link in links {
+            if outermost.iter().any(|r| strictly_beneath(link, &r.path)) {
+                pin_above(&outermost, &mut pinned, link);
+                if !pinned.contains(link) {
+                    pinned.push(link.clone());
                 }
             }
-        };
+        }
         let mut protected_paths: Vec<&Covered> = Vec::new();
         for covered in protected {
             // Read-only already outside every writable grant (and not in the view outside
@@ -728,7 +737,7 @@ impl Isolation {
             if protected_paths.iter().any(|p| p.path == covered.path) {
                 continue;
             }
-            pin_above(&covered.path);
+            pin_above(&outermost, &mut pinned, &covered.path);
             protected_paths.push(covered);
         }
         protected_paths.sort_by_key(|p| p.path.components().count());
@@ -745,7 +754,7 @@ impl Isolation {
             {
                 continue;
             }
-            pin_above(&covered.path);
+            pin_above(&outermost, &mut pinned, &covered.path);
             let target = Target {
                 path: c_path(&covered.path)?,
                 id: covered.id,
@@ -1123,6 +1132,24 @@ fn empty_file(root: i32, at: &std::ffi::CStr) -> Result<i32, i32> {
     cloned
 }
 
+/// Adds to `pinned` the directories between the outermost writable grant above `path` and it:
+/// a mount point cannot be renamed or removed (`EBUSY`), so none of them can be moved away and
+/// replaced by a copy the command controls.
+fn pin_above(outermost: &[&Root], pinned: &mut Vec<PathBuf>, path: &Path) {
+    let Some(root) = outermost.iter().find(|r| strictly_beneath(path, &r.path)) else {
+        return;
+    };
+    let mut dir = root.path.clone();
+    let rest = path.strip_prefix(&root.path).unwrap_or(Path::new(""));
+    let components: Vec<Component<'_>> = rest.components().collect();
+    for component in components.iter().take(components.len().saturating_sub(1)) {
+        dir.push(component);
+        if !pinned.contains(&dir) {
+            pinned.push(dir.clone());
+        }
+    }
+}
+
 /// Binds `target` onto itself (recursively: what is mounted beneath stays), adding `set`.
 fn bind_onto_itself(target: &Target, set: u64) -> Result<(), i32> {
     let at = open_checked(target)?;
@@ -1316,9 +1343,15 @@ fn replaced(errno: i32) -> i32 {
     }
 }
 
-/// Opens `target` and checks it is the file the parent pinned.
+/// Opens `target` and checks it is the file the parent pinned. A target that is a symbolic
+/// link (one on the way to a protected path, bound onto itself) is opened as the link.
 fn open_checked(target: &Target) -> Result<i32, i32> {
-    let at = open_no_symlinks(libc::AT_FDCWD, target.path.as_ptr().cast(), 0).map_err(replaced)?;
+    let at = open_no_symlinks(
+        libc::AT_FDCWD,
+        target.path.as_ptr().cast(),
+        libc::O_NOFOLLOW,
+    )
+    .map_err(replaced)?;
     match statx_fd(at) {
         Ok(id) if id == target.id => Ok(at),
         Ok(_) => {
@@ -1843,6 +1876,7 @@ mod tests {
             ],
             &[],
             &[],
+            &[],
         )
         .unwrap();
         let paths: Vec<&std::ffi::CStr> = plan.writable.iter().map(|t| t.path.as_c_str()).collect();
@@ -1863,6 +1897,7 @@ mod tests {
                 covered("/w/mirror", id, true),
                 covered("/x", id, false),
             ],
+            &[],
             &[],
         )
         .unwrap();
@@ -1887,6 +1922,7 @@ mod tests {
                 id,
                 is_dir: true,
             }],
+            &[],
             &[],
         )
         .unwrap();
@@ -1947,6 +1983,7 @@ mod tests {
                 // Read-only anyway: nothing to bind.
                 protect(home.join(".bashrc"), false),
             ],
+            &[],
         )
         .unwrap();
         assert_eq!(paths(&plan.pinned), [work.join(".git")]);
@@ -1998,6 +2035,7 @@ mod tests {
                     is_dir: false,
                 },
             ],
+            &[],
             &[],
         )
         .unwrap();

@@ -557,10 +557,12 @@ impl Policy {
             hidden.push(covered);
         }
         let mut protected = Vec::with_capacity(self.protected.len());
+        let mut links = Vec::new();
         for path in &self.protected {
             let Some(covered) = resolve(path)? else {
                 continue;
             };
+            links.extend(isolate::Covered::links_to(path));
             if !namespaces {
                 if let Some(root) = roots
                     .iter()
@@ -578,7 +580,7 @@ impl Policy {
         if !namespaces {
             return Ok(None);
         }
-        Isolation::prepare(&roots, &hidden, &protected).map(Some)
+        Isolation::prepare(&roots, &hidden, &protected, &links).map(Some)
     }
 
     /// Validate, then open: every rule path (and, for executables, their interpreters).

@@ -1107,6 +1107,41 @@ fn protected_paths_in_a_writable_grant_cannot_be_changed_moved_or_replaced() {
 }
 
 #[test]
+fn a_protected_path_reached_through_symbolic_links_keeps_the_links_in_place() {
+    if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let s = Scratch::new();
+    let repo = s.work.join("repo");
+    std::fs::create_dir_all(s.work.join("gitdir/hooks")).unwrap();
+    std::fs::create_dir_all(&repo).unwrap();
+    std::os::unix::fs::symlink("../gitdir", repo.join(".git")).unwrap();
+    std::fs::write(s.work.join("modules"), "M\n").unwrap();
+    std::os::unix::fs::symlink("../modules", repo.join(".gitmodules")).unwrap();
+    let policy = s
+        .command_policy()
+        .protect(repo.join(".git/hooks"))
+        .protect(repo.join(".gitmodules"));
+    let out = s.run(
+        &policy,
+        SH,
+        &[
+            "-c",
+            "cd repo; rm .git; mv .git g2; ln -sfn /tmp .git; \
+             rm .gitmodules; echo ESCAPED > .gitmodules; mv ../modules ../m2; \
+             echo ESCAPED > .git/hooks/pre-commit; mv ../gitdir ../g3; \
+             readlink .git .gitmodules",
+        ],
+    );
+    assert_eq!(stdout(&out), "../gitdir\n../modules\n", "{}", stderr(&out));
+    assert!(!s.work.join("gitdir/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(s.work.join("modules")).unwrap(),
+        "M\n"
+    );
+}
+
+#[test]
 fn protected_paths_in_a_writable_grant_are_refused_without_private_namespaces() {
     if !sandbox_available() {
         return;
