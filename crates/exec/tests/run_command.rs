@@ -301,9 +301,20 @@ async fn head_and_tail_keeps_the_first_and_last_lines_of_ten_megabytes() {
 
 /// A TCP listener and a UDP socket of the host's network namespace on 127.0.0.1, and a Python
 /// program that reaches both and resolves `localhost`.
-fn network_probe() -> (std::net::TcpListener, std::net::UdpSocket, String) {
+/// The host's listeners, kept open while the command runs.
+type Listeners = (
+    std::net::TcpListener,
+    std::net::UdpSocket,
+    std::os::unix::net::UnixListener,
+);
+
+fn network_probe(h: &Home) -> (Listeners, String) {
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // A host program's socket in the granted home (gpg-agent's, Docker Desktop's): never
+    // reached, with or without the network.
+    let agent = h.home.join("agent.sock");
+    let unix = std::os::unix::net::UnixListener::bind(&agent).unwrap();
     let script = format!(
         "import socket\n\
          def attempt(name, f):\n\
@@ -313,11 +324,14 @@ fn network_probe() -> (std::net::TcpListener, std::net::UdpSocket, String) {
          \x20       print(name, 'refused', e.errno)\n\
          attempt('tcp', lambda: socket.create_connection(('127.0.0.1', {tcp}), timeout=10).sendall(b'hi'))\n\
          attempt('udp', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'hi', ('127.0.0.1', {udp})))\n\
-         attempt('dns', lambda: socket.getaddrinfo('localhost', 80))\n",
+         attempt('dns', lambda: socket.getaddrinfo('localhost', 80))\n\
+         attempt('unix', lambda: socket.socket(socket.AF_UNIX).connect({agent:?}))\n\
+         attempt('pair', lambda: (lambda p: (p[0].send(b'x'), p[1].recv(1)))(socket.socketpair()))\n",
+        agent = agent.to_str().unwrap(),
         tcp = tcp.local_addr().unwrap().port(),
         udp = udp.local_addr().unwrap().port(),
     );
-    (tcp, udp, script)
+    ((tcp, udp, unix), script)
 }
 
 fn python() -> Option<&'static str> {
@@ -337,7 +351,7 @@ async fn network_all_reaches_the_hosts_loopback_by_tcp_and_udp_and_resolves_name
     }
     let Some(python) = python() else { return };
     let h = home();
-    let (tcp, udp, script) = network_probe();
+    let ((tcp, udp, _unix), script) = network_probe(&h);
     tcp.set_nonblocking(true).unwrap();
     udp.set_nonblocking(true).unwrap();
     let out = run(h.job(
@@ -349,7 +363,7 @@ async fn network_all_reaches_the_hosts_loopback_by_tcp_and_udp_and_resolves_name
     .await;
     assert_eq!(
         text(&out.stdout),
-        "tcp ok\nudp ok\ndns ok\n",
+        "tcp ok\nudp ok\ndns ok\nunix refused 1\npair ok\n",
         "{}",
         text(&out.stderr)
     );
@@ -378,7 +392,7 @@ async fn network_none_refuses_tcp_udp_and_reaches_no_listener() {
     }
     let Some(python) = python() else { return };
     let h = home();
-    let (tcp, udp, script) = network_probe();
+    let ((tcp, udp, _unix), script) = network_probe(&h);
     tcp.set_nonblocking(true).unwrap();
     udp.set_nonblocking(true).unwrap();
     let out = run(h.job(
@@ -390,9 +404,10 @@ async fn network_none_refuses_tcp_udp_and_reaches_no_listener() {
     .await;
     let stdout = text(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{stdout}{}", text(&out.stderr));
+    assert_eq!(lines.len(), 5, "{stdout}{}", text(&out.stderr));
     assert!(lines[0].starts_with("tcp refused"), "{stdout}");
     assert!(lines[1].starts_with("udp refused"), "{stdout}");
+    assert_eq!(&lines[3..], ["unix refused 1", "pair ok"], "{stdout}");
     // Nothing arrived.
     assert!(tcp.accept().is_err());
     assert!(udp.recv_from(&mut [0u8; 8]).is_err());
