@@ -1,5 +1,6 @@
 //! The merged configuration `decide` applies: the shipped lists plus the user's JSON config
-//! (`denied_command`, `read_only_command`, `sensitive_path`, `mode`; RC-2, RC-9, issue 9 rule 5).
+//! (`denied_command`, `read_only_command`, `sensitive_path`, `private_path`, `mode`; RC-2, RC-9,
+//! RCS-1, issue 9 rule 5).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -55,7 +56,7 @@ impl Mode {
 pub enum ConfigError {
     /// Not JSON, or a field of the wrong type.
     #[error(
-        "the run_command config is not valid JSON of the expected shape ({0}); expected an object with optional \"mode\" (\"safe\" | \"auto\" | \"allow-all\"), \"denied_command\", \"read_only_command\" and \"sensitive_path\" (arrays of strings)"
+        "the run_command config is not valid JSON of the expected shape ({0}); expected an object with optional \"mode\" (\"safe\" | \"auto\" | \"allow-all\"), \"denied_command\", \"read_only_command\", \"sensitive_path\" and \"private_path\" (arrays of strings)"
     )]
     Json(String),
     /// An entry that cannot be used as written.
@@ -120,6 +121,11 @@ pub struct Policy {
     denied: BTreeSet<String>,
     read_only: BTreeSet<ReadOnlyRule>,
     sensitive: Vec<SensitivePattern>,
+    /// The sensitive patterns that are one literal component name, looked up per component
+    /// (most of the shipped list; matching each one in turn was most of an allowlisted decide).
+    sensitive_names: BTreeSet<String>,
+    /// Private locations relative to `$HOME` (RCS-1), shipped then the user's; see `private`.
+    pub(crate) private: Vec<crate::private::Entry>,
 }
 
 #[derive(Deserialize)]
@@ -132,6 +138,8 @@ struct UserConfig {
     read_only_command: Vec<String>,
     #[serde(default)]
     sensitive_path: Vec<String>,
+    #[serde(default)]
+    private_path: Vec<String>,
 }
 
 /// A shipped list is either an array of strings or an object whose values are arrays of
@@ -174,6 +182,8 @@ impl Policy {
             denied: BTreeSet::new(),
             read_only: BTreeSet::new(),
             sensitive: Vec::new(),
+            sensitive_names: BTreeSet::new(),
+            private: crate::private::shipped(),
         };
         // The shipped files are part of the crate and pinned by tests
         // (`shipped_lists_parse_and_are_large_enough`), so an error here cannot reach a user;
@@ -225,6 +235,9 @@ impl Policy {
         for e in &cfg.sensitive_path {
             next.add_sensitive(e)?;
         }
+        for e in &cfg.private_path {
+            next.add_private(e)?;
+        }
         *self = next;
         Ok(())
     }
@@ -267,7 +280,9 @@ impl Policy {
             entry: text.to_owned(),
             why: "write a name, a glob such as \"*.pem\", or a path piece such as \".ssh/\"",
         })?;
-        if !self.sensitive.contains(&pat) {
+        if let Some(name) = pat.literal_name() {
+            self.sensitive_names.insert(name.to_owned());
+        } else if !self.sensitive.contains(&pat) {
             self.sensitive.push(pat);
         }
         Ok(())
@@ -293,9 +308,15 @@ impl Policy {
         self.denied.len()
     }
 
-    /// `true` when the normalised absolute `path` matches a sensitive pattern.
+    /// `true` when the normalised absolute `path` matches a sensitive pattern. The private
+    /// locations under `$HOME` are sensitive too; [`Policy::is_private`] checks those (the
+    /// decision asks both).
     pub fn is_sensitive(&self, path: &std::path::Path) -> bool {
-        self.sensitive.iter().any(|p| p.matches(path))
+        let comps = crate::paths::components(path);
+        comps
+            .iter()
+            .any(|c| self.sensitive_names.contains(c.as_ref()))
+            || self.sensitive.iter().any(|p| p.matches_components(&comps))
     }
 }
 
@@ -324,6 +345,34 @@ mod tests {
         assert!(p.read_only_len() >= 300, "{} rules", p.read_only_len());
         let n = flatten_list(SHIPPED_READ_ONLY).unwrap().len();
         assert_eq!(n, p.read_only_len(), "the shipped allowlist has duplicates");
+    }
+
+    #[test]
+    fn the_name_set_answers_as_matching_every_pattern_would() {
+        let p = Policy::defaults(Mode::Safe);
+        let patterns: Vec<SensitivePattern> = flatten_list(SHIPPED_SENSITIVE)
+            .unwrap()
+            .iter()
+            .filter_map(|e| SensitivePattern::parse(e))
+            .collect();
+        for path in [
+            "/home/u/.netrc",
+            "/home/u/proj/credentials",
+            "/home/u/proj/src/main.rs",
+            "/home/u/.ssh/config",
+            "/etc/shadow",
+            "/backup/etc/shadow",
+            "/w/a.pem",
+            "/w/.env.local",
+            "/w/.env",
+            "/w/x/.config/gcloud/a",
+            "/home/u/Library/Application Support/Google/Chrome/x",
+            "/",
+        ] {
+            let path = std::path::Path::new(path);
+            let want = patterns.iter().any(|pat| pat.matches(path));
+            assert_eq!(p.is_sensitive(path), want, "{}", path.display());
+        }
     }
 
     #[test]
