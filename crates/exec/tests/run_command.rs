@@ -268,7 +268,7 @@ async fn head_and_tail_keeps_the_first_and_last_lines_of_ten_megabytes() {
     }
     let h = home();
     // 10 MB of numbered lines, the first and last recognisable, and one stderr line merged in.
-    let script = "echo FIRST; echo to-stderr >&2; seq 1 1300000; echo LAST";
+    let script = "echo FIRST; echo to-stderr >&2; seq 1 1450000; echo LAST";
     let mut job = h.job(
         "/bin/sh",
         &["-c", script],
@@ -287,12 +287,12 @@ async fn head_and_tail_keeps_the_first_and_last_lines_of_ten_megabytes() {
     let head = text(&out.stdout[..out.stdout_head_len]);
     let tail = text(&out.stdout[out.stdout_head_len..]);
     assert!(head.starts_with("FIRST\nto-stderr\n1\n2\n3\n"), "{head}");
-    assert!(tail.ends_with("1299999\n1300000\nLAST\n"), "{tail}");
+    assert!(tail.ends_with("1449999\n1450000\nLAST\n"), "{tail}");
     assert!(out.stdout_truncated);
     // Every byte between them was counted: FIRST, to-stderr, the numbers, LAST.
     let total: u64 = 6
         + 10
-        + (1..=1_300_000u64)
+        + (1..=1_450_000u64)
             .map(|n| n.to_string().len() as u64 + 1)
             .sum::<u64>()
         + 5;
