@@ -37,24 +37,9 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
             seatbelt::SANDBOX_EXEC
         )));
     }
-    // Seatbelt profiles here cannot hide a directory beneath a grant yet: refuse, as Linux
-    // does where it cannot make a private mount namespace (issue 14).
-    if let Some((hidden, grant)) = job.sandbox.hidden.iter().find_map(|h| {
-        job.sandbox
-            .grants
-            .iter()
-            .find(|g| h != &g.path && h.starts_with(&g.path))
-            .map(|g| (h, g))
-    }) {
-        return Err(ExecError::Refused(format!(
-            "{} contains {}, the host's state directory, which this macOS build cannot hide \
-             from a command; grant a directory that does not contain it",
-            grant.path.display(),
-            hidden.display()
-        )));
-    }
-    let bound = crate::macos::profile_spec(&job.sandbox)
-        .build()
+    // Hidden paths are denied and protected ones never written, after every allow (RCS-2,
+    // RCS-3); what Seatbelt refuses to bind is refused here.
+    let bound = crate::macos::bound_profile(&job.sandbox)
         .map_err(|e| ExecError::SandboxUnavailable(e.to_string()))?;
     // Open the directory through the lease first: a symlink on the way is refused here. std
     // has no fchdir-before-exec, so the (just verified) path is what the child enters.
@@ -71,9 +56,24 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
         .env_clear()
         .envs(job.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stdin(Stdio::null());
+    // Merged: one pipe for both streams, so the order of writes is kept; the stderr reader
+    // gets a pipe whose writer is closed at once (EOF).
+    let merged = if job.merge_stderr {
+        let (reader, writer) = cloexec_pipe()?;
+        let second = writer
+            .try_clone()
+            .map_err(|e| ExecError::Io(format!("cannot share the output pipe: {e}")))?;
+        command
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::from(second));
+        let (empty, closed) = cloexec_pipe()?;
+        drop(closed);
+        Some((reader, empty))
+    } else {
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        None
+    };
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     let mut child = tokio::process::Command::from(command)
         .kill_on_drop(true)
@@ -81,28 +81,34 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
         .map_err(|e| ExecError::Io(format!("cannot start sandbox-exec: {e}")))?;
     let group = child.id().map(|pid| pid as libc::pid_t);
     let io = |e: std::io::Error| ExecError::Io(format!("cannot watch the output: {e}"));
-    let out_rx = child
-        .stdout
-        .take()
-        .ok_or_else(|| ExecError::Io("no stdout pipe".into()))?
-        .into_owned_fd()
-        .map_err(io)?;
-    let err_rx = child
-        .stderr
-        .take()
-        .ok_or_else(|| ExecError::Io("no stderr pipe".into()))?
-        .into_owned_fd()
-        .map_err(io)?;
+    let (out_rx, err_rx) = match merged {
+        Some(pair) => pair,
+        None => (
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| ExecError::Io("no stdout pipe".into()))?
+                .into_owned_fd()
+                .map_err(io)?,
+            child
+                .stderr
+                .take()
+                .ok_or_else(|| ExecError::Io("no stderr pipe".into()))?
+                .into_owned_fd()
+                .map_err(io)?,
+        ),
+    };
     let out_rx = pipe::Receiver::from_owned_fd(out_rx).map_err(io)?;
     let err_rx = pipe::Receiver::from_owned_fd(err_rx).map_err(io)?;
     let over_cap = Arc::new(Notify::new());
     let stop_draining = CancellationToken::new();
-    let reader = |rx, cap| {
+    let reader = |rx, keep| {
         let (over_cap, stop) = (over_cap.clone(), stop_draining.clone());
-        tokio::spawn(async move { drain(rx, cap, &over_cap, stop).await })
+        tokio::spawn(async move { drain(rx, keep, &over_cap, stop).await })
     };
-    let out_task = reader(out_rx, job.limits.stdout_cap);
-    let err_task = reader(err_rx, job.limits.stderr_cap);
+    let (out_keep, err_keep) = crate::capture::keep(&job.limits);
+    let out_task = reader(out_rx, out_keep);
+    let err_task = reader(err_rx, err_keep);
 
     let deadline = tokio::time::sleep(job.limits.timeout);
     tokio::pin!(deadline);
@@ -161,6 +167,8 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
     use std::os::unix::process::ExitStatusExt;
     outcome.exit_code = status.code();
     outcome.signal = status.signal();
+    outcome.stdout_head_len = out.head_len;
+    outcome.stdout_omitted = out.omitted;
     outcome.stdout = out.bytes;
     outcome.stderr = err.bytes;
     outcome.stdout_truncated = out.truncated;
@@ -174,4 +182,14 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
         },
     );
     Ok(outcome)
+}
+
+/// A pipe whose ends close on `exec` (macOS has no `pipe2`): the read end and the write end.
+fn cloexec_pipe() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd), ExecError> {
+    let io = |e: rustix::io::Errno| ExecError::Io(format!("cannot make the output pipe: {e}"));
+    let (reader, writer) = rustix::pipe::pipe().map_err(io)?;
+    for fd in [&reader, &writer] {
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC).map_err(io)?;
+    }
+    Ok((reader, writer))
 }

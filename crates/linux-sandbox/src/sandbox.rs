@@ -31,8 +31,9 @@ bitflags::bitflags! {
         const DEVICE_IOCTL = 1 << 1;
         /// Signals to processes outside the sandbox are not blocked (Landlock ABI < 6).
         const SIGNAL_SCOPE = 1 << 2;
-        /// Connecting to outside abstract unix sockets is not blocked (Landlock ABI < 6 with
-        /// [`Network::All`]; under [`Network::None`] seccomp refuses `socket(AF_UNIX)` instead).
+        /// Connecting to outside abstract unix sockets is not blocked. Never reported since
+        /// issue 18: below Landlock ABI 6 seccomp refuses `socket(AF_UNIX)` under either
+        /// network setting instead.
         const ABSTRACT_UNIX_SOCKET_SCOPE = 1 << 3;
         /// No private mount namespace: the mode, owner and times of files outside the
         /// writable paths that the program's user owns can still be changed (Landlock does not
@@ -126,8 +127,8 @@ impl Enforcement {
         self.root
     }
 
-    /// Whether the program may make unix sockets (`socket(AF_UNIX)`): with network, or where
-    /// nothing outside the sandbox can be reached through one (a [`private_root`] and the
+    /// Whether the program may make unix sockets (`socket(AF_UNIX)`): where nothing outside
+    /// the sandbox can be reached through one, with or without the network (issue 18) (a [`private_root`] and the
     /// abstract-socket scope, or Landlock ABI 9). `socketpair` always works.
     ///
     /// [`private_root`]: Enforcement::private_root
@@ -309,6 +310,9 @@ impl Policy {
             if self.may_spawn() {
                 isolation.root = self.new_root(&opened, &isolation.world)?;
             }
+            // An empty file to cover a hidden one is made in the new root only: the host's
+            // tree has no place to make one that the host would not see.
+            isolation.cover_files()?;
         }
         let root = isolation.as_ref().is_some_and(|i| i.root.is_some());
         let (proc, shm) = isolation.as_ref().map_or((false, false), |i| {
@@ -366,7 +370,7 @@ impl Policy {
                 proc,
                 shm,
                 root,
-                unix: self.network == Network::All || unix_connect_contained,
+                unix: unix_connect_contained,
             },
             isolation,
             links,
@@ -478,7 +482,7 @@ impl Policy {
     }
 
     /// The mounts of the private namespaces, or (without them) the refusal of a policy whose
-    /// grants contain a hidden path.
+    /// grants contain a hidden path or whose writable grants contain a protected one.
     fn isolation(
         &self,
         opened: &[OpenedRule],
@@ -489,7 +493,7 @@ impl Policy {
             source,
         };
         // Nothing to mount and nothing to refuse: no work on the spawn path.
-        if !namespaces && self.hidden.is_empty() {
+        if !namespaces && self.hidden.is_empty() && self.protected.is_empty() {
             return Ok(None);
         }
         let mut roots = Vec::new();
@@ -508,41 +512,76 @@ impl Policy {
                 writable,
             });
         }
-        let mut hidden = Vec::with_capacity(self.hidden.len());
-        for path in &self.hidden {
+        let no_namespaces = || {
+            if self.namespaces {
+                probe()
+                    .why_no_private_namespaces(self.launch)
+                    .unwrap_or_default()
+            } else {
+                "private namespaces are turned off by the policy".to_owned()
+            }
+        };
+        // Each path as it is now (links followed: the file the program would reach); a path
+        // that does not exist has nothing to hide or protect.
+        let resolve = |path: &PathBuf| -> Result<Option<isolate::Covered>, SandboxError> {
             if !path.is_absolute() {
                 return Err(SandboxError::RelativePath { path: path.clone() });
             }
-            let Some((fd, file_id)) = open_path(path, false)? else {
-                continue;
+            let Some((fd, file_id)) = open_path(path, true)? else {
+                return Ok(None);
             };
             let canonical =
                 isolate::canonical_path_of(fd.as_fd()).map_err(|e| open_error(path, e))?;
-            let id = Ident::from(file_id);
+            Ok(Some(isolate::Covered {
+                path: canonical,
+                id: Ident::from(file_id),
+                is_dir: file_id.is_dir,
+            }))
+        };
+        let mut hidden = Vec::with_capacity(self.hidden.len());
+        for path in &self.hidden {
+            let Some(covered) = resolve(path)? else {
+                continue;
+            };
             if !namespaces {
                 if let Some(root) = roots
                     .iter()
-                    .find(|r| canonical != r.path && canonical.starts_with(&r.path))
+                    .find(|r| covered.path != r.path && covered.path.starts_with(&r.path))
                 {
                     return Err(SandboxError::CannotHide {
                         root: root.path.clone(),
-                        hidden: canonical,
-                        reason: if self.namespaces {
-                            probe()
-                                .why_no_private_namespaces(self.launch)
-                                .unwrap_or_default()
-                        } else {
-                            "private namespaces are turned off by the policy".to_owned()
-                        },
+                        hidden: covered.path,
+                        reason: no_namespaces(),
                     });
                 }
             }
-            hidden.push((canonical, id));
+            hidden.push(covered);
+        }
+        let mut protected = Vec::with_capacity(self.protected.len());
+        let mut links = Vec::new();
+        for path in &self.protected {
+            let Some(covered) = resolve(path)? else {
+                continue;
+            };
+            links.extend(isolate::Covered::links_to(path));
+            if !namespaces {
+                if let Some(root) = roots
+                    .iter()
+                    .find(|r| r.writable && covered.path.starts_with(&r.path))
+                {
+                    return Err(SandboxError::CannotProtect {
+                        root: root.path.clone(),
+                        protected: covered.path,
+                        reason: no_namespaces(),
+                    });
+                }
+            }
+            protected.push(covered);
         }
         if !namespaces {
             return Ok(None);
         }
-        Isolation::prepare(&roots, &hidden).map(Some)
+        Isolation::prepare(&roots, &hidden, &protected, &links).map(Some)
     }
 
     /// Validate, then open: every rule path (and, for executables, their interpreters).
@@ -962,12 +1001,8 @@ fn gaps(policy: &Policy, abi: u8) -> Gaps {
     if abi < 6 && policy.scopes.contains(Scopes::SIGNAL) {
         gaps |= Gaps::SIGNAL_SCOPE;
     }
-    if abi < 6
-        && policy.scopes.contains(Scopes::ABSTRACT_UNIX_SOCKET)
-        && policy.network == Network::All
-    {
-        gaps |= Gaps::ABSTRACT_UNIX_SOCKET_SCOPE;
-    }
+    // No ABSTRACT_UNIX_SOCKET_SCOPE any more: below ABI 6 no unix socket is contained, so
+    // seccomp refuses `socket(AF_UNIX)` whatever the network (issue 18).
     gaps
 }
 
