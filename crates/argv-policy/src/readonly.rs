@@ -333,7 +333,7 @@ fn write_flag(tool: &str, sub: Option<&str>, arg: &str) -> bool {
                 return true;
             }
             if f.starts_with("--") {
-                return arg.starts_with(&format!("{f}="));
+                return long_matches(arg, f);
             }
             // `-x` inside a short cluster such as `-nx`; `tar xf` style clusters have no dash.
             let letter = f.strip_prefix('-').filter(|l| l.len() == 1);
@@ -349,6 +349,19 @@ fn write_flag(tool: &str, sub: Option<&str>, arg: &str) -> bool {
                 None => false,
             }
         })
+}
+
+/// `true` when the long option `arg` (`--name` or `--name=value`) is `flag` as getopt_long and
+/// git's parse-options read it: the exact name, or an abbreviation of at least three letters after
+/// `--` (both accept any unambiguous prefix, so `--outp=F` is `--output=F`). An ambiguous
+/// abbreviation is refused by the program, so counting it as the flag only costs a confirmation.
+fn long_matches(arg: &str, flag: &str) -> bool {
+    let Some(key) = arg.strip_prefix("--") else {
+        return false;
+    };
+    let key = key.split_once('=').map_or(key, |(k, _)| k);
+    let full = &flag[2..];
+    key == full || key.len() >= 3 && full.starts_with(key)
 }
 
 /// Sets aside `name`'s global options; `None` when one of them cancels the match. Returns the

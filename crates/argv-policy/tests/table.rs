@@ -966,3 +966,44 @@ fn malformed_arguments_are_refused_before_anything_else() {
     );
     check(r#"["sh", "-c"]"#, "refuse RUN_COMMAND_ARGUMENTS_INVALID");
 }
+
+/// Review of issue 18, finding 1: getopt_long and git accept any unambiguous prefix of a long
+/// option, so an abbreviation of a write/exec flag is that flag.
+#[test]
+fn abbreviated_long_options_count_as_the_flag_they_abbreviate() {
+    check(r#"["sort", "--outpu=PWSORT", "x"]"#, "run direct confirm");
+    check(r#"["sort", "--out=PWSORT", "x"]"#, "run direct confirm");
+    check(r#"["iconv", "--outp=F", "x"]"#, "run direct confirm");
+    check(r#"["shuf", "--outp=F", "x"]"#, "run direct confirm");
+    check(
+        r#"["git", "grep", "--open-files=touch X", "hello"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["git", "grep", "--open", "hello"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["git", "grep", "-Otouch", "hello"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["sort", "--compress-prog=sh", "x"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["sort", "--compress-program=sh", "x"]"#,
+        "run direct confirm",
+    );
+    check(r#"["git", "log", "--outp=x"]"#, "run direct confirm");
+    check(r#"["git", "diff", "--ext-d"]"#, "run direct confirm");
+    // Liveness: two letters are too short to count, and longer names are other options.
+    check(r#"["sort", "--ou", "x"]"#, "run direct none par");
+    check(
+        r#"["git", "log", "--output-indicator-new=+"]"#,
+        "run direct none par",
+    );
+    check(r#"["ls", "--dereference"]"#, "run direct none par");
+    check(r#"["rg", "--pretty", "x"]"#, "run direct none par");
+    check(r#"["sort", "--numeric-sort", "x"]"#, "run direct none par");
+}
