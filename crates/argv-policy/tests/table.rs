@@ -1007,3 +1007,59 @@ fn abbreviated_long_options_count_as_the_flag_they_abbreviate() {
     check(r#"["rg", "--pretty", "x"]"#, "run direct none par");
     check(r#"["sort", "--numeric-sort", "x"]"#, "run direct none par");
 }
+
+/// Review of issue 18, finding 3: a variable that makes a program run another program or read
+/// another configuration makes the command not read-only (PATH, LD_*, BASH_ENV, GCONV_PATH … stay
+/// refused; `env NAME=…` is never read-only).
+#[test]
+fn steering_variables_make_a_command_not_read_only() {
+    sh(
+        r#"GIT_EXTERNAL_DIFF="touch PWEXTD" git diff"#,
+        "run shell confirm",
+    );
+    sh(
+        r#"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0="touch X;false" git status"#,
+        "run shell confirm",
+    );
+    sh(
+        r#"GIT_SSH_COMMAND="touch X" git ls-remote ssh://x/y"#,
+        "run shell confirm",
+    );
+    sh(
+        "TAR_OPTIONS=--checkpoint-action=exec=touch tar -tf a.tar",
+        "run shell confirm",
+    );
+    sh("GIT_DIR=evil git status", "run shell confirm");
+    sh("GIT_WORK_TREE=/tmp git status", "run shell confirm");
+    sh("GIT_CONFIG_GLOBAL=evil git log", "run shell confirm");
+    sh("HOME=/home/u/proj/evil git status", "run shell confirm");
+    sh("HOME=/home/u/proj/evil; git status", "run shell confirm");
+    sh("XDG_CONFIG_HOME=evil git log", "run shell confirm");
+    sh(
+        "NODE_OPTIONS=--require=./x.js node --version",
+        "run shell confirm",
+    );
+    sh("PYTHONSTARTUP=x.py python3 --version", "run shell confirm");
+    sh("PERL5OPT=-Mevil perl -v", "run shell confirm");
+    sh("RUBYOPT=-revil ruby -v", "run shell confirm");
+    sh("RIPGREP_CONFIG_PATH=rc rg x", "run shell confirm");
+    sh("LESSOPEN='|touch X %s' git log", "run shell confirm");
+    sh("EDITOR=vim git log", "run shell confirm");
+    sh(
+        "GCONV_PATH=. iconv -l",
+        "refuse RUN_COMMAND_ENVIRONMENT_DENIED",
+    );
+    check(
+        r#"["env", "GIT_DIR=evil", "git", "status"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["env", "TAR_OPTIONS=-x", "tar", "-tf", "a.tar"]"#,
+        "run direct confirm",
+    );
+    // Liveness: output-only variables and a read-only pager keep the hit.
+    sh("LANG=C sort x", "run shell none par");
+    sh("GIT_PAGER=cat git log", "run shell none par");
+    sh("GIT_OPTIONAL_LOCKS=0 git status", "run shell none par");
+    sh("NO_COLOR=1 git diff", "run shell none par");
+}
