@@ -290,6 +290,23 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+        // After `cd`, a `git` finds the repository of another directory, which may be one the
+        // agent made (a nested `.git/config`, or a bare layout) whose `core.fsmonitor` runs on
+        // `git status`; only the working directory's own configuration is protected (RCS-3).
+        let word_is = |c: &Cmd, names: &[&str]| {
+            c.words
+                .iter()
+                .any(|w| w.fixed().is_some_and(|v| names.contains(&v)))
+        };
+        let moves = parsed.cmds.iter().any(|c| {
+            c.words
+                .first()
+                .and_then(Word::fixed)
+                .is_some_and(|v| matches!(v, "cd" | "pushd" | "popd"))
+        });
+        if moves && parsed.cmds.iter().any(|c| word_is(c, &["git"])) {
+            ro = false;
+        }
         for cmd in &parsed.cmds {
             // Every command is checked even after one is found not read-only.
             let cmd_ro = self.simple(cmd, depth)?;
