@@ -1212,3 +1212,39 @@ fn git_after_cd_in_a_script_is_not_read_only() {
     sh("cd src && ls", "run shell none par");
     sh("git status && git log -n 1", "run shell none par");
 }
+
+/// Review of issue 18, finding 4: the added private locations are sensitive paths.
+#[test]
+fn added_private_locations_cancel_a_read_only_match() {
+    for path in [
+        "/home/u/.cache/huggingface/token",
+        "/home/u/.huggingface/token",
+        "/home/u/.codex/auth.json",
+        "/home/u/.claude/.credentials.json",
+        "/home/u/.claude.json",
+        "/home/u/.kaggle/kaggle.json",
+        "/home/u/.config/github-copilot/hosts.json",
+        "/home/u/.gemini/oauth_creds.json",
+        "/home/u/.terraformrc",
+        "/home/u/.config/configstore/firebase-tools.json",
+        "/home/u/.databrickscfg",
+        "/home/u/.sentryclirc",
+        "/home/u/.config/pypoetry/auth.toml",
+        "/home/u/.composer/auth.json",
+        "/home/u/.bundle/config",
+        "/home/u/.config/ngrok/ngrok.yml",
+        "/home/u/.wrangler/config/default.toml",
+        "/home/u/.viminfo",
+        "/home/u/.local/share/Trash/files/id_rsa",
+        "/home/u/.local/share/recently-used.xbel",
+    ] {
+        let argv = serde_json::to_string(&["cat", path]).unwrap();
+        check(&argv, "run direct confirm");
+    }
+    // Liveness: the rest of the cache is not private.
+    check(
+        r#"["ls", "/home/u/.cache/huggingface/hub"]"#,
+        "run direct none par",
+    );
+    check(r#"["cat", "/home/u/.cache/pip/x"]"#, "run direct none par");
+}
