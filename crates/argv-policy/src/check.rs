@@ -3,6 +3,15 @@
 //! One function, [`Checker::command`], validates a command given by name and arguments, wherever
 //! it was found: at the top of the argv, in a script, or behind a launcher. It returns whether
 //! the command is a read-only allowlist hit (RC-9), or the refusal.
+//!
+//! Environment assignments (`NAME=v cmd`, a bare `NAME=v`, `export`, `env NAME=v cmd`) follow
+//! one rule in three tiers: a variable that decides which program a name starts or injects code
+//! into every program (`PATH`, `LD_*`, `DYLD_*`, `BASH_ENV`, `GCONV_PATH`, …) is refused; a
+//! variable whose value is a command line (`GIT_EXTERNAL_DIFF`, `GIT_SSH_COMMAND`, `PAGER`, …)
+//! has that command validated, and the command it applies to is read-only only when that one
+//! is; a variable that makes a program read another configuration or load other code (`GIT_*`,
+//! `TAR_OPTIONS`, `HOME`, `XDG_*`, `PYTHON*`, `NODE_OPTIONS`, …) is allowed but not read-only.
+//! `export`/`declare` and `env NAME=v` are never read-only at all.
 
 use std::cell::RefCell;
 
