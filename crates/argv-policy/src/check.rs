@@ -3,6 +3,15 @@
 //! One function, [`Checker::command`], validates a command given by name and arguments, wherever
 //! it was found: at the top of the argv, in a script, or behind a launcher. It returns whether
 //! the command is a read-only allowlist hit (RC-9), or the refusal.
+//!
+//! Environment assignments (`NAME=v cmd`, a bare `NAME=v`, `export`, `env NAME=v cmd`) follow
+//! one rule in three tiers: a variable that decides which program a name starts or injects code
+//! into every program (`PATH`, `LD_*`, `DYLD_*`, `BASH_ENV`, `GCONV_PATH`, …) is refused; a
+//! variable whose value is a command line (`GIT_EXTERNAL_DIFF`, `GIT_SSH_COMMAND`, `PAGER`, …)
+//! has that command validated, and the command it applies to is read-only only when that one
+//! is; a variable that makes a program read another configuration or load other code (`GIT_*`,
+//! `TAR_OPTIONS`, `HOME`, `XDG_*`, `PYTHON*`, `NODE_OPTIONS`, …) is allowed but not read-only.
+//! `export`/`declare` and `env NAME=v` are never read-only at all.
 
 use std::cell::RefCell;
 
@@ -46,9 +55,119 @@ fn is_dangerous_var(name: &str) -> bool {
             | "PROMPT_COMMAND"
             | "BASH_LOADABLES_PATH"
             | "EXECIGNORE"
+            // glibc loads the modules named here into any program that converts a charset,
+            // the same injection as LD_PRELOAD.
+            | "GCONV_PATH"
     ) || name.starts_with("LD_")
         || name.starts_with("DYLD_")
         || name.starts_with("BASH_FUNC_")
+}
+
+/// Variables (besides [`COMMAND_VARS`]) that make a program read another configuration, load
+/// other code or run another program (`GIT_DIR=evil git status` runs `evil/config`'s
+/// `core.fsmonitor`; `TAR_OPTIONS=--checkpoint-action=exec=…`; `NODE_OPTIONS=--require …`).
+/// Assigning one is allowed (`PYTHONPATH=src pytest` is everyday use) but the command is then not
+/// read-only, so it asks under `safe` (RC-9). Matched on the upper-cased name, by prefix for a
+/// tool's whole namespace; names outside this list (`X=1 ls`, `LANG=C sort`) keep a hit.
+const STEERING_PREFIXES: &[&str] = &[
+    "GIT_",
+    "TAR_",
+    "PYTHON",
+    "NODE_",
+    "NPM_CONFIG_",
+    "YARN_",
+    "PNPM_",
+    "BUN_",
+    "DENO_",
+    "PERL",
+    "RUBY",
+    "GEM_",
+    "BUNDLE_",
+    "JAVA",
+    "_JAVA_",
+    "JDK_JAVA_",
+    "MAVEN_",
+    "GRADLE_",
+    "CARGO_",
+    "RUSTUP_",
+    "RUSTC",
+    "RUSTDOC",
+    "GO",
+    "PIP_",
+    "UV_",
+    "POETRY_",
+    "CONDA",
+    "COMPOSER",
+    "DOTNET_",
+    "MSBUILD",
+    "HELM_",
+    "TF_",
+    "KUBE",
+    "DOCKER_",
+    "CONTAINERS_",
+    "AWS_",
+    "CLOUDSDK_",
+    "AZURE_",
+    "SSH_",
+    "GNUPG",
+    "GPG_",
+    "LESS",
+    "MAN",
+    "XDG_",
+    "XZ_",
+    "ZSTD_",
+    "BAT_",
+    "RIPGREP_",
+    "FZF_",
+    "OPENSSL_",
+    "GCONV_",
+    "TERMINFO",
+];
+
+/// Single variables of the same kind as [`STEERING_PREFIXES`].
+const STEERING_VARS: &[&str] = &[
+    "HOME",
+    "ZDOTDIR",
+    "INPUTRC",
+    "SHELL",
+    "LOCPATH",
+    "NLSPATH",
+    "HOSTALIASES",
+    "GZIP",
+    "BZIP",
+    "BZIP2",
+    "GREP_OPTIONS",
+    "CLASSPATH",
+    "CC",
+    "CXX",
+    "CPP",
+    "LD",
+    "AR",
+    "MAKEFLAGS",
+    "MFLAGS",
+    "MAKEFILES",
+    "EMACSLOADPATH",
+    "VIMINIT",
+    "EXINIT",
+    "MYVIMRC",
+    "WGETRC",
+    "CURL_HOME",
+    "SQLITE_HISTORY",
+    "PSQLRC",
+    "MYSQL_HOME",
+];
+
+/// Variables that keep a hit although their prefix is listed: they only tune output or take
+/// away a capability.
+const STEERING_EXCEPTIONS: &[&str] = &["GIT_OPTIONAL_LOCKS", "GIT_TERMINAL_PROMPT"];
+
+fn is_steering_var(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    if STEERING_EXCEPTIONS.contains(&upper.as_str()) {
+        return false;
+    }
+    STEERING_VARS.contains(&upper.as_str())
+        || STEERING_PREFIXES.iter().any(|p| upper.starts_with(p))
 }
 
 /// Variables whose value is a command line some program runs; the command in it is validated
@@ -180,6 +299,23 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+        // After `cd`, a `git` finds the repository of another directory, which may be one the
+        // agent made (a nested `.git/config`, or a bare layout) whose `core.fsmonitor` runs on
+        // `git status`; only the working directory's own configuration is protected (RCS-3).
+        let word_is = |c: &Cmd, names: &[&str]| {
+            c.words
+                .iter()
+                .any(|w| w.fixed().is_some_and(|v| names.contains(&v)))
+        };
+        let moves = parsed.cmds.iter().any(|c| {
+            c.words
+                .first()
+                .and_then(Word::fixed)
+                .is_some_and(|v| matches!(v, "cd" | "pushd" | "popd"))
+        });
+        if moves && parsed.cmds.iter().any(|c| word_is(c, &["git"])) {
+            ro = false;
+        }
         for cmd in &parsed.cmds {
             // Every command is checked even after one is found not read-only.
             let cmd_ro = self.simple(cmd, depth)?;
@@ -189,14 +325,18 @@ impl<'a> Checker<'a> {
     }
 
     fn simple(&self, cmd: &Cmd, depth: usize) -> Result<bool, Refusal> {
+        // A bare `HOME=evil` changes an exported variable for every later command, so an
+        // assignment without a command counts as well as a prefix assignment.
+        let mut ro = true;
         for (name, value) in &cmd.assigns {
-            self.assignment(name, value, depth)?;
+            ro &= self.assignment(name, value, depth)?;
         }
         let Some((first, args)) = cmd.words.split_first() else {
-            return Ok(true);
+            return Ok(ro);
         };
         let name = self.command_word(first)?;
-        self.command(name, args, depth, Place::Script)
+        let cmd_ro = self.command(name, args, depth, Place::Script)?;
+        Ok(ro && cmd_ro)
     }
 
     fn command_word<'w>(&self, w: &'w Word) -> Result<&'w str, Refusal> {
@@ -221,7 +361,10 @@ impl<'a> Checker<'a> {
     }
 
     /// Validates an assignment (`NAME=value`) made by a script, `env`, `export` and the like.
-    fn assignment(&self, name: &str, value: &Word, depth: usize) -> Result<(), Refusal> {
+    /// `Ok(false)` when the assignment makes the command it applies to not read-only: a
+    /// [`COMMAND_VARS`] value that is not itself read-only, or a steering variable
+    /// ([`is_steering_var`]). The variables of [`is_dangerous_var`] are refused.
+    fn assignment(&self, name: &str, value: &Word, depth: usize) -> Result<bool, Refusal> {
         if is_dangerous_var(name) {
             return Err(Refusal::new(
                 RefuseCode::EnvironmentDenied,
@@ -240,12 +383,15 @@ impl<'a> Checker<'a> {
             };
             let line = v.trim_start_matches('|');
             let words: Vec<Word> = line.split_whitespace().map(Word::literal).collect();
-            if let Some((first, rest)) = words.split_first() {
-                let cmd = self.command_word(first)?;
-                self.command(cmd, rest, depth + 1, Place::Launched)?;
-            }
+            return match words.split_first() {
+                Some((first, rest)) => {
+                    let cmd = self.command_word(first)?;
+                    self.command(cmd, rest, depth + 1, Place::Launched)
+                }
+                None => Ok(true),
+            };
         }
-        Ok(())
+        Ok(!is_steering_var(name))
     }
 
     /// Validates `name args` found at `place`. `Ok(true)` for a read-only allowlist hit.

@@ -118,8 +118,12 @@ fn is_secret_name(name: &str) -> bool {
 /// `ghu_`, `ghs_`, `ghr_`, `github_pat_`), AWS access key ids (`AKIA`/`ASIA` + 16), Slack
 /// tokens (`xoxa-`, `xoxb-`, `xoxp-`, `xoxr-`, `xoxs-`), OpenAI/Anthropic-style `sk-…` and
 /// `sk-ant-…` keys, GitLab `glpat-`, npm `npm_`, PyPI `pypi-`, Stripe `sk_live_`, `rk_live_`,
-/// `sk_test_`, `rk_test_`, Google `AIza…` API keys and JWTs (`eyJ….eyJ….…`). In order of
-/// appearance, without duplicates. Never panics; linear time.
+/// `sk_test_`, `rk_test_`, Google `AIza…` API keys, Hugging Face `hf_` + 30 or more letters and
+/// digits, JWTs (`eyJ….eyJ….…`), and the value of a `key=value`, `key: value` or
+/// `"key": "value"` pair whose key looks secret by the rule of [`secret_env_values`]
+/// (`password=hunter2hunter2`, `"api_key": "…"`, `aws_secret_access_key = wJalr…`; `-` and `.`
+/// in the key count as `_`): the value, at least 8 characters, runs to the next whitespace,
+/// quote, `,`, `;` or `&`. In order of appearance, without duplicates. Never panics; linear time.
 ///
 /// ```
 /// let text = "token ghp_0123456789abcdefghijABCDEFGHIJ012345 in a task-list";
@@ -127,6 +131,7 @@ fn is_secret_name(name: &str) -> bool {
 /// ```
 pub fn secrets_in(text: &str) -> Vec<String> {
     let mut found: Vec<(usize, usize)> = pem_blocks(text);
+    found.extend(assigned_values(text));
     for f in FORMATS {
         let mut resume = 0;
         for (at, _) in text.match_indices(f.prefix) {
@@ -258,7 +263,88 @@ const FORMATS: &[Format] = &[
         prefix: "eyJ",
         body: jwt,
     },
+    Format {
+        prefix: "hf_",
+        body: hugging_face,
+    },
 ];
+
+fn hugging_face(text: &str, from: usize) -> Option<usize> {
+    body(text, from, alnum, 30, false)
+}
+
+/// A byte of a configuration key: `aws_secret_access_key`, `spring.datasource.password`,
+/// `api-key`.
+fn key_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
+}
+
+/// A byte that ends an assigned value.
+fn value_end(b: u8) -> bool {
+    b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b'`' | b',' | b';' | b'&')
+}
+
+/// The values of `key=value`, `key: value` and `"key": "value"` pairs whose key looks secret
+/// ([`is_secret_name`]). Linear: a key is read backwards from its separator and stops at the
+/// previous separator, and a value is read only for a secret key, after which the scan resumes
+/// past it.
+fn assigned_values(text: &str) -> Vec<(usize, usize)> {
+    const MAX_KEY: usize = 64;
+    const MAX_GAP: usize = 4;
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut resume = 0;
+    for (sep, _) in text.match_indices(['=', ':']) {
+        if sep < resume {
+            continue;
+        }
+        // Backwards: optional blanks (`key = v`), an optional closing quote (`"key":`), the key.
+        let mut k_end = sep;
+        let mut gap = 0;
+        while k_end > 0 && gap < MAX_GAP && matches!(bytes[k_end - 1], b' ' | b'\t') {
+            k_end -= 1;
+            gap += 1;
+        }
+        if k_end > 0 && matches!(bytes[k_end - 1], b'"' | b'\'') {
+            k_end -= 1;
+        }
+        let mut k_start = k_end;
+        while k_start > 0 && k_end - k_start < MAX_KEY && key_byte(bytes[k_start - 1]) {
+            k_start -= 1;
+        }
+        if k_start == k_end || k_start > 0 && key_byte(bytes[k_start - 1]) {
+            continue;
+        }
+        let key: String = text[k_start..k_end]
+            .chars()
+            .map(|c| if c == '-' || c == '.' { '_' } else { c })
+            .collect();
+        if !is_secret_name(&key) {
+            continue;
+        }
+        // Forwards: optional blanks, an optional opening quote, the value.
+        let mut v = sep + 1;
+        let mut gap = 0;
+        while v < bytes.len() && gap < MAX_GAP && matches!(bytes[v], b' ' | b'\t') {
+            v += 1;
+            gap += 1;
+        }
+        if v < bytes.len() && matches!(bytes[v], b'"' | b'\'') {
+            v += 1;
+        }
+        let mut end = v;
+        while end < bytes.len() && !value_end(bytes[end]) {
+            end += 1;
+        }
+        // `$VAR` and `${VAR}` name a secret without holding it.
+        if end - v >= 8 && bytes[v] != b'$' {
+            out.push((v, end));
+        }
+        // The value is read once, matched or not, so separators inside it are not keys.
+        resume = end;
+    }
+    out
+}
 
 fn alnum(b: u8) -> bool {
     b.is_ascii_alphanumeric()
@@ -658,15 +744,81 @@ mod tests {
         assert_eq!(mask(&text, &secrets), "A=[secret:1] B=[secret:2]");
     }
 
+    #[test]
+    fn values_of_secret_keys_are_secrets_by_form() {
+        let cases = [
+            (
+                "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            ),
+            ("password=hunter2hunter2", "hunter2hunter2"),
+            ("PASSWORD = hunter2hunter2\n", "hunter2hunter2"),
+            (r#"{"api_key": "abcdefgh1234"}"#, "abcdefgh1234"),
+            ("token: abcdefghijkl", "abcdefghijkl"),
+            ("  db.password: 's3cr3tpass', x", "s3cr3tpass"),
+            ("https://x/?api-key=abcdefgh12&page=2", "abcdefgh12"),
+            ("export GITHUB_TOKEN=abcdefgh12;", "abcdefgh12"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(secrets_in(text), vec![want.to_string()], "{text}");
+        }
+        let hf = "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH";
+        assert_eq!(secrets_in(&format!("HF: {hf} ok")), vec![hf.to_string()]);
+    }
+
+    #[test]
+    fn short_values_locations_and_prose_are_not_secrets_by_form() {
+        for text in [
+            "password=",
+            "password=\nnext",
+            "token_count=3",
+            "max_tokens: 4096",
+            "password_file=/etc/app/secret.txt",
+            "Enter the password: ",
+            "the token is not valid, try again",
+            "key=value",
+            "token: ${GITHUB_TOKEN}",
+            "name=hunter2hunter2",
+            "hf_short",
+            "inside a word: xhf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+        ] {
+            assert!(
+                secrets_in(text).is_empty(),
+                "{text}: {:?}",
+                secrets_in(text)
+            );
+        }
+    }
+
+    #[test]
+    fn many_secret_keys_in_a_row_stay_linear() {
+        // Each value runs to the end of the text; it is read once, not once per separator.
+        let text = "password=$".repeat(20_000);
+        assert!(secrets_in(&text).is_empty());
+        let text = "token=abcdefgh12 ".repeat(20_000);
+        assert_eq!(secrets_in(&text), vec!["abcdefgh12".to_string()]);
+    }
+
     proptest! {
         #[test]
         fn secrets_in_never_panics_and_returns_substrings(
-            text in "(ghp_|AKIA|sk-|eyJ|\\.|-----BEGIN |-----END | PRIVATE KEY-----|xoxb-|AIza|[A-Za-z0-9_+/=-]{1,12}|[ \\n]|é|\u{1F600})*"
+            text in "(ghp_|AKIA|sk-|eyJ|hf_|password=|\"token\": |\\.|-----BEGIN |-----END | PRIVATE KEY-----|xoxb-|AIza|[A-Za-z0-9_+/=-]{1,12}|[ \\n]|é|\u{1F600})*"
         ) {
             for s in secrets_in(&text) {
                 prop_assert!(!s.is_empty());
                 prop_assert!(text.contains(&s));
             }
+        }
+
+        #[test]
+        fn a_secret_key_with_a_long_value_is_always_found(
+            key in "(db_|AWS_|x-)?(password|token|secret|api_key|apikey|Secret)(_value)?",
+            sep in "(=| = |: |\": \")",
+            value in "[A-Za-z0-9/+_-]{8,40}",
+            before in "[ \n{,]?",
+        ) {
+            let text = format!("{before}{key}{sep}{value}\" next");
+            prop_assert!(secrets_in(&text).contains(&value), "{}", text);
         }
 
         #[test]

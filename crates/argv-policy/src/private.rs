@@ -149,12 +149,19 @@ struct ShippedEntry {
 pub(crate) struct Entry {
     rel: PathBuf,
     lower: Vec<String>,
+    /// From the shipped list: known to be a file or directory the sandbox hides inside a
+    /// writable cache (see [`Policy::cache_paths`]).
+    shipped: bool,
 }
 
 impl Entry {
-    fn new(rel: PathBuf) -> Entry {
+    fn new(rel: PathBuf, shipped: bool) -> Entry {
         let lower = lower_components(&rel);
-        Entry { rel, lower }
+        Entry {
+            rel,
+            lower,
+            shipped,
+        }
     }
 }
 
@@ -175,7 +182,7 @@ pub(crate) fn shipped() -> Vec<Entry> {
         Ok(s) => s
             .entries
             .into_iter()
-            .filter_map(|e| relative(&e.path).ok().map(Entry::new))
+            .filter_map(|e| relative(&e.path).ok().map(|r| Entry::new(r, true)))
             .collect(),
         Err(_) => Vec::new(),
     }
@@ -256,6 +263,7 @@ fn strip_prefix_ignoring_case<'p>(path: &'p Path, dir: &Path) -> Option<&'p Path
 }
 
 /// `true` when one of `a`, `b` is or lies below the other (exact components).
+#[cfg(test)]
 fn overlaps(a: &Path, b: &Path) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
@@ -271,15 +279,22 @@ impl Policy {
     }
 
     /// Absolute paths under `home` of the toolchains' cache directories, writable in the
-    /// run_command sandbox (RCS-2). A cache directory that is, contains or lies in a private
-    /// path (the user's included) is left out: privacy wins over a warm cache.
+    /// run_command sandbox (RCS-2). A cache directory that is or lies in a private path is left
+    /// out, and so is one that contains a private path of the user's: privacy wins over a warm
+    /// cache. A shipped private path inside a cache (`.cache/huggingface/token`) leaves the cache
+    /// writable: the sandbox hides that path inside the writable grant and protects the
+    /// directories on its way (RCS-3), so the rest of `~/.cache` stays usable.
     pub fn cache_paths(&self, home: &Path) -> Vec<PathBuf> {
         let home = normalize(Path::new("/"), home);
-        let private = self.private_paths(&home);
         CACHE_DIRECTORIES
             .iter()
             .map(|rel| home.join(rel))
-            .filter(|c| !private.iter().any(|p| overlaps(c, p)))
+            .filter(|c| {
+                !self.private.iter().any(|e| {
+                    let p = home.join(&e.rel);
+                    c.starts_with(&p) || !e.shipped && p.starts_with(c)
+                })
+            })
             .collect()
     }
 
@@ -309,7 +324,7 @@ impl Policy {
             why,
         })?;
         if !self.private.iter().any(|e| e.rel == rel) {
-            self.private.push(Entry::new(rel));
+            self.private.push(Entry::new(rel, false));
         }
         Ok(())
     }
@@ -468,7 +483,7 @@ mod tests {
     }
 
     #[test]
-    fn no_cache_path_is_contains_or_lies_in_a_private_path() {
+    fn no_cache_path_is_or_lies_in_a_private_path_and_only_known_files_lie_in_one() {
         let p = Policy::defaults(Mode::Safe);
         let home = Path::new(HOME);
         let caches = p.cache_paths(home);
@@ -477,11 +492,16 @@ mod tests {
             CACHE_DIRECTORIES.len(),
             "a shipped cache overlaps"
         );
+        // The shipped private files the sandbox hides inside a writable cache.
+        let inside = [
+            home.join(".cache/huggingface/token"),
+            home.join(".cache/huggingface/stored_tokens"),
+        ];
         for c in &caches {
             assert!(c.starts_with(home) && c != home);
             for priv_ in p.private_paths(home) {
                 assert!(
-                    !overlaps(c, &priv_),
+                    !overlaps(c, &priv_) || inside.contains(&priv_),
                     "{} / {}",
                     c.display(),
                     priv_.display()
@@ -519,6 +539,16 @@ mod tests {
         ] {
             assert!(!caches.contains(&home.join(not)), "{not}");
         }
+    }
+
+    #[test]
+    fn a_shipped_private_file_inside_a_cache_is_private_and_the_cache_stays_writable() {
+        let p = Policy::defaults(Mode::Safe);
+        let home = Path::new(HOME);
+        assert!(p.cache_paths(home).contains(&home.join(".cache")));
+        assert!(p.is_private(&home.join(".cache/huggingface/token"), home));
+        assert!(!p.is_private(&home.join(".cache/huggingface/hub"), home));
+        assert!(!p.is_private(&home.join(".cache"), home));
     }
 
     #[test]

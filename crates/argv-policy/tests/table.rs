@@ -100,7 +100,7 @@ fn plain_argv_read_only_hits_run_in_parallel_without_a_gate() {
         r#"["git", "log", "--oneline", "-n", "5"]"#,
         "run direct none par",
     );
-    check(r#"["git", "-C", "sub", "status"]"#, "run direct none par");
+    check(r#"["git", "-C", ".", "status"]"#, "run direct none par");
     check(
         r#"["git", "--no-pager", "diff", "HEAD"]"#,
         "run direct none par",
@@ -965,4 +965,286 @@ fn malformed_arguments_are_refused_before_anything_else() {
         "refuse RUN_COMMAND_ARGUMENTS_INVALID",
     );
     check(r#"["sh", "-c"]"#, "refuse RUN_COMMAND_ARGUMENTS_INVALID");
+}
+
+/// Review of issue 18, finding 1: getopt_long and git accept any unambiguous prefix of a long
+/// option, so an abbreviation of a write/exec flag is that flag.
+#[test]
+fn abbreviated_long_options_count_as_the_flag_they_abbreviate() {
+    check(r#"["sort", "--outpu=PWSORT", "x"]"#, "run direct confirm");
+    check(r#"["sort", "--out=PWSORT", "x"]"#, "run direct confirm");
+    check(r#"["iconv", "--outp=F", "x"]"#, "run direct confirm");
+    check(r#"["shuf", "--outp=F", "x"]"#, "run direct confirm");
+    check(
+        r#"["git", "grep", "--open-files=touch X", "hello"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["git", "grep", "--open", "hello"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["git", "grep", "-Otouch", "hello"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["sort", "--compress-prog=sh", "x"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["sort", "--compress-program=sh", "x"]"#,
+        "run direct confirm",
+    );
+    check(r#"["git", "log", "--outp=x"]"#, "run direct confirm");
+    check(r#"["git", "diff", "--ext-d"]"#, "run direct confirm");
+    // Liveness: two letters are too short to count, and longer names are other options.
+    check(r#"["sort", "--ou", "x"]"#, "run direct none par");
+    check(
+        r#"["git", "log", "--output-indicator-new=+"]"#,
+        "run direct none par",
+    );
+    check(r#"["ls", "--dereference"]"#, "run direct none par");
+    check(r#"["rg", "--pretty", "x"]"#, "run direct none par");
+    check(r#"["sort", "--numeric-sort", "x"]"#, "run direct none par");
+}
+
+/// Review of issue 18, finding 3: a variable that makes a program run another program or read
+/// another configuration makes the command not read-only (PATH, LD_*, BASH_ENV, GCONV_PATH … stay
+/// refused; `env NAME=…` is never read-only).
+#[test]
+fn steering_variables_make_a_command_not_read_only() {
+    sh(
+        r#"GIT_EXTERNAL_DIFF="touch PWEXTD" git diff"#,
+        "run shell confirm",
+    );
+    sh(
+        r#"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0="touch X;false" git status"#,
+        "run shell confirm",
+    );
+    sh(
+        r#"GIT_SSH_COMMAND="touch X" git ls-remote ssh://x/y"#,
+        "run shell confirm",
+    );
+    sh(
+        "TAR_OPTIONS=--checkpoint-action=exec=touch tar -tf a.tar",
+        "run shell confirm",
+    );
+    sh("GIT_DIR=evil git status", "run shell confirm");
+    sh("GIT_WORK_TREE=/tmp git status", "run shell confirm");
+    sh("GIT_CONFIG_GLOBAL=evil git log", "run shell confirm");
+    sh("HOME=/home/u/proj/evil git status", "run shell confirm");
+    sh("HOME=/home/u/proj/evil; git status", "run shell confirm");
+    sh("XDG_CONFIG_HOME=evil git log", "run shell confirm");
+    sh(
+        "NODE_OPTIONS=--require=./x.js node --version",
+        "run shell confirm",
+    );
+    sh("PYTHONSTARTUP=x.py python3 --version", "run shell confirm");
+    sh("PERL5OPT=-Mevil perl -v", "run shell confirm");
+    sh("RUBYOPT=-revil ruby -v", "run shell confirm");
+    sh("RIPGREP_CONFIG_PATH=rc rg x", "run shell confirm");
+    sh("LESSOPEN='|touch X %s' git log", "run shell confirm");
+    sh("EDITOR=vim git log", "run shell confirm");
+    sh(
+        "GCONV_PATH=. iconv -l",
+        "refuse RUN_COMMAND_ENVIRONMENT_DENIED",
+    );
+    check(
+        r#"["env", "GIT_DIR=evil", "git", "status"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["env", "TAR_OPTIONS=-x", "tar", "-tf", "a.tar"]"#,
+        "run direct confirm",
+    );
+    // Liveness: output-only variables and a read-only pager keep the hit.
+    sh("LANG=C sort x", "run shell none par");
+    sh("GIT_PAGER=cat git log", "run shell none par");
+    sh("GIT_OPTIONAL_LOCKS=0 git status", "run shell none par");
+    sh("NO_COLOR=1 git diff", "run shell none par");
+}
+
+/// Review of issue 18, finding 2: options that run a program or write, version rules that match
+/// only exactly, `git branch NAME`, compressors beyond listing, and git's repository selectors.
+#[test]
+fn options_that_run_programs_or_write_cancel_a_hit() {
+    for tar in [
+        r#"["tar", "-tf", "a.tar", "--checkpoint=1", "--checkpoint-action=exec=touch X"]"#,
+        r#"["tar", "-tf", "a.tar", "--checkpoint-act=exec=touch X"]"#,
+        r#"["tar", "-tf", "a.tar", "--to-command=sh"]"#,
+        r#"["tar", "-tf", "a.tar", "--use-compress-program=sh"]"#,
+        r#"["tar", "-tf", "a.tar", "-Ish"]"#,
+        r#"["tar", "-tf", "a.tar", "--info-script=x"]"#,
+        r#"["tar", "-tf", "a.tar", "-F", "x"]"#,
+        r#"["tar", "-tf", "a.tar", "--new-volume-script=x"]"#,
+        r#"["tar", "-tf", "a.tar", "--rsh-command=x"]"#,
+        r#"["tar", "-tf", "a.tar", "--index-file=out"]"#,
+        r#"["tar", "-tf", "host:a.tar"]"#,
+    ] {
+        check(tar, "run direct confirm");
+    }
+    check(
+        r#"["git", "ls-remote", "--upload-pack=touch X", "."]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["git", "ls-remote", "-u", "touch X", "."]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["git", "ls-remote", "--upload=touch X", "."]"#,
+        "run direct confirm",
+    );
+    check(r#"["gcc", "-v", "m.c", "-o", "X"]"#, "run direct confirm");
+    check(r#"["ruby", "-v", "x.rb"]"#, "run direct confirm");
+    check(r#"["javac", "-version", "X.java"]"#, "run direct confirm");
+    check(r#"["sdiff", "-o", "F", "a", "b"]"#, "run direct confirm");
+    check(r#"["git", "branch", "-v", "NAME"]"#, "run direct confirm");
+    check(r#"["git", "branch", "-vv", "NAME"]"#, "run direct confirm");
+    check(r#"["git", "branch", "-a", "NAME"]"#, "run direct confirm");
+    check(r#"["xz", "-l", "-d", "a.xz"]"#, "run direct confirm");
+    check(r#"["xz", "-l", "-k", "a.xz"]"#, "run direct confirm");
+    check(r#"["gzip", "-l", "-d", "a.gz"]"#, "run direct confirm");
+    check(r#"["gzip", "-ld", "a.gz"]"#, "run direct confirm");
+    check(r#"["zstdcat", "-o", "out", "a.zst"]"#, "run direct confirm");
+    for git in [
+        r#"["git", "--git-dir=evil", "status"]"#,
+        r#"["git", "--git-dir", "evil", "status"]"#,
+        r#"["git", "--work-tree=/tmp", "status"]"#,
+        r#"["git", "-C", "evil", "status"]"#,
+        r#"["git", "-C", "/home/u/other", "log"]"#,
+        r#"["git", "--bare", "log"]"#,
+        r#"["git", "--exec-path=evil", "log"]"#,
+        r#"["git", "--config-env=core.pager=X", "log"]"#,
+        r#"["git", "-c", "core.fsmonitor=touch X", "status"]"#,
+        r#"["git", "show", "--output=x"]"#,
+        r#"["git", "diff", "--output=x"]"#,
+        r#"["git", "help", "--web", "log"]"#,
+    ] {
+        check(git, "run direct confirm");
+    }
+    check(r#"["sysctl", "-n", "kernel.x=1"]"#, "run direct confirm");
+    check(r#"["sysctl", "-a", "-p"]"#, "run direct confirm");
+    check(
+        r#"["rustc", "--print", "cfg=out.txt"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["go", "list", "-toolexec=x", "./..."]"#,
+        "run direct confirm",
+    );
+    check(r#"["go", "list", "--exec", "x"]"#, "run direct confirm");
+    check(r#"["go", "env", "-w", "GOFLAGS=x"]"#, "run direct confirm");
+    check(r#"["tree", "-R"]"#, "run direct confirm");
+    check(r#"["man", "-P", "touch X", "ls"]"#, "run direct confirm");
+    check(r#"["man", "-Hfirefox", "ls"]"#, "run direct confirm");
+    check(r#"["nm", "--plugin", "x.so", "a.o"]"#, "run direct confirm");
+    check(
+        r#"["rpm", "-q", "--eval", "%(touch X)"]"#,
+        "run direct confirm",
+    );
+    check(r#"["npm", "audit", "fix"]"#, "run direct confirm");
+    check(r#"["npm", "fund", "left-pad"]"#, "run direct confirm");
+    check(
+        r#"["ip", "-br", "addr", "add", "1.2.3.4/24"]"#,
+        "run direct confirm",
+    );
+    check(r#"["ip", "-b", "cmds"]"#, "run direct confirm");
+    check(r#"["ifconfig", "-a", "eth0", "up"]"#, "run direct confirm");
+    check(
+        r#"["kubectl", "--kubeconfig", "k.yaml", "get", "pods"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["docker", "--config", "dir", "compose", "ps"]"#,
+        "run direct confirm",
+    );
+    check(
+        r#"["helm", "template", "x", "--post-renderer", "sh"]"#,
+        "run direct confirm",
+    );
+    check(r#"["yarn", "--version"]"#, "run direct confirm");
+    check(r#"["mvn", "--version"]"#, "run direct confirm");
+    check(r#"["prettier", "--check", "."]"#, "run direct confirm");
+    check(r#"["terraform", "validate"]"#, "run direct confirm");
+    // Liveness: the plain queries still run without a confirmation.
+    for hit in [
+        r#"["tar", "-tvf", "a.tar"]"#,
+        r#"["gcc", "-v"]"#,
+        r#"["gcc", "--version"]"#,
+        r#"["ruby", "-v"]"#,
+        r#"["git", "--version"]"#,
+        r#"["git", "branch", "-v"]"#,
+        r#"["git", "branch", "-a"]"#,
+        r#"["git", "branch", "--list", "feat*"]"#,
+        r#"["git", "branch", "--contains", "HEAD"]"#,
+        r#"["git", "branch", "-v", "--sort", "committerdate"]"#,
+        r#"["git", "-C", "/home/u/proj", "status"]"#,
+        r#"["git", "ls-remote", "--tags", "."]"#,
+        r#"["xz", "-l", "a.xz"]"#,
+        r#"["xz", "-l", "-v", "a.xz"]"#,
+        r#"["gzip", "-l", "a.gz"]"#,
+        r#"["zcat", "a.gz"]"#,
+        r#"["sdiff", "a", "b"]"#,
+        r#"["sysctl", "-n", "kernel.ostype"]"#,
+        r#"["rustc", "--print", "sysroot"]"#,
+        r#"["go", "list", "./..."]"#,
+        r#"["ip", "-br", "addr"]"#,
+        r#"["ip", "addr", "show"]"#,
+        r#"["ifconfig", "-a"]"#,
+        r#"["man", "ls"]"#,
+        r#"["npm", "fund"]"#,
+        r#"["npm", "audit"]"#,
+        r#"["kubectl", "get", "pods"]"#,
+        r#"["terraform", "version"]"#,
+    ] {
+        check(hit, "run direct none par");
+    }
+}
+
+/// After `cd`, `git` may find a repository the agent made, whose configuration is not protected.
+#[test]
+fn git_after_cd_in_a_script_is_not_read_only() {
+    sh("cd evil && git status", "run shell confirm");
+    sh("cd evil; timeout 5 git log", "run shell confirm");
+    sh("pushd evil; git status", "run shell confirm");
+    // Liveness: `cd` alone, and `git` without `cd`, keep the hit.
+    sh("cd src && ls", "run shell none par");
+    sh("git status && git log -n 1", "run shell none par");
+}
+
+/// Review of issue 18, finding 4: the added private locations are sensitive paths.
+#[test]
+fn added_private_locations_cancel_a_read_only_match() {
+    for path in [
+        "/home/u/.cache/huggingface/token",
+        "/home/u/.huggingface/token",
+        "/home/u/.codex/auth.json",
+        "/home/u/.claude/.credentials.json",
+        "/home/u/.claude.json",
+        "/home/u/.kaggle/kaggle.json",
+        "/home/u/.config/github-copilot/hosts.json",
+        "/home/u/.gemini/oauth_creds.json",
+        "/home/u/.terraformrc",
+        "/home/u/.config/configstore/firebase-tools.json",
+        "/home/u/.databrickscfg",
+        "/home/u/.sentryclirc",
+        "/home/u/.config/pypoetry/auth.toml",
+        "/home/u/.composer/auth.json",
+        "/home/u/.bundle/config",
+        "/home/u/.config/ngrok/ngrok.yml",
+        "/home/u/.wrangler/config/default.toml",
+        "/home/u/.viminfo",
+        "/home/u/.local/share/Trash/files/id_rsa",
+        "/home/u/.local/share/recently-used.xbel",
+    ] {
+        let argv = serde_json::to_string(&["cat", path]).unwrap();
+        check(&argv, "run direct confirm");
+    }
+    // Liveness: the rest of the cache is not private.
+    check(
+        r#"["ls", "/home/u/.cache/huggingface/hub"]"#,
+        "run direct none par",
+    );
+    check(r#"["cat", "/home/u/.cache/pip/x"]"#, "run direct none par");
 }
