@@ -222,7 +222,7 @@ fn decide_inner(
                 "write_paths: {} (outside $HOME)",
                 p.display()
             )));
-        } else if policy.is_sensitive(p) && mode != Mode::AllowAll {
+        } else if policy.is_sensitive_at(p, &home) && mode != Mode::AllowAll {
             gate = gate.max(Gate::Confirm(format!(
                 "write_paths: {} (sensitive)",
                 p.display()
@@ -331,7 +331,7 @@ fn rm_plan(
         } else {
             outside.push(p);
         }
-        if policy.is_sensitive(p) {
+        if policy.is_sensitive_at(p, home) {
             gate = gate.max(Gate::Confirm(format!(
                 "rm (move to trash, sensitive): {}",
                 p.display()
