@@ -11,6 +11,13 @@ pub(crate) type Prepared = linux_sandbox::PreparedSandbox;
 
 /// Builds the sandbox in the parent: everything that allocates happens here, before any fork.
 pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, ExecError> {
+    if !spec.protected.is_empty() {
+        return Err(ExecError::Refused(
+            "this build cannot keep protected paths read-only yet, so nothing ran; pass no \
+             protected paths"
+                .to_owned(),
+        ));
+    }
     let policy =
         crate::linux::policy(spec).map_err(|e| ExecError::SandboxUnavailable(e.to_string()))?;
     let prepared = policy.prepare().map_err(|e| match e {

@@ -40,6 +40,7 @@
 //!         stderr_cap: 64 * 1024,
 //!         on_cap: OnCap::Kill,
 //!     },
+//!     merge_stderr: false,
 //! };
 //! let (ctx, _cancel) = toolscope::CallContext::standalone();
 //! let outcome = exec::run(job, &ctx).await?;

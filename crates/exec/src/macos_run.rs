@@ -37,6 +37,16 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
             seatbelt::SANDBOX_EXEC
         )));
     }
+    if !job.sandbox.protected.is_empty()
+        || job.merge_stderr
+        || job.limits.on_cap == OnCap::HeadAndTail
+    {
+        return Err(ExecError::Refused(
+            "this macOS build cannot yet keep protected paths read-only, merge stderr or keep \
+             the head and tail of the output, so nothing ran"
+                .to_owned(),
+        ));
+    }
     // Seatbelt profiles here cannot hide a directory beneath a grant yet: refuse, as Linux
     // does where it cannot make a private mount namespace (issue 14).
     if let Some((hidden, grant)) = job.sandbox.hidden.iter().find_map(|h| {
@@ -161,6 +171,7 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
     use std::os::unix::process::ExitStatusExt;
     outcome.exit_code = status.code();
     outcome.signal = status.signal();
+    outcome.stdout_head_len = out.bytes.len();
     outcome.stdout = out.bytes;
     outcome.stderr = err.bytes;
     outcome.stdout_truncated = out.truncated;

@@ -52,6 +52,13 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
             _ => CancelReason::Requested,
         })
     })?;
+    if job.limits.on_cap == OnCap::HeadAndTail {
+        return Err(ExecError::Refused(
+            "this build cannot keep the head and tail of the output yet, so nothing ran; use \
+             another cap mode"
+                .to_owned(),
+        ));
+    }
     let lease = job.workdir.lease.clone();
     lease.verify().map_err(ExecError::LeaseLost)?;
     let prepared = crate::backend::prepare(&job.sandbox)?;
@@ -62,6 +69,16 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
         .map_err(ExecError::WorkDir)?;
     let (out_rx, out_tx) = pipe_pair()?;
     let (err_rx, err_tx) = pipe_pair()?;
+    // Merged: both descriptors are the one stdout pipe, so the order of writes is kept; the
+    // stderr pipe's write end is dropped here and its reader sees EOF at once.
+    let err_tx = if job.merge_stderr {
+        drop(err_tx);
+        out_tx
+            .try_clone()
+            .map_err(|e| ExecError::Io(format!("cannot share the output pipe: {e}")))?
+    } else {
+        err_tx
+    };
 
     let mut tree = crate::backend::spawn(&job, prepared, cwd, out_tx, err_tx)?;
 
@@ -123,6 +140,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     let (out, err) = readers.finish(&stop_draining).await;
     let out = captured(out)?;
     let err = captured(err)?;
+    let stdout_head_len = out.bytes.len();
 
     Ok(Outcome {
         // A passed cap in kill mode fails the run even when the main process happened to
@@ -139,6 +157,8 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
         signal: status.and_then(|s| s.signal()),
         stdout: out.bytes,
         stderr: err.bytes,
+        stdout_head_len,
+        stdout_omitted: 0,
         stdout_truncated: out.truncated,
         stderr_truncated: err.truncated,
         descendants_stopped: report.descendants_stopped,
