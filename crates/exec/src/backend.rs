@@ -11,18 +11,13 @@ pub(crate) type Prepared = linux_sandbox::PreparedSandbox;
 
 /// Builds the sandbox in the parent: everything that allocates happens here, before any fork.
 pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, ExecError> {
-    if !spec.protected.is_empty() {
-        return Err(ExecError::Refused(
-            "this build cannot keep protected paths read-only yet, so nothing ran; pass no \
-             protected paths"
-                .to_owned(),
-        ));
-    }
     let policy =
         crate::linux::policy(spec).map_err(|e| ExecError::SandboxUnavailable(e.to_string()))?;
     let prepared = policy.prepare().map_err(|e| match e {
         e if e.is_unavailable() => ExecError::SandboxUnavailable(e.to_string()),
         e @ (linux_sandbox::SandboxError::CannotHide { .. }
+        | linux_sandbox::SandboxError::CannotHideFile { .. }
+        | linux_sandbox::SandboxError::CannotProtect { .. }
         | linux_sandbox::SandboxError::TooManyMounts { .. }) => ExecError::Refused(e.to_string()),
         e => ExecError::Io(format!("cannot prepare the sandbox: {e}")),
     })?;
@@ -70,7 +65,7 @@ pub(crate) fn spawn(
     // seccomp syscalls on memory prepared here, no allocation), as `pre_exec` requires.
     let command = unsafe { command.pre_exec(move || prepared.apply_in_child().map_err(i32::from)) };
     command.spawn().map_err(|e| match e {
-        // The child found a granted path, a hidden path or its working directory swapped for
+        // The child found a granted, hidden or protected path or its working directory swapped for
         // another file since the sandbox was prepared (issue 14): nothing ran.
         proctree::SpawnError::PreExec { code }
             if code == rustix::io::Errno::STALE.raw_os_error() =>

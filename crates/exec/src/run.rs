@@ -52,13 +52,6 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
             _ => CancelReason::Requested,
         })
     })?;
-    if job.limits.on_cap == OnCap::HeadAndTail {
-        return Err(ExecError::Refused(
-            "this build cannot keep the head and tail of the output yet, so nothing ran; use \
-             another cap mode"
-                .to_owned(),
-        ));
-    }
     let lease = job.workdir.lease.clone();
     lease.verify().map_err(ExecError::LeaseLost)?;
     let prepared = crate::backend::prepare(&job.sandbox)?;
@@ -84,18 +77,9 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
 
     let over_cap = Notify::new();
     let stop_draining = CancellationToken::new();
-    let out_drain = drain(
-        out_rx,
-        job.limits.stdout_cap,
-        &over_cap,
-        stop_draining.clone(),
-    );
-    let err_drain = drain(
-        err_rx,
-        job.limits.stderr_cap,
-        &over_cap,
-        stop_draining.clone(),
-    );
+    let (out_keep, err_keep) = crate::capture::keep(&job.limits);
+    let out_drain = drain(out_rx, out_keep, &over_cap, stop_draining.clone());
+    let err_drain = drain(err_rx, err_keep, &over_cap, stop_draining.clone());
     tokio::pin!(out_drain, err_drain);
     let mut readers = Readers {
         out: out_drain,
@@ -140,8 +124,6 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     let (out, err) = readers.finish(&stop_draining).await;
     let out = captured(out)?;
     let err = captured(err)?;
-    let stdout_head_len = out.bytes.len();
-
     Ok(Outcome {
         // A passed cap in kill mode fails the run even when the main process happened to
         // exit before the wait saw the cap (RUN-9): both were ready and `select!` picked the
@@ -157,8 +139,8 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
         signal: status.and_then(|s| s.signal()),
         stdout: out.bytes,
         stderr: err.bytes,
-        stdout_head_len,
-        stdout_omitted: 0,
+        stdout_head_len: out.head_len,
+        stdout_omitted: out.omitted,
         stdout_truncated: out.truncated,
         stderr_truncated: err.truncated,
         descendants_stopped: report.descendants_stopped,

@@ -118,9 +118,11 @@ pub struct SandboxSpec {
     pub grants: Vec<Grant>,
     /// Network access.
     pub network: Network,
-    /// Directories the command must never see or change even where they lie beneath a root
-    /// (the host's own state directory inside a workspace of `$HOME`, issue 14): covered by an
-    /// empty read-only directory on Linux; where that cannot be done, the run is refused.
+    /// Paths the command must never see or change even where they lie beneath a root (the
+    /// host's own state directory inside a workspace of `$HOME`, issue 14; credential files
+    /// and directories inside a granted `$HOME`, RCS-2): on Linux a directory is covered by an
+    /// empty read-only directory and a file by an empty read-only file (reads find nothing,
+    /// writes fail); where that cannot be done, the run is refused. Missing ones are ignored.
     pub hidden: Vec<PathBuf>,
     /// Paths (files or directories) that stay read-only even where they lie beneath a writable
     /// grant (RCS-3: `.git/hooks`, `.git/config`, shell startup files, the host's config);
@@ -224,7 +226,7 @@ impl SandboxSpec {
         }
     }
 
-    /// Adds a directory to [`hidden`](SandboxSpec::hidden).
+    /// Adds a path to [`hidden`](SandboxSpec::hidden).
     #[must_use]
     pub fn hide(mut self, path: impl Into<PathBuf>) -> Self {
         self.hidden.push(path.into());
