@@ -52,6 +52,7 @@ mod policy;
 pub mod private;
 mod readonly;
 mod script;
+mod shape;
 mod watch;
 mod words;
 
