@@ -65,6 +65,17 @@ async fn every_mode_and_gate_kind_with_the_system_password() {
         assert!(!out.executed, "{mode:?} {out:?}");
         assert_eq!(wrong.prompts.load(Ordering::SeqCst), 3, "three attempts");
         assert!(out.message.unwrap().contains("wrong 3 times"));
+        // The whole tree of an unsandboxed command is stopped at its end too.
+        let marker = testkit::marker();
+        let mut bg = args(&["sh", "-c", &format!("sleep {marker} & echo started")]);
+        bg.sandbox = false;
+        bg.network = true;
+        let right = Scripted::new(Confirmation::Yes, vec![Reply::Given(user.password.clone())]);
+        let out = call(bg, &f.proj, &f.home, mode, &right).await.unwrap();
+        assert!(out.is_success(), "{out:?}");
+        assert_eq!(out.descendants_stopped, 1, "{out:?}");
+        assert!(out.message.unwrap().contains("ignored"));
+        assert!(testkit::alive_with(&marker).is_empty());
         for reply in [Reply::CannotAsk, Reply::Cancelled] {
             let asker = Scripted::new(Confirmation::Yes, vec![reply]);
             let out = call(unsandboxed.clone(), &f.proj, &f.home, mode, &asker)
