@@ -274,3 +274,37 @@ async fn rm_through_a_symlinked_parent_gets_the_gate_of_where_it_really_points()
     assert!(!out.executed);
     assert!(target.exists());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_right_password_opens_write_paths_and_rm_outside_home() {
+    if testkit::rerun_as_test_user("the_right_password_opens_write_paths_and_rm_outside_home") {
+        return;
+    }
+    let user = testkit::as_test_user().unwrap();
+    if !testkit::sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    // write_paths outside $HOME: the password, even under allow-all, then writable.
+    let t = f.outside.join("made").to_string_lossy().into_owned();
+    let mut a = args(&["touch", &t]);
+    a.write_paths = vec![f.outside.to_string_lossy().into_owned()];
+    let asker = Scripted::new(Confirmation::Yes, vec![Reply::Given(user.password.clone())]);
+    let out = call(a, &f.proj, &f.home, Mode::AllowAll, &asker)
+        .await
+        .unwrap();
+    assert!(out.is_success(), "{out:?}");
+    assert!(f.outside.join("made").exists());
+    assert_eq!(asker.prompts.load(Ordering::SeqCst), 1);
+    // rm outside $HOME: the password, then the trash.
+    let asker = Scripted::new(Confirmation::Yes, vec![Reply::Given(user.password.clone())]);
+    let out = call(args(&["rm", &t]), &f.proj, &f.home, Mode::Auto, &asker)
+        .await
+        .unwrap();
+    assert!(out.is_success(), "{out:?}");
+    assert!(!f.outside.join("made").exists());
+    assert_eq!(out.trashed.len(), 1);
+    if let Some(from) = &out.trashed[0].restore_from {
+        let _ = std::fs::remove_file(from);
+    }
+}
