@@ -308,3 +308,47 @@ async fn the_right_password_opens_write_paths_and_rm_outside_home() {
         let _ = std::fs::remove_file(from);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_a_sudo_command_stops_it() {
+    if testkit::rerun_as_test_user("cancelling_a_sudo_command_stops_it") {
+        return;
+    }
+    let user = testkit::as_test_user().unwrap();
+    let f = fixture();
+    let marker = testkit::marker();
+    let lease = std::sync::Arc::new(fsguard::RootLease::acquire(&f.proj).unwrap());
+    let policy = run_command_tool::Policy::load(Mode::Auto, None).unwrap();
+    let options = run_command_tool::RunCommandOptions::for_home(&f.home);
+    let state = run_command_tool::RunCommandState::default();
+    let (ctx, cancel) = toolscope::CallContext::standalone();
+    let asker = Scripted::new(Confirmation::Yes, vec![Reply::Given(user.password.clone())]);
+    let canceller = async {
+        while testkit::alive_with(&marker).iter().count() < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        cancel.cancel(toolscope::CancelReason::Requested);
+    };
+    let (out, ()) = tokio::join!(
+        run_command_tool::run_command(
+            args(&["sudo", "sleep", &marker]),
+            lease,
+            &policy,
+            &asker,
+            &state,
+            &options,
+            &ctx,
+        ),
+        canceller
+    );
+    let out = out.unwrap();
+    assert_eq!(out.status, Status::Cancelled, "{out:?}");
+    // sudo forwarded SIGTERM to the root sleep.
+    for _ in 0..100 {
+        if testkit::alive_with(&marker).is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(testkit::alive_with(&marker).is_empty());
+}
