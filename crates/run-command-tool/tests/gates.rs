@@ -324,7 +324,7 @@ async fn cancelling_a_sudo_command_stops_it() {
     let (ctx, cancel) = toolscope::CallContext::standalone();
     let asker = Scripted::new(Confirmation::Yes, vec![Reply::Given(user.password.clone())]);
     let canceller = async {
-        while testkit::alive_with(&marker).iter().count() < 2 {
+        while testkit::alive_with(&marker).len() < 2 {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         cancel.cancel(toolscope::CancelReason::Requested);
