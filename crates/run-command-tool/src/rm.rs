@@ -220,6 +220,22 @@ fn restore_location(_original: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn flags_after_a_double_dash_are_paths(
+            before in proptest::collection::vec("-[a-zA-Z]{1,3}", 0..4),
+            after in proptest::collection::vec("-[a-zA-Z]{1,3}", 0..4),
+        ) {
+            let mut argv = vec!["rm".to_string()];
+            argv.extend(before.iter().cloned());
+            let head = flags(&argv);
+            argv.push("--".into());
+            argv.extend(after.iter().cloned());
+            prop_assert_eq!(flags(&argv), head);
+        }
+    }
 
     #[test]
     fn flags_read_combined_short_options() {

@@ -232,6 +232,22 @@ fn scan_git(dir: &Path, depth: usize, found: &mut Vec<PathBuf>, budget: &mut usi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn normalize_gives_an_absolute_path_without_dot_components(
+            parts in proptest::collection::vec("(\\.|\\.\\.|[a-z]{1,3})", 0..12),
+            absolute in any::<bool>(),
+        ) {
+            let joined = parts.join("/");
+            let p = if absolute { format!("/{joined}") } else { joined };
+            let n = normalize(Path::new("/w/x"), Path::new(&p));
+            prop_assert!(n.is_absolute());
+            prop_assert!(n.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_))));
+            prop_assert_eq!(normalize(Path::new("/"), &n), n.clone());
+        }
+    }
 
     #[test]
     fn normalize_is_lexical() {
