@@ -28,6 +28,28 @@ pub const MAX_ARGV_BYTES: usize = 1024 * 1024;
 /// Decides what to do with one `run_command` call. Pure: reads only `package.json` files for
 /// watcher detection (RC-15) and runs nothing.
 ///
+/// RC-2 for a direct argv: characters a shell would read are data unless an element's *form*
+/// shows that a shell was expected. `RUN_COMMAND_METACHARACTERS` (with the `sh -c` advice) is
+/// the answer for an element that is wholly shell syntax (`|`, `&&`, `;`, `&`, `>`, `2>&1`,
+/// `>file`, `<<EOF` …), starts with `~`, holds a substitution (`$(…)`, a backtick, `${…}`,
+/// `$NAME`), or is a glob (`*`, `?`, `[0-9]`, `{c,h}`) in an operand of a program that does not
+/// match patterns itself (`["cat", "*.txt"]`, `["rm", "*.log"]`). Program text and patterns a
+/// program reads itself run directly: awk and sed programs, the patterns of grep, rg, fd and jq,
+/// `python -c`, `node -e`, `perl -e`, `find -name`'s patterns, git's pathspecs, curl's URL
+/// globs, options such as `--include=*.rs`. Launchers (`env`, `timeout`, `xargs`, `npx`,
+/// `find -exec`, `sudo`) are seen through; arguments of a shell (`["sh", "-c", script, arg…]`)
+/// may hold no [`crate::METACHARACTERS`] character at all.
+///
+/// ```
+/// use argv_policy::{decide, Context, Mode, Policy, RefuseCode, RunCommandArgs};
+/// let (ctx, policy) = (Context::new("/home/u/proj", "/home/u"), Policy::defaults(Mode::Auto));
+/// let code = |argv: &[&str]| decide(&RunCommandArgs::new(argv.iter().copied()), &policy, &ctx).code();
+/// assert_eq!(code(&["python3", "-c", "print(1)"]), None);
+/// assert_eq!(code(&["grep", "-E", "a|b", "f"]), None);
+/// assert_eq!(code(&["cat", "*.txt"]), Some(RefuseCode::Metacharacters));
+/// assert_eq!(code(&["ls", "|", "wc"]), Some(RefuseCode::Metacharacters));
+/// ```
+///
 /// ```
 /// use argv_policy::{decide, Context, Decision, Gate, Mode, Policy, RunCommandArgs};
 /// let ctx = Context::new("/home/u/proj", "/home/u");

@@ -33,10 +33,13 @@ use crate::policy::Policy;
 /// The shipped private locations (RCS-1), relative to `$HOME`, each with what it protects.
 pub const SHIPPED_PRIVATE: &str = include_str!("../data/home_private.json");
 
-/// Shell startup files, relative to `$HOME` (RCS-3): a command that appends to one runs again
-/// later in every shell the user opens, outside any sandbox, so they stay read-only even where
-/// they lie inside a writable root. `.inputrc` is here because readline key bindings can run
-/// shell commands; `.ssh/rc` is private already (not readable at all).
+/// Shell startup files and the session's autostart places, relative to `$HOME` (RCS-3): what a
+/// command appends to one runs again later in every shell or session the user opens, outside
+/// any sandbox, so they stay read-only even where they lie inside a writable root. Files and
+/// directories (`.config/fish/conf.d`, `.config/autostart`, `.config/systemd/user`,
+/// `Library/LaunchAgents`: everything below is protected too). `.inputrc` is here because
+/// readline key bindings can run shell commands; `.ssh/rc` is private already (not readable at
+/// all).
 pub const SHELL_STARTUP_FILES: &[&str] = &[
     ".bashrc",
     ".bash_profile",
@@ -73,7 +76,10 @@ pub const SHELL_STARTUP_FILES: &[&str] = &[
 /// (RCS-2) so builds can fetch and cache dependencies. None is or contains a private location
 /// (a test pins that): `~/.m2` and `~/.gradle` themselves are not here because
 /// `settings.xml`/`gradle.properties` hold credentials; `~/.cargo` is not because of
-/// `credentials.toml` (and `~/.cargo/bin` would let a build plant programs the user runs later).
+/// `credentials.toml`. No directory of installed programs is here either (`~/.cargo/bin`,
+/// `~/.deno/bin`, `~/.stack/programs`, `~/.mix/escripts`): a program planted there would run
+/// later outside any sandbox. On macOS only the toolchains' own folders of `Library/Caches`
+/// are writable, not the applications' caches beside them.
 const CACHE_DIRECTORIES: &[&str] = &[
     ".cache",
     ".cargo/registry",
@@ -87,7 +93,6 @@ const CACHE_DIRECTORIES: &[&str] = &[
     ".pnpm-store",
     ".local/share/pnpm/store",
     ".bun/install/cache",
-    ".deno",
     ".m2/repository",
     ".gradle/caches",
     ".gradle/wrapper",
@@ -100,10 +105,8 @@ const CACHE_DIRECTORIES: &[&str] = &[
     ".nuget/packages",
     ".pub-cache",
     ".cpanm",
-    ".stack",
     ".cabal/packages",
     ".ccache",
-    ".mix",
     ".hex",
     ".conan2/p",
     ".platformio/.cache",
@@ -111,7 +114,20 @@ const CACHE_DIRECTORIES: &[&str] = &[
     ".julia/compiled",
     ".julia/packages",
     ".julia/artifacts",
-    "Library/Caches",
+    "Library/Caches/pip",
+    "Library/Caches/pypoetry",
+    "Library/Caches/go-build",
+    "Library/Caches/Yarn",
+    "Library/Caches/pnpm",
+    "Library/Caches/deno",
+    "Library/Caches/node-gyp",
+    "Library/Caches/typescript",
+    "Library/Caches/ms-playwright",
+    "Library/Caches/Cypress",
+    "Library/Caches/CocoaPods",
+    "Library/Caches/org.swift.swiftpm",
+    "Library/Caches/bazel",
+    "Library/Caches/ccache",
 ];
 
 #[derive(Deserialize)]
@@ -439,6 +455,12 @@ mod tests {
             assert!(!hit(&["sh", "-c", &format!("cat '{s}'")]), "sh -c cat {s}");
         }
         assert!(!hit(&["git", "log", "/home/u/.ssh/id_rsa"]));
+        // The forms: `~` is refused in a direct argv (RC-2) and expanded in a script.
+        assert!(!hit(&["git", "log", "~/.ssh/id_rsa"]));
+        assert!(!hit(&["cat", "~/.aws/credentials"]));
+        assert!(!hit(&["sh", "-c", "git log ~/.ssh/id_rsa"]));
+        assert!(!hit(&["sh", "-c", "cat ~/.aws/credentials"]));
+        assert!(!hit(&["sh", "-c", "cat ~/.config/gh/hosts.yml"]));
         assert!(!hit(&["cat", "/home/u/.aws/credentials"]));
         assert!(!hit(&["cat", "/home/u/.mytokens/a"]));
         assert!(!hit(&["cat", "../.mytokens"]));
@@ -485,7 +507,16 @@ mod tests {
         ] {
             assert!(caches.contains(&home.join(want)), "{want}");
         }
-        for not in [".m2", ".gradle", ".cargo", ".cargo/bin", ".rustup"] {
+        for not in [
+            ".m2",
+            ".gradle",
+            ".cargo",
+            ".cargo/bin",
+            ".rustup",
+            ".deno",
+            "go",
+            "Library/Caches",
+        ] {
             assert!(!caches.contains(&home.join(not)), "{not}");
         }
     }

@@ -1,10 +1,12 @@
 //! Property tests (issue 9 "Tests"): a script whose command word is not static is never allowed,
 //! wherever in the script it stands; and no input, however malformed, makes `decide` panic.
+//! RC-2 for a direct argv (issue 18): arguments without shell characters always pass it, and an
+//! element that is shell syntax, or a glob where `cat` expects a path, is always refused.
 
 // Helpers outside #[test] fns may unwrap too: a panic is a test failure, which is what we want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use argv_policy::{Context, Decision, Mode, Policy, RunCommandArgs, decide};
+use argv_policy::{Context, Decision, Mode, Policy, RefuseCode, RunCommandArgs, decide};
 use proptest::prelude::*;
 
 fn ctx() -> Context {
@@ -96,6 +98,54 @@ proptest! {
         let d = decide(&RunCommandArgs::new(argv), &Policy::defaults(Mode::Safe), &ctx());
         if let Decision::Refuse { message, .. } = d {
             prop_assert!(message.len() > 20, "{message}");
+        }
+    }
+
+    #[test]
+    fn argvs_of_the_programs_that_read_code_never_panic(
+        program in prop::sample::select(vec![
+            "awk", "sed", "grep", "rg", "jq", "yq", "find", "git", "python3", "node", "perl",
+            "curl", "kubectl", "test", "env", "xargs", "timeout", "sudo", "npx", "fd",
+        ]),
+        args in prop::collection::vec("[a-z.$`'\"|&;<>(){}\\[\\]*?~#=! -]{0,8}", 0..8),
+    ) {
+        let mut argv = vec![program.to_owned()];
+        argv.extend(args);
+        let _ = decide(&RunCommandArgs::new(argv), &Policy::defaults(Mode::Safe), &ctx());
+    }
+
+    #[test]
+    fn arguments_without_shell_characters_pass_rc_2(
+        program in prop::sample::select(vec![
+            "cat", "ls", "make", "cargo", "awk", "grep", "find", "git", "python3", "env", "npx",
+        ]),
+        args in prop::collection::vec("[A-Za-z0-9._/=:,+@%-]{1,10}", 0..6),
+    ) {
+        let mut argv = vec![program.to_owned()];
+        argv.extend(args);
+        let d = decide(&RunCommandArgs::new(argv.clone()), &Policy::defaults(Mode::Safe), &ctx());
+        prop_assert_ne!(d.code(), Some(RefuseCode::Metacharacters), "{:?}: {:?}", argv, d);
+    }
+
+    #[test]
+    fn shell_syntax_or_a_path_glob_is_always_refused(
+        program in prop::sample::select(vec!["cat", "ls", "cp", "echo", "make", "wc", "touch"]),
+        before in prop::collection::vec("[a-z0-9._/]{1,8}", 0..3),
+        after in prop::collection::vec("[a-z0-9._/]{1,8}", 0..3),
+        bad in prop::sample::select(vec![
+            "|", "||", "&&", ";", "&", ">", ">>", "<", "2>&1", "&>", "|&", ">out", "2>/dev/null",
+            "~", "~/x", "$(id)", "`id`", "${HOME}", "$HOME", "*.txt", "src/*.rs", "a?.log",
+            "f[0-9]", "a.{c,h}",
+        ]),
+    ) {
+        let mut argv = vec![program.to_owned()];
+        argv.extend(before);
+        argv.push(bad.to_owned());
+        argv.extend(after);
+        let d = decide(&RunCommandArgs::new(argv.clone()), &Policy::defaults(Mode::Safe), &ctx());
+        prop_assert_eq!(d.code(), Some(RefuseCode::Metacharacters), "{:?}: {:?}", argv, d);
+        if let Decision::Refuse { message, .. } = d {
+            prop_assert!(message.contains("['sh', '-c', '<script>']"), "{}", message);
         }
     }
 }

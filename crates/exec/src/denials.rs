@@ -455,8 +455,10 @@ pub enum Cause {
         /// read-write root asked to execute).
         system: bool,
     },
-    /// The host's own state directory.
+    /// The host's own state directory, or a private path (RCS-2).
     Hidden,
+    /// A path kept read-only inside a writable root (RCS-3: `.git/hooks`, `.git/config`).
+    Protected,
     /// `.git` in the `run` mirror (macOS).
     DotGit,
     /// `run` executes its one program only.
@@ -658,6 +660,7 @@ impl Judge {
         match self.explainer.explain(path, rights) {
             Explanation::Denied(d) => Some(match d {
                 D::Hidden { .. } => Cause::Hidden,
+                D::Protected { .. } => Cause::Protected,
                 D::NotTheProgram { .. } => Cause::NotTheProgram,
                 D::NotGranted { system, .. } if access != DeniedAccess::Read => {
                     Cause::ReadOnly { system }

@@ -4,7 +4,9 @@
 //! directories, sysctls) are the `seatbelt` crate's, not ours. On macOS, [`crate::run`] launches
 //! `/usr/bin/sandbox-exec` with this profile (the `macos_run` module).
 
-use seatbelt::{DotGit, Network as SbNetwork, Processes, ProfileSpec};
+use std::path::PathBuf;
+
+use seatbelt::{BoundProfile, DotGit, Network as SbNetwork, Processes, ProfileSpec, SpecError};
 
 use crate::spec::{Access, Network, Program, SandboxSpec};
 
@@ -34,6 +36,25 @@ pub fn profile_spec(spec: &SandboxSpec) -> ProfileSpec {
         },
         dot_git,
     }
+}
+
+/// The bound Seatbelt profile for `spec`: [`profile_spec`] plus its `hidden` paths denied
+/// altogether and its `protected` paths never written, after every allow (RCS-2, RCS-3). A
+/// hidden path inside a writable grant is passed as protected too, which keeps the directories
+/// between the grant and it from being removed or renamed: Seatbelt matches paths, so moving
+/// a parent away would otherwise take the path out from under its deny.
+pub fn bound_profile(spec: &SandboxSpec) -> Result<BoundProfile, SpecError> {
+    let mut protected: Vec<PathBuf> = spec.protected.clone();
+    for hidden in &spec.hidden {
+        let in_writable = spec
+            .grants
+            .iter()
+            .any(|g| g.access == Access::ReadWrite && hidden.starts_with(&g.path));
+        if in_writable && !protected.contains(hidden) {
+            protected.push(hidden.clone());
+        }
+    }
+    profile_spec(spec).build_with_denies(&spec.hidden, &protected)
 }
 
 #[cfg(test)]
@@ -83,6 +104,54 @@ mod tests {
             decide(Operation::ProcessExec, "/usr/bin/wc"),
             Decision::Allow
         );
+    }
+
+    #[test]
+    fn the_argv_spec_hides_private_paths_and_protects_repository_files() {
+        let mut spec = SandboxSpec::for_argv(
+            vec![
+                grant("/Users/u/proj", Access::ReadWrite),
+                grant("/private/tmp/call", Access::ReadWrite),
+                grant("/Users/u", Access::Read),
+                grant("/Users/u/.cache", Access::ReadWrite),
+            ],
+            Network::None,
+        );
+        spec.hidden = vec![
+            PathBuf::from("/Users/u/.ssh"),
+            PathBuf::from("/Users/u/.netrc"),
+            PathBuf::from("/Users/u/proj/sub/.env"),
+        ];
+        spec.protected = vec![
+            PathBuf::from("/Users/u/proj/.git/hooks"),
+            PathBuf::from("/Users/u/proj/.git/config"),
+        ];
+        let bound = bound_profile(&spec).unwrap();
+        let decide = |op, path: &str| bound.decide(op, path).unwrap();
+        use Decision::{Allow, Deny};
+        for (op, path, want) in [
+            (Operation::FileReadData, "/Users/u/notes", Allow),
+            (Operation::FileReadData, "/Users/u/.ssh/id_ed25519", Deny),
+            (Operation::FileReadData, "/Users/u/.netrc", Deny),
+            (Operation::FileReadData, "/Users/u/proj/sub/.env", Deny),
+            (Operation::FileWriteData, "/Users/u/proj/out", Allow),
+            (Operation::FileWriteData, "/Users/u/.cache/x", Allow),
+            (Operation::FileWriteData, "/Users/u/evil", Deny),
+            (Operation::FileWriteData, "/Users/u/proj/.git/config", Deny),
+            (
+                Operation::FileWriteCreate,
+                "/Users/u/proj/.git/hooks/pre-commit",
+                Deny,
+            ),
+            (Operation::FileReadData, "/Users/u/proj/.git/config", Allow),
+            (Operation::FileWriteData, "/Users/u/proj/.git/index", Allow),
+            // Neither a protected path's nor a hidden one's directories move away.
+            (Operation::FileWriteUnlink, "/Users/u/proj/.git", Deny),
+            (Operation::FileWriteUnlink, "/Users/u/proj/sub", Deny),
+            (Operation::FileWriteUnlink, "/Users/u/proj/other", Allow),
+        ] {
+            assert_eq!(decide(op, path), want, "{op:?} {path}");
+        }
     }
 
     #[test]

@@ -37,40 +37,9 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
             seatbelt::SANDBOX_EXEC
         )));
     }
-    // Seatbelt profiles here cannot keep a path beneath a writable grant read-only yet: refuse,
-    // as Linux does where it cannot make a private mount namespace (RCS-3).
-    if let Some((protected, grant)) = job.sandbox.protected.iter().find_map(|p| {
-        job.sandbox
-            .grants
-            .iter()
-            .find(|g| g.access == crate::spec::Access::ReadWrite && p.starts_with(&g.path))
-            .map(|g| (p, g))
-    }) {
-        return Err(ExecError::Refused(format!(
-            "{} is writable and contains {}, which must stay read-only, and this macOS build \
-             cannot protect it yet, so nothing ran; work in a directory that does not contain it",
-            grant.path.display(),
-            protected.display()
-        )));
-    }
-    // Seatbelt profiles here cannot hide a directory beneath a grant yet: refuse, as Linux
-    // does where it cannot make a private mount namespace (issue 14).
-    if let Some((hidden, grant)) = job.sandbox.hidden.iter().find_map(|h| {
-        job.sandbox
-            .grants
-            .iter()
-            .find(|g| h != &g.path && h.starts_with(&g.path))
-            .map(|g| (h, g))
-    }) {
-        return Err(ExecError::Refused(format!(
-            "{} contains {}, the host's state directory, which this macOS build cannot hide \
-             from a command; grant a directory that does not contain it",
-            grant.path.display(),
-            hidden.display()
-        )));
-    }
-    let bound = crate::macos::profile_spec(&job.sandbox)
-        .build()
+    // Hidden paths are denied and protected ones never written, after every allow (RCS-2,
+    // RCS-3); what Seatbelt refuses to bind is refused here.
+    let bound = crate::macos::bound_profile(&job.sandbox)
         .map_err(|e| ExecError::SandboxUnavailable(e.to_string()))?;
     // Open the directory through the lease first: a symlink on the way is refused here. std
     // has no fchdir-before-exec, so the (just verified) path is what the child enters.
@@ -91,18 +60,16 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
     // Merged: one pipe for both streams, so the order of writes is kept; the stderr reader
     // gets a pipe whose writer is closed at once (EOF).
     let merged = if job.merge_stderr {
-        let io = |e: std::io::Error| ExecError::Io(format!("cannot make the output pipe: {e}"));
-        let (reader, writer) = std::io::pipe().map_err(io)?;
-        let second = writer.try_clone().map_err(io)?;
+        let (reader, writer) = cloexec_pipe()?;
+        let second = writer
+            .try_clone()
+            .map_err(|e| ExecError::Io(format!("cannot share the output pipe: {e}")))?;
         command
             .stdout(Stdio::from(writer))
             .stderr(Stdio::from(second));
-        let (empty, closed) = std::io::pipe().map_err(io)?;
+        let (empty, closed) = cloexec_pipe()?;
         drop(closed);
-        Some((
-            std::os::fd::OwnedFd::from(reader),
-            std::os::fd::OwnedFd::from(empty),
-        ))
+        Some((reader, empty))
     } else {
         command.stdout(Stdio::piped()).stderr(Stdio::piped());
         None
@@ -215,4 +182,14 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
         },
     );
     Ok(outcome)
+}
+
+/// A pipe whose ends close on `exec` (macOS has no `pipe2`): the read end and the write end.
+fn cloexec_pipe() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd), ExecError> {
+    let io = |e: rustix::io::Errno| ExecError::Io(format!("cannot make the output pipe: {e}"));
+    let (reader, writer) = rustix::pipe::pipe().map_err(io)?;
+    for fd in [&reader, &writer] {
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC).map_err(io)?;
+    }
+    Ok((reader, writer))
 }

@@ -306,6 +306,24 @@ mod tests {
     }
 
     #[test]
+    fn argv_spec_is_a_shell_with_exactly_its_grants_and_no_unix_sockets() {
+        let (base, w, _t) = dirs();
+        let grants = vec![
+            Grant::leased(&w, Access::ReadWrite).unwrap(),
+            Grant::open(&base.path().join("ro"), Access::Read).unwrap(),
+        ];
+        for network in [Network::None, Network::All] {
+            let spec = SandboxSpec::for_argv(grants.clone(), network);
+            assert!(spec.may_spawn());
+            assert_eq!(spec.network, network);
+            assert!(!spec.unix_sockets);
+            assert!(spec.hidden.is_empty() && spec.protected.is_empty());
+            let paths: Vec<&Path> = spec.grants.iter().map(|g| g.path.as_path()).collect();
+            assert_eq!(paths, [w.path(), base.path().join("ro").as_path()]);
+        }
+    }
+
+    #[test]
     fn run_spec_is_one_program_without_spawn_or_network() {
         let (_base, m, t) = dirs();
         let spec = SandboxSpec::for_run(Path::new("/usr/bin/wc"), &m, &t).unwrap();

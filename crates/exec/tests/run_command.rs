@@ -268,7 +268,7 @@ async fn head_and_tail_keeps_the_first_and_last_lines_of_ten_megabytes() {
     }
     let h = home();
     // 10 MB of numbered lines, the first and last recognisable, and one stderr line merged in.
-    let script = "echo FIRST; echo to-stderr >&2; seq 1 1300000; echo LAST";
+    let script = "echo FIRST; echo to-stderr >&2; seq 1 1450000; echo LAST";
     let mut job = h.job(
         "/bin/sh",
         &["-c", script],
@@ -287,12 +287,12 @@ async fn head_and_tail_keeps_the_first_and_last_lines_of_ten_megabytes() {
     let head = text(&out.stdout[..out.stdout_head_len]);
     let tail = text(&out.stdout[out.stdout_head_len..]);
     assert!(head.starts_with("FIRST\nto-stderr\n1\n2\n3\n"), "{head}");
-    assert!(tail.ends_with("1299999\n1300000\nLAST\n"), "{tail}");
+    assert!(tail.ends_with("1449999\n1450000\nLAST\n"), "{tail}");
     assert!(out.stdout_truncated);
     // Every byte between them was counted: FIRST, to-stderr, the numbers, LAST.
     let total: u64 = 6
         + 10
-        + (1..=1_300_000u64)
+        + (1..=1_450_000u64)
             .map(|n| n.to_string().len() as u64 + 1)
             .sum::<u64>()
         + 5;
@@ -301,9 +301,20 @@ async fn head_and_tail_keeps_the_first_and_last_lines_of_ten_megabytes() {
 
 /// A TCP listener and a UDP socket of the host's network namespace on 127.0.0.1, and a Python
 /// program that reaches both and resolves `localhost`.
-fn network_probe() -> (std::net::TcpListener, std::net::UdpSocket, String) {
+/// The host's listeners, kept open while the command runs.
+type Listeners = (
+    std::net::TcpListener,
+    std::net::UdpSocket,
+    std::os::unix::net::UnixListener,
+);
+
+fn network_probe(h: &Home) -> (Listeners, String) {
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // A host program's socket in the granted home (gpg-agent's, Docker Desktop's): never
+    // reached, with or without the network.
+    let agent = h.home.join("agent.sock");
+    let unix = std::os::unix::net::UnixListener::bind(&agent).unwrap();
     let script = format!(
         "import socket\n\
          def attempt(name, f):\n\
@@ -313,11 +324,14 @@ fn network_probe() -> (std::net::TcpListener, std::net::UdpSocket, String) {
          \x20       print(name, 'refused', e.errno)\n\
          attempt('tcp', lambda: socket.create_connection(('127.0.0.1', {tcp}), timeout=10).sendall(b'hi'))\n\
          attempt('udp', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'hi', ('127.0.0.1', {udp})))\n\
-         attempt('dns', lambda: socket.getaddrinfo('localhost', 80))\n",
+         attempt('dns', lambda: socket.getaddrinfo('localhost', 80))\n\
+         attempt('unix', lambda: socket.socket(socket.AF_UNIX).connect({agent:?}))\n\
+         attempt('pair', lambda: (lambda p: (p[0].send(b'x'), p[1].recv(1)))(socket.socketpair()))\n",
+        agent = agent.to_str().unwrap(),
         tcp = tcp.local_addr().unwrap().port(),
         udp = udp.local_addr().unwrap().port(),
     );
-    (tcp, udp, script)
+    ((tcp, udp, unix), script)
 }
 
 fn python() -> Option<&'static str> {
@@ -337,7 +351,7 @@ async fn network_all_reaches_the_hosts_loopback_by_tcp_and_udp_and_resolves_name
     }
     let Some(python) = python() else { return };
     let h = home();
-    let (tcp, udp, script) = network_probe();
+    let ((tcp, udp, _unix), script) = network_probe(&h);
     tcp.set_nonblocking(true).unwrap();
     udp.set_nonblocking(true).unwrap();
     let out = run(h.job(
@@ -349,7 +363,7 @@ async fn network_all_reaches_the_hosts_loopback_by_tcp_and_udp_and_resolves_name
     .await;
     assert_eq!(
         text(&out.stdout),
-        "tcp ok\nudp ok\ndns ok\n",
+        "tcp ok\nudp ok\ndns ok\nunix refused 1\npair ok\n",
         "{}",
         text(&out.stderr)
     );
@@ -378,7 +392,7 @@ async fn network_none_refuses_tcp_udp_and_reaches_no_listener() {
     }
     let Some(python) = python() else { return };
     let h = home();
-    let (tcp, udp, script) = network_probe();
+    let ((tcp, udp, _unix), script) = network_probe(&h);
     tcp.set_nonblocking(true).unwrap();
     udp.set_nonblocking(true).unwrap();
     let out = run(h.job(
@@ -390,9 +404,10 @@ async fn network_none_refuses_tcp_udp_and_reaches_no_listener() {
     .await;
     let stdout = text(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{stdout}{}", text(&out.stderr));
+    assert_eq!(lines.len(), 5, "{stdout}{}", text(&out.stderr));
     assert!(lines[0].starts_with("tcp refused"), "{stdout}");
     assert!(lines[1].starts_with("udp refused"), "{stdout}");
+    assert_eq!(&lines[3..], ["unix refused 1", "pair ok"], "{stdout}");
     // Nothing arrived.
     assert!(tcp.accept().is_err());
     assert!(udp.recv_from(&mut [0u8; 8]).is_err());

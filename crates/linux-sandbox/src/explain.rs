@@ -94,6 +94,12 @@ pub enum Denial {
         /// The rights all covering grants give together.
         granted: Access,
     },
+    /// A write to a path that stays read-only beneath a writable grant ([`Policy::protect`]:
+    /// `.git/hooks`, `.git/config`, RCS-3).
+    Protected {
+        /// The protected path (canonical).
+        protected: PathBuf,
+    },
     /// The path lies in a hidden directory (the host's own state, [`Policy::hide`]).
     Hidden {
         /// The hidden directory.
@@ -206,6 +212,8 @@ pub struct Explainer {
     /// Rules' paths as named and canonical (interpreters too): the way to them may be looked up.
     rule_paths: Vec<PathBuf>,
     hidden: Vec<Hidden>,
+    /// Protected paths, as named and canonical ([`Policy::protect`]).
+    protected: Vec<PathBuf>,
     /// Canonical parents (other than `/`) of the system grants: `/etc` of `/etc/passwd`.
     system_areas: Vec<PathBuf>,
     program: Option<PathBuf>,
@@ -337,11 +345,17 @@ impl Policy {
                 }
             })
             .collect();
+        let mut protected = Vec::new();
+        for p in &self.protected {
+            protected.push(p.clone());
+            protected.extend(std::fs::canonicalize(p).ok().filter(|c| c != p));
+        }
         Explainer {
             grants,
             dir_grants,
             rule_paths,
             hidden,
+            protected,
             system_areas,
             program,
             creds: Creds::current(),
@@ -487,6 +501,15 @@ impl Explainer {
         } else {
             granted
         };
+        if access.contains(Access::WRITE) {
+            // Writable by its grant, read-only by its own bind (a rename or a removal of it or
+            // of a directory above it fails with EBUSY, which is not a permission error).
+            if let Some(p) = self.protected.iter().find(|p| r.path.starts_with(p)) {
+                return Explanation::Denied(Denial::Protected {
+                    protected: p.clone(),
+                });
+            }
+        }
         if effective.contains(access) {
             if let Some(g) = nearest {
                 return Explanation::Allowed {
@@ -849,6 +872,29 @@ mod tests {
         assert!(matches!(
             denied(q.explain(t.path().join("work/.state"), Access::READ)),
             Denial::Outside { .. }
+        ));
+    }
+
+    #[test]
+    fn a_write_to_a_protected_path_is_named_and_reading_it_is_allowed() {
+        let t = tree();
+        let p = policy(t.path()).protect(t.path().join("work/sub"));
+        for path in ["work/sub", "work/sub/new-hook"] {
+            assert_eq!(
+                denied(p.explain(t.path().join(path), Access::WRITE)),
+                Denial::Protected {
+                    protected: t.path().join("work/sub")
+                },
+                "{path}"
+            );
+        }
+        assert!(matches!(
+            p.explain(t.path().join("work/sub/x"), Access::READ),
+            Explanation::Allowed { .. }
+        ));
+        assert!(matches!(
+            p.explain(t.path().join("work/a.txt"), Access::WRITE),
+            Explanation::Allowed { .. }
         ));
     }
 

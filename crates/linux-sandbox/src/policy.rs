@@ -62,7 +62,10 @@ pub enum Network {
     /// are not, and the abstract-socket scope holds. `socketpair(AF_UNIX)` always works.
     #[default]
     None,
-    /// Unrestricted network (RC-7 `network: true`).
+    /// Unrestricted network (RC-7 `network: true`): every socket family, TCP and UDP anywhere.
+    /// Not unix sockets where one outside the sandbox could be reached (the same rule as
+    /// [`Network::None`]'s: a granted home holds gpg-agent's and Docker Desktop's): those are
+    /// local doors, not the network. `socketpair(AF_UNIX)` always works.
     All,
 }
 

@@ -31,8 +31,9 @@ bitflags::bitflags! {
         const DEVICE_IOCTL = 1 << 1;
         /// Signals to processes outside the sandbox are not blocked (Landlock ABI < 6).
         const SIGNAL_SCOPE = 1 << 2;
-        /// Connecting to outside abstract unix sockets is not blocked (Landlock ABI < 6 with
-        /// [`Network::All`]; under [`Network::None`] seccomp refuses `socket(AF_UNIX)` instead).
+        /// Connecting to outside abstract unix sockets is not blocked. Never reported since
+        /// issue 18: below Landlock ABI 6 seccomp refuses `socket(AF_UNIX)` under either
+        /// network setting instead.
         const ABSTRACT_UNIX_SOCKET_SCOPE = 1 << 3;
         /// No private mount namespace: the mode, owner and times of files outside the
         /// writable paths that the program's user owns can still be changed (Landlock does not
@@ -126,8 +127,8 @@ impl Enforcement {
         self.root
     }
 
-    /// Whether the program may make unix sockets (`socket(AF_UNIX)`): with network, or where
-    /// nothing outside the sandbox can be reached through one (a [`private_root`] and the
+    /// Whether the program may make unix sockets (`socket(AF_UNIX)`): where nothing outside
+    /// the sandbox can be reached through one, with or without the network (issue 18) (a [`private_root`] and the
     /// abstract-socket scope, or Landlock ABI 9). `socketpair` always works.
     ///
     /// [`private_root`]: Enforcement::private_root
@@ -369,7 +370,7 @@ impl Policy {
                 proc,
                 shm,
                 root,
-                unix: self.network == Network::All || unix_connect_contained,
+                unix: unix_connect_contained,
             },
             isolation,
             links,
@@ -1000,12 +1001,8 @@ fn gaps(policy: &Policy, abi: u8) -> Gaps {
     if abi < 6 && policy.scopes.contains(Scopes::SIGNAL) {
         gaps |= Gaps::SIGNAL_SCOPE;
     }
-    if abi < 6
-        && policy.scopes.contains(Scopes::ABSTRACT_UNIX_SOCKET)
-        && policy.network == Network::All
-    {
-        gaps |= Gaps::ABSTRACT_UNIX_SOCKET_SCOPE;
-    }
+    // No ABSTRACT_UNIX_SOCKET_SCOPE any more: below ABI 6 no unix socket is contained, so
+    // seccomp refuses `socket(AF_UNIX)` whatever the network (issue 18).
     gaps
 }
 

@@ -74,8 +74,9 @@ pub(crate) struct FilterOptions {
     pub(crate) may_spawn: bool,
     /// Whether no unix socket outside the sandbox can be reached: Landlock restricts
     /// connecting to pathname ones (ABI ≥ 9), or the view is a new root without the host's and
-    /// the abstract-socket scope holds (issue 16). Without it `socket(AF_UNIX)` is refused in
-    /// [`Network::None`] mode.
+    /// the abstract-socket scope holds (issue 16). Without it `socket(AF_UNIX)` is refused, in
+    /// [`Network::All`] mode too (issue 18: a granted home holds other programs' sockets), and
+    /// `socketpair` makes connected pairs only.
     pub(crate) unix_connect_contained: bool,
     /// The command runs in a private IPC namespace (made by the sandbox before the filter).
     /// Without one, System V IPC and POSIX message queue calls are refused (EPERM): they would
@@ -557,6 +558,7 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     let [clone, ioctl, not_unix, pid, who] = [(); 5].map(|()| asm.label());
     let notify = asm.label();
     let unix_pair = asm.label();
+    let unix_refused = asm.label();
 
     let mut listed: Vec<(i64, Label)> = always_denied().into_iter().map(|nr| (nr, eperm)).collect();
     // Hard links: Landlock allows `link` inside one writable directory (SPEC CMD-9).
@@ -574,17 +576,25 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
         listed.push((libc::SYS_fork, eperm));
         listed.push((libc::SYS_vfork, eperm));
     }
-    if options.network == Network::None {
-        let (socket, pair) = if options.unix_connect_contained {
-            (not_unix, not_unix)
-        } else {
-            // `socket` refused for every family (see `Network::None`); a pair only of a
-            // connected kind: a datagram pair's `sendto` names any pathname socket of the host
-            // (Landlock below ABI 9 does not check it; issue 16 review 5).
-            (eperm, unix_pair)
-        };
-        listed.push((libc::SYS_socketpair, pair));
-        listed.push((libc::SYS_socket, socket));
+    match (options.network, options.unix_connect_contained) {
+        (Network::None, true) => {
+            listed.push((libc::SYS_socketpair, not_unix));
+            listed.push((libc::SYS_socket, not_unix));
+        }
+        // `socket` refused for every family (see `Network::None`); a pair only of a connected
+        // kind: a datagram pair's `sendto` names any pathname socket of the host (Landlock
+        // below ABI 9 does not check it; issue 16 review 5).
+        (Network::None, false) => {
+            listed.push((libc::SYS_socketpair, unix_pair));
+            listed.push((libc::SYS_socket, eperm));
+        }
+        // The network, but no unix socket where one outside could be reached (a granted home
+        // holds agents' and Docker Desktop's sockets, issue 18): every family but `AF_UNIX`.
+        (Network::All, false) => {
+            listed.push((libc::SYS_socketpair, unix_pair));
+            listed.push((libc::SYS_socket, unix_refused));
+        }
+        (Network::All, true) => {}
     }
     // One block per argument layout, shared by the calls with that layout.
     let mut mode_blocks: Vec<(u32, Label)> = Vec::new();
@@ -640,19 +650,24 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
         let otherwise = if i + 1 == requests.len() { allow } else { NEXT };
         asm.jump(JEQ, request, eperm, otherwise);
     }
-    if options.network == Network::None {
+    if options.network == Network::None && options.unix_connect_contained {
         asm.bind(not_unix);
         asm.stmt(LD_ABS, arg_low(0));
         asm.jump(JEQ, libc::AF_UNIX as u32, allow, eperm);
-        if !options.unix_connect_contained {
-            // AF_UNIX with type SOCK_STREAM (1) or SOCK_SEQPACKET (5), flags aside: bit 1 of
-            // the type is set in SOCK_DGRAM (2) and in no type AF_UNIX supports but it.
-            asm.bind(unix_pair);
-            asm.stmt(LD_ABS, arg_low(0));
-            asm.jump(JEQ, libc::AF_UNIX as u32, NEXT, eperm);
-            asm.stmt(LD_ABS, arg_low(1));
-            asm.jump(JSET, 0x2, eperm, allow);
-        }
+    }
+    if options.network == Network::All && !options.unix_connect_contained {
+        asm.bind(unix_refused);
+        asm.stmt(LD_ABS, arg_low(0));
+        asm.jump(JEQ, libc::AF_UNIX as u32, eperm, allow);
+    }
+    if !options.unix_connect_contained {
+        // AF_UNIX with type SOCK_STREAM (1) or SOCK_SEQPACKET (5), flags aside: bit 1 of
+        // the type is set in SOCK_DGRAM (2) and in no type AF_UNIX supports but it.
+        asm.bind(unix_pair);
+        asm.stmt(LD_ABS, arg_low(0));
+        asm.jump(JEQ, libc::AF_UNIX as u32, NEXT, eperm);
+        asm.stmt(LD_ABS, arg_low(1));
+        asm.jump(JSET, 0x2, eperm, allow);
     }
     for (mode, label) in mode_blocks {
         asm.bind(label);
@@ -974,7 +989,28 @@ mod tests {
             ..COMMAND
         };
         check(network, libc::SYS_socket, a0(inet), ALLOW);
-        check(network, libc::SYS_socket, a0(unix), ALLOW);
+        check(network, libc::SYS_socket, a0(bits(libc::AF_INET6)), ALLOW);
+        check(network, libc::SYS_socket, a0(bits(libc::AF_NETLINK)), ALLOW);
+        // With the network, unix sockets still only where contained (issue 18).
+        check(network, libc::SYS_socket, a0(unix), EPERM);
+        check(
+            network,
+            libc::SYS_socketpair,
+            pair(libc::SOCK_STREAM),
+            ALLOW,
+        );
+        check(network, libc::SYS_socketpair, pair(libc::SOCK_DGRAM), EPERM);
+        let contained = FilterOptions {
+            unix_connect_contained: true,
+            ..network
+        };
+        check(contained, libc::SYS_socket, a0(unix), ALLOW);
+        check(
+            contained,
+            libc::SYS_socketpair,
+            pair(libc::SOCK_DGRAM),
+            ALLOW,
+        );
     }
 
     #[test]

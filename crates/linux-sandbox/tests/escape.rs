@@ -1248,6 +1248,52 @@ fn unix_sockets_work_only_where_the_view_holds_nothing_but_the_grants() {
     assert!(!single.prepare().unwrap().enforcement().private_root());
 }
 
+/// Issue 18: the network does not open unix sockets where the grants may hold another
+/// program's (a granted home: gpg-agent's, Docker Desktop's); where the view holds none, they
+/// work with the network as without it.
+#[test]
+fn the_network_makes_no_unix_socket_where_a_grant_may_hold_another_programs() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let agent = s.work.join("agent.sock");
+    let host = UnixListener::bind(&agent).unwrap();
+    host.set_nonblocking(true).unwrap();
+    let script = format!(
+        "import socket\n\
+         a, b = socket.socketpair(); a.send(b'x'); assert b.recv(1) == b'x'\n\
+         print('pair works', flush=True)\n\
+         socket.socket(socket.AF_UNIX).connect({:?})\n\
+         print('ESCAPED')",
+        agent.to_str().unwrap()
+    );
+    let policy = s
+        .command_policy()
+        .network(Network::All)
+        .unix_sockets_in_view(false);
+    assert!(
+        !policy.prepare().unwrap().enforcement().unix_sockets()
+            || probe().landlock_abi().unwrap_or(0) >= 9
+    );
+    let out = s.run(&policy, PYTHON, &["-c", &script]);
+    if probe().landlock_abi().unwrap_or(0) < 9 {
+        assert_denied(&out);
+        assert_eq!(stdout(&out), "pair works\n");
+        assert!(stderr(&out).contains("PermissionError"), "{}", stderr(&out));
+    }
+    assert_eq!(
+        host.accept().map(|_| ()).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    if !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let policy = s.command_policy().network(Network::All);
+    let out = s.run(&policy, PYTHON, &["-c", UNIX_ROUND_TRIP]);
+    assert_eq!(stdout(&out), "round trip\n", "{}", stderr(&out));
+}
+
 /// Issue 16 review 5: where unix sockets are refused (the view holds the host's), `socketpair`
 /// still gives a command a connected pair (pipes, asyncio, multiprocessing use one), but not a
 /// datagram pair: its `sendto` names any pathname socket of the host, which Landlock below

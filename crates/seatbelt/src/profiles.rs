@@ -227,13 +227,16 @@ impl ProfileSpec {
 
     /// Validates every path, then builds the profile and its parameters.
     pub fn build(&self) -> Result<BoundProfile, SpecError> {
-        self.build_with(&[], &[])
+        self.build_with_denies(&[], &[])
     }
 
-    /// [`ProfileSpec::build`] plus the run_command profile's denies: `private` locations
-    /// neither read, written nor executed, `protected` ones never written (see
-    /// [`ArgvProfileInput`]).
-    fn build_with(
+    /// [`ProfileSpec::build`] plus the run_command profile's denies, after every allow:
+    /// `private` paths neither read, written nor executed (a writable root lying inside one is
+    /// opened again), `protected` paths never written and the directories between a writable
+    /// root and a protected path never removed or renamed (see [`ArgvProfileInput`], which
+    /// calls this). For `exec`'s translation of a `SandboxSpec` whose `hidden` and `protected`
+    /// lists are set.
+    pub fn build_with_denies(
         &self,
         private: &[PathBuf],
         protected: &[PathBuf],
@@ -572,7 +575,8 @@ impl ArgvProfileInput {
     /// Validates every path, then builds the profile and its parameters (`PRIVATE_<n>`,
     /// `PROTECTED_<n>` and `PROTECTED_PARENT_<n>` besides the spec's roots).
     pub fn build(&self) -> Result<BoundProfile, SpecError> {
-        self.spec().build_with(&self.private, &self.protected)
+        self.spec()
+            .build_with_denies(&self.private, &self.protected)
     }
 }
 

@@ -12,7 +12,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use seatbelt::{BoundProfile, Decision, Operation as Op, ProfileSpec, SANDBOX_EXEC};
+use seatbelt::{
+    ArgvProfileInput, BoundProfile, Decision, Operation as Op, ProfileSpec, SANDBOX_EXEC,
+};
 
 fn skip_unless_macos() -> bool {
     if !cfg!(target_os = "macos") {
@@ -202,5 +204,69 @@ fn command_profile_decisions_match_the_kernel() {
     let t = s(&temp.join("t"));
     let script = r#"/bin/echo hi > "$1" && /bin/cat "$1""#;
     assert!(probe(&bound, "/bin/sh", &["-c", script, "sh", &t]));
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn run_command_profile_decisions_match_the_kernel() {
+    if skip_unless_macos() {
+        return;
+    }
+    let base = fresh_dir("argv");
+    let (home, temp) = (base.join("home"), base.join("temp"));
+    let work = home.join("proj");
+    for d in [
+        &home.join(".ssh"),
+        &home.join(".cache"),
+        &work.join(".git/hooks"),
+        &temp,
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(home.join(".ssh/id_ed25519"), "k\n").unwrap();
+    std::fs::write(home.join(".profile"), "p\n").unwrap();
+    let mut input = ArgvProfileInput::new(&work, &temp, &home);
+    input.caches.push(home.join(".cache"));
+    input.private.push(home.join(".ssh"));
+    input.protected.push(work.join(".git/hooks"));
+    let bound = input.build().unwrap();
+    let s = |p: &Path| p.to_str().unwrap().to_owned();
+
+    let key = home.join(".ssh/id_ed25519");
+    agree(&bound, Op::FileReadData, &key, "/bin/cat", &[&s(&key)]);
+    let profile = home.join(".profile");
+    agree(
+        &bound,
+        Op::FileReadData,
+        &profile,
+        "/bin/cat",
+        &[&s(&profile)],
+    );
+    let cached = home.join(".cache/x");
+    agree(
+        &bound,
+        Op::FileWriteCreate,
+        &cached,
+        "/usr/bin/touch",
+        &[&s(&cached)],
+    );
+    let hook = work.join(".git/hooks/pre-commit");
+    agree(
+        &bound,
+        Op::FileWriteCreate,
+        &hook,
+        "/usr/bin/touch",
+        &[&s(&hook)],
+    );
+    // The model says renaming `.git` away is a `file-write-unlink` on it; this checks that the
+    // kernel asks for that operation on a rename's source.
+    let git = work.join(".git");
+    agree(
+        &bound,
+        Op::FileWriteUnlink,
+        &git,
+        "/bin/mv",
+        &[&s(&git), &s(&work.join(".git-old"))],
+    );
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -321,6 +321,24 @@ fn bad_paths_are_refused_before_anything_is_built() {
     );
 }
 
+#[test]
+fn a_translated_spec_with_denies_builds_the_same_profile() {
+    let i = input();
+    let direct = build(&i);
+    let translated = i
+        .spec()
+        .build_with_denies(&i.private, &i.protected)
+        .unwrap();
+    assert_eq!(direct, translated);
+    // Without denies it is the command profile's shape: the private key is merely under a
+    // read-only root.
+    let plain = i.spec().build().unwrap();
+    assert_eq!(
+        plain.decide(Op::FileReadData, &h(".ssh/id_rsa")).unwrap(),
+        Allow
+    );
+}
+
 proptest! {
     #[test]
     fn nothing_below_a_private_path_is_readable_and_nothing_below_a_protected_one_writable(

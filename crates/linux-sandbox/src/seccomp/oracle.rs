@@ -178,20 +178,29 @@ pub(crate) fn eperm_rules(
         );
     }
 
-    if options.network == Network::None {
-        let unix = bits(libc::AF_UNIX);
-        let not_unix = vec![rule(vec![condition(0, SeccompCmpOp::Ne, unix)?])?];
-        if options.unix_connect_contained {
+    let unix = bits(libc::AF_UNIX);
+    let not_unix = vec![rule(vec![condition(0, SeccompCmpOp::Ne, unix)?])?];
+    // A datagram pair (type bit 1) is refused too where unix sockets are not contained.
+    let mut pair = not_unix.clone();
+    pair.push(rule(vec![condition(1, SeccompCmpOp::MaskedEq(2), 2)?])?);
+    match (options.network, options.unix_connect_contained) {
+        (Network::None, true) => {
             rules.insert(libc::SYS_socketpair, not_unix.clone());
             rules.insert(libc::SYS_socket, not_unix);
-        } else {
-            // A datagram pair (type bit 1) is refused too.
-            let mut pair = not_unix;
-            pair.push(rule(vec![condition(1, SeccompCmpOp::MaskedEq(2), 2)?])?);
+        }
+        (Network::None, false) => {
             rules.insert(libc::SYS_socketpair, pair);
             // Empty rule list: refused for every family (see `Network::None`).
             rules.insert(libc::SYS_socket, Vec::new());
         }
+        (Network::All, false) => {
+            rules.insert(libc::SYS_socketpair, pair);
+            rules.insert(
+                libc::SYS_socket,
+                vec![rule(vec![condition(0, SeccompCmpOp::Eq, unix)?])?],
+            );
+        }
+        (Network::All, true) => {}
     }
     Ok(rules)
 }
