@@ -131,8 +131,8 @@ pub(crate) fn write_paths(
         {
             return Err(path_error(format!(
                 "write_paths entry {} is, contains or lies inside the private location {} \
-                 (keys, tokens, histories), which no command may write; name a directory \
-                 without private data",
+                 (keys, tokens, histories, or the host's own state), which no command may \
+                 write; name a directory without private data",
                 real.display(),
                 p.display()
             )));

@@ -100,20 +100,13 @@ pub async fn run_command(
         let label = format!("sandbox: false: {shown}");
         (Kind::Unsandboxed, decided.max(Gate::Password(label)))
     } else {
-        let prepared = match crate::sandboxed::prepare(
-            &args.argv,
-            &via,
-            &args.write_paths,
-            args.network,
-            &work,
-            &home,
-            policy,
-        )? {
-            Ok(p) => p,
-            Err(message) => {
-                return Ok(RunCommandOutput::not_executed(shown, message));
-            }
-        };
+        let prepared =
+            match crate::sandboxed::prepare(&args, &via, &work, &home, policy, &options.hidden)? {
+                Ok(p) => p,
+                Err(message) => {
+                    return Ok(RunCommandOutput::not_executed(shown, message));
+                }
+            };
         let mut gate = decided;
         for w in &prepared.write_paths {
             gate = if !w.in_home {

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use argv_policy::{Policy, Via};
+use argv_policy::{Policy, RunCommandArgs, Via};
 use exec::{Access, End, ExecError, Grant, Job, Limits, Network, OnCap, SandboxSpec, WorkDir};
 use fsguard::RootLease;
 use toolscope::{CallContext, CancelReason, ErrorCode, ToolError};
@@ -88,17 +88,24 @@ pub(crate) struct Prepared {
 /// Checks the roots and resolves the program; `Ok(Err(message))` when the program does not
 /// exist (a not-executed result, like a shell's `command not found`).
 pub(crate) fn prepare(
-    argv: &[String],
+    args: &RunCommandArgs,
     via: &Via,
-    write_paths: &[String],
-    network: bool,
     workdir: &Path,
     home: &Path,
     policy: &Policy,
+    host_hidden: &[PathBuf],
 ) -> Result<Result<Prepared, String>, ToolError> {
     roots::refuse_home_root(workdir, home, "the working directory")?;
     let private: Vec<PathBuf> = policy.private_paths(home);
-    let write_paths = roots::write_paths(write_paths, workdir, home, &private)?;
+    // Neither a private location nor the host's own state may become writable.
+    let never: Vec<PathBuf> = private
+        .iter()
+        .cloned()
+        .chain(host_hidden.iter().map(|h| roots::canonical(h)))
+        .collect();
+    let argv = &args.argv;
+    let network = args.network;
+    let write_paths = roots::write_paths(&args.write_paths, workdir, home, &never)?;
     for w in &write_paths {
         if let Some(f) = roots::missing_startup_files(&w.path, home) {
             return Err(ToolError::new(

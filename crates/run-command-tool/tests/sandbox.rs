@@ -228,6 +228,23 @@ async fn write_paths_in_home_is_writable_after_confirmation() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), toolscope::ErrorCode::ExecPathInvalid);
+    // So is the host's own state directory.
+    let state_dir = f.home.join("agent-state");
+    std::fs::create_dir(&state_dir).unwrap();
+    let mut a = args(&["true"]);
+    a.write_paths = vec![state_dir.to_string_lossy().into_owned()];
+    let err = call_with(
+        a,
+        &f.proj,
+        &f.home,
+        Mode::Auto,
+        &yes,
+        &RunCommandState::default(),
+        |o| o.hidden = vec![state_dir.clone()],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), toolscope::ErrorCode::ExecPathInvalid);
 }
 
 #[tokio::test(flavor = "multi_thread")]
