@@ -145,16 +145,31 @@ async fn sudo_asks_nothing(sudo: &std::path::Path) -> bool {
 
 // ---- PAM, opened at run time ---------------------------------------------------------------
 
+// The constants of Linux-PAM's and OpenPAM's `pam_constants.h` (they differ); the prompt
+// styles are the same in both.
 const PAM_SUCCESS: c_int = 0;
-const PAM_CONV_ERR: c_int = 19;
 const PAM_BUF_ERR: c_int = 5;
 const PAM_PROMPT_ECHO_OFF: c_int = 1;
 const PAM_PROMPT_ECHO_ON: c_int = 2;
-const PAM_SILENT: c_int = 0x8000;
 const PAM_DISALLOW_NULL_AUTHTOK: c_int = 0x0001;
-/// pam_authenticate's answers that mean "not this password" (auth error, unknown user, max
-/// tries, expired or locked account, credential insufficient).
-const PAM_WRONG: &[c_int] = &[7, 8, 9, 10, 11, 13];
+#[cfg(not(target_os = "macos"))]
+mod codes {
+    use std::ffi::c_int;
+    pub(super) const PAM_CONV_ERR: c_int = 19;
+    pub(super) const PAM_SILENT: c_int = 0x8000;
+    /// "Not this password": permission denied, auth error, credentials insufficient, unknown
+    /// user, maximum tries.
+    pub(super) const PAM_WRONG: &[c_int] = &[6, 7, 8, 10, 11];
+}
+#[cfg(target_os = "macos")]
+mod codes {
+    use std::ffi::c_int;
+    pub(super) const PAM_CONV_ERR: c_int = 6;
+    pub(super) const PAM_SILENT: c_int = i32::MIN; // 0x80000000
+    /// Permission denied, maximum tries, auth error, credentials insufficient, unknown user.
+    pub(super) const PAM_WRONG: &[c_int] = &[7, 8, 9, 11, 13];
+}
+use codes::{PAM_CONV_ERR, PAM_SILENT, PAM_WRONG};
 
 #[repr(C)]
 struct PamMessage {
