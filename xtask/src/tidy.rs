@@ -111,7 +111,7 @@ fn layer(name: &str) -> Option<u8> {
         "toolscope" | "fsguard" | "seatbelt" | "linux-sandbox" | "proctree" | "argv-policy"
         | "testkit" => 0,
         "exec" => 1,
-        "run-tool" | "command-tool" | "file-tools" => 2,
+        "run-tool" | "command-tool" | "run-command-tool" | "file-tools" => 2,
         "host-shim" => 3,
         "agent-exec" => 4,
         "xtask" | "tests" => 5,

@@ -1,4 +1,5 @@
-//! The stable error codes (RUN-13 plus the gate's own) and the failed-call JSON shape.
+//! The stable error codes (RUN-13, the gate's own, and `run_command`'s `RUN_COMMAND_*`) and the
+//! failed-call JSON shape.
 //!
 //! A code is a promise to clients: its string never changes. That is why the strings live in one
 //! table ([`ErrorCode::as_str`]) that both serde directions use, instead of per-variant
@@ -16,7 +17,8 @@ use serde_json::{Map, Value};
 ///
 /// The `AGENT_EXEC_*` codes are the exec tools' (RUN-13); the other `AGENT_*` codes are the
 /// gate's own public agent errors, which the seed allows the layer above a tool to return first
-/// ("权限与任务取消仍可能由上层先返回公共 Agent 错误").
+/// ("权限与任务取消仍可能由上层先返回公共 Agent 错误"). The `RUN_COMMAND_*` codes are the
+/// `run_command` decision's refusals, spelt exactly as argv-policy's `RefuseCode` (RC-1…RC-15).
 ///
 /// ```
 /// use toolscope::ErrorCode;
@@ -69,6 +71,41 @@ pub enum ErrorCode {
     /// `AGENT_CALL_ID_REUSED`: the `callId` was already used in this turn for a different tool
     /// or different arguments (TS-1; a client bug, not a retry).
     CallIdReused,
+    // The `run_command` decision's refusals (argv-policy's `RefuseCode`, same strings): the
+    // executor returns them as they are so a client sees one code per reason, whichever front
+    // end it uses.
+    /// `RUN_COMMAND_ARGUMENTS_INVALID`: empty argv, an empty program, a NUL byte, bad JSON.
+    RunCommandArgumentsInvalid,
+    /// `RUN_COMMAND_METACHARACTERS`: an element that is shell syntax outside `sh -c` (RC-2).
+    RunCommandMetacharacters,
+    /// `RUN_COMMAND_SCRIPT_UNPARSABLE`: the `sh -c` script did not parse fully, or hides its commands (RC-2).
+    RunCommandScriptUnparsable,
+    /// `RUN_COMMAND_NOT_STATIC`: a command word is computed, quoted, escaped or a path (RC-2).
+    RunCommandNotStatic,
+    /// `RUN_COMMAND_DENIED`: the program is on the denied list (RC-2, RC-11).
+    RunCommandDenied,
+    /// `RUN_COMMAND_CD`: `['cd', …]` (RC-3).
+    RunCommandCd,
+    /// `RUN_COMMAND_OPEN`: `open` on macOS (RC-5).
+    RunCommandOpen,
+    /// `RUN_COMMAND_RM_IN_SCRIPT`: `rm` inside a script or behind a launcher (RC-4).
+    RunCommandRmInScript,
+    /// `RUN_COMMAND_RM_INVALID`: `['rm', …]` without paths, or of `/`, `$HOME`, the working directory (RC-4).
+    RunCommandRmInvalid,
+    /// `RUN_COMMAND_SUDO_IN_SCRIPT`: `sudo`/`su` inside a script or behind a launcher (RC-11).
+    RunCommandSudoInScript,
+    /// `RUN_COMMAND_SUDO_INVALID`: `['sudo', …]` with flags, a nested sudo, a path (RC-11).
+    RunCommandSudoInvalid,
+    /// `RUN_COMMAND_WATCHER`: a file watcher, which never ends (RC-15).
+    RunCommandWatcher,
+    /// `RUN_COMMAND_MASKED_SECRET`: the argv holds a mask token `[secret:N]` of an earlier result (RC-14).
+    RunCommandMaskedSecret,
+    /// `RUN_COMMAND_ENVIRONMENT_DENIED`: an assignment that would change which program a name starts (RC-2).
+    RunCommandEnvironmentDenied,
+    /// `RUN_COMMAND_SHELL_UNSUPPORTED`: a shell other than `sh`/`bash` given a script, or a script on stdin (RC-2).
+    RunCommandShellUnsupported,
+    /// `RUN_COMMAND_WRITE_PATH_INVALID`: a `write_paths` entry that cannot be granted (RC-10).
+    RunCommandWritePathInvalid,
 }
 
 impl ErrorCode {
@@ -92,6 +129,22 @@ impl ErrorCode {
         ErrorCode::AccountRetired,
         ErrorCode::CallIdInvalid,
         ErrorCode::CallIdReused,
+        ErrorCode::RunCommandArgumentsInvalid,
+        ErrorCode::RunCommandMetacharacters,
+        ErrorCode::RunCommandScriptUnparsable,
+        ErrorCode::RunCommandNotStatic,
+        ErrorCode::RunCommandDenied,
+        ErrorCode::RunCommandCd,
+        ErrorCode::RunCommandOpen,
+        ErrorCode::RunCommandRmInScript,
+        ErrorCode::RunCommandRmInvalid,
+        ErrorCode::RunCommandSudoInScript,
+        ErrorCode::RunCommandSudoInvalid,
+        ErrorCode::RunCommandWatcher,
+        ErrorCode::RunCommandMaskedSecret,
+        ErrorCode::RunCommandEnvironmentDenied,
+        ErrorCode::RunCommandShellUnsupported,
+        ErrorCode::RunCommandWritePathInvalid,
     ];
 
     /// The exact wire string.
@@ -115,6 +168,22 @@ impl ErrorCode {
             ErrorCode::AccountRetired => "AGENT_ACCOUNT_RETIRED",
             ErrorCode::CallIdInvalid => "AGENT_CALL_ID_INVALID",
             ErrorCode::CallIdReused => "AGENT_CALL_ID_REUSED",
+            ErrorCode::RunCommandArgumentsInvalid => "RUN_COMMAND_ARGUMENTS_INVALID",
+            ErrorCode::RunCommandMetacharacters => "RUN_COMMAND_METACHARACTERS",
+            ErrorCode::RunCommandScriptUnparsable => "RUN_COMMAND_SCRIPT_UNPARSABLE",
+            ErrorCode::RunCommandNotStatic => "RUN_COMMAND_NOT_STATIC",
+            ErrorCode::RunCommandDenied => "RUN_COMMAND_DENIED",
+            ErrorCode::RunCommandCd => "RUN_COMMAND_CD",
+            ErrorCode::RunCommandOpen => "RUN_COMMAND_OPEN",
+            ErrorCode::RunCommandRmInScript => "RUN_COMMAND_RM_IN_SCRIPT",
+            ErrorCode::RunCommandRmInvalid => "RUN_COMMAND_RM_INVALID",
+            ErrorCode::RunCommandSudoInScript => "RUN_COMMAND_SUDO_IN_SCRIPT",
+            ErrorCode::RunCommandSudoInvalid => "RUN_COMMAND_SUDO_INVALID",
+            ErrorCode::RunCommandWatcher => "RUN_COMMAND_WATCHER",
+            ErrorCode::RunCommandMaskedSecret => "RUN_COMMAND_MASKED_SECRET",
+            ErrorCode::RunCommandEnvironmentDenied => "RUN_COMMAND_ENVIRONMENT_DENIED",
+            ErrorCode::RunCommandShellUnsupported => "RUN_COMMAND_SHELL_UNSUPPORTED",
+            ErrorCode::RunCommandWritePathInvalid => "RUN_COMMAND_WRITE_PATH_INVALID",
         }
     }
 }
@@ -127,7 +196,9 @@ impl fmt::Display for ErrorCode {
 
 /// The string is not one of [`ErrorCode::ALL`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown error code {0:?}; expected one of the AGENT_* codes listed in ErrorCode::ALL")]
+#[error(
+    "unknown error code {0:?}; expected one of the AGENT_* or RUN_COMMAND_* codes listed in ErrorCode::ALL"
+)]
 pub struct UnknownErrorCode(pub String);
 
 impl FromStr for ErrorCode {
@@ -288,6 +359,22 @@ mod tests {
         "AGENT_ACCOUNT_RETIRED",
         "AGENT_CALL_ID_INVALID",
         "AGENT_CALL_ID_REUSED",
+        "RUN_COMMAND_ARGUMENTS_INVALID",
+        "RUN_COMMAND_METACHARACTERS",
+        "RUN_COMMAND_SCRIPT_UNPARSABLE",
+        "RUN_COMMAND_NOT_STATIC",
+        "RUN_COMMAND_DENIED",
+        "RUN_COMMAND_CD",
+        "RUN_COMMAND_OPEN",
+        "RUN_COMMAND_RM_IN_SCRIPT",
+        "RUN_COMMAND_RM_INVALID",
+        "RUN_COMMAND_SUDO_IN_SCRIPT",
+        "RUN_COMMAND_SUDO_INVALID",
+        "RUN_COMMAND_WATCHER",
+        "RUN_COMMAND_MASKED_SECRET",
+        "RUN_COMMAND_ENVIRONMENT_DENIED",
+        "RUN_COMMAND_SHELL_UNSUPPORTED",
+        "RUN_COMMAND_WRITE_PATH_INVALID",
     ];
 
     #[test]
