@@ -57,6 +57,16 @@
 //!   server has no channel to ask the user, so it asks the host's approver, which for
 //!   `agent-exec mcp` approves nothing: calls with extra paths are refused with a permission
 //!   error naming the path.
+//! - **`run_command`'s questions** ([`McpAsker`], issue 18). A confirmation is asked with MCP
+//!   elicitation — `elicitation/create` with a one-field form (`run`: boolean) — only when the
+//!   client declared the `elicitation` capability (form mode) in `initialize`: `accept` with
+//!   `run: true` is a yes; `accept` with `false`, `decline` and `cancel` are a no; a client
+//!   without the capability, an error answer, or a connection that ends first cannot be asked,
+//!   and the call comes back not executed (never an assumed yes). A password is **never**
+//!   asked over MCP (the spec forbids collecting secrets with a form): such a call comes back
+//!   not executed, its message saying to run it with `agent-exec call run_command` in a
+//!   terminal. Cancelling the `tools/call` withdraws its pending elicitation
+//!   (`notifications/cancelled` to the client).
 //!
 //! # Why not `rmcp`
 //!
@@ -83,7 +93,9 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use host_shim::{CallOptions, KeepMirror, Session, ToolName};
+use host_shim::{
+    Asker, CallOptions, Confirmation, KeepMirror, PasswordReply, Question, Session, ToolName,
+};
 use serde_json::{Map, Value, json};
 
 /// The longest MCP request id used verbatim in a callId (toolscope allows 256 bytes).
@@ -119,6 +131,75 @@ pub struct McpServer {
     routes: BTreeMap<ToolName, Route>,
     calls: Arc<AtomicU64>,
     options: CallOptions,
+    /// This connection's requests to the client (elicitation), shared with [`McpAsker`].
+    requester: conn::Requester,
+}
+
+/// `run_command`'s [`Asker`] over one MCP connection (module docs): confirmations by
+/// elicitation when the client declared it, passwords never.
+#[derive(Clone, Debug)]
+pub struct McpAsker {
+    requester: conn::Requester,
+}
+
+/// The elicitation form of a confirmation: one required boolean.
+fn confirmation_form(q: &Question) -> Value {
+    json!({
+        "message": format!(
+            "Run `{}`? {} (agent-exec run_command)",
+            q.label, q.reason
+        ),
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "run": {
+                    "type": "boolean",
+                    "title": "Run this command",
+                    "description": q.label,
+                    "default": false,
+                },
+            },
+            "required": ["run"],
+        },
+    })
+}
+
+/// The client's `ElicitResult` as an answer: only `accept` with `run: true` is a yes.
+fn confirmation_of(result: &Value) -> Confirmation {
+    match result.get("action").and_then(Value::as_str) {
+        Some("accept") if result.pointer("/content/run") == Some(&Value::Bool(true)) => {
+            Confirmation::Yes
+        }
+        Some("accept" | "decline" | "cancel") => Confirmation::No,
+        // Not an ElicitResult: the client did not answer the question.
+        _ => Confirmation::CannotAsk,
+    }
+}
+
+impl Asker for McpAsker {
+    fn confirm<'a>(
+        &'a self,
+        q: &'a Question,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Confirmation> + Send + 'a>> {
+        Box::pin(async move {
+            match self.requester.elicit(confirmation_form(q)).await {
+                Ok(result) => confirmation_of(&result),
+                Err(
+                    conn::RequestError::NotSupported
+                    | conn::RequestError::Closed
+                    | conn::RequestError::Refused(_),
+                ) => Confirmation::CannotAsk,
+            }
+        })
+    }
+
+    fn password<'a>(
+        &'a self,
+        _q: &'a Question,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = PasswordReply> + Send + 'a>> {
+        // MCP forbids collecting secrets through elicitation: never asked here.
+        Box::pin(async { PasswordReply::CannotAsk })
+    }
 }
 
 fn schema_object(schema: Value) -> Map<String, Value> {
@@ -143,7 +224,16 @@ impl McpServer {
             routes: BTreeMap::new(),
             calls: Arc::new(AtomicU64::new(0)),
             options: CallOptions::default(),
+            requester: conn::Requester::new(),
         }
+    }
+
+    /// The asker for `run_command` on this server's connection, for the host's registry
+    /// (`host_shim::RunCommandSetup`).
+    pub fn asker(&self) -> Arc<dyn Asker> {
+        Arc::new(McpAsker {
+            requester: self.requester.clone(),
+        })
     }
 
     /// The per-call options every call gets (e.g. [`CallOptions::toolchains`]).
@@ -214,6 +304,10 @@ impl McpServer {
 }
 
 impl conn::Service for McpServer {
+    fn requester(&self) -> Option<conn::Requester> {
+        Some(self.requester.clone())
+    }
+
     fn initialize(&self, protocol_version: &str) -> Value {
         let mut result = json!({
             "protocolVersion": protocol_version,
