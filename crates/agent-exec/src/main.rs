@@ -173,7 +173,7 @@ struct CallArgs {
     /// (not 1 or 2; 0 only with --json), e.g. `--password-fd 3 3<<<"$PW"`. Without it the
     /// password is typed on the terminal.
     #[arg(long, value_name = "N")]
-    password_fd: Option<i32>,
+    password_fd: Option<u16>,
 }
 
 /// How `run_command` decides, for `call` and `mcp` (the same rules `check run_command` uses).
@@ -439,7 +439,7 @@ fn main() -> ExitCode {
 }
 
 /// `--password-fd N` taken over by this process (module docs: which numbers are refused).
-fn take_password_fd(n: i32, args_in_json: bool) -> Result<std::fs::File, String> {
+fn take_password_fd(n: u16, args_in_json: bool) -> Result<std::fs::File, String> {
     use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
     match n {
         1 | 2 => {
@@ -456,9 +456,9 @@ fn take_password_fd(n: i32, args_in_json: bool) -> Result<std::fs::File, String>
                     .into(),
             );
         }
-        n if n < 0 => return Err(format!("--password-fd {n} is not a file descriptor")),
         _ => {}
     }
+    let n = i32::from(n);
     // SAFETY: only borrowed for the one `fcntl` that tells whether `n` is open at all.
     let borrowed = unsafe { BorrowedFd::borrow_raw(n) };
     if rustix::io::fcntl_getfd(borrowed).is_err() {

@@ -10,4 +10,5 @@ mod cli;
 mod disk;
 mod mcp;
 mod mcp_wire;
+mod run_command;
 mod util;
