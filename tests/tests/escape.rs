@@ -109,6 +109,7 @@ impl World {
             )
             .unwrap(),
             limits: self.limits(),
+            merge_stderr: false,
         }
     }
 
@@ -131,6 +132,7 @@ impl World {
                 on_cap: OnCap::Kill,
                 ..self.limits()
             },
+            merge_stderr: false,
         };
         self.run(job).await
     }
@@ -1136,6 +1138,7 @@ async fn a_scope_swapped_for_a_symlink_never_exposes_its_target() {
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             sandbox: SandboxSpec::for_command(&lease, &temp, vec![]).unwrap(),
             limits: w.limits(),
+            merge_stderr: false,
         };
         let (ctx, _cancel) = CallContext::standalone();
         match exec::run(job, &ctx).await {

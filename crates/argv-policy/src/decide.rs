@@ -4,7 +4,8 @@
 //! 1. the argv is well formed (non-empty, no NUL, bounded);
 //! 2. no argument holds a mask token (RC-14);
 //! 3. `cd` (RC-3) and macOS `open` (RC-5) get their own pointers;
-//! 4. no metacharacter outside the script of a `sh -c`/`bash -c` (RC-2);
+//! 4. no element outside the script of a `sh -c`/`bash -c` shows that a shell was expected
+//!    (RC-2: shell syntax, a leading `~`, a substitution, a glob where a path goes; see `shape`);
 //! 5. `write_paths` are usable (RC-10);
 //! 6. the argv forms: `rm` (RC-4), `sudo` (RC-11), and every other command, scripts included;
 //! 7. the gate from the mode, the allowlist, `network`, `write_paths` and `sandbox`.
@@ -17,6 +18,7 @@ use crate::model::{Context, Decision, Gate, Refusal, RefuseCode, RunCommandArgs,
 use crate::paths::{is_within, normalize};
 use crate::policy::{Mode, Policy};
 use crate::script::Word;
+use crate::shape::Problem;
 
 /// At most this many argv elements.
 pub const MAX_ARGV: usize = 4096;
@@ -125,33 +127,11 @@ fn decide_inner(
     if name == "open" && ctx.os == crate::model::Os::MacOs {
         return Err(check::open_refusal());
     }
-    // 4. Metacharacters outside the scripts (RC-2).
+    // 4. Shell forms outside the scripts (RC-2; the rule is in `shape`).
     let words: Vec<Word> = argv.iter().map(|a| Word::literal(a)).collect();
     let scripts = script_positions(&words, 0);
-    for (i, a) in argv.iter().enumerate() {
-        if scripts.contains(&i) {
-            continue;
-        }
-        if let Some(c) = a.chars().find(|c| crate::words::is_metachar(*c)) {
-            let shown = if c == '\n' {
-                "newline".to_owned()
-            } else {
-                format!("`{c}`")
-            };
-            let msg = if name == "rm" {
-                format!(
-                    "argv element {i} ({a:?}) contains the shell metacharacter {shown}; rm takes \
-                     literal paths: write each path out in full (absolute, no `~`, no glob)"
-                )
-            } else {
-                format!(
-                    "argv element {i} ({a:?}) contains the shell metacharacter {shown}; an argv \
-                     runs directly, without a shell. For pipes, redirects, globs or `~` use \
-                     ['sh', '-c', '<script>'] (every command in it is checked)"
-                )
-            };
-            return Err(Refusal::new(RefuseCode::Metacharacters, msg));
-        }
+    if let Some((i, problem)) = crate::shape::first_problem(argv, &scripts) {
+        return Err(shape_refusal(i, &argv[i], &problem, name));
     }
     // 5. write_paths (RC-10).
     let home = normalize(Path::new("/"), &ctx.home);
@@ -222,7 +202,7 @@ fn decide_inner(
                 "write_paths: {} (outside $HOME)",
                 p.display()
             )));
-        } else if policy.is_sensitive(p) && mode != Mode::AllowAll {
+        } else if policy.is_sensitive_at(p, &home) && mode != Mode::AllowAll {
             gate = gate.max(Gate::Confirm(format!(
                 "write_paths: {} (sensitive)",
                 p.display()
@@ -240,6 +220,39 @@ fn decide_inner(
         trash,
         sudo,
     })
+}
+
+/// The RC-2 refusal for element `i`, with the `sh -c` advice (for `rm`: literal paths).
+fn shape_refusal(i: usize, a: &str, problem: &Problem, name: &str) -> Refusal {
+    let what = match problem {
+        Problem::Syntax => "is shell syntax (an operator or a redirection)".to_owned(),
+        Problem::Tilde => "starts with `~`, which only a shell expands".to_owned(),
+        Problem::Substitution(s) => format!("holds the shell substitution `{s}`"),
+        Problem::Glob(c) => format!(
+            "is a glob (`{c}`) where a path goes, and `{name}` does not expand patterns itself"
+        ),
+        Problem::Meta(c) => {
+            let shown = if *c == '\n' {
+                "newline".to_owned()
+            } else {
+                format!("`{c}`")
+            };
+            format!("contains the shell metacharacter {shown} in an argument of a shell")
+        }
+    };
+    let msg = if name == "rm" {
+        format!(
+            "argv element {i} ({a:?}) {what}; rm takes literal paths: write each path out in \
+             full (absolute, no `~`, no glob)"
+        )
+    } else {
+        format!(
+            "argv element {i} ({a:?}) {what}; an argv runs directly, without a shell. For \
+             pipes, redirects, globs, `~` or substitutions use ['sh', '-c', '<script>'] (every \
+             command in it is checked)"
+        )
+    };
+    Refusal::new(RefuseCode::Metacharacters, msg)
 }
 
 /// `Via::Shell(script)` for `['sh'|'bash', …, '-c', script, …]`.
@@ -331,7 +344,7 @@ fn rm_plan(
         } else {
             outside.push(p);
         }
-        if policy.is_sensitive(p) {
+        if policy.is_sensitive_at(p, home) {
             gate = gate.max(Gate::Confirm(format!(
                 "rm (move to trash, sensitive): {}",
                 p.display()

@@ -6,7 +6,9 @@
 //! it, launchers seen through (`env`, `xargs`, `find -exec`, …), the denied list, the read-only
 //! allowlist (`data/read_only_command.json`, written from the tools' manuals), sensitive paths,
 //! the argv forms of `cd`, `open`, `rm` (→ trash), `sudo`, `sandbox: false` and `write_paths`,
-//! watcher detection with `package.json` resolution, secret masking, and the user's JSON config.
+//! watcher detection with `package.json` resolution, secret masking (by value and by form), the
+//! private locations under `$HOME` and the writable caches shared with the sandbox ([`private`]),
+//! and the user's JSON config.
 //!
 //! **Refuses to know**: how anything is run. [`decide`] is pure and deterministic (it reads
 //! only `package.json` files, to find watchers); the sandbox, the trash, `sudo -n`, password
@@ -47,17 +49,20 @@ mod mask;
 mod model;
 mod paths;
 mod policy;
+pub mod private;
 mod readonly;
 mod script;
+mod shape;
 mod watch;
 mod words;
 
 pub use decide::{MAX_ARGV, MAX_ARGV_BYTES, decide, display_argv};
-pub use mask::{find_token as find_mask_token, mask};
+pub use mask::{find_token as find_mask_token, mask, secret_env_values, secrets_in};
 pub use model::{
     Context, Decision, Gate, Os, Refusal, RefuseCode, RunCommandArgs, Via, decision_json_line,
 };
 pub use policy::{ConfigError, Mode, Policy, ReadOnlyRule};
+pub use private::SHELL_STARTUP_FILES;
 pub use script::{MAX_DEPTH, MAX_SCRIPT_BYTES};
 pub use watch::MAX_SCRIPT_LEVELS;
 pub use words::METACHARACTERS;

@@ -1,5 +1,6 @@
 //! The merged configuration `decide` applies: the shipped lists plus the user's JSON config
-//! (`denied_command`, `read_only_command`, `sensitive_path`, `mode`; RC-2, RC-9, issue 9 rule 5).
+//! (`denied_command`, `read_only_command`, `sensitive_path`, `private_path`, `mode`; RC-2, RC-9,
+//! RCS-1, issue 9 rule 5).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -55,7 +56,7 @@ impl Mode {
 pub enum ConfigError {
     /// Not JSON, or a field of the wrong type.
     #[error(
-        "the run_command config is not valid JSON of the expected shape ({0}); expected an object with optional \"mode\" (\"safe\" | \"auto\" | \"allow-all\"), \"denied_command\", \"read_only_command\" and \"sensitive_path\" (arrays of strings)"
+        "the run_command config is not valid JSON of the expected shape ({0}); expected an object with optional \"mode\" (\"safe\" | \"auto\" | \"allow-all\"), \"denied_command\", \"read_only_command\", \"sensitive_path\" and \"private_path\" (arrays of strings)"
     )]
     Json(String),
     /// An entry that cannot be used as written.
@@ -120,6 +121,8 @@ pub struct Policy {
     denied: BTreeSet<String>,
     read_only: BTreeSet<ReadOnlyRule>,
     sensitive: Vec<SensitivePattern>,
+    /// Private locations relative to `$HOME` (RCS-1), shipped then the user's; see `private`.
+    pub(crate) private: Vec<std::path::PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -132,6 +135,8 @@ struct UserConfig {
     read_only_command: Vec<String>,
     #[serde(default)]
     sensitive_path: Vec<String>,
+    #[serde(default)]
+    private_path: Vec<String>,
 }
 
 /// A shipped list is either an array of strings or an object whose values are arrays of
@@ -174,6 +179,7 @@ impl Policy {
             denied: BTreeSet::new(),
             read_only: BTreeSet::new(),
             sensitive: Vec::new(),
+            private: crate::private::shipped(),
         };
         // The shipped files are part of the crate and pinned by tests
         // (`shipped_lists_parse_and_are_large_enough`), so an error here cannot reach a user;
@@ -224,6 +230,9 @@ impl Policy {
         }
         for e in &cfg.sensitive_path {
             next.add_sensitive(e)?;
+        }
+        for e in &cfg.private_path {
+            next.add_private(e)?;
         }
         *self = next;
         Ok(())
@@ -293,7 +302,9 @@ impl Policy {
         self.denied.len()
     }
 
-    /// `true` when the normalised absolute `path` matches a sensitive pattern.
+    /// `true` when the normalised absolute `path` matches a sensitive pattern. The private
+    /// locations under `$HOME` are sensitive too; [`Policy::is_private`] checks those (the
+    /// decision asks both).
     pub fn is_sensitive(&self, path: &std::path::Path) -> bool {
         self.sensitive.iter().any(|p| p.matches(path))
     }

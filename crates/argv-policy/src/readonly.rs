@@ -404,7 +404,7 @@ fn normalize_globals<'a>(name: &str, args: &'a [String]) -> Option<(&'a [String]
 /// `true` when `name args` is a read-only allowlist hit under `policy` (RC-9).
 pub fn is_hit(policy: &Policy, ctx: &Context, name: &str, args: &[Word]) -> bool {
     let workdir = normalize(&ctx.home, &ctx.workdir);
-    if policy.is_sensitive(&workdir) {
+    if policy.is_sensitive_at(&workdir, &ctx.home) {
         return false;
     }
     let mut fixed = Vec::with_capacity(args.len());
@@ -439,6 +439,6 @@ pub fn is_hit(policy: &Policy, ctx: &Context, name: &str, args: &[Word]) -> bool
         .iter()
         .chain(paths.iter())
         .flat_map(|a| candidate_paths(a, &workdir, &ctx.home))
-        .any(|p: PathBuf| policy.is_sensitive(&p));
+        .any(|p: PathBuf| policy.is_sensitive_at(&p, &ctx.home));
     !sensitive
 }

@@ -2,10 +2,11 @@
 //! what a bare command name looks like. The policy's config validation and the command checks
 //! share these, so they live below both (a leaf module: it uses nothing of the crate).
 
-/// The shell metacharacters that make a plain argv element refused outside `sh -c` (RC-2):
-/// `|`, `&`, `;`, `<`, `>`, `*`, `?`, `[`, `~`, `$`, `` ` ``, `(`, `)` and newline. Each one
-/// would mean something to a shell; in an argv it would be passed literally, which is almost
-/// never what the caller meant.
+/// The shell metacharacters (RC-2): `|`, `&`, `;`, `<`, `>`, `*`, `?`, `[`, `~`, `$`, `` ` ``,
+/// `(`, `)` and newline. Each one would mean something to a shell. A direct argv element is
+/// refused only when its form shows a shell was expected (wholly syntax, a leading `~`, a
+/// substitution, a glob where a path goes; see the `decide` docs); an argument of a shell
+/// (`["sh", "-c", script, arg…]`) and a read-only rule may hold none of them.
 pub const METACHARACTERS: &[char] = &[
     '|', '&', ';', '<', '>', '*', '?', '[', '~', '$', '`', '(', ')', '\n',
 ];

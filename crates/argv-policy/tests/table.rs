@@ -277,41 +277,110 @@ fn network_is_never_read_only() {
 }
 
 #[test]
-fn metacharacters_outside_sh_c_are_refused() {
+fn arguments_that_merely_contain_shell_characters_run_directly() {
+    // Issue 18: program text and patterns the program reads itself are data (RC-2).
+    for (argv, expect) in [
+        (r#"["python3", "-c", "print(1)"]"#, "run direct confirm"),
+        (
+            r#"["node", "-e", "console.log(1+1)"]"#,
+            "run direct confirm",
+        ),
+        (r#"["awk", "{print $1}", "f"]"#, "run direct confirm"),
+        (r#"["grep", "-E", "a|b", "f"]"#, "run direct none par"),
+        (r#"["jq", ".[] | .name", "x.json"]"#, "run direct none par"),
+        (r#"["find", ".", "-name", "*.rs"]"#, "run direct none par"),
+        (
+            r#"["git", "log", "--format=%h (%an)"]"#,
+            "run direct none par",
+        ),
+        (r#"["git", "ls-files", "*.rs"]"#, "run direct none par"),
+        (
+            r#"["rg", "-g", "*.toml", "fn (a|b)", "src"]"#,
+            "run direct none par",
+        ),
+        (r#"["sed", "-n", "s/a*/b/p", "f"]"#, "run direct confirm"),
+        (
+            r#"["perl", "-ne", "print if /x$/", "f"]"#,
+            "run direct confirm",
+        ),
+        (
+            r#"["git", "commit", "-m", "fix: a|b (x) costs $5"]"#,
+            "run direct confirm",
+        ),
+        (
+            r#"["env", "timeout", "5", "grep", "-E", "a|b", "f"]"#,
+            "run direct none par",
+        ),
+        (
+            r#"["curl", "-d", "{\"a\":[1]}", "https://example.com/?a=1&b=2"]"#,
+            "run direct confirm",
+        ),
+        (
+            r##"["echo", "a b", "c,d", "e=f", "{}", "x!y", "#z", "a|b", "a(b)", "a~b"]"##,
+            "run direct none par",
+        ),
+    ] {
+        check(argv, expect);
+    }
+    check(
+        r#"{"argv": ["python3", "-c", "print(1)"], "network": true}"#,
+        "run direct confirm",
+    );
+    auto(r#"["python3", "-c", "print(1)"]"#, "run direct none");
+}
+
+#[test]
+fn elements_that_expect_a_shell_are_refused() {
+    // Issue 18: wholly shell syntax, a leading `~`, a substitution, a glob as a path operand.
+    for argv in [
+        r#"["ls", "|", "wc"]"#,
+        r#"["make", "&&", "make", "test"]"#,
+        r#"["echo", "hi", ">", "f"]"#,
+        r#"["cmd", "2>&1"]"#,
+        r#"["cat", "~/x"]"#,
+        r#"["echo", "$(id)"]"#,
+        r#"["echo", "`id`"]"#,
+        r#"["cat", "*.txt"]"#,
+        r#"["rm", "*.log"]"#,
+        r#"["ls", "src/*.rs"]"#,
+        r#"["ls", "*.rs"]"#,
+        r#"["cat", "~/.bashrc"]"#,
+        r#"["echo", "$HOME"]"#,
+        r#"["echo", "${HOME}"]"#,
+        r#"["git", "log", ">", "out"]"#,
+        r#"["git", "log", ">out"]"#,
+        r#"["cmd", "2>/dev/null"]"#,
+        r#"["cmd", "&>", "log"]"#,
+        r#"["cat", "<", "in"]"#,
+        r#"["ls", ";", "pwd"]"#,
+        r#"["sleep", "5", "&"]"#,
+        r#"["ls", "a", "||", "b"]"#,
+        r#"["cat", "file?.txt"]"#,
+        r#"["cp", "a.{c,h}", "dst"]"#,
+        r#"["grep", "x", "*.txt"]"#,
+        r#"["python3", "x.py", "$(id)"]"#,
+        r#"["find", "*.d", "-name", "x"]"#,
+        r#"["find", ".", "-exec", "grep", "x", "{}", ";"]"#,
+        r#"["env", "cat", "*.txt"]"#,
+        r#"["rm", "~/x"]"#,
+        r#"["rm", "*.o"]"#,
+        r#"["sh", "-c", "ls", "x|y"]"#,
+        r#"["bash", "run.sh", "a*"]"#,
+    ] {
+        check(argv, "refuse RUN_COMMAND_METACHARACTERS");
+    }
+    // Inside an argument of a shell, every metacharacter is still refused (the script may use
+    // it unquoted, where the shell expands it).
     for m in [
         "|", "&", ";", "<", ">", "*", "?", "[", "~", "$", "`", "(", ")", "\n",
     ] {
-        let argv = serde_json::to_string(&["ls", &format!("a{m}b")]).unwrap();
+        let argv =
+            serde_json::to_string(&["sh", "-c", "echo \"$1\"", "sh", &format!("a{m}b")]).unwrap();
         check(&argv, "refuse RUN_COMMAND_METACHARACTERS");
     }
-    check(r#"["ls", "*.rs"]"#, "refuse RUN_COMMAND_METACHARACTERS");
-    check(
-        r#"["cat", "~/.bashrc"]"#,
-        "refuse RUN_COMMAND_METACHARACTERS",
-    );
-    check(r#"["echo", "$HOME"]"#, "refuse RUN_COMMAND_METACHARACTERS");
-    check(r#"["ls", "|", "wc"]"#, "refuse RUN_COMMAND_METACHARACTERS");
-    check(
-        r#"["git", "log", ">", "out"]"#,
-        "refuse RUN_COMMAND_METACHARACTERS",
-    );
-    check(
-        r#"["find", ".", "-exec", "grep", "x", "{}", ";"]"#,
-        "refuse RUN_COMMAND_METACHARACTERS",
-    );
-    check(r#"["rm", "~/x"]"#, "refuse RUN_COMMAND_METACHARACTERS");
-    check(r#"["rm", "*.o"]"#, "refuse RUN_COMMAND_METACHARACTERS");
     check(
         r#"["zsh", "-c", "ls | wc"]"#,
         "refuse RUN_COMMAND_SHELL_UNSUPPORTED",
-    );
-    check(
-        r#"["sh", "-c", "ls", "x|y"]"#,
-        "refuse RUN_COMMAND_METACHARACTERS",
-    );
-    check(
-        r##"["echo", "a b", "c,d", "e=f", "{}", "x!y", "#z"]"##,
-        "run direct none par",
     );
 }
 
@@ -796,9 +865,14 @@ fn sensitive_paths_cancel_a_read_only_match() {
         r#"["cat", "a/../../../.ssh/../.ssh/config"]"#,
         "run direct confirm",
     );
+    // The pattern is grep's own (RC-2), and it names sensitive files.
     check(
         r#"["grep", "-r", "x", "--include=*.pem"]"#,
-        "refuse RUN_COMMAND_METACHARACTERS",
+        "run direct confirm",
+    );
+    check(
+        r#"["grep", "-r", "x", "--include=*.rs"]"#,
+        "run direct none par",
     );
     check(
         r#"["grep", "--file=/home/u/.ssh/id_ed25519", "x"]"#,

@@ -251,6 +251,7 @@ pub async fn command_with(
             stderr_cap: OUTPUT_CAP,
             on_cap: OnCap::Truncate,
         },
+        merge_stderr: false,
     };
     let outcome = temp.scope(exec::run(job, ctx)).await.map_err(exec_error);
     // Before the temp dir goes: a path in it is explained by the directory it was in.

@@ -45,6 +45,7 @@ fn job(scope: &Path, temp: &Path, script: Option<&str>) -> Result<Job, Box<dyn E
             stderr_cap: 64 * 1024,
             on_cap: OnCap::Truncate,
         },
+        merge_stderr: false,
     })
 }
 

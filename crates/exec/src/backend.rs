@@ -16,6 +16,8 @@ pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, ExecError> {
     let prepared = policy.prepare().map_err(|e| match e {
         e if e.is_unavailable() => ExecError::SandboxUnavailable(e.to_string()),
         e @ (linux_sandbox::SandboxError::CannotHide { .. }
+        | linux_sandbox::SandboxError::CannotHideFile { .. }
+        | linux_sandbox::SandboxError::CannotProtect { .. }
         | linux_sandbox::SandboxError::TooManyMounts { .. }) => ExecError::Refused(e.to_string()),
         e => ExecError::Io(format!("cannot prepare the sandbox: {e}")),
     })?;
@@ -63,7 +65,7 @@ pub(crate) fn spawn(
     // seccomp syscalls on memory prepared here, no allocation), as `pre_exec` requires.
     let command = unsafe { command.pre_exec(move || prepared.apply_in_child().map_err(i32::from)) };
     command.spawn().map_err(|e| match e {
-        // The child found a granted path, a hidden path or its working directory swapped for
+        // The child found a granted, hidden or protected path or its working directory swapped for
         // another file since the sandbox was prepared (issue 14): nothing ran.
         proctree::SpawnError::PreExec { code }
             if code == rustix::io::Errno::STALE.raw_os_error() =>

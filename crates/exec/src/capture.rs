@@ -4,7 +4,8 @@
 //! only the first `cap` bytes are kept. What happens past the cap is the caller's choice,
 //! signalled through `over_cap`: in `OnCap::Kill` mode the runner stops the tree at the first byte
 //! over the cap (RUN-9), in `OnCap::Truncate` mode the command keeps running and the rest is
-//! dropped (CMD-5).
+//! dropped (CMD-5). In `OnCap::HeadAndTail` mode ([`Keep::HeadAndTail`], `run_command`'s stdout,
+//! RC-13) the first and the last half of the cap are kept and what lay between is counted.
 
 use std::io;
 
@@ -16,17 +17,184 @@ use tokio_util::sync::CancellationToken;
 /// What one stream produced.
 #[derive(Debug, Default)]
 pub(crate) struct Captured {
-    /// The first `cap` bytes.
+    /// The first `cap` bytes; in [`Keep::HeadAndTail`] mode the head, then the tail.
     pub bytes: Vec<u8>,
     /// More than `cap` bytes arrived.
     pub truncated: bool,
+    /// How many bytes of `bytes` are the head (all of them but in [`Keep::HeadAndTail`] mode).
+    pub head_len: usize,
+    /// Bytes dropped between the head and the tail ([`Keep::HeadAndTail`] mode; 0 otherwise).
+    pub omitted: u64,
 }
 
-/// Reads `rx` to EOF, keeping at most `cap` bytes. `over_cap` is notified once, the first time a
-/// byte past the cap arrives. `stop` ends the read early with what was kept: the runner uses it
-/// only after the whole tree is dead and a grace period passed, when a descriptor that escaped
-/// the tree is the only thing still holding the pipe open.
+/// Which bytes of a stream are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// The first `cap` bytes; the rest is dropped unread where the platform can (`splice`).
+    Head(usize),
+    /// The first `cap / 2` and the last `cap / 2` bytes; everything is read.
+    HeadAndTail(usize),
+}
+
+/// What to keep of stdout and of stderr under `limits`: stderr is never kept head and tail
+/// (its cap truncates, as in [`OnCap::Truncate`](crate::OnCap::Truncate)).
+pub(crate) fn keep(limits: &crate::Limits) -> (Keep, Keep) {
+    let stdout = match limits.on_cap {
+        crate::OnCap::HeadAndTail => Keep::HeadAndTail(limits.stdout_cap),
+        crate::OnCap::Kill | crate::OnCap::Truncate => Keep::Head(limits.stdout_cap),
+    };
+    (stdout, Keep::Head(limits.stderr_cap))
+}
+
+/// Reads `rx` to EOF, keeping the bytes `keep` says. `over_cap` is notified once, the first
+/// time a byte past the cap arrives. `stop` ends the read early with what was kept: the runner
+/// uses it only after the whole tree is dead and a grace period passed, when a descriptor that
+/// escaped the tree is the only thing still holding the pipe open.
 pub(crate) async fn drain(
+    rx: pipe::Receiver,
+    keep: Keep,
+    over_cap: &Notify,
+    stop: CancellationToken,
+) -> io::Result<Captured> {
+    let mut out = match keep {
+        Keep::Head(cap) => drain_head(rx, cap, over_cap, stop).await?,
+        Keep::HeadAndTail(cap) => drain_head_and_tail(rx, cap, over_cap, stop).await?,
+    };
+    if out.omitted == 0 {
+        out.head_len = out.bytes.len();
+    }
+    Ok(out)
+}
+
+/// [`Keep::HeadAndTail`]: reads everything, keeping the first `cap / 2` bytes and a ring of the
+/// last `cap / 2`. Past the head every byte still goes through this buffer (the tail must be
+/// seen), so the buffer grows to 256 KiB once the stream is that busy.
+async fn drain_head_and_tail(
+    mut rx: pipe::Receiver,
+    cap: usize,
+    over_cap: &Notify,
+    stop: CancellationToken,
+) -> io::Result<Captured> {
+    let mut kept = HeadAndTail::new(cap);
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut grown = false;
+    loop {
+        buf.clear();
+        let read = tokio::select! {
+            biased;
+            r = rx.read_buf(&mut buf) => r,
+            () = stop.cancelled() => {
+                // As in `take_ready`: what the dead writers left in the pipe still counts.
+                use std::os::fd::AsFd;
+                buf.resize(buf.capacity(), 0);
+                loop {
+                    match rustix::io::read(rx.as_fd(), &mut buf[..]) {
+                        Ok(0) | Err(rustix::io::Errno::AGAIN) => break,
+                        Ok(n) => kept.push(&buf[..n], over_cap),
+                        Err(rustix::io::Errno::INTR) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                return Ok(kept.finish());
+            }
+        };
+        match read {
+            Ok(0) => return Ok(kept.finish()),
+            Ok(n) => {
+                if n == buf.capacity() && !grown {
+                    grow_pipe(&rx);
+                    buf.reserve_exact(256 * 1024 - buf.capacity());
+                    grown = true;
+                }
+                kept.push(&buf[..n], over_cap);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The head and a ring of the tail of one stream.
+struct HeadAndTail {
+    head: Vec<u8>,
+    head_cap: usize,
+    /// The last `tail_cap` bytes past the head, as a ring: `tail[start..]` then
+    /// `tail[..start]` once it is full.
+    tail: Vec<u8>,
+    tail_cap: usize,
+    start: usize,
+    /// Every byte past the head, kept in the tail or not.
+    past_head: u64,
+}
+
+impl HeadAndTail {
+    fn new(cap: usize) -> HeadAndTail {
+        HeadAndTail {
+            head: Vec::new(),
+            head_cap: cap / 2,
+            tail: Vec::new(),
+            tail_cap: cap / 2,
+            start: 0,
+            past_head: 0,
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8], over_cap: &Notify) {
+        let room = self.head_cap - self.head.len();
+        let into_head = room.min(bytes.len());
+        self.head.extend_from_slice(&bytes[..into_head]);
+        bytes = &bytes[into_head..];
+        if bytes.is_empty() {
+            return;
+        }
+        let before = self.past_head;
+        self.past_head += bytes.len() as u64;
+        if before <= self.tail_cap as u64 && self.past_head > self.tail_cap as u64 {
+            // The first byte that the head and the tail cannot both keep.
+            over_cap.notify_one();
+        }
+        if self.tail_cap == 0 {
+            return;
+        }
+        if bytes.len() >= self.tail_cap {
+            self.tail.clear();
+            self.tail
+                .extend_from_slice(&bytes[bytes.len() - self.tail_cap..]);
+            self.start = 0;
+            return;
+        }
+        if self.tail.len() < self.tail_cap {
+            let fill = (self.tail_cap - self.tail.len()).min(bytes.len());
+            self.tail.extend_from_slice(&bytes[..fill]);
+            bytes = &bytes[fill..];
+        }
+        // Full: overwrite the oldest bytes, wrapping once at most (bytes < tail_cap).
+        while !bytes.is_empty() {
+            let run = (self.tail_cap - self.start).min(bytes.len());
+            self.tail[self.start..self.start + run].copy_from_slice(&bytes[..run]);
+            self.start = (self.start + run) % self.tail_cap;
+            bytes = &bytes[run..];
+        }
+    }
+
+    fn finish(self) -> Captured {
+        let kept_tail = self.tail.len() as u64;
+        let omitted = self.past_head - kept_tail;
+        let head_len = self.head.len();
+        let mut bytes = self.head;
+        bytes.extend_from_slice(&self.tail[self.start..]);
+        bytes.extend_from_slice(&self.tail[..self.start]);
+        Captured {
+            bytes,
+            truncated: omitted > 0,
+            head_len,
+            omitted,
+        }
+    }
+}
+
+/// [`Keep::Head`].
+async fn drain_head(
     mut rx: pipe::Receiver,
     cap: usize,
     over_cap: &Notify,
@@ -217,7 +385,7 @@ mod tests {
         let writer = tokio::spawn(async move {
             tx.write_all(&input).await.unwrap();
         });
-        let got = drain(rx, cap, &notify, CancellationToken::new())
+        let got = drain(rx, Keep::Head(cap), &notify, CancellationToken::new())
             .await
             .unwrap();
         writer.await.unwrap();
@@ -266,7 +434,9 @@ mod tests {
             tx.write_all(&input).await.unwrap();
             let stop = CancellationToken::new();
             stop.cancel();
-            let got = drain(rx, 65_536, &Notify::new(), stop).await.unwrap();
+            let got = drain(rx, Keep::Head(65_536), &Notify::new(), stop)
+                .await
+                .unwrap();
             assert_eq!(got.bytes.len(), input.len());
             assert_eq!(got.bytes, input);
             assert!(!got.truncated);
@@ -279,7 +449,10 @@ mod tests {
         let (mut tx, rx) = pipe::pipe().unwrap();
         let stop = CancellationToken::new();
         let stopper = stop.clone();
-        let reader = tokio::spawn(async move { drain(rx, 1_000, &Notify::new(), stopper).await });
+        let reader =
+            tokio::spawn(
+                async move { drain(rx, Keep::Head(1_000), &Notify::new(), stopper).await },
+            );
         tx.write_all(&vec![b'x'; 200_000]).await.unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert!(
@@ -295,6 +468,84 @@ mod tests {
         assert_eq!(got.bytes.len(), 1_000);
         assert!(got.truncated);
         drop(tx);
+    }
+
+    async fn head_and_tail(input: Vec<u8>, cap: usize) -> Captured {
+        let (mut tx, rx) = pipe::pipe().unwrap();
+        let writer = tokio::spawn(async move {
+            tx.write_all(&input).await.unwrap();
+        });
+        let got = drain(
+            rx,
+            Keep::HeadAndTail(cap),
+            &Notify::new(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        writer.await.unwrap();
+        got
+    }
+
+    #[tokio::test]
+    async fn head_and_tail_keeps_the_first_and_last_halves_and_counts_the_middle() {
+        let input: Vec<u8> = (0..5_000_000u32).map(|i| (i % 251) as u8).collect();
+        let got = head_and_tail(input.clone(), 10_000).await;
+        assert_eq!(got.head_len, 5_000);
+        assert_eq!(&got.bytes[..5_000], &input[..5_000]);
+        assert_eq!(&got.bytes[5_000..], &input[input.len() - 5_000..]);
+        assert_eq!(got.omitted, 5_000_000 - 10_000);
+        assert!(got.truncated);
+    }
+
+    #[tokio::test]
+    async fn head_and_tail_under_the_cap_is_kept_whole_and_omits_nothing() {
+        for len in [0usize, 1, 4_999, 5_000, 5_001, 10_000] {
+            let input: Vec<u8> = (0..len as u32).map(|i| (i % 249) as u8).collect();
+            let got = head_and_tail(input.clone(), 10_000).await;
+            assert_eq!(got.bytes, input, "{len}");
+            assert_eq!(got.omitted, 0, "{len}");
+            assert!(!got.truncated, "{len}");
+            assert_eq!(got.head_len, len, "{len}");
+        }
+        let got = head_and_tail(vec![7; 10_001], 10_000).await;
+        assert_eq!(
+            (got.omitted, got.bytes.len(), got.head_len),
+            (1, 10_000, 5_000)
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the chunking, the ring ends as the plain last `cap / 2` bytes.
+        #[test]
+        fn head_and_tail_is_the_same_for_any_chunking(
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..3_000),
+            cuts in proptest::collection::vec(1usize..700, 1..20),
+            cap in 0usize..1_000,
+        ) {
+            let mut kept = HeadAndTail::new(cap);
+            let notify = Notify::new();
+            let mut rest = &data[..];
+            let mut i = 0;
+            while !rest.is_empty() {
+                let n = cuts[i % cuts.len()].min(rest.len());
+                kept.push(&rest[..n], &notify);
+                rest = &rest[n..];
+                i += 1;
+            }
+            let got = kept.finish();
+            let (head, tail) = (cap / 2, cap / 2);
+            if data.len() <= head + tail {
+                proptest::prop_assert_eq!(&got.bytes, &data);
+                proptest::prop_assert_eq!(got.omitted, 0);
+            } else {
+                let mut want = data[..head].to_vec();
+                want.extend_from_slice(&data[data.len() - tail..]);
+                proptest::prop_assert_eq!(&got.bytes, &want);
+                proptest::prop_assert_eq!(got.omitted, (data.len() - head - tail) as u64);
+                proptest::prop_assert_eq!(got.head_len, head);
+            }
+        }
     }
 
     #[tokio::test]

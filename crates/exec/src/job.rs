@@ -28,6 +28,12 @@ pub enum OnCap {
     Kill,
     /// Keep running, keep the first `cap` bytes, read and drop the rest (`command`, CMD-5).
     Truncate,
+    /// Keep running, keep the first `stdout_cap / 2` and the last `stdout_cap / 2` bytes of
+    /// stdout (the tail appended right after the head, no marker: see
+    /// [`Outcome::stdout_head_len`]), count what was dropped between them
+    /// ([`Outcome::stdout_omitted`]); stderr is truncated as in [`OnCap::Truncate`]
+    /// (`run_command`, RC-13).
+    HeadAndTail,
 }
 
 /// Time and output bounds of one job.
@@ -68,6 +74,9 @@ pub struct Job {
     pub sandbox: SandboxSpec,
     /// Time and output bounds.
     pub limits: Limits,
+    /// Send stderr into the stdout pipe, so both arrive in the order they were written (one
+    /// pipe for both); [`Outcome::stderr`] is then empty and `stdout_cap` bounds both.
+    pub merge_stderr: bool,
 }
 
 /// Why a run ended: exactly one reason, so "finished" and "stopped" cannot both be true.
@@ -144,6 +153,13 @@ pub struct Outcome {
     pub stdout_truncated: bool,
     /// Stderr passed its cap.
     pub stderr_truncated: bool,
+    /// In [`OnCap::HeadAndTail`] mode, the bytes dropped between the head and the tail of
+    /// stdout; 0 otherwise.
+    pub stdout_omitted: u64,
+    /// How many bytes of [`stdout`](Outcome::stdout) are the head: where a caller puts its
+    /// marker when [`stdout_omitted`](Outcome::stdout_omitted) is not 0 (then the tail
+    /// follows); `stdout.len()` otherwise.
+    pub stdout_head_len: usize,
     /// Tracked descendants other than the main process that were alive and stopped (CMD-6).
     pub descendants_stopped: usize,
     /// Whether the main process was still running when the tree was stopped.

@@ -5,8 +5,9 @@
 //! locations a program needs are added here: [`linux`], a shell's by rule in `sysset` —
 //! LIVE-1), a Seatbelt profile input on macOS
 //! (module `macos`); spawning under `proctree`'s supervisor with the sandbox applied between `fork`
-//! and `exec`; bounded capture of stdout and stderr (cap-and-kill or cap-and-truncate, every
-//! byte drained); the deadline; cancellation through `toolscope`'s [`CallContext`]; root-lease
+//! and `exec`; bounded capture of stdout and stderr (cap-and-kill, cap-and-truncate or
+//! head-and-tail, every byte drained; stderr optionally merged into stdout in order); the
+//! deadline; cancellation through `toolscope`'s [`CallContext`]; root-lease
 //! ticks; the final stop of the whole process tree; and which permission errors in a program's
 //! output the sandbox caused ([`denials`], LIVE-4). SPEC: RUN-6…RUN-10, CMD-2, CMD-5,
 //! CMD-6, CMD-8, CMD-10; DESIGN invariants 2, 4, 5, 6.
@@ -40,6 +41,7 @@
 //!         stderr_cap: 64 * 1024,
 //!         on_cap: OnCap::Kill,
 //!     },
+//!     merge_stderr: false,
 //! };
 //! let (ctx, _cancel) = toolscope::CallContext::standalone();
 //! let outcome = exec::run(job, &ctx).await?;

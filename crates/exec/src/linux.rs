@@ -106,6 +106,9 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
     for path in &spec.hidden {
         policy = policy.hide(path.clone());
     }
+    for path in &spec.protected {
+        policy = policy.protect(path.clone());
+    }
     // Where proctree's supervisor will start the command: inside its own user namespace (a host
     // that is not root), as PID 2 of a PID namespace whose PID 1 is the supervisor.
     Ok(policy

@@ -61,6 +61,7 @@ mod tests {
             ],
             network: Network::None,
             hidden: vec![],
+            protected: vec![],
             unix_sockets: true,
         };
         let bound = profile_spec(&spec).build().unwrap();
@@ -95,6 +96,7 @@ mod tests {
             ],
             network: Network::None,
             hidden: vec![],
+            protected: vec![],
             unix_sockets: true,
         };
         let bound = profile_spec(&spec).build().unwrap();

@@ -37,6 +37,13 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
             seatbelt::SANDBOX_EXEC
         )));
     }
+    if !job.sandbox.protected.is_empty() || job.merge_stderr {
+        return Err(ExecError::Refused(
+            "this macOS build cannot yet keep protected paths read-only or merge stderr, so \
+             nothing ran"
+                .to_owned(),
+        ));
+    }
     // Seatbelt profiles here cannot hide a directory beneath a grant yet: refuse, as Linux
     // does where it cannot make a private mount namespace (issue 14).
     if let Some((hidden, grant)) = job.sandbox.hidden.iter().find_map(|h| {
@@ -97,12 +104,13 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
     let err_rx = pipe::Receiver::from_owned_fd(err_rx).map_err(io)?;
     let over_cap = Arc::new(Notify::new());
     let stop_draining = CancellationToken::new();
-    let reader = |rx, cap| {
+    let reader = |rx, keep| {
         let (over_cap, stop) = (over_cap.clone(), stop_draining.clone());
-        tokio::spawn(async move { drain(rx, cap, &over_cap, stop).await })
+        tokio::spawn(async move { drain(rx, keep, &over_cap, stop).await })
     };
-    let out_task = reader(out_rx, job.limits.stdout_cap);
-    let err_task = reader(err_rx, job.limits.stderr_cap);
+    let (out_keep, err_keep) = crate::capture::keep(&job.limits);
+    let out_task = reader(out_rx, out_keep);
+    let err_task = reader(err_rx, err_keep);
 
     let deadline = tokio::time::sleep(job.limits.timeout);
     tokio::pin!(deadline);
@@ -161,6 +169,8 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
     use std::os::unix::process::ExitStatusExt;
     outcome.exit_code = status.code();
     outcome.signal = status.signal();
+    outcome.stdout_head_len = out.head_len;
+    outcome.stdout_omitted = out.omitted;
     outcome.stdout = out.bytes;
     outcome.stderr = err.bytes;
     outcome.stdout_truncated = out.truncated;

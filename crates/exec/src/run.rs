@@ -62,23 +62,24 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
         .map_err(ExecError::WorkDir)?;
     let (out_rx, out_tx) = pipe_pair()?;
     let (err_rx, err_tx) = pipe_pair()?;
+    // Merged: both descriptors are the one stdout pipe, so the order of writes is kept; the
+    // stderr pipe's write end is dropped here and its reader sees EOF at once.
+    let err_tx = if job.merge_stderr {
+        drop(err_tx);
+        out_tx
+            .try_clone()
+            .map_err(|e| ExecError::Io(format!("cannot share the output pipe: {e}")))?
+    } else {
+        err_tx
+    };
 
     let mut tree = crate::backend::spawn(&job, prepared, cwd, out_tx, err_tx)?;
 
     let over_cap = Notify::new();
     let stop_draining = CancellationToken::new();
-    let out_drain = drain(
-        out_rx,
-        job.limits.stdout_cap,
-        &over_cap,
-        stop_draining.clone(),
-    );
-    let err_drain = drain(
-        err_rx,
-        job.limits.stderr_cap,
-        &over_cap,
-        stop_draining.clone(),
-    );
+    let (out_keep, err_keep) = crate::capture::keep(&job.limits);
+    let out_drain = drain(out_rx, out_keep, &over_cap, stop_draining.clone());
+    let err_drain = drain(err_rx, err_keep, &over_cap, stop_draining.clone());
     tokio::pin!(out_drain, err_drain);
     let mut readers = Readers {
         out: out_drain,
@@ -123,7 +124,6 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
     let (out, err) = readers.finish(&stop_draining).await;
     let out = captured(out)?;
     let err = captured(err)?;
-
     Ok(Outcome {
         // A passed cap in kill mode fails the run even when the main process happened to
         // exit before the wait saw the cap (RUN-9): both were ready and `select!` picked the
@@ -139,6 +139,8 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
         signal: status.and_then(|s| s.signal()),
         stdout: out.bytes,
         stderr: err.bytes,
+        stdout_head_len: out.head_len,
+        stdout_omitted: out.omitted,
         stdout_truncated: out.truncated,
         stderr_truncated: err.truncated,
         descendants_stopped: report.descendants_stopped,

@@ -118,10 +118,19 @@ pub struct SandboxSpec {
     pub grants: Vec<Grant>,
     /// Network access.
     pub network: Network,
-    /// Directories the command must never see or change even where they lie beneath a root
-    /// (the host's own state directory inside a workspace of `$HOME`, issue 14): covered by an
-    /// empty read-only directory on Linux; where that cannot be done, the run is refused.
+    /// Paths the command must never see or change even where they lie beneath a root (the
+    /// host's own state directory inside a workspace of `$HOME`, issue 14; credential files
+    /// and directories inside a granted `$HOME`, RCS-2): on Linux a directory is covered by an
+    /// empty read-only directory and a file by an empty read-only file (reads find nothing,
+    /// writes fail); where that cannot be done, the run is refused. Missing ones are ignored.
     pub hidden: Vec<PathBuf>,
+    /// Paths (files or directories) that stay read-only even where they lie beneath a writable
+    /// grant (RCS-3: `.git/hooks`, `.git/config`, shell startup files, the host's config);
+    /// missing ones are ignored. On Linux a read-only bind of the path onto itself in the
+    /// command's private mount namespace, the directories between the writable grant and it
+    /// pinned so none can be renamed away and replaced; where no private mount namespace can
+    /// be made and a protected path lies beneath a writable grant, the run is refused.
+    pub protected: Vec<PathBuf>,
     /// Whether unix sockets may be made where the platform can keep the host's out of reach
     /// (Linux: a view of the grants only). `false` when a grant may hold another program's
     /// listening socket (an approved extra path such as `/tmp`, issue 16 review).
@@ -170,6 +179,7 @@ impl SandboxSpec {
             ],
             network: Network::None,
             hidden: Vec::new(),
+            protected: Vec::new(),
             unix_sockets: true,
         })
     }
@@ -195,11 +205,28 @@ impl SandboxSpec {
             grants,
             network: Network::None,
             hidden: Vec::new(),
+            protected: Vec::new(),
             unix_sockets: true,
         })
     }
 
-    /// Adds a directory to [`hidden`](SandboxSpec::hidden).
+    /// The `run_command` tool's spec (RC-7, RCS-2): a shell-kind program (it may start
+    /// processes, which stay in the same sandbox) with exactly `grants` (the caller passes the
+    /// working directory and the call's temp dir read + write, `$HOME` read, the caches and
+    /// `write_paths` read + write), `network` as decided, no unix sockets. `hidden` and
+    /// `protected` start empty: set the fields after.
+    pub fn for_argv(grants: Vec<Grant>, network: Network) -> SandboxSpec {
+        SandboxSpec {
+            program: Program::Shell,
+            grants,
+            network,
+            hidden: Vec::new(),
+            protected: Vec::new(),
+            unix_sockets: false,
+        }
+    }
+
+    /// Adds a path to [`hidden`](SandboxSpec::hidden).
     #[must_use]
     pub fn hide(mut self, path: impl Into<PathBuf>) -> Self {
         self.hidden.push(path.into());

@@ -59,6 +59,7 @@ fn shell_job(f: &Fixture, script: &str, limits: Limits) -> Job {
         )
         .unwrap(),
         limits,
+        merge_stderr: false,
     }
 }
 
@@ -105,6 +106,7 @@ async fn run_spec_counts_lines_of_a_file_in_the_mirror() {
         )
         .unwrap(),
         limits: limits(10_000, OnCap::Kill),
+        merge_stderr: false,
     };
     let (ctx, _h) = CallContext::standalone();
     let out = exec::run(job, &ctx).await.unwrap();

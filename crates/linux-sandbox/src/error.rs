@@ -70,8 +70,9 @@ pub enum SandboxError {
     },
     /// More mounts than the child can keep track of.
     #[error(
-        "the sandbox would need {count} mounts (writable paths, bound directories and hidden \
-         paths together) but makes at most {max}; grant fewer writable paths"
+        "the sandbox would need {count} mounts (writable paths, bound directories, protected \
+         and hidden paths together) but makes at most {max}; grant fewer writable paths or \
+         protect and hide fewer paths"
     )]
     TooManyMounts {
         /// Mounts needed.
@@ -92,6 +93,34 @@ pub enum SandboxError {
         root: PathBuf,
         /// The path that would be exposed.
         hidden: PathBuf,
+        /// Why there is no private mount namespace.
+        reason: String,
+    },
+    /// A file to hide lies beneath a granted one and the program's view is the host's tree
+    /// (a single program, or a grant of `/`), where no empty file can be made to cover it.
+    #[error(
+        "{root:?} contains the file {hidden:?}, which a sandboxed program must never read or \
+         change, and only a shell's view of its grants alone can cover a file; grant a \
+         directory that does not contain it"
+    )]
+    CannotHideFile {
+        /// The granted path.
+        root: PathBuf,
+        /// The file that would be exposed.
+        hidden: PathBuf,
+    },
+    /// A path to keep read-only lies beneath a writable grant, and no private mount namespace
+    /// can be made here to keep it so.
+    #[error(
+        "{root:?} is writable and contains {protected:?}, which must stay read-only (a git hook, \
+         a git or shell configuration), and this machine cannot make a private mount namespace \
+         to protect it ({reason}), so nothing ran; work in a directory that does not contain it"
+    )]
+    CannotProtect {
+        /// The writable granted path.
+        root: PathBuf,
+        /// The path that would be writable.
+        protected: PathBuf,
         /// Why there is no private mount namespace.
         reason: String,
     },

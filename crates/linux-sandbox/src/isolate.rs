@@ -117,9 +117,11 @@ use syscalls::{Sysno, syscall};
 
 use crate::error::{ApplyError, ApplyStage, SandboxError};
 
-/// At most this many mounts are made for one program (writable grants, bound directories and
-/// hidden paths together): the child keeps their descriptors in a stack array.
-pub(crate) const MAX_MOUNTS: usize = 64;
+/// At most this many mounts are made for one program (writable grants, bound directories,
+/// protected and hidden paths together): the child keeps the writable grants' descriptors in a
+/// stack array. A `run_command` view protects a repository's hooks and config and hides every
+/// credential location of a home that exists (RCS-2, RCS-3): dozens, not hundreds.
+pub(crate) const MAX_MOUNTS: usize = 256;
 
 /// Which file a path names: device and inode, as `statx` reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -164,6 +166,27 @@ pub(crate) struct Target {
     id: Ident,
 }
 
+/// A path to hide or protect as the parent found it: canonical, its identity, its kind.
+#[derive(Debug, Clone)]
+pub(crate) struct Covered {
+    pub(crate) path: PathBuf,
+    pub(crate) id: Ident,
+    pub(crate) is_dir: bool,
+}
+
+impl Covered {
+    /// The symbolic links passed on the way to `path` as the caller named it (their own
+    /// locations, with no link before them): a protected path reached through `.git` → a
+    /// directory elsewhere stays protected only if `.git` itself cannot be replaced.
+    pub(crate) fn links_to(path: &Path) -> Vec<PathBuf> {
+        PathView::walk(path)
+            .links
+            .into_iter()
+            .map(|(at, _)| at)
+            .collect()
+    }
+}
+
 /// What the child does beyond Landlock and seccomp, prepared in the parent.
 #[derive(Debug, Default)]
 pub(crate) struct Isolation {
@@ -171,8 +194,14 @@ pub(crate) struct Isolation {
     writable: Vec<Target>,
     /// Directories bound onto themselves, shallowest first.
     pinned: Vec<Target>,
-    /// Paths covered by an empty read-only tmpfs.
+    /// Paths beneath a writable grant bound read-only onto themselves, shallowest first
+    /// (RCS-3).
+    protected: Vec<Target>,
+    /// Directories covered by an empty read-only tmpfs.
     hidden: Vec<Target>,
+    /// Files (anything but a directory) covered by an empty read-only regular file, made in
+    /// the new root ([`NewRoot::empty_file`]).
+    hidden_files: Vec<Target>,
     /// The shell's own `/proc` and `/dev/shm` (issue 16, LIVE-2); none for a single program.
     pub(crate) world: World,
     /// The view as a new root holding only the grants (issue 16 part 3); `None`: the host's
@@ -192,6 +221,12 @@ pub(crate) struct NewRoot {
     links: Vec<(CString, CString)>,
     /// The binds, read-only ones first, each group shallowest first.
     binds: Vec<Bind>,
+    /// Where an empty regular file can be made whose read-only bind covers each hidden file: in
+    /// the new root's own `dev/pts`, which the private `devpts` covers afterwards; `None` where
+    /// the view has no such directory of its own.
+    empty_file_at: Option<CString>,
+    /// Make that file ([`Isolation::cover_files`]).
+    empty_file: bool,
 }
 
 /// One granted path bound into the new root.
@@ -508,6 +543,9 @@ impl NewRoot {
         dirs.sort_by_cached_key(|d| d.components().count());
 
         let mut plan = NewRoot::default();
+        if pts && !bound(Path::new("/dev/pts")) {
+            plan.empty_file_at = Some(c"dev/pts/agent-exec-empty-file".to_owned());
+        }
         for dir in &dirs {
             plan.dirs.push(rel(dir)?);
         }
@@ -651,11 +689,16 @@ fn ident_of_path(path: &Path) -> Result<Ident, SandboxError> {
 }
 
 impl Isolation {
-    /// Plans the mounts for `roots` (every non-system grant) and `hidden` (canonical paths
-    /// with their identities).
+    /// Plans the mounts for `roots` (every non-system grant), `hidden` and `protected`.
+    ///
+    /// `links` are the symbolic links on the way to the protected paths
+    /// ([`Covered::links_to`]): each one beneath a writable grant is bound onto itself (a link
+    /// can be a mount point), so it cannot be removed or replaced to lead elsewhere.
     pub(crate) fn prepare(
         roots: &[Root],
-        hidden: &[(PathBuf, Ident)],
+        hidden: &[Covered],
+        protected: &[Covered],
+        links: &[PathBuf],
     ) -> Result<Isolation, SandboxError> {
         let mut plan = Isolation::default();
         let writable: Vec<&Root> = roots.iter().filter(|r| r.writable).collect();
@@ -676,26 +719,51 @@ impl Isolation {
             });
         }
         let mut pinned: Vec<PathBuf> = Vec::new();
-        for (path, id) in hidden {
-            let Some(_) = roots.iter().find(|r| strictly_beneath(path, &r.path)) else {
-                continue;
-            };
-            // The directories between the outermost writable grant above it and it.
-            if let Some(root) = outermost.iter().find(|r| strictly_beneath(path, &r.path)) {
-                let mut dir = root.path.clone();
-                let rest = path.strip_prefix(&root.path).unwrap_or(Path::new(""));
-                let components: Vec<Component<'_>> = rest.components().collect();
-                for component in components.iter().take(components.len().saturating_sub(1)) {
-                    dir.push(component);
-                    if !pinned.contains(&dir) {
-                        pinned.push(dir.clone());
-                    }
+        for link in links {
+            if outermost.iter().any(|r| strictly_beneath(link, &r.path)) {
+                pin_above(&outermost, &mut pinned, link);
+                if !pinned.contains(link) {
+                    pinned.push(link.clone());
                 }
             }
-            plan.hidden.push(Target {
-                path: c_path(path)?,
-                id: *id,
+        }
+        let mut protected_paths: Vec<&Covered> = Vec::new();
+        for covered in protected {
+            // Read-only already outside every writable grant (and not in the view outside
+            // every grant).
+            if !outermost.iter().any(|r| covered.path.starts_with(&r.path)) {
+                continue;
+            }
+            if protected_paths.iter().any(|p| p.path == covered.path) {
+                continue;
+            }
+            pin_above(&outermost, &mut pinned, &covered.path);
+            protected_paths.push(covered);
+        }
+        protected_paths.sort_by_key(|p| p.path.components().count());
+        for covered in protected_paths {
+            plan.protected.push(Target {
+                path: c_path(&covered.path)?,
+                id: covered.id,
             });
+        }
+        for covered in hidden {
+            if !roots
+                .iter()
+                .any(|r| strictly_beneath(&covered.path, &r.path))
+            {
+                continue;
+            }
+            pin_above(&outermost, &mut pinned, &covered.path);
+            let target = Target {
+                path: c_path(&covered.path)?,
+                id: covered.id,
+            };
+            if covered.is_dir {
+                plan.hidden.push(target);
+            } else {
+                plan.hidden_files.push(target);
+            }
         }
         pinned.sort_by_key(|p| p.components().count());
         for dir in pinned {
@@ -705,7 +773,11 @@ impl Isolation {
                 id,
             });
         }
-        let mounts = plan.writable.len() + plan.pinned.len() + plan.hidden.len();
+        let mounts = plan.writable.len()
+            + plan.pinned.len()
+            + plan.protected.len()
+            + plan.hidden.len()
+            + plan.hidden_files.len();
         if mounts > MAX_MOUNTS {
             return Err(SandboxError::TooManyMounts {
                 count: mounts,
@@ -713,6 +785,27 @@ impl Isolation {
             });
         }
         Ok(plan)
+    }
+
+    /// Asks the new root for the empty file that covers hidden files, or refuses the policy
+    /// where the view is the host's tree (which has no place for one the host would not see).
+    pub(crate) fn cover_files(&mut self) -> Result<(), SandboxError> {
+        let Some(first) = self.hidden_files.first() else {
+            return Ok(());
+        };
+        match &mut self.root {
+            Some(root) if root.empty_file_at.is_some() && self.world.pts.is_some() => {
+                root.empty_file = true;
+                Ok(())
+            }
+            _ => {
+                let hidden = PathBuf::from(std::ffi::OsStr::from_bytes(first.path.as_bytes()));
+                Err(SandboxError::CannotHideFile {
+                    root: hidden.parent().unwrap_or(Path::new("/")).to_owned(),
+                    hidden,
+                })
+            }
+        }
     }
 
     /// Steps 1-6 of the module documentation, in the child. `ruleset` is the prepared Landlock
@@ -744,32 +837,16 @@ impl Isolation {
             None => None,
         };
 
-        if let Some(root) = &self.root {
-            root.enter().map_err(fail)?;
+        // The new root's empty file (detached, read-only), when a hidden file needs it.
+        let empty = if let Some(root) = &self.root {
+            root.enter().map_err(fail)?
         } else {
             self.read_only_host_view().map_err(fail)?;
-        }
-
-        for target in &self.pinned {
-            let at = open_checked(target).map_err(fail)?;
-            let bound = clone_tree(at, 0).and_then(|tree| {
-                let r = attach(tree, at);
-                close(tree);
-                r
-            });
-            close(at);
-            bound.map_err(fail)?;
-        }
-        for target in &self.hidden {
-            let at = open_checked(target).map_err(fail)?;
-            let covered = empty_read_only_tmpfs().and_then(|mnt| {
-                let r = attach(mnt, at);
-                close(mnt);
-                r
-            });
-            close(at);
-            covered.map_err(fail)?;
-        }
+            -1
+        };
+        let covered = self.bind_and_cover(empty);
+        close(empty);
+        covered.map_err(fail)?;
 
         // Step 5: after the view turned read-only, so that `/dev/shm` stays writable.
         if let (Some(mnt), Some(rights)) = (proc, self.world.proc_rights) {
@@ -804,6 +881,53 @@ impl Isolation {
         };
         close(at);
         entered.map_err(fail)
+    }
+
+    /// Step 4 of the module documentation: the pinned directories, then the protected paths
+    /// (read-only binds onto themselves, recursive: a pinned directory or a hidden path beneath
+    /// stays as it is), then the hidden directories and files. `empty` is the new root's empty
+    /// file (a detached read-only mount), or -1.
+    fn bind_and_cover(&self, empty: i32) -> Result<(), i32> {
+        for target in &self.pinned {
+            bind_onto_itself(target, 0)?;
+        }
+        for target in &self.protected {
+            bind_onto_itself(
+                target,
+                libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+            )?;
+        }
+        for target in &self.hidden {
+            let at = open_checked(target)?;
+            let covered = empty_read_only_tmpfs().and_then(|mnt| {
+                let r = attach(mnt, at);
+                close(mnt);
+                r
+            });
+            close(at);
+            covered?;
+        }
+        // The first hidden file gets the detached empty file itself; each next one a clone of
+        // that mount, which is attached in this namespace by then (older kernels clone no
+        // detached mount).
+        for (i, target) in self.hidden_files.iter().enumerate() {
+            if empty < 0 {
+                return Err(libc::EINVAL);
+            }
+            let at = open_checked(target)?;
+            let covered = if i == 0 {
+                attach(empty, at)
+            } else {
+                clone_tree(empty, HIDDEN_FILE_ATTRS).and_then(|mnt| {
+                    let r = attach(mnt, at);
+                    close(mnt);
+                    r
+                })
+            };
+            close(at);
+            covered?;
+        }
+        Ok(())
     }
 
     /// Step 3 where the view is the host's tree.
@@ -844,7 +968,11 @@ impl Isolation {
     /// Whether anything beyond the namespaces themselves is mounted.
     #[cfg(test)]
     pub(crate) fn mounts(&self) -> (usize, usize, usize) {
-        (self.writable.len(), self.pinned.len(), self.hidden.len())
+        (
+            self.writable.len(),
+            self.pinned.len(),
+            self.hidden.len() + self.hidden_files.len(),
+        )
     }
 }
 
@@ -854,18 +982,29 @@ impl NewRoot {
     /// bind is cloned from), filled, made read-only, and becomes the root with
     /// `pivot_root(".", ".")`, after which the host's tree is detached: nothing of it is left
     /// in the namespace but the clones.
-    fn enter(&self) -> Result<(), i32> {
+    ///
+    /// Returns the detached, read-only mount of an empty regular file when
+    /// [`empty_file`](NewRoot::empty_file) asks for one (-1 otherwise): made in the new root
+    /// while it is still writable and unlinked at once, so it is nowhere in the view.
+    fn enter(&self) -> Result<i32, i32> {
         let root = new_mount(
             c"tmpfs",
             &[(c"size", b"1m\0"), (c"mode", b"0755\0")],
             libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC,
         )?;
-        let result = self.fill(root).and_then(|()| pivot_into(root));
+        let mut empty = -1;
+        let result = self.fill(root, &mut empty).and_then(|()| pivot_into(root));
         close(root);
-        result
+        match result {
+            Ok(()) => Ok(empty),
+            Err(e) => {
+                close(empty);
+                Err(e)
+            }
+        }
     }
 
-    fn fill(&self, root: i32) -> Result<(), i32> {
+    fn fill(&self, root: i32, empty: &mut i32) -> Result<(), i32> {
         let slash = open_no_symlinks(libc::AT_FDCWD, c"/".as_ptr().cast(), libc::O_DIRECTORY)?;
         let attached = attach(root, slash);
         close(slash);
@@ -876,6 +1015,10 @@ impl NewRoot {
                 Ok(_) | Err(libc::EEXIST) => {}
                 Err(e) => return Err(e),
             }
+        }
+        // After the directories: the file goes into the new root's own `dev/pts`.
+        if let (true, Some(at)) = (self.empty_file, &self.empty_file_at) {
+            *empty = empty_file(root, at)?;
         }
         for (link, text) in &self.links {
             // SAFETY: NUL-terminated strings; the link is made beneath our descriptor.
@@ -964,6 +1107,67 @@ impl NewRoot {
         Ok(())
     }
 }
+
+/// An empty regular file made at `at` in the new root `root` (still writable), cloned as a
+/// detached read-only mount. The file stays (the kernel attaches no mount of an unlinked
+/// file), beneath the private `devpts` mounted over its directory later: the view holds no
+/// name of it.
+fn empty_file(root: i32, at: &std::ffi::CStr) -> Result<i32, i32> {
+    // SAFETY: a NUL-terminated path beneath our descriptor; the file is only a bind source.
+    sys(unsafe {
+        syscall!(
+            Sysno::mknodat,
+            root,
+            at.as_ptr(),
+            libc::S_IFREG | 0o444,
+            0usize
+        )
+    })?;
+    let cloned = open_no_symlinks(root, at.as_ptr().cast(), 0).and_then(|at| {
+        let tree = clone_tree(at, HIDDEN_FILE_ATTRS);
+        close(at);
+        tree
+    });
+    // SAFETY: as above.
+    cloned
+}
+
+/// Adds to `pinned` the directories between the outermost writable grant above `path` and it:
+/// a mount point cannot be renamed or removed (`EBUSY`), so none of them can be moved away and
+/// replaced by a copy the command controls.
+fn pin_above(outermost: &[&Root], pinned: &mut Vec<PathBuf>, path: &Path) {
+    let Some(root) = outermost.iter().find(|r| strictly_beneath(path, &r.path)) else {
+        return;
+    };
+    let mut dir = root.path.clone();
+    let rest = path.strip_prefix(&root.path).unwrap_or(Path::new(""));
+    let components: Vec<Component<'_>> = rest.components().collect();
+    for component in components.iter().take(components.len().saturating_sub(1)) {
+        dir.push(component);
+        if !pinned.contains(&dir) {
+            pinned.push(dir.clone());
+        }
+    }
+}
+
+/// Binds `target` onto itself (recursively: what is mounted beneath stays), adding `set`.
+fn bind_onto_itself(target: &Target, set: u64) -> Result<(), i32> {
+    let at = open_checked(target)?;
+    let bound = clone_tree(at, set).and_then(|tree| {
+        let r = attach(tree, at);
+        close(tree);
+        r
+    });
+    close(at);
+    bound
+}
+
+/// The attributes of the empty file that covers a hidden one: read-only, nothing to run, no
+/// device, no set-id.
+const HIDDEN_FILE_ATTRS: u64 = libc::MOUNT_ATTR_RDONLY
+    | libc::MOUNT_ATTR_NOSUID
+    | libc::MOUNT_ATTR_NODEV
+    | libc::MOUNT_ATTR_NOEXEC;
 
 /// Makes the mount `root` names (attached over the host's `/`) the process's root: `chroot`
 /// into it. The host's tree stays in the namespace, beneath the new root's mount and out of
@@ -1139,9 +1343,15 @@ fn replaced(errno: i32) -> i32 {
     }
 }
 
-/// Opens `target` and checks it is the file the parent pinned.
+/// Opens `target` and checks it is the file the parent pinned. A target that is a symbolic
+/// link (one on the way to a protected path, bound onto itself) is opened as the link.
 fn open_checked(target: &Target) -> Result<i32, i32> {
-    let at = open_no_symlinks(libc::AT_FDCWD, target.path.as_ptr().cast(), 0).map_err(replaced)?;
+    let at = open_no_symlinks(
+        libc::AT_FDCWD,
+        target.path.as_ptr().cast(),
+        libc::O_NOFOLLOW,
+    )
+    .map_err(replaced)?;
     match statx_fd(at) {
         Ok(id) if id == target.id => Ok(at),
         Ok(_) => {
@@ -1665,6 +1875,8 @@ mod tests {
                 root("/cd", true),
             ],
             &[],
+            &[],
+            &[],
         )
         .unwrap();
         let paths: Vec<&std::ffi::CStr> = plan.writable.iter().map(|t| t.path.as_c_str()).collect();
@@ -1681,10 +1893,12 @@ mod tests {
         let plan = Isolation::prepare(
             &[root("/w/mirror", true)],
             &[
-                (PathBuf::from("/w"), id),
-                (PathBuf::from("/w/mirror"), id),
-                (PathBuf::from("/x"), id),
+                covered("/w", id, true),
+                covered("/w/mirror", id, true),
+                covered("/x", id, false),
             ],
+            &[],
+            &[],
         )
         .unwrap();
         assert_eq!(plan.mounts(), (1, 0, 0));
@@ -1703,17 +1917,139 @@ mod tests {
                 id: ident_of_path(&home).unwrap(),
                 writable: true,
             }],
-            &[(state.clone(), id)],
+            &[Covered {
+                path: state.clone(),
+                id,
+                is_dir: true,
+            }],
+            &[],
+            &[],
         )
         .unwrap();
-        let pinned: Vec<PathBuf> = plan
-            .pinned
-            .iter()
-            .map(|t| PathBuf::from(std::ffi::OsStr::from_bytes(t.path.as_bytes())))
-            .collect();
-        assert_eq!(pinned, [home.join(".local"), home.join(".local/state")]);
+        assert_eq!(
+            paths(&plan.pinned),
+            [home.join(".local"), home.join(".local/state")]
+        );
         assert_eq!(plan.mounts(), (1, 2, 1));
     }
+
+    fn covered(path: &str, id: Ident, is_dir: bool) -> Covered {
+        Covered {
+            path: PathBuf::from(path),
+            id,
+            is_dir,
+        }
+    }
+
+    fn paths(targets: &[Target]) -> Vec<PathBuf> {
+        targets
+            .iter()
+            .map(|t| PathBuf::from(std::ffi::OsStr::from_bytes(t.path.as_bytes())))
+            .collect()
+    }
+
+    #[test]
+    fn protected_paths_inside_a_writable_grant_are_bound_with_their_parents_pinned() {
+        let base = tempfile::tempdir().unwrap();
+        let home = base.path().canonicalize().unwrap();
+        let work = home.join("work");
+        std::fs::create_dir_all(work.join(".git/hooks")).unwrap();
+        std::fs::write(work.join(".git/config"), "").unwrap();
+        std::fs::write(home.join(".bashrc"), "").unwrap();
+        let id = |p: &Path| ident_of_path(p).unwrap();
+        let protect = |p: PathBuf, is_dir| Covered {
+            id: id(&p),
+            path: p,
+            is_dir,
+        };
+        let plan = Isolation::prepare(
+            &[
+                Root {
+                    path: home.clone(),
+                    id: id(&home),
+                    writable: false,
+                },
+                Root {
+                    path: work.clone(),
+                    id: id(&work),
+                    writable: true,
+                },
+            ],
+            &[],
+            &[
+                protect(work.join(".git/hooks"), true),
+                protect(work.join(".git/config"), false),
+                protect(work.join(".git/config"), false),
+                // Read-only anyway: nothing to bind.
+                protect(home.join(".bashrc"), false),
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(paths(&plan.pinned), [work.join(".git")]);
+        assert_eq!(
+            paths(&plan.protected),
+            [work.join(".git/hooks"), work.join(".git/config")]
+        );
+    }
+
+    #[test]
+    fn hidden_files_are_kept_apart_from_hidden_directories() {
+        let base = tempfile::tempdir().unwrap();
+        let home = base.path().canonicalize().unwrap();
+        let work = home.join("w");
+        std::fs::create_dir_all(work.join("a")).unwrap();
+        let id = |p: &Path| ident_of_path(p).unwrap();
+        let id2 = Ident {
+            dev_major: 0,
+            dev_minor: 0,
+            ino: 2,
+        };
+        let plan = Isolation::prepare(
+            &[
+                Root {
+                    path: home.clone(),
+                    id: id(&home),
+                    writable: false,
+                },
+                Root {
+                    path: work.clone(),
+                    id: id(&work),
+                    writable: true,
+                },
+            ],
+            &[
+                Covered {
+                    path: home.join(".ssh"),
+                    id: id2,
+                    is_dir: true,
+                },
+                Covered {
+                    path: home.join(".netrc"),
+                    id: id2,
+                    is_dir: false,
+                },
+                Covered {
+                    path: work.join("a/.env"),
+                    id: id2,
+                    is_dir: false,
+                },
+            ],
+            &[],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(paths(&plan.hidden), [home.join(".ssh")]);
+        assert_eq!(
+            paths(&plan.hidden_files),
+            [home.join(".netrc"), work.join("a/.env")]
+        );
+        // The one directory between the writable grant and its hidden file; none in the
+        // read-only home.
+        assert_eq!(paths(&plan.pinned), [work.join("a")]);
+        assert_eq!(plan.mounts(), (1, 1, 3));
+    }
+
     fn grant(path: &str, is_dir: bool, writable: bool, system: bool) -> Grant {
         Grant {
             path: PathBuf::from(path),

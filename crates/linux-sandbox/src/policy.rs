@@ -133,6 +133,7 @@ pub(crate) struct PathRule {
 pub struct Policy {
     pub(crate) rules: Vec<PathRule>,
     pub(crate) hidden: Vec<PathBuf>,
+    pub(crate) protected: Vec<PathBuf>,
     pub(crate) network: Network,
     pub(crate) spawn: Spawn,
     pub(crate) scopes: Scopes,
@@ -157,6 +158,7 @@ impl Policy {
         Policy {
             rules: Vec::new(),
             hidden: Vec::new(),
+            protected: Vec::new(),
             network: Network::None,
             spawn: Spawn::Allowed,
             scopes: Scopes::default(),
@@ -209,17 +211,36 @@ impl Policy {
         self
     }
 
-    /// Hides the directory `path` from the program wherever it lies strictly beneath a
-    /// granted path (a host's own state directory inside a workspace of `$HOME`): in the
-    /// program's private mount namespace an empty read-only directory covers it, and each
+    /// Hides `path` (a directory, or a file: `~/.netrc`) from the program wherever it lies
+    /// strictly beneath a granted path (a host's own state directory inside a workspace of
+    /// `$HOME`, a credential file inside a granted `$HOME`): in the program's private mount
+    /// namespace an empty read-only directory covers a directory, and an empty read-only
+    /// regular file covers anything else (reads find nothing, writes fail with `EROFS`); each
     /// directory between a writable grant and it is bound onto itself, so the program can
     /// neither rename it away nor plant a forged copy in its place. Where no private mount
     /// namespace can be made, [`prepare`](Policy::prepare) refuses a policy whose grants
-    /// contain a hidden path ([`SandboxError::CannotHide`](crate::SandboxError::CannotHide)).
-    /// A hidden path that contains a grant, or is one, hides nothing from it. The path must
-    /// exist when the policy is prepared.
+    /// contain a hidden path ([`SandboxError::CannotHide`](crate::SandboxError::CannotHide)),
+    /// and a hidden *file* is covered only in a shell's new root (a single program's view of
+    /// the host's tree refuses it the same way). A hidden path that contains a grant, or is
+    /// one, hides nothing from it; a path that does not exist when the policy is prepared
+    /// hides nothing.
     pub fn hide(mut self, path: impl Into<PathBuf>) -> Self {
         self.hidden.push(path.into());
+        self
+    }
+
+    /// Keeps `path` (a file or a directory) read-only even where it lies beneath a writable
+    /// grant (RCS-3: `.git/hooks`, `.git/config`, shell startup files): in the program's
+    /// private mount namespace a read-only bind of the path covers it, and each directory
+    /// between the writable grant and it is bound onto itself, so neither it nor an ancestor
+    /// can be renamed away and replaced by a writable copy. Everything beneath it is read-only
+    /// too, a writable grant inside it included. Where no private mount namespace can be made
+    /// and the path lies beneath a writable grant, [`prepare`](Policy::prepare) refuses the
+    /// policy ([`SandboxError::CannotProtect`](crate::SandboxError::CannotProtect)). A path
+    /// outside every writable grant is read-only anyway and needs nothing; a path that does
+    /// not exist when the policy is prepared protects nothing.
+    pub fn protect(mut self, path: impl Into<PathBuf>) -> Self {
+        self.protected.push(path.into());
         self
     }
 

@@ -309,6 +309,9 @@ impl Policy {
             if self.may_spawn() {
                 isolation.root = self.new_root(&opened, &isolation.world)?;
             }
+            // An empty file to cover a hidden one is made in the new root only: the host's
+            // tree has no place to make one that the host would not see.
+            isolation.cover_files()?;
         }
         let root = isolation.as_ref().is_some_and(|i| i.root.is_some());
         let (proc, shm) = isolation.as_ref().map_or((false, false), |i| {
@@ -478,7 +481,7 @@ impl Policy {
     }
 
     /// The mounts of the private namespaces, or (without them) the refusal of a policy whose
-    /// grants contain a hidden path.
+    /// grants contain a hidden path or whose writable grants contain a protected one.
     fn isolation(
         &self,
         opened: &[OpenedRule],
@@ -489,7 +492,7 @@ impl Policy {
             source,
         };
         // Nothing to mount and nothing to refuse: no work on the spawn path.
-        if !namespaces && self.hidden.is_empty() {
+        if !namespaces && self.hidden.is_empty() && self.protected.is_empty() {
             return Ok(None);
         }
         let mut roots = Vec::new();
@@ -508,41 +511,76 @@ impl Policy {
                 writable,
             });
         }
-        let mut hidden = Vec::with_capacity(self.hidden.len());
-        for path in &self.hidden {
+        let no_namespaces = || {
+            if self.namespaces {
+                probe()
+                    .why_no_private_namespaces(self.launch)
+                    .unwrap_or_default()
+            } else {
+                "private namespaces are turned off by the policy".to_owned()
+            }
+        };
+        // Each path as it is now (links followed: the file the program would reach); a path
+        // that does not exist has nothing to hide or protect.
+        let resolve = |path: &PathBuf| -> Result<Option<isolate::Covered>, SandboxError> {
             if !path.is_absolute() {
                 return Err(SandboxError::RelativePath { path: path.clone() });
             }
-            let Some((fd, file_id)) = open_path(path, false)? else {
-                continue;
+            let Some((fd, file_id)) = open_path(path, true)? else {
+                return Ok(None);
             };
             let canonical =
                 isolate::canonical_path_of(fd.as_fd()).map_err(|e| open_error(path, e))?;
-            let id = Ident::from(file_id);
+            Ok(Some(isolate::Covered {
+                path: canonical,
+                id: Ident::from(file_id),
+                is_dir: file_id.is_dir,
+            }))
+        };
+        let mut hidden = Vec::with_capacity(self.hidden.len());
+        for path in &self.hidden {
+            let Some(covered) = resolve(path)? else {
+                continue;
+            };
             if !namespaces {
                 if let Some(root) = roots
                     .iter()
-                    .find(|r| canonical != r.path && canonical.starts_with(&r.path))
+                    .find(|r| covered.path != r.path && covered.path.starts_with(&r.path))
                 {
                     return Err(SandboxError::CannotHide {
                         root: root.path.clone(),
-                        hidden: canonical,
-                        reason: if self.namespaces {
-                            probe()
-                                .why_no_private_namespaces(self.launch)
-                                .unwrap_or_default()
-                        } else {
-                            "private namespaces are turned off by the policy".to_owned()
-                        },
+                        hidden: covered.path,
+                        reason: no_namespaces(),
                     });
                 }
             }
-            hidden.push((canonical, id));
+            hidden.push(covered);
+        }
+        let mut protected = Vec::with_capacity(self.protected.len());
+        let mut links = Vec::new();
+        for path in &self.protected {
+            let Some(covered) = resolve(path)? else {
+                continue;
+            };
+            links.extend(isolate::Covered::links_to(path));
+            if !namespaces {
+                if let Some(root) = roots
+                    .iter()
+                    .find(|r| r.writable && covered.path.starts_with(&r.path))
+                {
+                    return Err(SandboxError::CannotProtect {
+                        root: root.path.clone(),
+                        protected: covered.path,
+                        reason: no_namespaces(),
+                    });
+                }
+            }
+            protected.push(covered);
         }
         if !namespaces {
             return Ok(None);
         }
-        Isolation::prepare(&roots, &hidden).map(Some)
+        Isolation::prepare(&roots, &hidden, &protected, &links).map(Some)
     }
 
     /// Validate, then open: every rule path (and, for executables, their interpreters).

@@ -941,6 +941,272 @@ fn with_private_namespaces_a_hidden_directory_is_empty_and_its_parents_stay_put(
     );
 }
 
+// ---- run_command (RCS-2, RCS-3): hidden files, protected paths ------------------------------
+
+/// A home granted read-only with a writable working directory inside it, as `run_command`'s
+/// spec has it: `outside/home` (read), `outside/home/w` (read + write).
+struct Home {
+    home: std::path::PathBuf,
+    w: std::path::PathBuf,
+}
+
+fn home_in(s: &Scratch) -> Home {
+    let home = s.outside.join("home");
+    let w = home.join("w");
+    std::fs::create_dir_all(w.join("sub")).unwrap();
+    std::fs::write(home.join(".netrc"), "machine x password NETRC-SECRET\n").unwrap();
+    std::fs::write(home.join("notes"), "NOTES\n").unwrap();
+    std::fs::write(w.join("sub/.env"), "TOKEN=ENV-SECRET\n").unwrap();
+    std::fs::write(w.join("sub/readme"), "README\n").unwrap();
+    Home { home, w }
+}
+
+fn home_policy(h: &Home) -> Policy {
+    command_policy_without_work()
+        .allow(&h.home, Access::READ | Access::EXECUTE)
+        .allow(&h.w, Access::READ | Access::WRITE | Access::EXECUTE)
+}
+
+#[test]
+fn a_hidden_file_reads_empty_and_cannot_be_written_moved_or_replaced() {
+    if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let s = Scratch::new();
+    let h = home_in(&s);
+    let policy = home_policy(&h)
+        .hide(h.home.join(".netrc"))
+        .hide(h.w.join("sub/.env"))
+        .hide(h.home.join("no-such-file"));
+    let script = format!(
+        "cd '{home}'; \
+         echo \"netrc=[$(cat .netrc)] env=[$(cat w/sub/.env)]\"; cat notes w/sub/readme; \
+         echo ESCAPED >> .netrc; echo ESCAPED >> w/sub/.env; \
+         mv w/sub/.env w/sub/moved; rm -f w/sub/.env; mv w/sub w/sub2; \
+         echo FORGED > w/sub/forged && mv w/sub/forged w/sub/.env; \
+         ln -sf /etc/passwd w/sub/.env; chmod 666 w/sub/.env; \
+         ls -A /dev/pts | grep -c agent-exec; echo fine > w/sub/new && cat w/sub/new",
+        home = h.home.display()
+    );
+    let out = s.run(&policy, SH, &["-c", &script]);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("netrc=[] env=[]\nNOTES\nREADME\n"),
+        "{text}{}",
+        stderr(&out)
+    );
+    assert!(text.ends_with("\n0\nfine\n"), "{text}{}", stderr(&out));
+    assert!(!text.contains("SECRET"));
+    let err = stderr(&out);
+    // Writing: the empty file is read-only (mode and mount); moving, removing, replacing: it
+    // and its directory are mount points.
+    assert_eq!(err.matches("Permission denied").count(), 2, "{err}");
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert_eq!(err.matches("busy").count(), 5, "{err}");
+    // Nothing changed on the host but the one file the command may write.
+    assert_eq!(
+        std::fs::read_to_string(h.w.join("sub/.env")).unwrap(),
+        "TOKEN=ENV-SECRET\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.home.join(".netrc")).unwrap(),
+        "machine x password NETRC-SECRET\n"
+    );
+    assert!(!h.w.join("sub/moved").exists() && !h.w.join("sub2").exists());
+    assert!(!h.w.join("sub/forged").exists() || !text.contains("FORGED"));
+}
+
+#[test]
+fn a_hidden_file_is_refused_where_the_view_is_the_hosts_tree() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    std::fs::write(s.work.join(".netrc"), "x").unwrap();
+    let err = s
+        .command_policy()
+        .hide(s.work.join(".netrc"))
+        .private_namespaces(false)
+        .prepare()
+        .unwrap_err();
+    assert!(
+        matches!(err, linux_sandbox::SandboxError::CannotHide { .. }),
+        "{err}"
+    );
+    if !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    // A single program keeps the host's tree (RUN-7): no place for an empty file there.
+    let err = Policy::single_program("/bin/cat")
+        .allow_system("/usr", Access::READ)
+        .allow(&s.work, Access::READ | Access::WRITE)
+        .hide(s.work.join(".netrc"))
+        .prepare()
+        .unwrap_err();
+    assert!(
+        matches!(err, linux_sandbox::SandboxError::CannotHideFile { .. }),
+        "{err}"
+    );
+}
+
+/// A repository in the writable working directory with its hooks, config and `.gitmodules`
+/// protected (RCS-3).
+fn protected_repo(s: &Scratch) -> (std::path::PathBuf, Policy) {
+    let repo = s.work.join("repo");
+    std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+    std::fs::write(repo.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(repo.join(".git/hooks/README"), "hooks\n").unwrap();
+    std::fs::write(repo.join(".gitmodules"), "").unwrap();
+    let policy = s
+        .command_policy()
+        .protect(repo.join(".git/hooks"))
+        .protect(repo.join(".git/config"))
+        .protect(repo.join(".gitmodules"))
+        .protect(repo.join(".git/missing"));
+    (repo, policy)
+}
+
+#[test]
+fn protected_paths_in_a_writable_grant_cannot_be_changed_moved_or_replaced() {
+    if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let s = Scratch::new();
+    let (repo, policy) = protected_repo(&s);
+    let before = snapshot(&repo);
+    let out = s.run(
+        &policy,
+        SH,
+        &[
+            "-c",
+            "cd repo; echo ESCAPED >> .git/config; echo ESCAPED > .git/hooks/pre-commit; \
+             rm -rf .git/hooks; rm -f .git/config; mv .git .git2; mv .git/hooks .git/h2; \
+             mv ../repo ../repo2; echo ESCAPED > .gitmodules; mv .gitmodules gm; \
+             chmod 777 .git/hooks/README; touch .git/config; \
+             echo '[x]' > c2 && mv c2 .git/config; \
+             mkdir -p .git2/hooks && echo ESCAPED > .git2/hooks/pre-commit && mv .git2 .git; \
+             echo live > .git/HEAD.new && mv .git/HEAD.new .git/HEAD2 && cat .git/HEAD2; \
+             echo ok > file && cat file",
+        ],
+    );
+    assert_eq!(stdout(&out), "live\nok\n", "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert!(err.contains("busy"), "{err}");
+    // What the command could do beside the protected paths: make files, and move its own
+    // `.git2` into `.git` (which stays put).
+    let mut after = snapshot(&repo);
+    for made in ["file", ".git/HEAD2", "c2"] {
+        assert!(after.remove(&repo.join(made)).is_some(), "{made} missing");
+    }
+    after.retain(|p, _| !p.starts_with(repo.join(".git/.git2")) && *p != repo.join(".git"));
+    let mut before = before;
+    before.remove(&repo.join(".git"));
+    assert_eq!(after, before);
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
+}
+
+#[test]
+fn a_protected_path_reached_through_symbolic_links_keeps_the_links_in_place() {
+    if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let s = Scratch::new();
+    let repo = s.work.join("repo");
+    std::fs::create_dir_all(s.work.join("gitdir/hooks")).unwrap();
+    std::fs::create_dir_all(&repo).unwrap();
+    std::os::unix::fs::symlink("../gitdir", repo.join(".git")).unwrap();
+    std::fs::write(s.work.join("modules"), "M\n").unwrap();
+    std::os::unix::fs::symlink("../modules", repo.join(".gitmodules")).unwrap();
+    let policy = s
+        .command_policy()
+        .protect(repo.join(".git/hooks"))
+        .protect(repo.join(".gitmodules"));
+    let out = s.run(
+        &policy,
+        SH,
+        &[
+            "-c",
+            "cd repo; rm .git; mv .git g2; ln -sfn /tmp .git; \
+             rm .gitmodules; echo ESCAPED > .gitmodules; mv ../modules ../m2; \
+             echo ESCAPED > .git/hooks/pre-commit; mv ../gitdir ../g3; \
+             readlink .git .gitmodules",
+        ],
+    );
+    assert_eq!(stdout(&out), "../gitdir\n../modules\n", "{}", stderr(&out));
+    assert!(!s.work.join("gitdir/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(s.work.join("modules")).unwrap(),
+        "M\n"
+    );
+}
+
+#[test]
+fn protected_paths_in_a_writable_grant_are_refused_without_private_namespaces() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let (_repo, policy) = protected_repo(&s);
+    let err = policy.private_namespaces(false).prepare().unwrap_err();
+    assert!(
+        matches!(err, linux_sandbox::SandboxError::CannotProtect { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("nothing ran"), "{err}");
+    // Outside every writable grant a protected path is read-only anyway: nothing refused.
+    s.command_policy()
+        .protect(s.outside.join("secret"))
+        .private_namespaces(false)
+        .prepare()
+        .unwrap();
+}
+
+#[test]
+fn git_commits_in_a_repository_whose_hooks_and_config_are_protected() {
+    if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let git = ["/usr/bin/git", "/usr/local/bin/git"]
+        .into_iter()
+        .find(|g| std::path::Path::new(g).exists());
+    let Some(git) = git else {
+        eprintln!("skipped: no git");
+        return;
+    };
+    let s = Scratch::new();
+    let repo = s.work.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let host_git = |args: &[&str]| {
+        let out = Command::new(git)
+            .args(args)
+            .current_dir(&repo)
+            .env("HOME", &s.work)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    host_git(&["init", "-q"]);
+    let config = std::fs::read(repo.join(".git/config")).unwrap();
+    let policy = s
+        .command_policy()
+        .protect(repo.join(".git/hooks"))
+        .protect(repo.join(".git/config"));
+    let script = format!(
+        "set -e; export GIT_CONFIG_NOSYSTEM=1; cd repo; echo one > a; {git} add a; \
+         {git} -c user.name=T -c user.email=t@example.com commit -q -m one; \
+         {git} log --format=%s; \
+         if {git} init -q 2>/dev/null; then echo REINIT; fi; \
+         if {git} config core.hooksPath /tmp 2>/dev/null; then echo CONFIGURED; fi; \
+         echo two > a; {git} -c user.name=T -c user.email=t@example.com commit -q -am two; \
+         {git} log --format=%s"
+    );
+    let out = s.run(&policy, SH, &["-c", &script]);
+    assert_eq!(stdout(&out), "one\ntwo\none\n", "{}", stderr(&out));
+    assert!(out.status.success());
+    assert_eq!(std::fs::read(repo.join(".git/config")).unwrap(), config);
+}
+
 // ---- issue 16 part 3: unix sockets only where the view is a root of the grants only ---------
 
 /// Makes a unix socket, binds it in the working directory, connects a second one to it.

@@ -33,9 +33,15 @@
 #![deny(missing_docs)]
 
 mod ask;
+mod capture;
+mod env;
 mod gate;
+mod hint;
 mod outside;
+mod rm;
+mod roots;
 mod run;
+mod sandboxed;
 mod state;
 mod types;
 mod verify;

@@ -1,40 +1,58 @@
-//! One `run_command` call end to end: decide, gate, lock, run (sandboxed, `sudo`, `sandbox:
-//! false` or the trash), interpret, mask.
+//! One `run_command` call end to end: decide, re-check, gate, lock, run (sandboxed, `sudo`,
+//! `sandbox: false` or the trash), interpret, mask.
 //!
 //! **Owns:** the order of the steps (nothing starts and no file changes before the decision
-//! and every gate passed, house rule 2) and the mapping of a refusal to its `RUN_COMMAND_*`
-//! error. **Refuses to know:** the rules themselves (argv-policy's `decide`), how questions
-//! reach the user (the [`Asker`]), and how the sandbox is built (`exec`).
+//! and every gate passed, house rule 2), the re-checks the executor adds to the decision (the
+//! real location of `rm`'s paths and of `write_paths`; a password gate is never skipped,
+//! whatever the mode or rules), and the mapping of a refusal to its `RUN_COMMAND_*` error.
+//! **Refuses to know:** the rules themselves (argv-policy's `decide`), how questions reach the
+//! user (the [`Asker`]), and how the sandbox is built (`exec`).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use argv_policy::{Context, Decision, Gate, Policy, RefuseCode, RunCommandArgs};
+use argv_policy::{Context, Decision, Gate, Mode, Policy, RefuseCode, RunCommandArgs, Via};
 use fsguard::RootLease;
 use toolscope::{CallContext, ErrorCode, ToolError};
 
 use crate::ask::Asker;
 use crate::gate::{self, Passed};
+use crate::sandboxed::{Prepared, Ran};
 use crate::state::RunCommandState;
-use crate::types::{RunCommandOptions, RunCommandOutput};
+use crate::types::{RunCommandOptions, RunCommandOutput, Status};
 use crate::verify::{Pam, Sudo, Verifier};
+
+/// What kind of run the decision asked for, with what was checked before the gate.
+enum Kind {
+    Sandboxed(Box<Prepared>),
+    Trash(crate::rm::Plan),
+    Sudo,
+    Unsandboxed,
+}
 
 /// Runs one `run_command` call.
 ///
 /// In order:
-/// 1. `argv_policy::decide` with the lease's path as the working directory, `options.home` and
-///    the session's secrets; a refusal is `Err` with its `RUN_COMMAND_*` code and message.
-/// 2. The gate: a confirmation through `asker.confirm`, a password through up to three
-///    `asker.password` prompts, each checked by the system. An answer other than yes (or a
-///    right password) is a result with `executed: false` and a message saying how to run it.
-/// 3. The RC-9 lock: shared for allowlist hits (`parallel`), exclusive otherwise.
-/// 4. The run, its result bounded and masked (RC-14); the secrets it revealed are kept in
-///    `state` for the next decision.
+/// 1. The session's secrets grow with the secret-looking variables of the host's environment
+///    (RC-14); `argv_policy::decide` then sees them, with the lease's path as the working
+///    directory and `options.home`. A refusal is `Err` with its `RUN_COMMAND_*` code.
+/// 2. Re-checks that change nothing: `rm`'s paths resolved on the file system (the stronger
+///    of the decision's gate and the real location's RC-4 gate applies), `write_paths` pinned
+///    (outside `$HOME` always the password; inside it a confirmation unless `allow-all`), the
+///    program found on the sandbox's `PATH`; `sudo` and `sandbox: false` always the password.
+/// 3. The gate: a confirmation through `asker.confirm`, a password through up to three
+///    `asker.password` prompts, each checked by the system (sudo: a confirmation labelled
+///    `sudo: <cmd>` first, except under `allow-all`). Any other answer is a result with
+///    `executed: false` and a message saying how to run it.
+/// 4. The RC-9 lock: shared for allowlist hits (`parallel`), exclusive otherwise.
+/// 5. The run; its output bounded and masked; the secrets it revealed are kept in `state`.
 ///
 /// # Errors
 /// A refused decision (`RUN_COMMAND_*`), a cancelled call (`AGENT_EXEC_CANCELLED` or the
 /// permission error of a revocation), `AGENT_EXEC_SANDBOX_UNAVAILABLE` /
 /// `AGENT_EXEC_UNSUPPORTED` (nothing runs, never unsandboxed), `AGENT_EXEC_PATH_INVALID` for a
-/// `write_paths` entry or an `rm` path the file system refuses, `AGENT_EXEC_IO_FAILED`.
+/// `write_paths` entry or a working directory the sandbox will not grant,
+/// `AGENT_EXEC_IO_FAILED`.
 pub async fn run_command(
     args: RunCommandArgs,
     workdir: Arc<RootLease>,
@@ -45,10 +63,19 @@ pub async fn run_command(
     ctx: &CallContext,
 ) -> Result<RunCommandOutput, ToolError> {
     ctx.check()?;
-    let mut context = Context::new(workdir.path(), &options.home);
+    let host_env: Vec<(String, String)> = std::env::vars().collect();
+    state.learn(argv_policy::secret_env_values(
+        host_env
+            .iter()
+            .chain(&options.env)
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    ));
+    let work: PathBuf = workdir.path().to_path_buf();
+    let home = crate::roots::canonical(&options.home);
+    let mut context = Context::new(&work, &home);
     context.secrets = state.secrets();
     let decision = argv_policy::decide(&args, policy, &context);
-    let (via, gate, parallel, trash, sudo) = match decision {
+    let (via, decided, parallel, trash, sudo) = match decision {
         Decision::Refuse { code, message } => return Err(refusal(code, message)),
         Decision::Run {
             via,
@@ -58,35 +85,172 @@ pub async fn run_command(
             sudo,
         } => (via, gate, parallel, trash, sudo),
     };
-    let label = gate
-        .label()
-        .map(str::to_owned)
-        .unwrap_or_else(|| argv_policy::display_argv(&args.argv));
-    let _ = (via, trash, sudo);
+    let shown = argv_policy::display_argv(&args.argv);
+    let mode = policy.mode;
+
+    // 2. Re-checks (read only).
+    let (kind, gate) = if !trash.is_empty() {
+        let plan = crate::rm::plan(&args.argv, &trash, &work, &home, mode);
+        let gate = decided.max(plan.gate.clone());
+        (Kind::Trash(plan), gate)
+    } else if sudo {
+        let label = format!("sudo: {}", argv_policy::display_argv(&args.argv[1..]));
+        (Kind::Sudo, decided.max(Gate::Password(label)))
+    } else if !args.sandbox {
+        let label = format!("sandbox: false: {shown}");
+        (Kind::Unsandboxed, decided.max(Gate::Password(label)))
+    } else {
+        let prepared = match crate::sandboxed::prepare(
+            &args.argv,
+            &via,
+            &args.write_paths,
+            args.network,
+            &work,
+            &home,
+            policy,
+        )? {
+            Ok(p) => p,
+            Err(message) => {
+                return Ok(RunCommandOutput::not_executed(shown, message));
+            }
+        };
+        let mut gate = decided;
+        for w in &prepared.write_paths {
+            gate = if !w.in_home {
+                gate.max(Gate::Password(format!(
+                    "write_paths: {} (outside $HOME)",
+                    w.path.display()
+                )))
+            } else if mode != Mode::AllowAll {
+                gate.max(Gate::Confirm(format!(
+                    "write_paths: {} (writable for this call)",
+                    w.path.display()
+                )))
+            } else {
+                gate
+            };
+        }
+        (Kind::Sandboxed(Box::new(prepared)), gate)
+    };
+    let label = gate.label().map(str::to_owned).unwrap_or(shown);
+
+    // 3. The gate.
+    if let Kind::Sudo = kind {
+        if mode != Mode::AllowAll {
+            let passed = gate::confirm(asker, &label, "sudo runs it as root", ctx).await?;
+            if let Passed::No(message) = passed {
+                return Ok(RunCommandOutput::not_executed(label, message));
+            }
+        }
+    }
     let passed = match &gate {
         Gate::None => Passed::Yes,
-        Gate::Confirm(l) => {
-            gate::confirm(asker, l, "the policy asks before this command", ctx).await?
-        }
+        Gate::Confirm(l) => gate::confirm(asker, l, reason_for(&kind), ctx).await?,
         Gate::Password(l) => {
-            let verifier: &dyn Verifier = if sudo { &Sudo } else { &Pam };
-            gate::password(asker, verifier, l, "this command needs your password", ctx).await?
+            let verifier: &dyn Verifier = if matches!(kind, Kind::Sudo) {
+                &Sudo
+            } else {
+                &Pam
+            };
+            gate::password(asker, verifier, l, reason_for(&kind), ctx).await?
         }
     };
     if let Passed::No(message) = passed {
+        if matches!(kind, Kind::Sudo) {
+            crate::outside::forget_sudo().await;
+        }
         return Ok(RunCommandOutput::not_executed(label, message));
     }
-    // RC-9: allowlist hits share the session, everything else runs alone (after its gate, so
-    // a prompt never holds the lock).
+    ctx.check()?;
+
+    // 4. RC-9: allowlist hits share the session, everything else runs alone (after its gate,
+    // so a prompt never holds the lock).
     let _guard = if parallel {
         Lock::Shared(state.lock.read().await)
     } else {
         Lock::Alone(state.lock.write().await)
     };
-    Err(ToolError::new(
-        ErrorCode::ExecUnsupported,
-        "run_command's executor is not built yet; nothing ran",
-    ))
+
+    // 5. The run.
+    let mut message = None;
+    let mut trashed = Vec::new();
+    let network = args.network;
+    let sandboxed = matches!(kind, Kind::Sandboxed(_));
+    let ran = match kind {
+        Kind::Sandboxed(prepared) => {
+            crate::sandboxed::run(*prepared, workdir, &home, policy, options, ctx).await?
+        }
+        Kind::Trash(plan) => {
+            let (done, text, code) =
+                tokio::task::spawn_blocking(move || crate::rm::carry_out(&plan))
+                    .await
+                    .map_err(|e| {
+                        ToolError::new(ErrorCode::ExecIoFailed, format!("rm failed: {e}"))
+                    })?;
+            trashed = done;
+            message = Some(
+                "rm moves files to the trash (restore them from `restoreFrom`); \
+                 ['sudo', 'rm', …] deletes for real"
+                    .to_owned(),
+            );
+            Ran {
+                output: text,
+                exit_code: Some(code),
+                status: Status::Exited,
+                truncated: false,
+                descendants_stopped: 0,
+                denials: Vec::new(),
+                sandbox: "none (rm moves to the trash itself; nothing was started)".into(),
+            }
+        }
+        Kind::Sudo => crate::outside::sudo(&args.argv, &work, options.timeout, ctx).await?,
+        Kind::Unsandboxed => {
+            if args.network || !args.write_paths.is_empty() {
+                message = Some(
+                    "sandbox: false ran with your full rights: network and write_paths were \
+                     not needed and were ignored"
+                        .to_owned(),
+                );
+            }
+            let argv = match &via {
+                Via::Direct | Via::Shell(_) => &args.argv,
+            };
+            crate::outside::unsandboxed(argv, &work, options.timeout, ctx).await?
+        }
+    };
+
+    // RC-14: secrets by form join the session's list; the output is masked with all of them.
+    let secrets = state.learn(argv_policy::secrets_in(&ran.output));
+    let output = argv_policy::mask(&ran.output, &secrets);
+    let failed = !(ran.status == Status::Exited && ran.exit_code == Some(0));
+    let hint = if sandboxed {
+        crate::hint::hint(failed, &output, &ran.denials, network)
+    } else {
+        None
+    };
+    Ok(RunCommandOutput {
+        output,
+        exit_code: ran.exit_code,
+        status: ran.status,
+        truncated: ran.truncated,
+        descendants_stopped: ran.descendants_stopped,
+        denials: ran.denials,
+        hint,
+        label,
+        executed: true,
+        trashed,
+        sandbox: ran.sandbox,
+        message,
+    })
+}
+
+fn reason_for(kind: &Kind) -> &'static str {
+    match kind {
+        Kind::Sandboxed(_) => "the policy asks before this command (or its write_paths)",
+        Kind::Trash(_) => "rm moves these paths to the trash",
+        Kind::Sudo => "sudo runs it as root outside the sandbox: your password",
+        Kind::Unsandboxed => "sandbox: false runs it with your full rights: your password",
+    }
 }
 
 /// The RC-9 lock held while the command runs.

@@ -38,7 +38,6 @@ impl RunCommandState {
 
     /// Adds the new ones (order kept, duplicates and empty strings skipped); returns the whole
     /// list.
-    #[allow(dead_code, reason = "the runner's masking uses it (next commit)")]
     pub(crate) fn learn(&self, found: impl IntoIterator<Item = String>) -> Vec<String> {
         let mut s = match self.secrets.lock() {
             Ok(s) => s,

@@ -13,8 +13,9 @@
 //! `PAM_PROMPT_ECHO_OFF` (and `ECHO_ON`) with the password and nothing else. An unprivileged
 //! process checks only its own password (pam_unix's `unix_chkpwd`), which is what we want.
 //!
-//! **sudo.** `sudo -S -k -p '' -v` with the password on its standard input: `-k` ignores a
-//! cached timestamp, so the password is checked every call (RC-11). Where sudo would not ask
+//! **sudo.** `sudo -K` (no cached timestamp is left from before), then `sudo -S -p '' -v` with
+//! the password on its standard input: the password is checked every call (RC-11), and the
+//! fresh timestamp lets the `sudo -n` that follows run; `sudo -K` again after it. Where sudo would not ask
 //! (the caller is root), the root password is checked through PAM instead, so no password gate
 //! is ever skipped.
 
@@ -82,8 +83,9 @@ async fn sudo_check(password: Password) -> Check {
     let Some(sudo) = crate::outside::sudo_binary() else {
         return Check::CannotVerify("sudo is not installed".into());
     };
+    crate::outside::forget_sudo().await;
     let mut cmd = tokio::process::Command::new(sudo);
-    cmd.args(["-S", "-k", "-p", "", "-v"])
+    cmd.args(["-S", "-p", "", "-v"])
         .env_clear()
         .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
         .env("LC_ALL", "C")

@@ -4,7 +4,8 @@
 //! unprivileged user when the suite runs as root, and race fixtures (a [`Swapper`] exchanging
 //! two names in a loop, an inotify [`Watch`] that proves nothing outside was touched), and the
 //! one capability skip every suite uses ([`require`], [`sandbox_available`]): it prints why a
-//! test skips, and fails the test instead when `AGENT_EXEC_REQUIRE` names what is missing.
+//! test skips, and fails the test instead when `AGENT_EXEC_REQUIRE` names what is missing; and
+//! the test user with a known password for password gates ([`test_user`], [`run_as_test_user`]).
 //!
 //! Fixtures hand out paths, and each suite builds its own leases from them. The only workspace
 //! crates it knows are the two leaves whose probes decide a capability skip (`linux-sandbox`,
@@ -24,9 +25,14 @@
 
 mod races;
 mod require;
+mod testuser;
 
 pub use races::{Swapper, SwapperBuilder, Watch};
 pub use require::{Capability, REQUIRE_VAR, require, sandbox_available};
+pub use testuser::{
+    TEST_PASSWORD_VAR, TEST_USER_VAR, TestUser, as_test_user, rerun_as_test_user, run_as_test_user,
+    test_user,
+};
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -6,7 +6,7 @@
 //! confined).
 //!
 //! `AGENT_EXEC_REQUIRE` is a comma-separated list of [`Capability`] names (`landlock,seccomp,
-//! userns,pidns,mountns,proc`); an unknown name fails every test that asks, so a typo cannot
+//! userns,pidns,mountns,proc,testuser`); an unknown name fails every test that asks, so a typo cannot
 //! quietly require nothing. Unset or empty: nothing is required and missing facilities skip.
 //!
 //! The answers are the code under test's own probes (`linux_sandbox::probe`,
@@ -36,17 +36,22 @@ pub enum Capability {
     /// `proc`: a fresh `proc` mounted in a PID namespace, a shell's private `/proc`
     /// (`Availability::private_proc`).
     PrivateProc,
+    /// `testuser`: the test user of `.ci/run` (a known password and a sudoers entry, issue 18):
+    /// `AGENT_EXEC_TEST_USER` and `AGENT_EXEC_TEST_PASSWORD` are set, the user exists, this
+    /// process is root (to switch to it) and `/usr/bin/setpriv` is there ([`crate::test_user`]).
+    TestUser,
 }
 
 impl Capability {
     /// Every capability, in the order `AGENT_EXEC_REQUIRE` lists them in the docs.
-    pub const ALL: [Capability; 6] = [
+    pub const ALL: [Capability; 7] = [
         Capability::Landlock,
         Capability::Seccomp,
         Capability::UserNamespaces,
         Capability::PidNamespace,
         Capability::MountNamespaces,
         Capability::PrivateProc,
+        Capability::TestUser,
     ];
 
     /// The name `AGENT_EXEC_REQUIRE` uses.
@@ -58,6 +63,7 @@ impl Capability {
             Capability::PidNamespace => "pidns",
             Capability::MountNamespaces => "mountns",
             Capability::PrivateProc => "proc",
+            Capability::TestUser => "testuser",
         }
     }
 
@@ -68,6 +74,9 @@ impl Capability {
 
     /// `None` when this machine has it; otherwise why not, in the probe's words.
     fn missing(self) -> Option<String> {
+        if self == Capability::TestUser {
+            return crate::testuser::missing();
+        }
         probe::missing(self)
     }
 }
@@ -193,6 +202,8 @@ mod probe {
             Capability::UserNamespaces => probe.user_namespaces(),
             Capability::MountNamespaces => probe.private_namespaces(),
             Capability::PrivateProc => probe.private_proc(),
+            // Answered before the kernel probes (`Capability::missing`).
+            Capability::TestUser => return crate::testuser::missing(),
             Capability::PidNamespace => {
                 return (!proctree::pid_namespace_available()).then(|| {
                     "proctree cannot start its supervisor in a PID namespace here (the kernel \
@@ -299,7 +310,7 @@ mod tests {
         assert_eq!(parse_required(""), Ok(vec![]));
         assert_eq!(parse_required(" , "), Ok(vec![]));
         assert_eq!(
-            parse_required("landlock, seccomp,userns,pidns,mountns,proc,landlock"),
+            parse_required("landlock, seccomp,userns,pidns,mountns,proc,testuser,landlock"),
             Ok(Capability::ALL.to_vec())
         );
         assert!(parse_required("Landlock").is_err());

@@ -58,6 +58,7 @@ impl Call {
                 stderr_cap: 256 * 1024,
                 on_cap: OnCap::Truncate,
             },
+            merge_stderr: false,
         };
         let (ctx, _cancel) = CallContext::standalone();
         let out = exec::run(job, &ctx).await.unwrap();

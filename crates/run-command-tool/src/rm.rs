@@ -1,0 +1,266 @@
+//! `rm` → the trash (RC-4), after re-checking every path on the file system.
+//!
+//! **Owns:** resolving each path's parent directory component by component (symbolic links
+//! followed, as the kernel would), never following the final name (`rm` removes a link, not
+//! its target), classifying the REAL location (inside the working directory, elsewhere in
+//! `$HOME`, outside) into the RC-4 gate it needs, `rm`'s own answers for missing paths
+//! (an error unless `-f`) and directories (an error without `-r`/`-R`/`-d`), and the move
+//! itself with the `trash` crate (freedesktop trash on Linux, the Finder's on macOS).
+//! **Refuses to know:** how the gate is asked (module `gate`).
+//!
+//! **Limit.** The trash crate moves by path: between this check and the move, a process of
+//! the same user could swap a parent directory again. The check is what the gate is asked
+//! for; the move re-resolves the same parent (the trash crate canonicalises it too) and the
+//! result names the real path that went to the trash.
+
+use std::path::{Path, PathBuf};
+
+use argv_policy::{Gate, Mode};
+
+use crate::roots::canonical;
+use crate::types::Trashed;
+
+/// One path of `rm`'s argv, re-checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// It exists at `real` (the canonical parent joined with the final name).
+    Found { real: PathBuf, is_dir: bool },
+    /// Nothing there.
+    Missing(PathBuf),
+}
+
+/// Where a real path lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Place {
+    Workdir,
+    Home,
+    Outside,
+}
+
+/// The flags of `rm`'s argv that change what it does: `-f`/`--force`, `-r`/`-R`/`--recursive`,
+/// `-d`/`--dir`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Flags {
+    pub(crate) force: bool,
+    pub(crate) recursive: bool,
+}
+
+pub(crate) fn flags(argv: &[String]) -> Flags {
+    let mut f = Flags::default();
+    for a in argv.iter().skip(1) {
+        if a == "--" {
+            break;
+        }
+        match a.as_str() {
+            "--force" => f.force = true,
+            "--recursive" | "--dir" => f.recursive = true,
+            s if s.starts_with('-') && !s.starts_with("--") => {
+                f.force |= s.contains('f');
+                f.recursive |= s.contains('r') || s.contains('R') || s.contains('d');
+            }
+            _ => {}
+        }
+    }
+    f
+}
+
+/// Re-checks one path the decision normalised lexically.
+pub(crate) fn check(path: &Path) -> Target {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Target::Missing(path.to_path_buf());
+    };
+    // realpath(3) resolves the parent component by component, following links; the final
+    // name is looked at without following it.
+    let Ok(parent) = std::fs::canonicalize(parent) else {
+        return Target::Missing(path.to_path_buf());
+    };
+    let real = parent.join(name);
+    match std::fs::symlink_metadata(&real) {
+        Ok(m) => Target::Found {
+            real,
+            is_dir: m.is_dir(),
+        },
+        Err(_) => Target::Missing(path.to_path_buf()),
+    }
+}
+
+pub(crate) fn place(real: &Path, workdir: &Path, home: &Path) -> Place {
+    let workdir = canonical(workdir);
+    let home = canonical(home);
+    if real.starts_with(&workdir) && real != workdir {
+        Place::Workdir
+    } else if real.starts_with(&home) {
+        Place::Home
+    } else {
+        Place::Outside
+    }
+}
+
+/// The RC-4 gate of a real location under `mode`.
+pub(crate) fn gate_for(place: Place, mode: Mode, real: &Path) -> Gate {
+    match place {
+        Place::Workdir if mode == Mode::Safe => {
+            Gate::Confirm(format!("rm (move to trash): {}", real.display()))
+        }
+        Place::Workdir => Gate::None,
+        Place::Home if mode == Mode::AllowAll => Gate::None,
+        Place::Home => Gate::Confirm(format!(
+            "rm (move to trash, outside the working directory): {}",
+            real.display()
+        )),
+        Place::Outside => Gate::Password(format!(
+            "rm (move to trash, outside $HOME): {}",
+            real.display()
+        )),
+    }
+}
+
+/// What `rm` would do, checked before the gate: the targets and the gate they need.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) targets: Vec<Target>,
+    pub(crate) gate: Gate,
+    pub(crate) flags: Flags,
+}
+
+pub(crate) fn plan(
+    argv: &[String],
+    paths: &[PathBuf],
+    workdir: &Path,
+    home: &Path,
+    mode: Mode,
+) -> Plan {
+    let flags = flags(argv);
+    let mut gate = Gate::None;
+    let mut targets = Vec::new();
+    for p in paths {
+        let t = check(p);
+        if let Target::Found { real, .. } = &t {
+            let real_place = place(real, workdir, home);
+            gate = gate.max(gate_for(real_place, mode, real));
+        }
+        targets.push(t);
+    }
+    Plan {
+        targets,
+        gate,
+        flags,
+    }
+}
+
+/// Moves the found targets to the trash (after the gate); returns what went where, `rm`-style
+/// messages for what could not, and the exit code (`rm`'s: 1 when anything failed).
+pub(crate) fn carry_out(plan: &Plan) -> (Vec<Trashed>, String, i32) {
+    let mut trashed = Vec::new();
+    let mut out = String::new();
+    let mut code = 0;
+    for t in &plan.targets {
+        match t {
+            Target::Missing(p) => {
+                if !plan.flags.force {
+                    out.push_str(&format!(
+                        "rm: cannot remove '{}': No such file or directory\n",
+                        p.display()
+                    ));
+                    code = 1;
+                }
+            }
+            Target::Found { real, is_dir } if *is_dir && !plan.flags.recursive => {
+                out.push_str(&format!(
+                    "rm: cannot remove '{}': Is a directory (pass -r to move it to the trash)\n",
+                    real.display()
+                ));
+                code = 1;
+            }
+            Target::Found { real, .. } => match trash::delete(real) {
+                Ok(()) => trashed.push(Trashed {
+                    path: real.to_string_lossy().into_owned(),
+                    restore_from: restore_location(real),
+                }),
+                Err(e) => {
+                    out.push_str(&format!(
+                        "rm: cannot move '{}' to the trash: {e}\n",
+                        real.display()
+                    ));
+                    code = 1;
+                }
+            },
+        }
+    }
+    (trashed, out, code)
+}
+
+/// Where the trash keeps what was at `original` (the newest entry for it).
+#[cfg(any(target_os = "linux", target_os = "freebsd"))]
+fn restore_location(original: &Path) -> Option<String> {
+    let items = trash::os_limited::list().ok()?;
+    let item = items
+        .into_iter()
+        .filter(|i| i.original_path() == original)
+        .max_by_key(|i| i.time_deleted)?;
+    // The id is the `.trashinfo` file: `<trash>/info/<name>.trashinfo` → `<trash>/files/<name>`.
+    let info = PathBuf::from(&item.id);
+    let stem = info.file_stem()?.to_owned();
+    let trash_dir = info.parent()?.parent()?;
+    Some(
+        trash_dir
+            .join("files")
+            .join(stem)
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "freebsd")))]
+fn restore_location(_original: &Path) -> Option<String> {
+    // The Finder's trash: `~/.Trash`, under the same name unless it was taken.
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_read_combined_short_options() {
+        let f = |v: &[&str]| flags(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            f(&["rm", "-rf", "x"]),
+            Flags {
+                force: true,
+                recursive: true
+            }
+        );
+        assert_eq!(f(&["rm", "x", "--", "-f"]), Flags::default());
+        assert!(f(&["rm", "--force", "x"]).force);
+    }
+
+    #[test]
+    fn a_symlinked_parent_is_classified_by_where_it_really_points() {
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().canonicalize().unwrap();
+        let home = base.join("home");
+        let work = home.join("proj");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("f"), "x").unwrap();
+        std::os::unix::fs::symlink(&outside, work.join("sub")).unwrap();
+        let Target::Found { real, .. } = check(&work.join("sub/f")) else {
+            panic!("missing");
+        };
+        assert_eq!(real, outside.join("f"));
+        assert_eq!(place(&real, &work, &home), Place::Outside);
+        // The link itself (final name) stays a link inside the working directory.
+        let Target::Found { real, .. } = check(&work.join("sub")) else {
+            panic!("missing");
+        };
+        assert_eq!(real, work.join("sub"));
+        assert_eq!(place(&real, &work, &home), Place::Workdir);
+        assert!(matches!(
+            gate_for(Place::Outside, Mode::AllowAll, &real),
+            Gate::Password(_)
+        ));
+        assert_eq!(gate_for(Place::Workdir, Mode::Auto, &real), Gate::None);
+    }
+}

@@ -1,0 +1,378 @@
+//! A decided, gated command inside the run_command sandbox (RCS-1…RCS-3, RC-2, RC-6, RC-7).
+//!
+//! **Owns:** the grants (working directory and call temp dir read-write, `$HOME` read, the
+//! existing caches and the approved `write_paths` read-write), `hidden` and `protected`, the
+//! network switch, the program (resolved on the sandbox's `PATH` after the decision), the
+//! environment (module `env`), and turning `exec`'s [`Outcome`](exec::Outcome) into the result
+//! with its denials. **Refuses to know:** gates (done before), masking and hints (module `run`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use argv_policy::{Policy, Via};
+use exec::{Access, End, ExecError, Grant, Job, Limits, Network, OnCap, SandboxSpec, WorkDir};
+use fsguard::RootLease;
+use toolscope::{CallContext, CancelReason, ErrorCode, ToolError};
+
+use crate::env::{self, Readable};
+use crate::roots::{self, WritePath};
+use crate::types::{Denial, OUTPUT_CAP, RunCommandOptions, Status};
+
+/// The prefix of every call's temp dir under the system temp dir (the host's orphan sweep
+/// knows the `agent-exec-` family).
+const TEMP_PREFIX: &str = "agent-exec-rc-";
+
+/// stderr is merged into stdout; its own cap only bounds what a merge failure could leave.
+const STDERR_CAP: usize = 4096;
+
+/// What ran and how it ended, before masking.
+#[derive(Debug)]
+pub(crate) struct Ran {
+    pub(crate) output: String,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) status: Status,
+    pub(crate) truncated: bool,
+    pub(crate) descendants_stopped: usize,
+    pub(crate) denials: Vec<Denial>,
+    pub(crate) sandbox: String,
+}
+
+/// The program to start, found on the sandbox's `PATH` (a bare name) or taken against the
+/// working directory (a path). Not canonicalised: multi-call binaries (rustup's proxies
+/// `cargo` → `rustup`, busybox) choose what to be by the name they are started as.
+pub(crate) fn resolve_program(
+    name: &str,
+    path: &[PathBuf],
+    workdir: &Path,
+) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        let p = roots::normalize(workdir, Path::new(name));
+        return if executable(&p) {
+            Ok(p)
+        } else {
+            Err(format!(
+                "{} is not an executable file; check the path",
+                p.display()
+            ))
+        };
+    }
+    path.iter()
+        .map(|d| d.join(name))
+        .find(|p| executable(p))
+        .ok_or_else(|| {
+            format!(
+                "`{name}` was not found on the sandbox's PATH ({}); install it, or name it by \
+                 its absolute path",
+                std::env::join_paths(path)
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            )
+        })
+}
+
+/// Everything the sandboxed run needs, checked before the gate (nothing changed yet).
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<String>,
+    pub(crate) path: Vec<PathBuf>,
+    pub(crate) write_paths: Vec<WritePath>,
+    pub(crate) private: Vec<PathBuf>,
+    pub(crate) network: bool,
+}
+
+/// Checks the roots and resolves the program; `Ok(Err(message))` when the program does not
+/// exist (a not-executed result, like a shell's `command not found`).
+pub(crate) fn prepare(
+    argv: &[String],
+    via: &Via,
+    write_paths: &[String],
+    network: bool,
+    workdir: &Path,
+    home: &Path,
+    policy: &Policy,
+) -> Result<Result<Prepared, String>, ToolError> {
+    roots::refuse_home_root(workdir, home, "the working directory")?;
+    let private: Vec<PathBuf> = policy.private_paths(home);
+    let write_paths = roots::write_paths(write_paths, workdir, home, &private)?;
+    for w in &write_paths {
+        if let Some(f) = roots::missing_startup_files(&w.path, home) {
+            return Err(ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                format!(
+                    "write_paths entry {} would let the command create the shell startup file \
+                     {}, which runs in every later shell; name a narrower directory",
+                    w.path.display(),
+                    f.display()
+                ),
+            ));
+        }
+    }
+    let readable = Readable {
+        home,
+        workdir,
+        private: &private,
+    };
+    let host_path = std::env::var("PATH").ok();
+    let path = env::sandbox_path(host_path.as_deref(), &readable);
+    // A script runs in the shell the decision validated it for: `sh` is /bin/sh, `bash` is
+    // found like any program.
+    let first = match via {
+        Via::Shell(_) if argv[0] == "sh" => "/bin/sh",
+        _ => argv[0].as_str(),
+    };
+    let program = match resolve_program(first, &path, workdir) {
+        Ok(p) => p,
+        Err(message) => return Ok(Err(message)),
+    };
+    Ok(Ok(Prepared {
+        program,
+        args: argv[1..].to_vec(),
+        path,
+        write_paths,
+        private,
+        network,
+    }))
+}
+
+/// Runs the prepared command in the sandbox.
+pub(crate) async fn run(
+    prepared: Prepared,
+    workdir: Arc<RootLease>,
+    home: &Path,
+    policy: &Policy,
+    options: &RunCommandOptions,
+    ctx: &CallContext,
+) -> Result<Ran, ToolError> {
+    let work = workdir.path().to_path_buf();
+    let temp = exec::CallTemp::create(TEMP_PREFIX, &work)
+        .map_err(|e| ToolError::new(ErrorCode::ExecIoFailed, e.to_string()))?;
+    let describe = |e: exec::SpecError| {
+        ToolError::new(
+            ErrorCode::ExecIoFailed,
+            format!("cannot describe the sandbox: {e}"),
+        )
+    };
+    let mut grants = vec![
+        Grant::leased(&workdir, Access::ReadWrite).map_err(describe)?,
+        Grant::leased(temp.lease(), Access::ReadWrite).map_err(describe)?,
+    ];
+    // $HOME is read (its toolchains live there) except the hidden private locations.
+    if let Ok(fd) = roots::pin(home) {
+        grants.push(Grant::pinned(home, Arc::new(fd), Access::Read));
+    }
+    let mut writable: Vec<PathBuf> = vec![work.clone()];
+    for (path, fd) in roots::caches(policy, home) {
+        writable.push(path.clone());
+        grants.push(Grant::pinned(path, Arc::new(fd), Access::ReadWrite));
+    }
+    for w in &prepared.write_paths {
+        writable.push(w.path.clone());
+        grants.push(Grant::pinned(
+            w.path.clone(),
+            Arc::clone(&w.fd),
+            Access::ReadWrite,
+        ));
+    }
+    let network = if prepared.network {
+        Network::All
+    } else {
+        Network::None
+    };
+    let mut sandbox = SandboxSpec::for_argv(grants, network);
+    sandbox.hidden = prepared
+        .private
+        .iter()
+        .chain(&options.hidden)
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .cloned()
+        .collect();
+    let protected_roots = writable.clone();
+    let home_owned = home.to_path_buf();
+    let host_protected = options.protected.clone();
+    sandbox.protected = tokio::task::spawn_blocking(move || {
+        roots::protected(&protected_roots, &home_owned, &host_protected)
+    })
+    .await
+    .unwrap_or_default();
+
+    let readable = Readable {
+        home,
+        workdir: &work,
+        private: &prepared.private,
+    };
+    let host: Vec<(String, String)> = std::env::vars().collect();
+    let tmpdir = temp
+        .home_and_tmpdir()
+        .into_iter()
+        .find(|(k, _)| k == "TMPDIR")
+        .map(|(_, v)| PathBuf::from(v))
+        .unwrap_or_else(|| temp.root().join("tmp"));
+    let env = env::build(
+        &host,
+        &prepared.path,
+        home,
+        &tmpdir,
+        &readable,
+        &options.env,
+    );
+    let explain = (sandbox.clone(), work.clone());
+    let job = Job {
+        program: prepared.program.clone(),
+        args: prepared.args.iter().map(Into::into).collect(),
+        workdir: WorkDir {
+            lease: workdir,
+            rel: fsguard::RelPath::root(),
+        },
+        env,
+        sandbox,
+        limits: Limits {
+            timeout: options.timeout,
+            stdout_cap: OUTPUT_CAP,
+            stderr_cap: STDERR_CAP,
+            on_cap: OnCap::HeadAndTail,
+        },
+        merge_stderr: true,
+    };
+    let outcome = temp.scope(exec::run(job, ctx)).await.map_err(exec_error);
+    let denials = match &outcome {
+        Ok(out) => denials(explain, out).await,
+        Err(_) => Vec::new(),
+    };
+    let _ = tokio::task::spawn_blocking(move || temp.remove()).await;
+    interpret(outcome?, denials)
+}
+
+pub(crate) fn exec_error(e: ExecError) -> ToolError {
+    match e {
+        ExecError::Cancelled(reason) => reason.to_error(),
+        other => ToolError::new(other.code(), other.to_string()),
+    }
+}
+
+/// LIVE-4: the accesses the output names that the policy refused, worded for run_command.
+async fn denials((sandbox, cwd): (SandboxSpec, PathBuf), out: &exec::Outcome) -> Vec<Denial> {
+    let mentions = exec::denials::scan_output(&out.stdout, &out.stderr);
+    if mentions.is_empty() {
+        return Vec::new();
+    }
+    let view = if out.view_is_grants_only {
+        exec::denials::View::GrantsOnly
+    } else {
+        exec::denials::View::Host
+    };
+    tokio::task::spawn_blocking(move || exec::denials::explain(&sandbox, &cwd, view, &mentions))
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(word)
+        .collect()
+}
+
+/// A denial in run_command's terms (RC-13's remedies).
+pub(crate) fn word(d: exec::denials::Denial) -> Denial {
+    use exec::denials::{Cause, DeniedAccess as A};
+    let writing = matches!(d.access, A::Write | A::Create);
+    let (reason, remedy) = match d.cause {
+        Cause::Hidden => (
+            "a private location (keys, tokens, histories) or the host's own state",
+            "never readable or writable from run_command; if the command needs a credential, \
+             report that to the user",
+        ),
+        Cause::SystemSecret => (
+            "a system file that only root or a group may read",
+            "use argv sudo (['sudo', '<binary>', …], asks for the password) if the user agrees",
+        ),
+        Cause::ReadOnly { .. } if writing => (
+            "a read-only location (the system, $HOME outside the caches, or a protected file \
+             such as .git/hooks or a shell startup file)",
+            "write inside the working directory, or name the directory in write_paths (the \
+             user confirms; outside $HOME the password)",
+        ),
+        _ if writing => (
+            "outside the writable roots (the working directory, the call's temp dir, the \
+             toolchains' caches, write_paths)",
+            "write inside the working directory, or name the directory in write_paths (the \
+             user confirms; outside $HOME the password)",
+        ),
+        _ if d.access == A::Execute => (
+            "not executable in the sandbox",
+            "run it from the working directory, $HOME or the system, or through its \
+             interpreter",
+        ),
+        _ => (
+            "outside the working directory, $HOME and the system runtime",
+            "name it in write_paths (which also makes it readable), or ask for sandbox: false \
+             as a last resort",
+        ),
+    };
+    Denial {
+        path: d.path.to_string_lossy().into_owned(),
+        access: d.access.as_str(),
+        reason: reason.to_owned(),
+        remedy: remedy.to_owned(),
+    }
+}
+
+/// The outcome as the model sees it (before masking).
+fn interpret(out: exec::Outcome, denials: Vec<Denial>) -> Result<Ran, ToolError> {
+    let status = match &out.end {
+        End::Cancelled(reason @ CancelReason::Revoked(_)) => return Err(reason.to_error()),
+        End::Cancelled(CancelReason::Deadline) | End::TimedOut => Status::TimedOut,
+        End::Cancelled(_) => Status::Cancelled,
+        End::LeaseLost => {
+            return Err(ToolError::new(
+                ErrorCode::ExecCancelled,
+                "the working directory was replaced or moved while the command ran, so \
+                 everything it started was stopped; changes already made stay. Start a new \
+                 session on the current folder",
+            ));
+        }
+        End::Exited | End::OutputLimit if out.exit_code.is_some() => Status::Exited,
+        End::Exited | End::OutputLimit => Status::Signaled,
+    };
+    let mut bytes = out.stdout;
+    // Merged: stderr is empty, unless the platform could not merge.
+    bytes.extend_from_slice(&out.stderr);
+    let output = crate::capture::render(&bytes, out.stdout_head_len, out.stdout_omitted);
+    Ok(Ran {
+        output,
+        exit_code: if status == Status::Exited {
+            out.exit_code
+        } else {
+            None
+        },
+        status,
+        truncated: out.stdout_omitted > 0 || out.stdout_truncated || out.stderr_truncated,
+        descendants_stopped: out.descendants_stopped,
+        denials,
+        sandbox: out.enforcement,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_name_is_found_on_the_path_and_a_missing_one_is_reported() {
+        let path = vec![PathBuf::from("/usr/bin"), PathBuf::from("/bin")];
+        let p = resolve_program("sh", &path, Path::new("/")).unwrap();
+        assert!(p.is_absolute() && p.ends_with("sh"));
+        let e = resolve_program("no-such-program-xyz", &path, Path::new("/")).unwrap_err();
+        assert!(e.contains("not found on the sandbox's PATH"), "{e}");
+        assert!(resolve_program("./nope", &path, Path::new("/tmp")).is_err());
+    }
+
+    #[test]
+    fn a_timeout_is_timed_out_without_exit_code() {
+        let mut out = exec::Outcome::default();
+        out.end = End::TimedOut;
+        let r = interpret(out, Vec::new()).unwrap();
+        assert_eq!((r.status, r.exit_code), (Status::TimedOut, None));
+    }
+}
