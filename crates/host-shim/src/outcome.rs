@@ -150,7 +150,8 @@ impl CallAnswer {
         &self.report
     }
 
-    /// The line: `{"ok": true, …result, "mirror": …}`, or the error object, or — when the tool
+    /// The line: `{"ok": true, …result, "mirror": …}` (a result's own `ok` and `code` never
+    /// pass; its `message` does when the line has none), or the error object, or — when the tool
     /// succeeded but its write-back did not fully happen — `ok: false` with
     /// `AGENT_EXEC_WRITE_BACK_INCOMPLETE` and the result's fields kept (module docs).
     pub fn to_line(&self) -> Value {
@@ -179,8 +180,10 @@ impl CallAnswer {
             Value::Object(map) => map,
             _ => Map::new(),
         };
+        // `ok` and `code` are the rule's alone; a result's `message` (run_command's "why
+        // nothing ran") is kept unless the head has its own.
         for (k, v) in result.map(fields).unwrap_or_default() {
-            if !matches!(k.as_str(), "ok" | "code" | "message") {
+            if !matches!(k.as_str(), "ok" | "code") && !line.contains_key(&k) {
                 line.insert(k, v);
             }
         }

@@ -273,8 +273,8 @@ fn a_password_gate_without_a_terminal_or_a_password_fd_runs_nothing() {
 #[test]
 fn a_wrong_password_from_the_fd_three_times_runs_nothing() {
     // RC-12: three wrong answers end the call; the password comes one line per attempt from
-    // --password-fd (here stdin, with the arguments in --json). Whoever the user is, a random
-    // line is not their password.
+    // --password-fd (here stdin, with the arguments in --json). Whoever the user is (root
+    // here too: PAM checks root's password), a random line is not their password.
     let f = Fixture::new();
     let c = call(
         &f,
@@ -286,6 +286,32 @@ fn a_wrong_password_from_the_fd_three_times_runs_nothing() {
     assert!(!f.folder.join("outside.txt").exists());
     assert!(!c.stderr.contains("not-the-password"), "{c:?}");
     assert!(!c.line.to_string().contains("not-the-password"), "{c:?}");
+}
+
+#[test]
+fn sandbox_false_with_the_right_password_from_the_fd_runs_and_a_wrong_one_does_not() {
+    // RC-12 with the system's own check (PAM), as the test user of `.ci/run`: the password on
+    // every call, one line per attempt from --password-fd; a wrong one three times runs
+    // nothing; the password is never printed.
+    if testkit::rerun_as_test_user(
+        "run_command::sandbox_false_with_the_right_password_from_the_fd_runs_and_a_wrong_one_does_not",
+    ) {
+        return;
+    }
+    let user = testkit::as_test_user().unwrap();
+    let f = Fixture::new();
+    let args = json!({"argv": ["touch", "outside.txt"], "sandbox": false});
+    let wrong = "wrong-1\nwrong-2\nwrong-3\n";
+    let c = call(&f, &["--yes", "--password-fd", "0"], &args, wrong);
+    not_executed(&c);
+    assert!(!f.folder.join("outside.txt").exists());
+    // Wrong twice, then right: the third attempt runs it.
+    let typed = format!("wrong-1\nwrong-2\n{}\n", user.password);
+    let c = call(&f, &["--yes", "--password-fd", "0"], &args, &typed);
+    assert_eq!((c.code, &c.line["executed"]), (0, &json!(true)), "{c:?}");
+    assert!(f.folder.join("outside.txt").exists());
+    assert!(!c.line.to_string().contains(&user.password), "{c:?}");
+    assert!(!c.stderr.contains(&user.password), "{c:?}");
 }
 
 #[test]
