@@ -87,8 +87,13 @@ enum Command {
         #[command(subcommand)]
         what: CheckWhat,
     },
-    /// Print, as JSON, which sandbox features this machine has and the cleanup mode.
-    Doctor,
+    /// Print, as JSON, which sandbox features this machine has, the cleanup mode, and
+    /// run_command's read and write sets in your home.
+    Doctor {
+        /// The run_command configuration whose private_path entries the sets include.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+    },
     /// Give a plugin something: install it, approve, consent, allow, or grant a folder.
     Grant {
         #[command(subcommand)]
@@ -408,9 +413,14 @@ fn main() -> ExitCode {
         exec::sysset::warm();
     }
     match cli.command {
-        Command::Doctor => {
-            print_line(&host_shim::doctor::report());
-            ExitCode::SUCCESS
+        Command::Doctor { policy } => {
+            match host_shim::run_command_policy(policy.as_deref(), None) {
+                Ok(policy) => {
+                    print_line(&host_shim::doctor::report_with(&policy));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => usage(&format!("--policy {}", e.message())),
+            }
         }
         Command::Schema { of } => {
             let schema = match of {
