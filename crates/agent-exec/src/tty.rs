@@ -142,19 +142,40 @@ fn confirm_on_tty(q: &Question) -> Confirmation {
     }
 }
 
+/// Where a secret line comes from: a descriptor a script writes lines to, or a terminal in
+/// non-canonical mode, whose editing keys this reader handles itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    Lines,
+    Terminal,
+}
+
 /// One line from `from`, read a byte at a time (so nothing of the next attempt's line is
 /// consumed), without its `\n` (and `\r`). `None` at end of input before any byte, for a line
-/// over [`MAX_PASSWORD_BYTES`], for one that is not UTF-8, or — `stop_at_intr` — one holding
-/// the terminal's interrupt character (Ctrl-C typed while signals are off).
-fn read_secret_line(mut from: impl Read, stop_at_intr: bool) -> Option<String> {
+/// over [`MAX_PASSWORD_BYTES`], for one that is not UTF-8, and from a terminal for Ctrl-C,
+/// Ctrl-\, Ctrl-Z (signals are off while the password is typed) and Ctrl-D on an empty line;
+/// there Enter ends the line, Backspace erases a byte and Ctrl-U the whole line.
+fn read_secret_line(mut from: impl Read, source: Source) -> Option<String> {
     // Allocated once at its bound, so no reallocation leaves a copy of the password behind.
     let mut bytes = Vec::with_capacity(MAX_PASSWORD_BYTES + 1);
     let mut byte = [0u8; 1];
+    let terminal = source == Source::Terminal;
     let complete = loop {
         match from.read(&mut byte) {
             Ok(0) => break !bytes.is_empty(),
-            Ok(_) if byte[0] == b'\n' => break true,
-            Ok(_) if stop_at_intr && matches!(byte[0], 0x03 | 0x1c | 0x1a) => break false,
+            Ok(_) if byte[0] == b'\n' || (terminal && byte[0] == b'\r') => break true,
+            Ok(_) if terminal && matches!(byte[0], 0x03 | 0x1c | 0x1a) => break false,
+            Ok(_) if terminal && byte[0] == 0x04 && bytes.is_empty() => break false,
+            Ok(_) if terminal && matches!(byte[0], 0x7f | 0x08) => {
+                if let Some(last) = bytes.last_mut() {
+                    *last = 0;
+                }
+                bytes.pop();
+            }
+            Ok(_) if terminal && byte[0] == 0x15 => {
+                bytes.fill(0);
+                bytes.clear();
+            }
             Ok(_) if bytes.len() == MAX_PASSWORD_BYTES => break false,
             Ok(_) => bytes.push(byte[0]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -164,15 +185,17 @@ fn read_secret_line(mut from: impl Read, stop_at_intr: bool) -> Option<String> {
     if bytes.last() == Some(&b'\r') {
         bytes.pop();
     }
-    let line = complete.then(|| String::from_utf8(bytes));
-    match line {
-        Some(Ok(text)) => Some(text),
-        Some(Err(e)) => {
+    if !complete {
+        bytes.fill(0);
+        return None;
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Some(text),
+        Err(e) => {
             let mut bytes = e.into_bytes();
             bytes.fill(0);
             None
         }
-        None => None,
     }
 }
 
@@ -193,7 +216,7 @@ impl Drop for RestoreModes<'_> {
 }
 
 fn password_on_tty(q: &Question) -> PasswordReply {
-    use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+    use rustix::termios::{LocalModes, OptionalActions, SpecialCodeIndex, tcgetattr, tcsetattr};
     let Some(tty) = open_tty() else {
         return PasswordReply::CannotAsk;
     };
@@ -207,21 +230,28 @@ fn password_on_tty(q: &Question) -> PasswordReply {
         printable(&q.label),
         q.attempt
     );
+    // No echo; no signal keys (Ctrl-C arrives as a byte and cancels, so the process is never
+    // killed with echo off); byte by byte (the line editing is the reader's), so Ctrl-C
+    // cancels at once instead of waiting in the line for Enter.
     let mut quiet = saved.clone();
     quiet
         .local_modes
-        .remove(LocalModes::ECHO | LocalModes::ISIG);
-    quiet.local_modes.insert(LocalModes::ECHONL);
+        .remove(LocalModes::ECHO | LocalModes::ISIG | LocalModes::ICANON);
+    quiet.special_codes[SpecialCodeIndex::VMIN] = 1;
+    quiet.special_codes[SpecialCodeIndex::VTIME] = 0;
     let restore = RestoreModes { tty: &tty, saved };
     if tcsetattr(&tty, OptionalActions::Flush, &quiet).is_err()
         || (&tty).write_all(prompt.as_bytes()).is_err()
     {
         return PasswordReply::CannotAsk;
     }
-    let line = read_secret_line(&tty, true);
+    let line = read_secret_line(&tty, Source::Terminal);
     drop(restore);
     match line {
-        Some(text) => PasswordReply::Given(Password::new(text)),
+        Some(text) => {
+            let _ = (&tty).write_all(b"\n");
+            PasswordReply::Given(Password::new(text))
+        }
         None => {
             let _ = (&tty).write_all(b"\nagent-exec: cancelled\n");
             PasswordReply::Cancelled
@@ -256,7 +286,7 @@ impl Asker for TtyAsker {
                 // No more lines from the script: nothing more to try.
                 Some(fd) => {
                     let file = fd.lock().unwrap_or_else(PoisonError::into_inner);
-                    match read_secret_line(&*file, false) {
+                    match read_secret_line(&*file, Source::Lines) {
                         Some(text) => PasswordReply::Given(Password::new(text)),
                         None => PasswordReply::Cancelled,
                     }
@@ -277,30 +307,51 @@ mod tests {
     fn a_secret_line_is_read_up_to_its_newline_and_no_further() {
         let input: &[u8] = b"first\r\nsecond\nlast";
         let mut from = input;
-        assert_eq!(read_secret_line(&mut from, false).as_deref(), Some("first"));
+        let lines = Source::Lines;
+        assert_eq!(read_secret_line(&mut from, lines).as_deref(), Some("first"));
         assert_eq!(
-            read_secret_line(&mut from, false).as_deref(),
+            read_secret_line(&mut from, lines).as_deref(),
             Some("second")
         );
-        assert_eq!(read_secret_line(&mut from, false).as_deref(), Some("last"));
-        assert_eq!(read_secret_line(&mut from, false), None);
+        assert_eq!(read_secret_line(&mut from, lines).as_deref(), Some("last"));
+        assert_eq!(read_secret_line(&mut from, lines), None);
     }
 
     #[test]
     fn ctrl_c_an_endless_line_and_bad_utf8_cancel_the_prompt() {
-        assert_eq!(read_secret_line(&b"abc\x03def\n"[..], true), None);
+        let (term, lines) = (Source::Terminal, Source::Lines);
+        assert_eq!(read_secret_line(&b"abc\x03def\n"[..], term), None);
+        assert_eq!(read_secret_line(&b"\x04"[..], term), None);
         assert_eq!(
-            read_secret_line(&b"abc\x03def\n"[..], false).as_deref(),
+            read_secret_line(&b"abc\x03def\n"[..], lines).as_deref(),
             Some("abc\u{3}def")
         );
         let long = vec![b'a'; MAX_PASSWORD_BYTES + 1];
-        assert_eq!(read_secret_line(&long[..], false), None);
+        assert_eq!(read_secret_line(&long[..], lines), None);
         let exact = [vec![b'a'; MAX_PASSWORD_BYTES], b"\n".to_vec()].concat();
         assert_eq!(
-            read_secret_line(&exact[..], false).map(|s| s.len()),
+            read_secret_line(&exact[..], lines).map(|s| s.len()),
             Some(MAX_PASSWORD_BYTES)
         );
-        assert_eq!(read_secret_line(&b"\xff\xfe\n"[..], false), None);
+        assert_eq!(read_secret_line(&b"\xff\xfe\n"[..], lines), None);
+    }
+
+    #[test]
+    fn on_a_terminal_enter_backspace_and_ctrl_u_edit_the_line() {
+        let term = Source::Terminal;
+        assert_eq!(read_secret_line(&b"pw\r"[..], term).as_deref(), Some("pw"));
+        assert_eq!(
+            read_secret_line(&b"pxx\x7f\x7fw\n"[..], term).as_deref(),
+            Some("pw")
+        );
+        assert_eq!(
+            read_secret_line(&b"\x7fpw\n"[..], term).as_deref(),
+            Some("pw")
+        );
+        assert_eq!(
+            read_secret_line(&b"junk\x15pw\n"[..], term).as_deref(),
+            Some("pw")
+        );
     }
 
     #[test]

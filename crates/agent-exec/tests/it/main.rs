@@ -11,4 +11,5 @@ mod disk;
 mod mcp;
 mod mcp_wire;
 mod run_command;
+mod tty;
 mod util;

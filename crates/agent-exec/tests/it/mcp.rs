@@ -541,7 +541,7 @@ fn a_configuration_serves_only_the_tools_its_workspace_can_run() {
     let f = Fixture::new();
     let config = json!({
         "schemaVersion": 2, "systemPrompt": "notes",
-        "tools": [{"ref": "read"}, {"ref": "run"}, {"ref": "command"}],
+        "tools": [{"ref": "read"}, {"ref": "run"}, {"ref": "command"}, {"ref": "run_command"}],
         "workspace": {"kind": "direct", "path": f.folder},
         "memory": "session", "mode": "yolo",
     });
@@ -560,10 +560,31 @@ fn a_configuration_serves_only_the_tools_its_workspace_can_run() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("serving read, command on stdio"),
+        stderr.contains("serving read, command, run_command on stdio"),
         "{stderr}"
     );
     assert!(out.status.success(), "{}: {stderr}", out.status);
+    // In a mounted workspace run_command is not served, and says why.
+    let config = json!({
+        "schemaVersion": 2, "systemPrompt": "notes",
+        "tools": [{"ref": "run"}, {"ref": "run_command"}],
+        "workspace": {"kind": "mounted", "path": f.folder},
+        "memory": "session", "mode": "yolo",
+    });
+    std::fs::write(&file, config.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["--state-dir", s(&f.state), "mcp", "--config", s(&file)])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "run_command is not served: run_command needs a direct workspace, this one is mounted"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("serving run on stdio"), "{stderr}");
 }
 
 #[test]
