@@ -3,6 +3,7 @@
 //! Everything here is lexical: no file is opened and no symlink is followed. The executor (the
 //! next issue) re-checks the real paths before it moves anything to the trash.
 
+use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
 
 /// `path` made absolute against `base`, with `.` and `..` folded lexically (`..` at `/` stays
@@ -57,24 +58,30 @@ impl SensitivePattern {
     }
 
     /// `true` when the normalised absolute `path` contains the pattern.
+    #[cfg(test)]
     pub fn matches(&self, path: &Path) -> bool {
-        let comps: Vec<String> = path
-            .components()
-            .filter_map(|c| match c {
-                Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
-                _ => None,
-            })
-            .collect();
+        self.matches_components(&components(path))
+    }
+
+    /// The component name when the pattern is one literal piece matching anywhere (`.netrc`,
+    /// `credentials`), which a set lookup can test.
+    pub fn literal_name(&self) -> Option<&str> {
+        match self.pieces.as_slice() {
+            [one] if !self.anchored && !one.contains('*') => Some(one),
+            _ => None,
+        }
+    }
+
+    /// `SensitivePattern::matches` on a path already split by [`components`], so a caller
+    /// testing one path against every pattern splits it once (issue 18: the split per pattern
+    /// was most of an allowlisted `decide`).
+    pub fn matches_components(&self, comps: &[Cow<'_, str>]) -> bool {
         let n = self.pieces.len();
         if comps.len() < n {
             return false;
         }
-        let starts: Vec<usize> = if self.anchored {
-            vec![0]
-        } else {
-            (0..=comps.len() - n).collect()
-        };
-        starts.into_iter().any(|s| {
+        let last_start = if self.anchored { 0 } else { comps.len() - n };
+        (0..=last_start).any(|s| {
             self.pieces
                 .iter()
                 .zip(&comps[s..s + n])
@@ -83,14 +90,27 @@ impl SensitivePattern {
     }
 }
 
-/// `*`-only glob over one component, iterative (no recursion, no backtracking blow-up).
+/// The normal components of `path` (borrowed where they are UTF-8).
+pub fn components(path: &Path) -> Vec<Cow<'_, str>> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `*`-only glob over one component, iterative (no recursion, no backtracking blow-up). Works
+/// on bytes: with `*` as the only special character, matching bytes is matching characters.
 pub fn glob_match(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    if !p.contains(&b'*') {
+        return p == t;
+    }
     let (mut pi, mut ti) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
-        if pi < p.len() && p[pi] == '*' {
+        if pi < p.len() && p[pi] == b'*' {
             star = Some((pi, ti));
             pi += 1;
         } else if pi < p.len() && p[pi] == t[ti] {
@@ -104,7 +124,7 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
             return false;
         }
     }
-    while pi < p.len() && p[pi] == '*' {
+    while pi < p.len() && p[pi] == b'*' {
         pi += 1;
     }
     pi == p.len()

@@ -121,8 +121,11 @@ pub struct Policy {
     denied: BTreeSet<String>,
     read_only: BTreeSet<ReadOnlyRule>,
     sensitive: Vec<SensitivePattern>,
+    /// The sensitive patterns that are one literal component name, looked up per component
+    /// (most of the shipped list; matching each one in turn was most of an allowlisted decide).
+    sensitive_names: BTreeSet<String>,
     /// Private locations relative to `$HOME` (RCS-1), shipped then the user's; see `private`.
-    pub(crate) private: Vec<std::path::PathBuf>,
+    pub(crate) private: Vec<crate::private::Entry>,
 }
 
 #[derive(Deserialize)]
@@ -179,6 +182,7 @@ impl Policy {
             denied: BTreeSet::new(),
             read_only: BTreeSet::new(),
             sensitive: Vec::new(),
+            sensitive_names: BTreeSet::new(),
             private: crate::private::shipped(),
         };
         // The shipped files are part of the crate and pinned by tests
@@ -276,7 +280,9 @@ impl Policy {
             entry: text.to_owned(),
             why: "write a name, a glob such as \"*.pem\", or a path piece such as \".ssh/\"",
         })?;
-        if !self.sensitive.contains(&pat) {
+        if let Some(name) = pat.literal_name() {
+            self.sensitive_names.insert(name.to_owned());
+        } else if !self.sensitive.contains(&pat) {
             self.sensitive.push(pat);
         }
         Ok(())
@@ -306,7 +312,11 @@ impl Policy {
     /// locations under `$HOME` are sensitive too; [`Policy::is_private`] checks those (the
     /// decision asks both).
     pub fn is_sensitive(&self, path: &std::path::Path) -> bool {
-        self.sensitive.iter().any(|p| p.matches(path))
+        let comps = crate::paths::components(path);
+        comps
+            .iter()
+            .any(|c| self.sensitive_names.contains(c.as_ref()))
+            || self.sensitive.iter().any(|p| p.matches_components(&comps))
     }
 }
 
@@ -335,6 +345,34 @@ mod tests {
         assert!(p.read_only_len() >= 300, "{} rules", p.read_only_len());
         let n = flatten_list(SHIPPED_READ_ONLY).unwrap().len();
         assert_eq!(n, p.read_only_len(), "the shipped allowlist has duplicates");
+    }
+
+    #[test]
+    fn the_name_set_answers_as_matching_every_pattern_would() {
+        let p = Policy::defaults(Mode::Safe);
+        let patterns: Vec<SensitivePattern> = flatten_list(SHIPPED_SENSITIVE)
+            .unwrap()
+            .iter()
+            .filter_map(|e| SensitivePattern::parse(e))
+            .collect();
+        for path in [
+            "/home/u/.netrc",
+            "/home/u/proj/credentials",
+            "/home/u/proj/src/main.rs",
+            "/home/u/.ssh/config",
+            "/etc/shadow",
+            "/backup/etc/shadow",
+            "/w/a.pem",
+            "/w/.env.local",
+            "/w/.env",
+            "/w/x/.config/gcloud/a",
+            "/home/u/Library/Application Support/Google/Chrome/x",
+            "/",
+        ] {
+            let path = std::path::Path::new(path);
+            let want = patterns.iter().any(|pat| pat.matches(path));
+            assert_eq!(p.is_sensitive(path), want, "{}", path.display());
+        }
     }
 
     #[test]

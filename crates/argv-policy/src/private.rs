@@ -127,14 +127,39 @@ struct ShippedEntry {
     protects: String,
 }
 
+/// One private location relative to `$HOME`, with its components lower-cased once (so the
+/// RC-9 check per argument compares strings instead of re-parsing paths).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    rel: PathBuf,
+    lower: Vec<String>,
+}
+
+impl Entry {
+    fn new(rel: PathBuf) -> Entry {
+        let lower = lower_components(&rel);
+        Entry { rel, lower }
+    }
+}
+
+/// The normal components of `path`, ASCII-lower-cased.
+fn lower_components(path: &Path) -> Vec<String> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().to_ascii_lowercase()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The shipped private locations, relative to `$HOME`. The file is part of the crate and pinned
 /// by `shipped_private_list_parses_and_every_entry_says_what_it_protects`.
-pub(crate) fn shipped() -> Vec<PathBuf> {
+pub(crate) fn shipped() -> Vec<Entry> {
     match serde_json::from_str::<Shipped>(SHIPPED_PRIVATE) {
         Ok(s) => s
             .entries
             .into_iter()
-            .filter_map(|e| relative(&e.path).ok())
+            .filter_map(|e| relative(&e.path).ok().map(Entry::new))
             .collect(),
         Err(_) => Vec::new(),
     }
@@ -202,16 +227,16 @@ pub(crate) fn parse_user_entry(text: &str) -> Result<PathBuf, &'static str> {
     relative(rest)
 }
 
-/// `true` when `path` is `dir` or lies below it, comparing components ASCII-case-insensitively.
-fn within_ignoring_case(path: &Path, dir: &Path) -> bool {
+/// `path` without the leading `dir` (compared ASCII-case-insensitively), if it lies below it.
+fn strip_prefix_ignoring_case<'p>(path: &'p Path, dir: &Path) -> Option<&'p Path> {
     let mut p = path.components();
     for d in dir.components() {
         match p.next() {
             Some(c) if c.as_os_str().eq_ignore_ascii_case(d.as_os_str()) => {}
-            _ => return false,
+            _ => return None,
         }
     }
-    true
+    Some(p.as_path())
 }
 
 /// `true` when one of `a`, `b` is or lies below the other (exact components).
@@ -226,7 +251,7 @@ impl Policy {
     /// lies below it. Each is a file or a directory; nothing says which, nor whether it exists.
     pub fn private_paths(&self, home: &Path) -> Vec<PathBuf> {
         let home = normalize(Path::new("/"), home);
-        self.private.iter().map(|rel| home.join(rel)).collect()
+        self.private.iter().map(|e| home.join(&e.rel)).collect()
     }
 
     /// Absolute paths under `home` of the toolchains' cache directories, writable in the
@@ -246,12 +271,13 @@ impl Policy {
     /// below one (ASCII case ignored).
     pub fn is_private(&self, path: &Path, home: &Path) -> bool {
         let home = normalize(Path::new("/"), home);
-        if !within_ignoring_case(path, &home) {
+        let Some(below) = strip_prefix_ignoring_case(path, &home) else {
             return false;
-        }
-        self.private
-            .iter()
-            .any(|rel| within_ignoring_case(path, &home.join(rel)))
+        };
+        let below = lower_components(below);
+        self.private.iter().any(|e| {
+            e.lower.len() <= below.len() && e.lower.iter().zip(&below).all(|(a, b)| a == b)
+        })
     }
 
     /// A sensitive path for RC-9: a shipped or user sensitive pattern, or a private location.
@@ -266,8 +292,8 @@ impl Policy {
             entry: text.to_owned(),
             why,
         })?;
-        if !self.private.contains(&rel) {
-            self.private.push(rel);
+        if !self.private.iter().any(|e| e.rel == rel) {
+            self.private.push(Entry::new(rel));
         }
         Ok(())
     }

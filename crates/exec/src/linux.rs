@@ -83,6 +83,9 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
             for dev in SHELL_DEVICES {
                 p = p.allow_system(*dev, LlAccess::READ | LlAccess::WRITE);
             }
+            if spec.network == Network::All {
+                p = with_resolver(p);
+            }
             p
         }
     };
@@ -118,6 +121,24 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
             Network::None => LlNetwork::None,
             Network::All => LlNetwork::All,
         }))
+}
+
+/// The resolver's configuration where it lies outside `/etc`: with systemd-resolved,
+/// `/etc/resolv.conf` is a link to `/run/systemd/resolve/stub-resolv.conf`, and the system set
+/// gives a link no rule of its own (it reaches only targets in the set, and `/run` is not), so a
+/// command with the network could not resolve a name (RC-7). Granted (read, following the link)
+/// only when the network is on, and only when the file it leads to is one everyone may read, as
+/// every `/etc` entry of the set is.
+pub const RESOLVER_CONFIG: &str = "/etc/resolv.conf";
+
+fn with_resolver(policy: Policy) -> Policy {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(RESOLVER_CONFIG) {
+        Ok(meta) if meta.is_file() && meta.permissions().mode() & 0o004 != 0 => {
+            policy.allow_system(RESOLVER_CONFIG, LlAccess::READ)
+        }
+        _ => policy,
+    }
 }
 
 /// Where proctree's supervisor starts a command in its default mode, as the sandbox needs to

@@ -37,12 +37,21 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
             seatbelt::SANDBOX_EXEC
         )));
     }
-    if !job.sandbox.protected.is_empty() || job.merge_stderr {
-        return Err(ExecError::Refused(
-            "this macOS build cannot yet keep protected paths read-only or merge stderr, so \
-             nothing ran"
-                .to_owned(),
-        ));
+    // Seatbelt profiles here cannot keep a path beneath a writable grant read-only yet: refuse,
+    // as Linux does where it cannot make a private mount namespace (RCS-3).
+    if let Some((protected, grant)) = job.sandbox.protected.iter().find_map(|p| {
+        job.sandbox
+            .grants
+            .iter()
+            .find(|g| g.access == crate::spec::Access::ReadWrite && p.starts_with(&g.path))
+            .map(|g| (p, g))
+    }) {
+        return Err(ExecError::Refused(format!(
+            "{} is writable and contains {}, which must stay read-only, and this macOS build \
+             cannot protect it yet, so nothing ran; work in a directory that does not contain it",
+            grant.path.display(),
+            protected.display()
+        )));
     }
     // Seatbelt profiles here cannot hide a directory beneath a grant yet: refuse, as Linux
     // does where it cannot make a private mount namespace (issue 14).
@@ -78,9 +87,26 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
         .env_clear()
         .envs(job.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stdin(Stdio::null());
+    // Merged: one pipe for both streams, so the order of writes is kept; the stderr reader
+    // gets a pipe whose writer is closed at once (EOF).
+    let merged = if job.merge_stderr {
+        let io = |e: std::io::Error| ExecError::Io(format!("cannot make the output pipe: {e}"));
+        let (reader, writer) = std::io::pipe().map_err(io)?;
+        let second = writer.try_clone().map_err(io)?;
+        command
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::from(second));
+        let (empty, closed) = std::io::pipe().map_err(io)?;
+        drop(closed);
+        Some((
+            std::os::fd::OwnedFd::from(reader),
+            std::os::fd::OwnedFd::from(empty),
+        ))
+    } else {
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        None
+    };
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     let mut child = tokio::process::Command::from(command)
         .kill_on_drop(true)
@@ -88,18 +114,23 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
         .map_err(|e| ExecError::Io(format!("cannot start sandbox-exec: {e}")))?;
     let group = child.id().map(|pid| pid as libc::pid_t);
     let io = |e: std::io::Error| ExecError::Io(format!("cannot watch the output: {e}"));
-    let out_rx = child
-        .stdout
-        .take()
-        .ok_or_else(|| ExecError::Io("no stdout pipe".into()))?
-        .into_owned_fd()
-        .map_err(io)?;
-    let err_rx = child
-        .stderr
-        .take()
-        .ok_or_else(|| ExecError::Io("no stderr pipe".into()))?
-        .into_owned_fd()
-        .map_err(io)?;
+    let (out_rx, err_rx) = match merged {
+        Some(pair) => pair,
+        None => (
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| ExecError::Io("no stdout pipe".into()))?
+                .into_owned_fd()
+                .map_err(io)?,
+            child
+                .stderr
+                .take()
+                .ok_or_else(|| ExecError::Io("no stderr pipe".into()))?
+                .into_owned_fd()
+                .map_err(io)?,
+        ),
+    };
     let out_rx = pipe::Receiver::from_owned_fd(out_rx).map_err(io)?;
     let err_rx = pipe::Receiver::from_owned_fd(err_rx).map_err(io)?;
     let over_cap = Arc::new(Notify::new());

@@ -232,6 +232,8 @@ async fn protected_paths_in_the_workdir_stay_read_only_and_git_still_commits() {
     assert!(out.view_is_grants_only, "{}", out.enforcement);
     assert_eq!(text(&out.stdout), "one\n", "{}", text(&out.stderr));
     assert_eq!(std::fs::read(h.proj.join(".git/config")).unwrap(), config);
+    // The refused re-init cleaned up after itself.
+    assert!(!h.proj.join(".git/config.lock").exists());
     assert!(!h.proj.join(".git/hooks/pre-commit").exists());
     // `.git` stayed where it was; the `.git2` the command made is its own empty directory.
     assert!(h.proj.join(".git/hooks").is_dir() && !h.proj.join(".git2/config").exists());

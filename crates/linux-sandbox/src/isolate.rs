@@ -41,9 +41,18 @@
 //!    view is the host's tree as before: each writable grant is cloned, every mount of the
 //!    view becomes read-only and `nosuid` in one call, the clones are attached over their
 //!    grants.
-//! 4. Directories between a writable grant and a hidden path are bound onto themselves (a
-//!    mount point cannot be renamed or removed from inside: `EBUSY`), then an empty read-only
-//!    tmpfs covers each hidden path.
+//! 4. Directories between a writable grant and a hidden or protected path, and the symbolic
+//!    links on the way to a protected path, are bound onto themselves (a mount point cannot be
+//!    renamed or removed from inside: `EBUSY`; a link can be one). Then each protected path
+//!    beneath a writable grant (RCS-3: `.git/hooks`, `.git/config`) is bound onto itself
+//!    read-only, recursively (what is mounted beneath stays, read-only too). Then an empty
+//!    read-only tmpfs covers each hidden directory, and an empty read-only regular file each
+//!    hidden file (`~/.netrc`, RCS-2): one file, made in the new root's own `dev/pts` while the
+//!    new root is still writable and cloned as a detached mount there (the kernel attaches no
+//!    mount of an unlinked file, and the private `devpts` mounted over that directory in step 5
+//!    takes its name out of the view); the first hidden file gets that mount, each next one a
+//!    clone of it, attached by then. The host's tree (a single program's view) has no place
+//!    for such a file, so a hidden file there is refused.
 //! 5. For a shell ([`World`], issue 16, LIVE-2): the fresh `proc` of the command's PID
 //!    namespace covers `/proc` (read-only, `nosuid,nodev,noexec`, `hidepid=ptraceable`) and a
 //!    fresh, size-bounded tmpfs covers `/dev/shm` (mode 1777, `nosuid,nodev,noexec`); each

@@ -2,7 +2,8 @@
 //! small [`Policy`] in the parent and applied in the child between `fork` and `exec`.
 //!
 //! **Owns**: the policy type (readable, writable and executable paths, by path or by a
-//! descriptor the caller validated; hidden paths; network none/all; hard links always denied;
+//! descriptor the caller validated; hidden paths, files or directories; protected paths,
+//! read-only beneath writable grants; network none/all; hard links always denied;
 //! spawning allowed or a single program; signal and abstract-socket scopes), its translation
 //! into a Landlock ruleset at the newest ABI the kernel offers (with what is enforced reported
 //! as an [`Enforcement`]), a seccomp filter (a deny-list: hard links, `ptrace`, `io_uring`,
@@ -11,12 +12,12 @@
 //! spawning, set-id mode bits, xattr setters, the immutable flag, other processes' limits and
 //! priorities, and ENOSYS for every number newer than it knows), the program's own world where
 //! the machine allows it (private mount and IPC namespaces with a read-only view outside the
-//! writable paths and hidden paths covered; for a shell a new root holding only the grants,
+//! writable paths, protected paths bound read-only and hidden paths covered; for a shell a new root holding only the grants,
 //! where unix sockets are allowed, a private `/proc` of its PID namespace and a private
 //! `/dev/shm`, module `isolate`), no capabilities, applying all of it async-signal-safely, and
 //! a cached availability [`probe`].
-//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10, LIVE-2; DESIGN platform matrix and "Layers on
-//! Linux"; issues 14 and 16.
+//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10, LIVE-2, RCS-2, RCS-3; DESIGN platform matrix and
+//! "Layers on Linux"; issues 14, 16 and 18.
 //!
 //! **Refuses to know**: tools, arguments, which paths a tool needs (the `exec` crate decides),
 //! macOS, output capture, process cleanup. It never runs anything unsandboxed: a kernel without

@@ -1205,6 +1205,8 @@ fn git_commits_in_a_repository_whose_hooks_and_config_are_protected() {
     assert_eq!(stdout(&out), "one\ntwo\none\n", "{}", stderr(&out));
     assert!(out.status.success());
     assert_eq!(std::fs::read(repo.join(".git/config")).unwrap(), config);
+    // The refused re-init and `git config` cleaned up after themselves.
+    assert!(!repo.join(".git/config.lock").exists());
 }
 
 // ---- issue 16 part 3: unix sockets only where the view is a root of the grants only ---------

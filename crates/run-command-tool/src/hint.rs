@@ -39,9 +39,11 @@ const SYSTEM_WORDS: &[&str] = &[
     "must be root",
     "requires root",
     "superuser",
-    "/etc/",
-    "/usr/",
 ];
+
+/// Words that, next to a permission error, say the refused thing was a socket or a
+/// connection (the sandbox refuses `socket()` itself without `network: true`).
+const SOCKET_WORDS: &[&str] = &["socket", "connect", "http", "dns", "resolve", "ssl", "tls"];
 
 /// Output that says something was not permitted.
 const PERMISSION_WORDS: &[&str] = &[
@@ -65,7 +67,10 @@ pub(crate) fn hint(
     }
     let lower = output.to_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| lower.contains(w));
-    if !network && has(NETWORK_WORDS) {
+    // A refused socket that is a system one (docker.sock, /run/…) is not the network's.
+    let system_socket = has(PERMISSION_WORDS) && has(SYSTEM_WORDS);
+    let refused_socket = has(PERMISSION_WORDS) && has(SOCKET_WORDS) && !system_socket;
+    if !network && (has(NETWORK_WORDS) || refused_socket) {
         return Some(
             "the command could not reach the network, which is off by default: send the same \
              call with \"network\": true (if the failure is an authentication error instead, \
@@ -154,5 +159,13 @@ mod tests {
                 .contains("report")
         );
         assert_eq!(hint(true, "error: test failed", &[], false), None);
+        // Python's socket() refused by the sandbox: the network first.
+        let py = "File \"/usr/lib/python3.11/socket.py\", line 232\nPermissionError: [Errno 1] \
+                  Operation not permitted";
+        assert!(
+            hint(true, py, &[], false)
+                .unwrap()
+                .contains("\"network\": true")
+        );
     }
 }

@@ -11,6 +11,80 @@
 //! **Refuses to know:** the rules (argv-policy's `decide` says what runs and behind which gate),
 //! how a question reaches the user (the host's `Asker`), other tools, and the front ends.
 //!
+//! **Gates and passwords (RC-4, RC-10, RC-11, RC-12).** A confirmation goes to
+//! [`Asker::confirm`]; a password to [`Asker::password`], at most three times, each answer
+//! checked by the system: PAM service `agent-exec` for `sandbox: false`, `write_paths` outside
+//! `$HOME` and `rm` outside `$HOME` (a host may install `/etc/pam.d/agent-exec`; without it PAM
+//! uses its `other` service, on Debian the login password), `sudo -S -v` for sudo (root: PAM).
+//! PAM is opened at run time (`libpam.so.0`): where it is missing the gate answers "cannot
+//! verify the password on this machine" and nothing runs. The password is never stored, logged
+//! or put in a message, and is zeroized when dropped. No mode and no allow rule skips a password
+//! gate: the executor re-derives the minimum gate itself (sudo, `sandbox: false`, `write_paths`
+//! outside `$HOME`, `rm` of a path whose REAL location is outside `$HOME`).
+//!
+//! **The sandbox (RCS-1…RCS-3).** `exec::SandboxSpec::for_argv` with: the working directory
+//! and the call's temp dir read-write; `$HOME` read-only; the toolchains' cache directories of
+//! `Policy::cache_paths` that exist as real directories read-write; approved `write_paths`
+//! read-write (pinned with `openat2(RESOLVE_NO_SYMLINKS)`; one that is `$HOME`, holds it, or is,
+//! holds or lies in a private location is refused, and so is one that would let a missing shell
+//! startup file be created). Hidden: `Policy::private_paths` and the host's
+//! [`RunCommandOptions::hidden`]. Protected (read-only inside a writable root): `.git/hooks`,
+//! `.git/config` and `.gitmodules` of each writable root and of `.git` entries up to two
+//! levels below it (a bounded scan of 20 000 entries; a `.git` file is protected itself), the
+//! shell startup files a writable root holds, and [`RunCommandOptions::protected`]. Where a
+//! repository has `.git` but no `.git/hooks`, the empty `hooks` directory is created first (git
+//! would create it too) so that it can be bound read-only. A working directory that is `$HOME`
+//! or contains it is refused: pick the project directory. The network is lifted entirely iff
+//! `network: true`. Standard input is closed.
+//!
+//! **Environment.** Exactly: `PATH` = the host's `PATH` entries the sandbox can read (under
+//! `/usr`, `/bin`, `/sbin`, `/lib`, `/opt`, `$HOME` outside its private locations, or the
+//! working directory), else `/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin`; `HOME` = the real
+//! home; `USER`, `LOGNAME` (the host's); `LANG`, `LC_ALL` (the host's, else `C.UTF-8`);
+//! `TERM=dumb`; `TMPDIR` = the call's temp dir; the toolchain variables `CARGO_HOME`,
+//! `RUSTUP_HOME`, `RUSTUP_TOOLCHAIN`, `GOPATH`, `GOROOT`, `GOBIN`, `JAVA_HOME`, `NVM_DIR`,
+//! `NVM_BIN`, `NVM_INC`, `PYENV_ROOT`, `PYENV_VERSION`, `VIRTUAL_ENV`, `CONDA_PREFIX`,
+//! `CONDA_DEFAULT_ENV`, `npm_config_cache`, `npm_config_prefix`, `PNPM_HOME`, `BUN_INSTALL`,
+//! `DENO_DIR`, `GEM_HOME`, `GEM_PATH`, `SDKMAN_DIR`, `VOLTA_HOME`, `GRADLE_USER_HOME`,
+//! `MAVEN_HOME` when the host has them and they point into readable places (the version names
+//! when they hold no `/`); then [`RunCommandOptions::env`]. Never a variable whose name looks
+//! secret (argv-policy's rule).
+//!
+//! **The program (RC-2).** `Via::Direct`: `argv[0]` is looked up on that `PATH` after the
+//! decision (a name with `/` is taken against the working directory) and that absolute path is
+//! executed — not canonicalised, because multi-call binaries (rustup's `cargo` proxy, busybox)
+//! choose what to be by the name they are started as. `Via::Shell`: `sh` is `/bin/sh`, `bash` is
+//! looked up like any program, with exactly the arguments (and so the script) the decision
+//! validated.
+//!
+//! **Output.** stdout and stderr merged in order; at most [`OUTPUT_CAP`] (256 KiB) kept: the
+//! first and the last 128 KiB, with the line `[… N bytes omitted …]` at the seam and `truncated`
+//! set. Masked (RC-14): the session's secrets grow with the values of secret-looking host
+//! variables and with the secrets by form the output holds (`argv_policy::secrets_in`); the next
+//! decision refuses an argv holding a mask token. Time limit [`RUN_COMMAND_TIMEOUT`] (30 min) or
+//! the host's; cancellation through the `CallContext`; nothing the command started survives it.
+//!
+//! **Outside the sandbox.** `sudo`: `sudo -n -- <binary> …` (the binary from the system's program
+//! directories), output bounded the same way, the time limit; cancel → SIGTERM to sudo (which
+//! forwards it), SIGKILL after 2 s; `sudo -K` after. `sudo rm` really deletes. `sandbox: false`:
+//! the user's own environment and rights under proctree's supervisor (the whole tree stopped at
+//! the end); `network` and `write_paths` mean nothing and the result says so.
+//!
+//! **rm (RC-4).** Each path is re-checked on the file system: its parent resolved component by
+//! component (links followed), the final name not followed (a link is trashed, not its target);
+//! the REAL location's gate (working directory: none under `auto`; elsewhere in `$HOME`: a
+//! confirmation; outside: the password) applies when stronger than the decision's. Missing
+//! paths are `rm`'s error unless `-f`; a directory needs `-r`. The result lists `trashed`
+//! `[{path, restoreFrom}]`. Limit: the trash crate moves by path, so a parent swapped again
+//! between this check and the move is not caught.
+//!
+//! **Hints (RC-13).** When the command failed: the denials `exec::denials` derived from the
+//! policy first, keywords of the output only where none explains it; in the seed's order
+//! (network, a write, a system target, else report and stop).
+//!
+//! Dependencies beyond the workspace: `zeroize` (passwords), `libloading` (PAM at run time),
+//! `trash` (rm), `libc` (the PAM conversation's buffers, `getpwuid_r`), `serde`/`serde_json`.
+//!
 //! # Example
 //! ```no_run
 //! # async fn example() -> Result<(), toolscope::ToolError> {

@@ -157,9 +157,11 @@ pub(crate) async fn sudo(
         .env("TERM", "dumb")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::from(tx))
-        .stderr(std::process::Stdio::from(tx2))
-        .kill_on_drop(true);
+        .stderr(std::process::Stdio::from(tx2));
     let mut child = cmd.spawn().map_err(|e| io_error("cannot start sudo", e))?;
+    // Dropping the call's future must not orphan a root command: SIGKILL to sudo could not be
+    // forwarded, so the guard sends SIGTERM (sudo passes it on) instead.
+    let guard = TermOnDrop(child.id());
     // The Command holds the write ends until it is dropped: drop it so EOF follows the exit.
     drop(cmd);
     let output = reader(rx);
@@ -181,6 +183,7 @@ pub(crate) async fn sudo(
             let _ = child.kill().await;
         }
     }
+    drop(guard.disarm());
     let (text, truncated) = collect(output).await;
     forget_sudo().await;
     if let Ended::Cancelled(reason @ CancelReason::Revoked(_)) = &ended {
@@ -196,6 +199,27 @@ pub(crate) async fn sudo(
         denials: Vec::new(),
         sandbox: "none (sudo: outside the sandbox, as root)".into(),
     })
+}
+
+/// Sends SIGTERM to sudo when the call's future is dropped before sudo was reaped.
+struct TermOnDrop(Option<u32>);
+
+impl TermOnDrop {
+    fn disarm(mut self) -> Self {
+        self.0 = None;
+        self
+    }
+}
+
+impl Drop for TermOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self
+            .0
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
 }
 
 /// `sudo -K`: no cached credential outlives the call (RC-11: the password every time).

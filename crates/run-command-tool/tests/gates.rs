@@ -65,6 +65,17 @@ async fn every_mode_and_gate_kind_with_the_system_password() {
         assert!(!out.executed, "{mode:?} {out:?}");
         assert_eq!(wrong.prompts.load(Ordering::SeqCst), 3, "three attempts");
         assert!(out.message.unwrap().contains("wrong 3 times"));
+        // The whole tree of an unsandboxed command is stopped at its end too.
+        let marker = testkit::marker();
+        let mut bg = args(&["sh", "-c", &format!("sleep {marker} & echo started")]);
+        bg.sandbox = false;
+        bg.network = true;
+        let right = Scripted::new(Confirmation::Yes, vec![Reply::Given(user.password.clone())]);
+        let out = call(bg, &f.proj, &f.home, mode, &right).await.unwrap();
+        assert!(out.is_success(), "{out:?}");
+        assert_eq!(out.descendants_stopped, 1, "{out:?}");
+        assert!(out.message.unwrap().contains("ignored"));
+        assert!(testkit::alive_with(&marker).is_empty());
         for reply in [Reply::CannotAsk, Reply::Cancelled] {
             let asker = Scripted::new(Confirmation::Yes, vec![reply]);
             let out = call(unsandboxed.clone(), &f.proj, &f.home, mode, &asker)
@@ -262,4 +273,82 @@ async fn rm_through_a_symlinked_parent_gets_the_gate_of_where_it_really_points()
     .unwrap();
     assert!(!out.executed);
     assert!(target.exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_right_password_opens_write_paths_and_rm_outside_home() {
+    if testkit::rerun_as_test_user("the_right_password_opens_write_paths_and_rm_outside_home") {
+        return;
+    }
+    let user = testkit::as_test_user().unwrap();
+    if !testkit::sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    // write_paths outside $HOME: the password, even under allow-all, then writable.
+    let t = f.outside.join("made").to_string_lossy().into_owned();
+    let mut a = args(&["touch", &t]);
+    a.write_paths = vec![f.outside.to_string_lossy().into_owned()];
+    let asker = Scripted::new(Confirmation::Yes, vec![Reply::Given(user.password.clone())]);
+    let out = call(a, &f.proj, &f.home, Mode::AllowAll, &asker)
+        .await
+        .unwrap();
+    assert!(out.is_success(), "{out:?}");
+    assert!(f.outside.join("made").exists());
+    assert_eq!(asker.prompts.load(Ordering::SeqCst), 1);
+    // rm outside $HOME: the password, then the trash.
+    let asker = Scripted::new(Confirmation::Yes, vec![Reply::Given(user.password.clone())]);
+    let out = call(args(&["rm", &t]), &f.proj, &f.home, Mode::Auto, &asker)
+        .await
+        .unwrap();
+    assert!(out.is_success(), "{out:?}");
+    assert!(!f.outside.join("made").exists());
+    assert_eq!(out.trashed.len(), 1);
+    if let Some(from) = &out.trashed[0].restore_from {
+        let _ = std::fs::remove_file(from);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_a_sudo_command_stops_it() {
+    if testkit::rerun_as_test_user("cancelling_a_sudo_command_stops_it") {
+        return;
+    }
+    let user = testkit::as_test_user().unwrap();
+    let f = fixture();
+    let marker = testkit::marker();
+    let lease = std::sync::Arc::new(fsguard::RootLease::acquire(&f.proj).unwrap());
+    let policy = run_command_tool::Policy::load(Mode::Auto, None).unwrap();
+    let options = run_command_tool::RunCommandOptions::for_home(&f.home);
+    let state = run_command_tool::RunCommandState::default();
+    let (ctx, cancel) = toolscope::CallContext::standalone();
+    let asker = Scripted::new(Confirmation::Yes, vec![Reply::Given(user.password.clone())]);
+    let canceller = async {
+        while testkit::alive_with(&marker).len() < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        cancel.cancel(toolscope::CancelReason::Requested);
+    };
+    let (out, ()) = tokio::join!(
+        run_command_tool::run_command(
+            args(&["sudo", "sleep", &marker]),
+            lease,
+            &policy,
+            &asker,
+            &state,
+            &options,
+            &ctx,
+        ),
+        canceller
+    );
+    let out = out.unwrap();
+    assert_eq!(out.status, Status::Cancelled, "{out:?}");
+    // sudo forwarded SIGTERM to the root sleep.
+    for _ in 0..100 {
+        if testkit::alive_with(&marker).is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(testkit::alive_with(&marker).is_empty());
 }

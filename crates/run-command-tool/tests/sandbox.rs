@@ -265,6 +265,13 @@ async fn the_network_is_off_unless_asked_for() {
     .unwrap();
     assert!(out.executed && !out.is_success(), "{out:?}");
     assert!(!out.output.contains("connected"));
+    assert!(
+        out.hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("\"network\": true"),
+        "{out:?}"
+    );
     let mut a = args(&["python3", "-c", &py]);
     a.network = true;
     let out = call(a, &f.proj, &f.home, Mode::Auto, &DenyAllAsker)
@@ -417,4 +424,41 @@ fn every_test_also_holds_unprivileged() {
     }
     let text = testkit::run_as_nobody(&["--skip", "every_test_also_holds_unprivileged"], &[]);
     assert!(text.contains("test result: ok"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_the_call_stops_the_whole_tree() {
+    if !testkit::sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    let marker = testkit::marker();
+    let lease = std::sync::Arc::new(fsguard::RootLease::acquire(&f.proj).unwrap());
+    let policy = run_command_tool::Policy::load(Mode::Auto, None).unwrap();
+    let options = run_command_tool::RunCommandOptions::for_home(&f.home);
+    let state = RunCommandState::default();
+    let (ctx, cancel) = toolscope::CallContext::standalone();
+    let script = format!("sleep {marker} & sleep {marker}");
+    let canceller = async {
+        // Cancel once both sleeps run (never on a clock alone).
+        while testkit::alive_with(&marker).len() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cancel.cancel(toolscope::CancelReason::Requested);
+    };
+    let (out, ()) = tokio::join!(
+        run_command_tool::run_command(
+            args(&["sh", "-c", &script]),
+            lease,
+            &policy,
+            &DenyAllAsker,
+            &state,
+            &options,
+            &ctx,
+        ),
+        canceller
+    );
+    let out = out.unwrap();
+    assert_eq!(out.status, Status::Cancelled, "{out:?}");
+    assert!(testkit::alive_with(&marker).is_empty());
 }

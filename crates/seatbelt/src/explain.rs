@@ -5,7 +5,7 @@
 //! **Owns:** mapping an access kind to the operation Seatbelt checks (read → `file-read-data`,
 //! write → `file-write-data`, create → `file-write-create`, execute → `process-exec`) and
 //! naming the deciding rule: a granted root (by its parameter key), a system location, the
-//! `.git` deny, `(deny default)`.
+//! `.git` deny, a private or protected path of the run_command profile, `(deny default)`.
 //!
 //! **Refuses:** to touch the file system or resolve links (the caller passes the resolved path,
 //! as for [`BoundProfile::decide`]), and to guess: a question the model cannot answer is
@@ -78,6 +78,11 @@ pub enum Denial {
     NotTheProgram,
     /// No rule allows anything on the path: `(deny default)`.
     Outside,
+    /// A private location of the run_command profile (RCS-1): credentials or private data.
+    Private,
+    /// A protected path of the run_command profile (RCS-3), or a directory holding one: never
+    /// written, even inside a writable root.
+    Protected,
 }
 
 impl BoundProfile {
@@ -115,8 +120,18 @@ impl BoundProfile {
                     .filters
                     .iter()
                     .any(|f| matches!(f, Filter::Regex(p) if p.as_str() == DOT_GIT_PATTERN));
+                let keyed = |prefix: &str| {
+                    rule.filters.iter().any(|f| {
+                        matches!(f, Filter::Literal(Value::Param(k)) | Filter::Subpath(Value::Param(k))
+                            if k.starts_with(prefix))
+                    })
+                };
                 if dot_git {
                     Explanation::Denied(Denial::DotGit)
+                } else if keyed("PRIVATE_") {
+                    Explanation::Denied(Denial::Private)
+                } else if keyed("PROTECTED_") {
+                    Explanation::Denied(Denial::Protected)
                 } else {
                     Explanation::Unknown(format!(
                         "denied by rule {} of the profile, which has no known meaning here",

@@ -5,7 +5,8 @@
 //! `-D KEY=VALUE` argument — never spliced into profile text (DESIGN invariant 6) — a parser for
 //! everything the renderer emits, an evaluator that answers "would this profile allow operation X
 //! on path P" so profiles are tested on Linux, and the two profiles the tools use
-//! ([`ProfileSpec::run`], RUN-6/RUN-7; [`ProfileSpec::command`], CMD-2/CMD-9/CMD-10). Launching
+//! ([`ProfileSpec::run`], RUN-6/RUN-7; [`ProfileSpec::command`], CMD-2/CMD-9/CMD-10) and the
+//! `run_command` one ([`ArgvProfileInput`], RCS-1/RCS-2/RCS-3, RC-7). Launching
 //! `/usr/bin/sandbox-exec` (`BoundProfile::command`, compiled only on macOS) is the only
 //! macOS-only code.
 //!
@@ -82,6 +83,7 @@ pub use explain::{Denial, Explanation, FileAccess, Grantor};
 pub use parse::{ParseError, ParseErrorKind};
 pub use pattern::{Pattern, PatternError};
 pub use profiles::{
-    BoundProfile, DOT_GIT_PATTERN, DotGit, Network, PROGRAM_DIRECTORIES, Processes, ProfileSpec,
-    SANDBOX_EXEC, SYSCTL_NAMES, SYSCTL_PREFIXES, SYSTEM_LIBRARIES, SpecError,
+    ArgvProfileInput, BoundProfile, DOT_GIT_PATTERN, DotGit, Network, PROGRAM_DIRECTORIES,
+    Processes, ProfileSpec, SANDBOX_EXEC, SYSCTL_NAMES, SYSCTL_PREFIXES, SYSTEM_LIBRARIES,
+    SpecError,
 };

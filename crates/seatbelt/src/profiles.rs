@@ -227,7 +227,26 @@ impl ProfileSpec {
 
     /// Validates every path, then builds the profile and its parameters.
     pub fn build(&self) -> Result<BoundProfile, SpecError> {
+        self.build_with(&[], &[])
+    }
+
+    /// [`ProfileSpec::build`] plus the run_command profile's denies: `private` locations
+    /// neither read, written nor executed, `protected` ones never written (see
+    /// [`ArgvProfileInput`]).
+    fn build_with(
+        &self,
+        private: &[PathBuf],
+        protected: &[PathBuf],
+    ) -> Result<BoundProfile, SpecError> {
         // Validate everything before building anything (house rule 2).
+        let private = private
+            .iter()
+            .map(|p| canonical(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let protected = protected
+            .iter()
+            .map(|p| canonical(p))
+            .collect::<Result<Vec<_>, _>>()?;
         let program = match &self.processes {
             Processes::OnlyProgram(p) => Some(canonical(p)?),
             Processes::Spawn => None,
@@ -376,10 +395,184 @@ impl ProfileSpec {
             profile = profile
                 .rule(Rule::deny([Op::FileAll, Op::ProcessExec]).filter(Filter::Regex(pattern)));
         }
+        if !private.is_empty() {
+            // RCS-1: deny after allow, so a private location inside `$HOME` (read-only) or a
+            // writable root is closed whatever allowed it. `subpath` for files too: it matches
+            // the file itself, and still matches if a directory is made there; the builder never
+            // looks at the file system to tell files from directories.
+            let mut filters = Vec::new();
+            for (i, p) in private.iter().enumerate() {
+                let key = format!("PRIVATE_{i}");
+                params.insert(&key, p)?;
+                filters.push(subpath(param(&key)));
+            }
+            profile = profile.rule(Rule {
+                action: Action::Deny,
+                operations: vec![Op::FileAll, Op::ProcessExec],
+                filters,
+            });
+            // A writable root granted inside a private location (a confirmed write_paths entry
+            // such as `~/.ssh/known_hosts`, RC-10, or a working directory there) is the user's
+            // explicit choice: it is opened again, after the deny.
+            let reopened: Vec<Filter> = rw
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| private.iter().any(|p| within(r, p)))
+                .map(|(i, _)| subpath(param(&format!("READ_WRITE_{i}"))))
+                .collect();
+            if !reopened.is_empty() {
+                profile = profile.rule(Rule {
+                    action: Action::Allow,
+                    operations: vec![Op::FileReadAll, Op::FileWriteAll, Op::FileMapExecutable],
+                    filters: reopened,
+                });
+            }
+        }
+        if !protected.is_empty() {
+            // RCS-3: never written, even inside a writable root, whatever allowed it above.
+            let mut filters = Vec::new();
+            let mut ancestors: Vec<String> = Vec::new();
+            for (i, p) in protected.iter().enumerate() {
+                let key = format!("PROTECTED_{i}");
+                params.insert(&key, p)?;
+                filters.push(subpath(param(&key)));
+                // The directories between a writable root and the protected path cannot be
+                // removed or renamed (which would move the protected path away and let a new one
+                // be made in its place, `.git` → `.git.old`, then a fresh `.git/hooks`).
+                // Creating them stays allowed, so `git init` works where `.git` is missing.
+                for r in rw.iter().filter(|r| within(p, r) && *r != p) {
+                    let mut dir = parent(p);
+                    while let Some(d) = dir {
+                        if !within(d, r) || d == r.as_str() {
+                            break;
+                        }
+                        if !ancestors.iter().any(|a| a == d) {
+                            ancestors.push(d.to_owned());
+                        }
+                        dir = parent(d);
+                    }
+                }
+            }
+            profile = profile.rule(Rule {
+                action: Action::Deny,
+                operations: vec![Op::FileWriteAll],
+                filters,
+            });
+            if !ancestors.is_empty() {
+                let mut filters = Vec::new();
+                for (i, a) in ancestors.iter().enumerate() {
+                    let key = format!("PROTECTED_PARENT_{i}");
+                    params.insert(&key, a)?;
+                    filters.push(literal(param(&key)));
+                }
+                profile = profile.rule(Rule {
+                    action: Action::Deny,
+                    operations: vec![Op::FileWriteUnlink],
+                    filters,
+                });
+            }
+        }
         // CMD-9: no new hard links anywhere, whatever was allowed above. `file-link` is not under
         // `file-write*`, so this is belt and braces over `(deny default)`.
         profile = profile.rule(Rule::deny([Op::FileLink]));
         Ok(BoundProfile { profile, params })
+    }
+}
+
+/// The `run_command` tool's sandbox (RCS-1, RCS-2, RCS-3, RC-7, RC-10): what the caller
+/// (`exec`'s macOS translation) knows about one call. [`ArgvProfileInput::build`] makes the
+/// profile:
+///
+/// - **processes** as the `command` profile: `process-fork` allowed, `process-exec` of the
+///   system's program directories, the writable roots and `$HOME` (the user's toolchains live
+///   there: `~/.cargo/bin`, `~/.nvm`, `~/.pyenv`); the system runtime read as `command`'s;
+/// - **read** `$HOME` except `private`, **read and write** `workdir`, `temp`, `caches` and
+///   `write_paths`;
+/// - **private** locations neither read, written nor executed (deny after allow), unless a
+///   writable root lies inside one (then that root is opened again: the user chose it);
+/// - **protected** paths never written, even inside a writable root, and the directories
+///   between a writable root and a protected path never removed or renamed;
+/// - **network** only with [`Network::Allowed`]; no hard links anywhere (CMD-9).
+///
+/// Every path travels as a `(param …)`; all must be absolute and `.`/`..`-free. `private` and
+/// `protected` may name paths that do not exist (yet): the rules match path text.
+///
+/// ```
+/// use seatbelt::{ArgvProfileInput, Decision, Network, Operation};
+///
+/// let mut input = ArgvProfileInput::new("/Users/u/proj", "/private/tmp/call-1", "/Users/u");
+/// input.caches.push("/Users/u/.cache".into());
+/// input.private.push("/Users/u/.ssh".into());
+/// input.protected.push("/Users/u/proj/.git/hooks".into());
+/// let bound = input.build()?;
+/// let decide = |op, path| bound.decide(op, path);
+/// assert_eq!(decide(Operation::FileReadData, "/Users/u/.zshrc")?, Decision::Allow);
+/// assert_eq!(decide(Operation::FileReadData, "/Users/u/.ssh/id_ed25519")?, Decision::Deny);
+/// assert_eq!(decide(Operation::FileWriteData, "/Users/u/.cache/pip/x")?, Decision::Allow);
+/// assert_eq!(decide(Operation::FileWriteCreate, "/Users/u/proj/.git/hooks/pre-commit")?, Decision::Deny);
+/// assert!(!bound.text().contains("/Users/u"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgvProfileInput {
+    /// The working directory: read, write, execute.
+    pub workdir: PathBuf,
+    /// The call's temp directory: read, write, execute.
+    pub temp: PathBuf,
+    /// `$HOME`: read and execute, except `private`.
+    pub home: PathBuf,
+    /// The toolchains' cache directories (`argv_policy::Policy::cache_paths`): read, write.
+    pub caches: Vec<PathBuf>,
+    /// The call's confirmed `write_paths` (RC-10): read, write.
+    pub write_paths: Vec<PathBuf>,
+    /// Credential and private-data locations (`argv_policy::Policy::private_paths`): no access.
+    pub private: Vec<PathBuf>,
+    /// Paths never written even inside a writable root (`.git/hooks`, `.git/config`,
+    /// `.gitmodules`, shell startup files, the host's config).
+    pub protected: Vec<PathBuf>,
+    /// Network access (RC-7).
+    pub network: Network,
+}
+
+impl ArgvProfileInput {
+    /// A call in `workdir` with its `temp` directory under `home`: no caches, write paths,
+    /// private or protected paths yet, no network.
+    pub fn new(
+        workdir: impl Into<PathBuf>,
+        temp: impl Into<PathBuf>,
+        home: impl Into<PathBuf>,
+    ) -> ArgvProfileInput {
+        ArgvProfileInput {
+            workdir: workdir.into(),
+            temp: temp.into(),
+            home: home.into(),
+            caches: Vec::new(),
+            write_paths: Vec::new(),
+            private: Vec::new(),
+            protected: Vec::new(),
+            network: Network::Denied,
+        }
+    }
+
+    /// The [`ProfileSpec`] of the allows: `READ_WRITE_0` the working directory, `READ_WRITE_1`
+    /// the temp directory, then the caches, then the write paths; `READ_ONLY_0` `$HOME`.
+    pub fn spec(&self) -> ProfileSpec {
+        let mut read_write = vec![self.workdir.clone(), self.temp.clone()];
+        read_write.extend(self.caches.iter().cloned());
+        read_write.extend(self.write_paths.iter().cloned());
+        ProfileSpec {
+            processes: Processes::Spawn,
+            read_write,
+            read_only: vec![self.home.clone()],
+            network: self.network,
+            dot_git: DotGit::Allowed,
+        }
+    }
+
+    /// Validates every path, then builds the profile and its parameters (`PRIVATE_<n>`,
+    /// `PROTECTED_<n>` and `PROTECTED_PARENT_<n>` besides the spec's roots).
+    pub fn build(&self) -> Result<BoundProfile, SpecError> {
+        self.spec().build_with(&self.private, &self.protected)
     }
 }
 
@@ -457,6 +650,23 @@ impl BoundProfile {
         let mut cmd = std::process::Command::new(SANDBOX_EXEC);
         cmd.args(self.sandbox_exec_args(program, args)?);
         Ok(cmd)
+    }
+}
+
+/// `true` when the canonical `path` is `dir` or lies below it (whole components).
+fn within(path: &str, dir: &str) -> bool {
+    path == dir
+        || path
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/') || dir == "/")
+}
+
+/// The parent of a canonical path (`None` for `/`).
+fn parent(path: &str) -> Option<&str> {
+    match path.rfind('/') {
+        Some(0) if path.len() > 1 => Some("/"),
+        Some(i) if i > 0 => Some(&path[..i]),
+        _ => None,
     }
 }
 
