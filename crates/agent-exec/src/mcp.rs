@@ -380,7 +380,9 @@ impl conn::Service for McpServer {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use host_shim::{AgentConfig, Host, StateStore, ToolName};
+    use host_shim::{AgentConfig, Confirmation, Host, StateStore, ToolName};
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
     use toolscope::{FolderGrant, PluginRecord};
 
     use super::McpServer;
@@ -414,5 +416,78 @@ mod tests {
             skipped,
             vec!["run is not served: run needs a mounted workspace, this one is direct"]
         );
+    }
+
+    #[test]
+    fn only_accept_with_run_true_is_a_yes() {
+        let yes = json!({"action": "accept", "content": {"run": true}});
+        assert_eq!(super::confirmation_of(&yes), Confirmation::Yes);
+        for (answer, want) in [
+            (
+                json!({"action": "accept", "content": {"run": false}}),
+                Confirmation::No,
+            ),
+            (
+                json!({"action": "accept", "content": {"run": "true"}}),
+                Confirmation::No,
+            ),
+            (json!({"action": "accept"}), Confirmation::No),
+            (
+                json!({"action": "decline", "content": {"run": true}}),
+                Confirmation::No,
+            ),
+            (json!({"action": "cancel"}), Confirmation::No),
+            (
+                json!({"action": "ACCEPT", "content": {"run": true}}),
+                Confirmation::CannotAsk,
+            ),
+            (json!({"content": {"run": true}}), Confirmation::CannotAsk),
+            (json!(null), Confirmation::CannotAsk),
+        ] {
+            assert_eq!(super::confirmation_of(&answer), want, "{answer}");
+        }
+    }
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            prop_oneof![
+                Just("accept".to_string()),
+                Just("decline".to_string()),
+                Just("cancel".to_string()),
+                Just("run".to_string()),
+                ".*"
+            ]
+            .prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop_oneof![
+                        Just("action".to_string()),
+                        Just("content".to_string()),
+                        Just("run".to_string()),
+                        "[a-z]{1,6}"
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Never an assumed yes: whatever a client answers, it is a yes only when it says
+        /// `accept` with `run: true`.
+        #[test]
+        fn no_answer_but_accept_with_run_true_is_a_yes(answer in any_json()) {
+            let said_yes = answer.get("action") == Some(&json!("accept"))
+                && answer.pointer("/content/run") == Some(&Value::Bool(true));
+            prop_assert_eq!(super::confirmation_of(&answer) == Confirmation::Yes, said_yes);
+        }
     }
 }

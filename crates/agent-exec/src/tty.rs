@@ -354,6 +354,32 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Whatever a script writes, each line comes back exactly (without its end of line),
+        /// and nothing of the next line is consumed.
+        #[test]
+        fn every_line_from_a_descriptor_comes_back_exactly(
+            lines in proptest::collection::vec("[^\r\n]{0,40}", 1..5)
+        ) {
+            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            let mut from = text.as_bytes();
+            for line in &lines {
+                let got = read_secret_line(&mut from, Source::Lines);
+                proptest::prop_assert_eq!(got.as_deref(), Some(line.as_str()));
+            }
+            proptest::prop_assert_eq!(read_secret_line(&mut from, Source::Lines), None);
+        }
+
+        /// On a terminal, any typing that holds Ctrl-C before Enter is a cancel.
+        #[test]
+        fn ctrl_c_anywhere_before_enter_cancels(
+            before in "[a-z]{0,20}", after in "[a-z]{0,20}"
+        ) {
+            let typed = format!("{before}\u{3}{after}\r");
+            proptest::prop_assert_eq!(read_secret_line(typed.as_bytes(), Source::Terminal), None);
+        }
+    }
+
     #[test]
     fn a_label_cannot_write_control_characters_to_the_terminal() {
         assert_eq!(printable("rm \u{1b}[2Jx\n"), "rm \\u{1b}[2Jx\\n");
