@@ -781,6 +781,62 @@ fn cancelling_a_run_command_call_withdraws_its_elicitation_and_runs_nothing() {
 }
 
 #[test]
+fn a_pending_confirmation_does_not_hold_up_a_read_only_call_of_the_same_session() {
+    // RC-9 in the MCP server: allowlist hits run while another call of the connection waits
+    // for the user's answer; the answer then runs the first.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write("seen.txt", "x");
+    let mut raw = Raw::spawn(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "mcp",
+            "--workspace",
+            s(&f.folder),
+        ],
+        &f.folder,
+    );
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "raw-test", "version": "0"}}}),
+    );
+    assert_eq!(raw.recv()["id"], 0);
+    raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "run_command", "arguments": {"argv": ["touch", "after.txt"]}}}),
+    );
+    let question = raw.recv();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "run_command", "arguments": {"argv": ["ls"]}}}),
+    );
+    let listed = raw.recv();
+    assert_eq!(listed["id"], 2, "{listed}");
+    let result = result_of(&listed["result"]);
+    assert!(
+        result["output"].as_str().unwrap().contains("seen.txt"),
+        "{result}"
+    );
+    assert!(!f.folder.join("after.txt").exists());
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept",
+        "content": {"run": true}}}),
+    );
+    let done = raw.recv();
+    assert_eq!(done["id"], 1, "{done}");
+    assert_eq!(result_of(&done["result"])["executed"], true, "{done}");
+    assert!(f.folder.join("after.txt").exists());
+    assert!(raw.finish().success());
+    assert_no_survivors(&f.folder);
+}
+
+#[test]
 fn mcp_refusals_go_to_stderr_with_exit_1_or_2() {
     // Usage errors exit 2; a plugin that is not installed, 1; stdout stays empty either way.
     let f = Fixture::new();
