@@ -1,6 +1,6 @@
 //! `run_command` (RC-*, RCS-*) as a registered tool: what the host gives `run_command_tool`
 //! for each call — the turn's folder, the host's [`Policy`] (mode and the user's run_command
-//! configuration), the host's [`Asker`], the session's [`RunCommandState`] and the
+//! configuration), the host's [`Asker`], the session's [`RunCommandState`](run_command_tool::RunCommandState) and the
 //! [`RunCommandOptions`] of this machine.
 //!
 //! **Owns:** the one reading of the user's run_command configuration file that both
