@@ -3,9 +3,9 @@
 //!
 //! **Owns:** finding `sudo` (fixed system locations) and the target binary (the system's
 //! program directories), running them with merged, bounded output (head and tail), the
-//! timeout and cancellation — for sudo SIGTERM (sudo forwards it) and SIGKILL after 2 s; for
-//! `sandbox: false` proctree's supervisor, which stops the whole tree at the end — and
-//! `sudo -k` afterwards. **Refuses to know:** the gate (module `gate`): nothing here runs
+//! timeout and cancellation — for sudo SIGTERM (sudo forwards it) and SIGKILL after 2 s, also
+//! when the call's future is dropped; for `sandbox: false` proctree's supervisor, which stops
+//! the whole tree at the end — `sudo -k` afterwards, and [`SUDO_ONE_AT_A_TIME`]. **Refuses to know:** the gate (module `gate`): nothing here runs
 //! before the password passed.
 
 use std::os::fd::OwnedFd;
@@ -27,6 +27,11 @@ pub(crate) fn sudo_binary() -> Option<PathBuf> {
         .map(PathBuf::from)
         .find(|p| p.is_file())
 }
+
+/// One sudo call of this process at a time, from its password check to its `sudo -k`: sudo's
+/// cached credential is per process (no terminal), so two overlapping calls would reset each
+/// other's.
+pub(crate) static SUDO_ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The system's program directories, where a `sudo` target is looked up (sudo's own
 /// `secure_path` on most systems).
@@ -222,11 +227,11 @@ impl Drop for TermOnDrop {
     }
 }
 
-/// `sudo -K`: no cached credential outlives the call (RC-11: the password every time).
+/// `sudo -k`: no cached credential outlives the call (RC-11: the password every time).
 pub(crate) async fn forget_sudo() {
     let Some(sudo) = sudo_binary() else { return };
     let _ = tokio::process::Command::new(sudo)
-        .arg("-K")
+        .arg("-k")
         .env_clear()
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

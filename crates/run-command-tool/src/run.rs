@@ -134,7 +134,14 @@ pub async fn run_command(
     };
     let label = gate.label().map(str::to_owned).unwrap_or(shown);
 
-    // 3. The gate.
+    // 3. The gate (one sudo call of this process at a time, from its check to its `sudo -k`).
+    let _sudo = match kind {
+        Kind::Sudo => Some(tokio::select! {
+            g = crate::outside::SUDO_ONE_AT_A_TIME.lock() => g,
+            reason = ctx.cancelled() => return Err(reason.to_error()),
+        }),
+        _ => None,
+    };
     if let Kind::Sudo = kind {
         if mode != Mode::AllowAll {
             let passed = gate::confirm(asker, &label, "sudo runs it as root", ctx).await?;

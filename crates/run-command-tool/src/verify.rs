@@ -13,11 +13,16 @@
 //! `PAM_PROMPT_ECHO_OFF` (and `ECHO_ON`) with the password and nothing else. An unprivileged
 //! process checks only its own password (pam_unix's `unix_chkpwd`), which is what we want.
 //!
-//! **sudo.** `sudo -K` (no cached timestamp is left from before), then `sudo -S -p '' -v` with
+//! **sudo.** `sudo -k` (no cached timestamp is left from before), then `sudo -S -p '' -v` with
 //! the password on its standard input: the password is checked every call (RC-11), and the
-//! fresh timestamp lets the `sudo -n` that follows run; `sudo -K` again after it. Where sudo would not ask
-//! (the caller is root), the root password is checked through PAM instead, so no password gate
-//! is ever skipped.
+//! fresh timestamp lets the `sudo -n` that follows run; `sudo -k` again after it. `-k`, not
+//! `-K`: it resets only this process's record (sudo keys it by terminal, or by parent process
+//! without one), so another program's sudo of the same user is left alone; within this process
+//! one sudo call runs at a time (module `run`), so no call resets another's record. Where sudo would not ask
+//! (the caller is root, or the sudoers entry says NOPASSWD: `sudo -n -v` succeeds), the login
+//! password is checked through PAM instead, so no password gate is ever a formality. (A root
+//! caller whose account has no password, as in most containers, cannot pass it: root needs no
+//! sudo.)
 
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::future::Future;
@@ -84,6 +89,11 @@ async fn sudo_check(password: Password) -> Check {
         return Check::CannotVerify("sudo is not installed".into());
     };
     crate::outside::forget_sudo().await;
+    // Where sudo would not ask at all (NOPASSWD), `-v` would pass any answer: the login
+    // password is checked through PAM instead, so the gate is never a formality.
+    if sudo_asks_nothing(&sudo).await {
+        return Pam.check(password).await;
+    }
     let mut cmd = tokio::process::Command::new(sudo);
     cmd.args(["-S", "-p", "", "-v"])
         .env_clear()
@@ -115,6 +125,22 @@ async fn sudo_check(password: Password) -> Check {
             Check::CannotVerify("sudo -v did not answer within a minute".into())
         }
     }
+}
+
+/// `sudo -n -v` succeeds with no cached credential: the policy asks no password.
+async fn sudo_asks_nothing(sudo: &std::path::Path) -> bool {
+    let status = tokio::process::Command::new(sudo)
+        .args(["-n", "-v"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    matches!(
+        tokio::time::timeout(SUDO_CHECK_TIMEOUT, status).await,
+        Ok(Ok(s)) if s.success()
+    )
 }
 
 // ---- PAM, opened at run time ---------------------------------------------------------------

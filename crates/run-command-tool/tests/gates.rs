@@ -7,6 +7,7 @@
 mod common;
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use common::{Reply, Scripted, args, call, fixture};
 use run_command_tool::{Confirmation, DenyAllAsker, Mode, Status};
@@ -323,32 +324,35 @@ async fn cancelling_a_sudo_command_stops_it() {
     let state = run_command_tool::RunCommandState::default();
     let (ctx, cancel) = toolscope::CallContext::standalone();
     let asker = Scripted::new(Confirmation::Yes, vec![Reply::Given(user.password.clone())]);
-    let canceller = async {
-        while testkit::alive_with(&marker).len() < 2 {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        cancel.cancel(toolscope::CancelReason::Requested);
-    };
-    let (out, ()) = tokio::join!(
-        run_command_tool::run_command(
-            args(&["sudo", "sleep", &marker]),
-            lease,
-            &policy,
-            &asker,
-            &state,
-            &options,
-            &ctx,
-        ),
-        canceller
+    // Cancel once both sleeps run (never on a clock alone); a run that ends first is
+    // reported as it is.
+    let run = run_command_tool::run_command(
+        args(&["sudo", "sleep", &marker]),
+        lease,
+        &policy,
+        &asker,
+        &state,
+        &options,
+        &ctx,
     );
-    let out = out.unwrap();
+    tokio::pin!(run);
+    let out = loop {
+        tokio::select! {
+            out = &mut run => break out.unwrap(),
+            () = tokio::time::sleep(Duration::from_millis(20)) => {
+                if testkit::alive_with(&marker).len() >= 2 {
+                    cancel.cancel(toolscope::CancelReason::Requested);
+                }
+            }
+        }
+    };
     assert_eq!(out.status, Status::Cancelled, "{out:?}");
     // sudo forwarded SIGTERM to the root sleep.
     for _ in 0..100 {
         if testkit::alive_with(&marker).is_empty() {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(testkit::alive_with(&marker).is_empty());
 }
