@@ -66,7 +66,9 @@
 //!   asked over MCP (the spec forbids collecting secrets with a form): such a call comes back
 //!   not executed, its message saying to run it with `agent-exec call run_command` in a
 //!   terminal. Cancelling the `tools/call` withdraws its pending elicitation
-//!   (`notifications/cancelled` to the client).
+//!   (`notifications/cancelled` to the client). A `run_command` result — also one not executed
+//!   or exiting non-zero — is a result (`isError: false`, with `executed`, `exitCode`,
+//!   `message`), as `command`'s non-zero exits are; refusals (`RUN_COMMAND_*`) are tool errors.
 //!
 //! # Why not `rmcp`
 //!
