@@ -30,7 +30,7 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "bench call [--runs N] [--mb N]",
-        "agent-exec call command/run as whole processes vs bwrap, sh -c true and bare wc -l",
+        "agent-exec call command/run/run_command as whole processes vs bwrap, sh -c true, bare true and bare wc -l",
     ),
     (
         "bench stop [--runs N]",

@@ -3,7 +3,9 @@
 //!
 //! 1. `agent-exec call command` running `true`, against
 //!    `bwrap --ro-bind / / --dev /dev --unshare-all --die-with-parent sh -c true` (if bwrap is
-//!    installed) and bare `sh -c true`;
+//!    installed) and bare `sh -c true`; and `agent-exec call run_command` running `["true"]`
+//!    (`--mode allow-all`, so no gate waits for an answer; issue 18), against that `command`
+//!    and bare `true`, reported as ratios;
 //! 2. `agent-exec call run` with `wc -l` on a generated file (200 MB by default), against bare
 //!    `wc -l` on it (issue target: at most 1.1x). `run` is a one-call turn on a `mounted`
 //!    workspace, so this includes mirroring the folder and the write-back check (RUN-11).
@@ -124,6 +126,7 @@ fn main() {
     let sh = find(&["/bin/sh", "/usr/bin/sh"]).unwrap();
     let wc = find(&["/usr/bin/wc", "/bin/wc"]).unwrap();
     let bwrap = find(&["/usr/bin/bwrap", "/bin/bwrap"]);
+    let true_bin = find(&["/usr/bin/true", "/bin/true"]).unwrap();
 
     let call = |tool: &str, workspace: &Path, json: &str| {
         let mut cmd = Command::new(&agent_exec);
@@ -144,9 +147,23 @@ fn main() {
     let mut command = Column::new("agent-exec call command {\"command\":\"true\"}");
     let mut bw = Column::new("bwrap --ro-bind / / --dev /dev --unshare-all sh -c true");
     let mut bare_sh = Column::new("sh -c true");
+    let rc_json = r#"{"argv":["true"]}"#;
+    let run_command_call = || {
+        let mut cmd = call("run_command", &empty, rc_json);
+        cmd.args(["--mode", "allow-all"]);
+        cmd
+    };
+    let mut run_command = Column::new("agent-exec call run_command {\"argv\":[\"true\"]}");
+    let mut bare_true = Column::new("true");
     // Warm-up: page cache, the state directory, the loader.
     timed(&mut call("command", &empty, r#"{"command":"true"}"#));
+    timed(&mut run_command_call());
     for _ in 0..rounds {
+        let (d, out) = timed(&mut run_command_call());
+        assert!(out.contains("\"executed\":true"), "{out}");
+        run_command.samples.push(d);
+        let (d, _) = timed(&mut Command::new(&true_bin));
+        bare_true.samples.push(d);
         let (d, out) = timed(&mut call("command", &empty, r#"{"command":"true"}"#));
         assert!(out.contains("\"ok\":true"), "{out}");
         command.samples.push(d);
@@ -175,6 +192,11 @@ fn main() {
         ratio(&command, &bw);
     }
     ratio(&command, &bare_sh);
+    println!("run_command:");
+    run_command.print();
+    bare_true.print();
+    ratio(&run_command, &command);
+    ratio(&run_command, &bare_true);
 
     // 2. wc -l on the big file, whole process each.
     let run_json = r#"{"program":"wc","args":["-l","big.csv"]}"#;

@@ -4,7 +4,17 @@
 //!
 //! `call` prints exactly one JSON object on one line on stdout — the tool's result with
 //! `"ok": true` merged in, or the error object — and exits 0 when `ok` is true, 1 when false, 2
-//! for usage errors. A single `call` is a one-call turn.
+//! for usage errors. A single `call` is a one-call turn. For `run_command` the exit code is 0
+//! only when the command ran and exited 0 (`CallAnswer::is_success`, from the typed
+//! `RunCommandOutput::is_success`): a command not executed (declined, no way to ask) or exiting
+//! non-zero is a result (`ok: true`, `executed`, `exitCode`) and exit code 1.
+//!
+//! `run_command`'s questions (issue 18): confirmations are asked on `/dev/tty`
+//! (`Run <label>? [y/N]`) unless `--yes`; passwords are read from `--password-fd N` (one line
+//! per attempt) or typed on `/dev/tty` with echo off. Without a terminal and without the flag
+//! the call is not executed — never an assumed yes. `--password-fd` refuses 1 and 2 (the
+//! outputs) and refuses 0 unless `--json` carries the arguments (stdin would otherwise be
+//! them); the descriptor is taken over first thing (close-on-exec, so no command inherits it).
 //!
 //! Without `--plugin`, the call is made by the person at the terminal: the shell user is the
 //! host's user and the `--workspace` they typed is their folder pick (nothing is persisted for
@@ -37,7 +47,7 @@ use host_shim::{
 };
 use serde_json::{Value, json};
 
-use crate::tty::TtyApprover;
+use crate::tty::{TtyApprover, TtyAsker};
 
 /// The plugin id of the person at the terminal (never persisted).
 const LOCAL_USER: &str = "local-user";
@@ -77,8 +87,13 @@ enum Command {
         #[command(subcommand)]
         what: CheckWhat,
     },
-    /// Print, as JSON, which sandbox features this machine has and the cleanup mode.
-    Doctor,
+    /// Print, as JSON, which sandbox features this machine has, the cleanup mode, and
+    /// run_command's read and write sets in your home.
+    Doctor {
+        /// The run_command configuration whose private_path entries the sets include.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+    },
     /// Give a plugin something: install it, approve, consent, allow, or grant a folder.
     Grant {
         #[command(subcommand)]
@@ -112,6 +127,8 @@ enum SchemaOf {
     Write,
     Edit,
     Grep,
+    #[value(name = "run_command")]
+    RunCommand,
 }
 
 /// A tool name on the command line: the library's names, so the CLI lists no copy of them.
@@ -152,6 +169,58 @@ struct CallArgs {
     /// exist, on PATH, never their credential files (~/.cargo/credentials.toml, ~/.npmrc, …).
     #[arg(long)]
     toolchains: bool,
+    #[command(flatten)]
+    run_command: RunCommandFlags,
+    /// run_command: answer every confirmation yes (passwords are still asked).
+    #[arg(long)]
+    yes: bool,
+    /// run_command: read the system password from this file descriptor, one line per attempt
+    /// (not 1 or 2; 0 only with --json), e.g. `--password-fd 3 3<<<"$PW"`. Without it the
+    /// password is typed on the terminal.
+    #[arg(long, value_name = "N")]
+    password_fd: Option<u16>,
+}
+
+/// How `run_command` decides, for `call` and `mcp` (the same rules `check run_command` uses).
+#[derive(Args, Debug)]
+struct RunCommandFlags {
+    /// run_command's approval mode: safe (confirm all but read-only commands), auto (confirm
+    /// network calls and rm outside the folder) or allow-all; overrides the --policy file's
+    /// `mode` (default: the file's, else safe). Passwords are never skipped.
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// run_command's user configuration (JSON: denied_command, read_only_command,
+    /// sensitive_path, private_path, mode), merged with the shipped lists; kept read-only for
+    /// the commands it runs.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+}
+
+impl RunCommandFlags {
+    /// The host's run_command setup with `asker`: the rules, and the host's configuration
+    /// files (`policy`, the agent configuration) kept read-only (RCS-3).
+    fn setup(
+        &self,
+        asker: std::sync::Arc<dyn host_shim::Asker>,
+        agent_config: Option<&Path>,
+    ) -> Result<host_shim::RunCommandSetup, ToolError> {
+        let policy = host_shim::run_command_policy(self.policy.as_deref(), self.mode.map(mode_of))
+            .map_err(|e| ToolError::new(e.code(), format!("--policy {}", e.message())))?;
+        let mut setup = host_shim::RunCommandSetup::new(policy, asker);
+        for file in self.policy.iter().map(PathBuf::as_path).chain(agent_config) {
+            setup =
+                setup.protect(std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf()));
+        }
+        Ok(setup)
+    }
+}
+
+fn mode_of(mode: ModeArg) -> host_shim::RunCommandMode {
+    match mode {
+        ModeArg::Safe => host_shim::RunCommandMode::Safe,
+        ModeArg::Auto => host_shim::RunCommandMode::Auto,
+        ModeArg::AllowAll => host_shim::RunCommandMode::AllowAll,
+    }
 }
 
 #[derive(Args, Debug)]
@@ -169,6 +238,10 @@ struct McpArgs {
     /// Let `command` use your own toolchains (as `call --toolchains`).
     #[arg(long)]
     toolchains: bool,
+    /// run_command's confirmations go to the client by MCP elicitation when it supports it
+    /// (else the call is not executed); passwords are never asked over MCP.
+    #[command(flatten)]
+    run_command: RunCommandFlags,
 }
 
 #[derive(Subcommand, Debug)]
@@ -194,8 +267,9 @@ struct CheckArgs {
     #[arg(long, value_enum)]
     mode: Option<ModeArg>,
     /// The user's run_command configuration (JSON: denied_command, read_only_command,
-    /// sensitive_path, mode), merged with the shipped lists.
-    #[arg(long, value_name = "FILE")]
+    /// sensitive_path, private_path, mode), merged with the shipped lists (also --policy, as
+    /// for `call` and `mcp`).
+    #[arg(long, value_name = "FILE", alias = "policy")]
     config: Option<PathBuf>,
     /// The tool's arguments as a JSON object, e.g. '{"argv": ["git", "status"]}'; read from
     /// stdin when absent.
@@ -312,6 +386,15 @@ fn env_number(name: &str) -> Result<Option<u64>, StateError> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before anything else of ours can open a descriptor that would take the number N.
+    let password_file = match &cli.command {
+        Command::Call(c) => match c.password_fd.map(|n| take_password_fd(n, c.json.is_some())) {
+            Some(Err(message)) => return usage(&message),
+            Some(Ok(file)) => Some(file),
+            None => None,
+        },
+        _ => None,
+    };
     // Issue 15 §4: a SIGTERM, SIGINT or SIGHUP mid-call leaves no temp dir or per-call mirror.
     // Before any thread starts (they inherit the mask); on failure the signals keep their
     // default action, and the supervisors and the next start's sweep still clean up.
@@ -324,15 +407,20 @@ fn main() -> ExitCode {
     // The shell's system runtime set (an `/etc` walk) builds while the call is validated and
     // its state read, instead of before the spawn (issue 16). After the signal mask above.
     #[cfg(target_os = "linux")]
-    if matches!(&cli.command, Command::Call(c) if c.tool == ToolName::Command)
+    if matches!(&cli.command, Command::Call(c) if matches!(c.tool, ToolName::Command | ToolName::RunCommand))
         || matches!(cli.command, Command::Mcp(_))
     {
         exec::sysset::warm();
     }
     match cli.command {
-        Command::Doctor => {
-            print_line(&host_shim::doctor::report());
-            ExitCode::SUCCESS
+        Command::Doctor { policy } => {
+            match host_shim::run_command_policy(policy.as_deref(), None) {
+                Ok(policy) => {
+                    print_line(&host_shim::doctor::report_with(&policy));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => usage(&format!("--policy {}", e.message())),
+            }
         }
         Command::Schema { of } => {
             let schema = match of {
@@ -341,6 +429,7 @@ fn main() -> ExitCode {
                 SchemaOf::Write => schema_of(ToolName::Write),
                 SchemaOf::Edit => schema_of(ToolName::Edit),
                 SchemaOf::Grep => schema_of(ToolName::Grep),
+                SchemaOf::RunCommand => schema_of(ToolName::RunCommand),
             };
             println!(
                 "{}",
@@ -348,7 +437,7 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Command::Call(args) => call(cli.state_dir.as_deref(), args),
+        Command::Call(args) => call(cli.state_dir.as_deref(), args, password_file),
         Command::Mcp(args) => mcp(cli.state_dir.as_deref(), args),
         Command::Check {
             what: CheckWhat::RunCommand(args),
@@ -357,6 +446,44 @@ fn main() -> ExitCode {
         Command::Revoke { what } => change(cli.state_dir.as_deref(), what, Direction::Revoke),
         Command::Status { plugin } => status(cli.state_dir.as_deref(), plugin.as_deref()),
     }
+}
+
+/// `--password-fd N` taken over by this process (module docs: which numbers are refused).
+fn take_password_fd(n: u16, args_in_json: bool) -> Result<std::fs::File, String> {
+    use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
+    match n {
+        1 | 2 => {
+            return Err(format!(
+                "--password-fd {n} is an output of agent-exec (1 is the JSON line, 2 the \
+                 diagnostics); give a descriptor opened for reading, e.g. --password-fd 3 3<FILE"
+            ));
+        }
+        0 if !args_in_json => {
+            return Err(
+                "--password-fd 0 is stdin, which carries the arguments when --json is \
+                        absent; pass the arguments with --json, or the password on another \
+                        descriptor (--password-fd 3 3<FILE)"
+                    .into(),
+            );
+        }
+        _ => {}
+    }
+    let n = i32::from(n);
+    // SAFETY: only borrowed for the one `fcntl` that tells whether `n` is open at all.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(n) };
+    if rustix::io::fcntl_getfd(borrowed).is_err() {
+        return Err(format!(
+            "--password-fd {n} is not open; open it for reading, e.g. --password-fd {n} {n}<FILE"
+        ));
+    }
+    // SAFETY: `n` is open (checked above) and was handed to this process for the password:
+    // it was open before the process opened anything of its own (this runs right after the
+    // command line is parsed), so nothing else here owns it; from now on the `File` does.
+    let owned = unsafe { OwnedFd::from_raw_fd(n) };
+    // No command the call runs inherits it.
+    rustix::io::fcntl_setfd(&owned, rustix::io::FdFlags::CLOEXEC)
+        .map_err(|e| format!("--password-fd {n}: {e}"))?;
+    Ok(std::fs::File::from(owned))
 }
 
 fn schema_of(tool: ToolName) -> Value {
@@ -525,7 +652,7 @@ fn check_same_workspace(workspace: Option<&Path>, config: &AgentConfig) -> Resul
     Ok(())
 }
 
-fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
+fn call(state_dir: Option<&Path>, args: CallArgs, password: Option<std::fs::File>) -> ExitCode {
     if args.workspace.is_none() && args.config.is_none() {
         return usage("call needs --workspace DIR (or --config FILE); see agent-exec call --help");
     }
@@ -545,8 +672,15 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(&e.to_tool_error()),
     };
+    // run_command's questions: --yes, --password-fd, else /dev/tty (issue 18).
+    let asker = std::sync::Arc::new(TtyAsker::new(args.yes, password));
+    let setup = match args.run_command.setup(asker, args.config.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
     // Extra paths: the --approve-extra-path list first, then a y/N on /dev/tty (CMD-3).
-    let registry = host_shim::Registry::with_approver(std::sync::Arc::new(TtyApprover));
+    let registry = host_shim::Registry::with_approver(std::sync::Arc::new(TtyApprover))
+        .with_run_command(setup);
     let host = match Host::with_registry(store, "local".into(), registry) {
         Ok(h) => h,
         Err(e) => return fail(&e.to_tool_error()),
@@ -602,7 +736,7 @@ fn call(state_dir: Option<&Path>, args: CallArgs) -> ExitCode {
         }
     }
     print_line(&answer.to_line());
-    if answer.is_ok() {
+    if answer.is_success() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -697,10 +831,24 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
     if let Some(Err(e)) = args.plugin.as_deref().map(check_plugin_id) {
         return complain(&e.to_tool_error());
     }
+    let server = mcp::McpServer::new("agent-exec").with_call_options(CallOptions {
+        toolchains: args.toolchains,
+        ..CallOptions::default()
+    });
+    // run_command's confirmations by elicitation, never a password (issue 18).
+    let setup = match args
+        .run_command
+        .setup(server.asker(), args.config.as_deref())
+    {
+        Ok(s) => s,
+        Err(e) => return complain(&e),
+    };
+    let registry = host_shim::Registry::default().with_run_command(setup);
     let host = match open_store(state_dir)
         .map_err(|e| e.to_tool_error())
-        .and_then(|store| Host::open(store, "local".into()).map_err(|e| e.to_tool_error()))
-    {
+        .and_then(|store| {
+            Host::with_registry(store, "local".into(), registry).map_err(|e| e.to_tool_error())
+        }) {
         Ok(h) => h,
         Err(e) => return complain(&e),
     };
@@ -710,10 +858,7 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
     };
     let code = runtime.block_on(async {
         host.watch_state();
-        let mut server = mcp::McpServer::new("agent-exec").with_call_options(CallOptions {
-            toolchains: args.toolchains,
-            ..CallOptions::default()
-        });
+        let mut server = server;
         for config in configs {
             let plugin = match calling_plugin(&host, args.plugin.as_deref(), &config) {
                 Ok(p) => p,
@@ -762,31 +907,12 @@ fn check_run_command(args: CheckArgs) -> ExitCode {
         Some(h) if h.is_absolute() => h,
         _ => return usage("HOME is not set to an absolute path; set HOME to your home folder"),
     };
-    let user_json = match &args.config {
-        Some(file) => match std::fs::read_to_string(file) {
-            Ok(text) => Some(text),
-            Err(e) => {
-                return usage(&format!(
-                    "--config {}: {e}; give a readable run_command configuration file",
-                    file.display()
-                ));
-            }
-        },
-        None => None,
-    };
-    let policy = match argv_policy::Policy::load(argv_policy::Mode::Safe, user_json.as_deref()) {
+    // An explicit --mode wins over the file's `mode`, which wins over the default (safe): the
+    // same rules `call run_command` runs with.
+    let policy = match host_shim::run_command_policy(args.config.as_deref(), args.mode.map(mode_of))
+    {
         Ok(p) => p,
-        Err(e) => {
-            let name = args.config.as_deref().unwrap_or(Path::new("")).display();
-            return usage(&format!("--config {name}: {e}"));
-        }
-    };
-    // An explicit --mode wins over the file's `mode`, which wins over the default (safe).
-    let policy = match args.mode {
-        Some(ModeArg::Safe) => policy.with_mode(argv_policy::Mode::Safe),
-        Some(ModeArg::Auto) => policy.with_mode(argv_policy::Mode::Auto),
-        Some(ModeArg::AllowAll) => policy.with_mode(argv_policy::Mode::AllowAll),
-        None => policy,
+        Err(e) => return usage(&format!("--config {}", e.message())),
     };
     let text = match read_args_text(args.json) {
         Ok(t) => t,

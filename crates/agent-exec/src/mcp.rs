@@ -57,6 +57,18 @@
 //!   server has no channel to ask the user, so it asks the host's approver, which for
 //!   `agent-exec mcp` approves nothing: calls with extra paths are refused with a permission
 //!   error naming the path.
+//! - **`run_command`'s questions** ([`McpAsker`], issue 18). A confirmation is asked with MCP
+//!   elicitation — `elicitation/create` with a one-field form (`run`: boolean) — only when the
+//!   client declared the `elicitation` capability (form mode) in `initialize`: `accept` with
+//!   `run: true` is a yes; `accept` with `false`, `decline` and `cancel` are a no; a client
+//!   without the capability, an error answer, or a connection that ends first cannot be asked,
+//!   and the call comes back not executed (never an assumed yes). A password is **never**
+//!   asked over MCP (the spec forbids collecting secrets with a form): such a call comes back
+//!   not executed, its message saying to run it with `agent-exec call run_command` in a
+//!   terminal. Cancelling the `tools/call` withdraws its pending elicitation
+//!   (`notifications/cancelled` to the client). A `run_command` result — also one not executed
+//!   or exiting non-zero — is a result (`isError: false`, with `executed`, `exitCode`,
+//!   `message`), as `command`'s non-zero exits are; refusals (`RUN_COMMAND_*`) are tool errors.
 //!
 //! # Why not `rmcp`
 //!
@@ -83,7 +95,9 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use host_shim::{CallOptions, KeepMirror, Session, ToolName};
+use host_shim::{
+    Asker, CallOptions, Confirmation, KeepMirror, PasswordReply, Question, Session, ToolName,
+};
 use serde_json::{Map, Value, json};
 
 /// The longest MCP request id used verbatim in a callId (toolscope allows 256 bytes).
@@ -119,6 +133,75 @@ pub struct McpServer {
     routes: BTreeMap<ToolName, Route>,
     calls: Arc<AtomicU64>,
     options: CallOptions,
+    /// This connection's requests to the client (elicitation), shared with [`McpAsker`].
+    requester: conn::Requester,
+}
+
+/// `run_command`'s [`Asker`] over one MCP connection (module docs): confirmations by
+/// elicitation when the client declared it, passwords never.
+#[derive(Clone, Debug)]
+pub struct McpAsker {
+    requester: conn::Requester,
+}
+
+/// The elicitation form of a confirmation: one required boolean.
+fn confirmation_form(q: &Question) -> Value {
+    json!({
+        "message": format!(
+            "Run `{}`? {} (agent-exec run_command)",
+            q.label, q.reason
+        ),
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "run": {
+                    "type": "boolean",
+                    "title": "Run this command",
+                    "description": q.label,
+                    "default": false,
+                },
+            },
+            "required": ["run"],
+        },
+    })
+}
+
+/// The client's `ElicitResult` as an answer: only `accept` with `run: true` is a yes.
+fn confirmation_of(result: &Value) -> Confirmation {
+    match result.get("action").and_then(Value::as_str) {
+        Some("accept") if result.pointer("/content/run") == Some(&Value::Bool(true)) => {
+            Confirmation::Yes
+        }
+        Some("accept" | "decline" | "cancel") => Confirmation::No,
+        // Not an ElicitResult: the client did not answer the question.
+        _ => Confirmation::CannotAsk,
+    }
+}
+
+impl Asker for McpAsker {
+    fn confirm<'a>(
+        &'a self,
+        q: &'a Question,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Confirmation> + Send + 'a>> {
+        Box::pin(async move {
+            match self.requester.elicit(confirmation_form(q)).await {
+                Ok(result) => confirmation_of(&result),
+                Err(
+                    conn::RequestError::NotSupported
+                    | conn::RequestError::Closed
+                    | conn::RequestError::Refused(_),
+                ) => Confirmation::CannotAsk,
+            }
+        })
+    }
+
+    fn password<'a>(
+        &'a self,
+        _q: &'a Question,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = PasswordReply> + Send + 'a>> {
+        // MCP forbids collecting secrets through elicitation: never asked here.
+        Box::pin(async { PasswordReply::CannotAsk })
+    }
 }
 
 fn schema_object(schema: Value) -> Map<String, Value> {
@@ -143,7 +226,16 @@ impl McpServer {
             routes: BTreeMap::new(),
             calls: Arc::new(AtomicU64::new(0)),
             options: CallOptions::default(),
+            requester: conn::Requester::new(),
         }
+    }
+
+    /// The asker for `run_command` on this server's connection, for the host's registry
+    /// (`host_shim::RunCommandSetup`).
+    pub fn asker(&self) -> Arc<dyn Asker> {
+        Arc::new(McpAsker {
+            requester: self.requester.clone(),
+        })
     }
 
     /// The per-call options every call gets (e.g. [`CallOptions::toolchains`]).
@@ -214,6 +306,10 @@ impl McpServer {
 }
 
 impl conn::Service for McpServer {
+    fn requester(&self) -> Option<conn::Requester> {
+        Some(self.requester.clone())
+    }
+
     fn initialize(&self, protocol_version: &str) -> Value {
         let mut result = json!({
             "protocolVersion": protocol_version,
@@ -286,7 +382,9 @@ impl conn::Service for McpServer {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use host_shim::{AgentConfig, Host, StateStore, ToolName};
+    use host_shim::{AgentConfig, Confirmation, Host, StateStore, ToolName};
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
     use toolscope::{FolderGrant, PluginRecord};
 
     use super::McpServer;
@@ -320,5 +418,78 @@ mod tests {
             skipped,
             vec!["run is not served: run needs a mounted workspace, this one is direct"]
         );
+    }
+
+    #[test]
+    fn only_accept_with_run_true_is_a_yes() {
+        let yes = json!({"action": "accept", "content": {"run": true}});
+        assert_eq!(super::confirmation_of(&yes), Confirmation::Yes);
+        for (answer, want) in [
+            (
+                json!({"action": "accept", "content": {"run": false}}),
+                Confirmation::No,
+            ),
+            (
+                json!({"action": "accept", "content": {"run": "true"}}),
+                Confirmation::No,
+            ),
+            (json!({"action": "accept"}), Confirmation::No),
+            (
+                json!({"action": "decline", "content": {"run": true}}),
+                Confirmation::No,
+            ),
+            (json!({"action": "cancel"}), Confirmation::No),
+            (
+                json!({"action": "ACCEPT", "content": {"run": true}}),
+                Confirmation::CannotAsk,
+            ),
+            (json!({"content": {"run": true}}), Confirmation::CannotAsk),
+            (json!(null), Confirmation::CannotAsk),
+        ] {
+            assert_eq!(super::confirmation_of(&answer), want, "{answer}");
+        }
+    }
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            prop_oneof![
+                Just("accept".to_string()),
+                Just("decline".to_string()),
+                Just("cancel".to_string()),
+                Just("run".to_string()),
+                ".*"
+            ]
+            .prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop_oneof![
+                        Just("action".to_string()),
+                        Just("content".to_string()),
+                        Just("run".to_string()),
+                        "[a-z]{1,6}"
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Never an assumed yes: whatever a client answers, it is a yes only when it says
+        /// `accept` with `run: true`.
+        #[test]
+        fn no_answer_but_accept_with_run_true_is_a_yes(answer in any_json()) {
+            let said_yes = answer.get("action") == Some(&json!("accept"))
+                && answer.pointer("/content/run") == Some(&Value::Bool(true));
+            prop_assert_eq!(super::confirmation_of(&answer) == Confirmation::Yes, said_yes);
+        }
     }
 }

@@ -83,6 +83,11 @@ pub enum Unrunnable {
     RunNeedsMounted(WorkspaceKind),
     /// `command` works in the folder itself: not in a `mounted` workspace (CMD-1).
     CommandNeedsUnmounted,
+    /// `run_command` works in the user's folder itself, only in a `direct` workspace (issue
+    /// 18); this is the kind. Not `mounted` (its changes would wait for a write-back the seed's
+    /// tool does not have), not `app-private` (that folder lies in the host's state directory,
+    /// which run_command's sandbox hides).
+    RunCommandNeedsDirect(WorkspaceKind),
 }
 
 impl Unrunnable {
@@ -108,6 +113,13 @@ impl Unrunnable {
                 "command works only in a direct or app-private workspace, this one is mounted; \
                  configure workspace.kind \"direct\", or use run",
             ),
+            Unrunnable::RunCommandNeedsDirect(kind) => ToolError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "run_command works only in a direct workspace (the user's folder itself), \
+                     this one is {kind}; configure workspace.kind \"direct\""
+                ),
+            ),
         }
     }
 }
@@ -121,6 +133,12 @@ impl fmt::Display for Unrunnable {
             }
             Unrunnable::CommandNeedsUnmounted => {
                 f.write_str("command needs a direct or app-private workspace, this one is mounted")
+            }
+            Unrunnable::RunCommandNeedsDirect(kind) => {
+                write!(
+                    f,
+                    "run_command needs a direct workspace, this one is {kind}"
+                )
             }
         }
     }
@@ -145,6 +163,10 @@ pub enum ToolName {
     Run,
     /// `command`: `/bin/sh -c` in the workspace (CMD-*).
     Command,
+    /// `run_command`: an argv with the confirmation and password gates of seed 001 (RC-*),
+    /// in the run_command sandbox (RCS-*).
+    #[serde(rename = "run_command")]
+    RunCommand,
 }
 
 impl ToolName {
@@ -156,6 +178,7 @@ impl ToolName {
         ToolName::Grep,
         ToolName::Run,
         ToolName::Command,
+        ToolName::RunCommand,
     ];
 
     /// The `ref` text.
@@ -167,6 +190,7 @@ impl ToolName {
             ToolName::Grep => "grep",
             ToolName::Run => "run",
             ToolName::Command => "command",
+            ToolName::RunCommand => "run_command",
         }
     }
 
@@ -214,12 +238,31 @@ impl ToolName {
                  sandbox refused ({path, access, reason, remedy}): act on its remedy rather than \
                  retrying. extraPaths need the user's approval per call."
             }
+            ToolName::RunCommand => {
+                "Run one program with its arguments in the workspace folder, in a sandbox: reads \
+                 the system, the workspace and your home except its credential and private \
+                 locations; writes the workspace, a private temp dir and the toolchains' caches; \
+                 no network. argv is executed directly, never through a shell: use ['sh', '-c', \
+                 '…'] for pipes, redirections and globs. Arguments {argv, network?, write_paths?, \
+                 sandbox?}: network: true lifts the network for the call, write_paths makes more \
+                 paths writable, sandbox: false runs outside the sandbox (both after the user's \
+                 confirmation or system password). Commands that are not read-only may ask the \
+                 user first; rm moves to the trash. Result {output (stdout and stderr merged, head \
+                 and tail kept, secrets masked), exitCode, status, truncated, descendantsStopped, \
+                 denials, hint?, label, executed, trashed, sandbox, message?}: executed: false \
+                 means nothing ran (declined, no way to ask) and message says how to run it \
+                 instead; act on hint and denials rather than retrying."
+            }
         }
     }
 
-    /// True for `run` and `command`, which need `local.terminal.exec@1` (TS-5).
+    /// True for `run`, `command` and `run_command`, which need `local.terminal.exec@1` (TS-5)
+    /// and mode `yolo`.
     pub const fn is_exec(self) -> bool {
-        matches!(self, ToolName::Run | ToolName::Command)
+        matches!(
+            self,
+            ToolName::Run | ToolName::Command | ToolName::RunCommand
+        )
     }
 }
 
@@ -282,7 +325,9 @@ pub enum Memory {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// The agent acts without per-step confirmation; required by `run` and `command`.
+    /// The agent acts without per-step confirmation; required by `run`, `command` and
+    /// `run_command` (whose own gates still apply: the host's run_command mode `safe`, `auto`
+    /// or `allow-all` decides its confirmations, and nothing skips a password).
     Yolo,
 }
 
@@ -588,8 +633,9 @@ impl AgentConfig {
     }
 
     /// Why this configuration cannot run `tool`, if it cannot: the exec tools need mode
-    /// `yolo`, `run` a `mounted` workspace (PERM-3) and `command` a `direct` or `app-private`
-    /// one (CMD-1). Whether `tools` lists it is [`AgentConfig::offers`]. The one copy of these
+    /// `yolo`, `run` a `mounted` workspace (PERM-3), `command` a `direct` or `app-private`
+    /// one (CMD-1) and `run_command` a `direct` one ([`Unrunnable::RunCommandNeedsDirect`]
+    /// says why). Whether `tools` lists it is [`AgentConfig::offers`]. The one copy of these
     /// rules: [`Turn::call`](crate::Turn::call) refuses with [`Unrunnable::error`], and a front
     /// end that lists tools (an MCP server) leaves them out saying [`Unrunnable`]'s `Display`.
     pub fn unrunnable(&self, tool: ToolName) -> Option<Unrunnable> {
@@ -601,6 +647,8 @@ impl AgentConfig {
             (ToolName::Run, WorkspaceKind::Mounted) => None,
             (ToolName::Run, kind) => Some(Unrunnable::RunNeedsMounted(kind)),
             (ToolName::Command, WorkspaceKind::Mounted) => Some(Unrunnable::CommandNeedsUnmounted),
+            (ToolName::RunCommand, WorkspaceKind::Direct) => None,
+            (ToolName::RunCommand, kind) => Some(Unrunnable::RunCommandNeedsDirect(kind)),
             _ => None,
         }
     }

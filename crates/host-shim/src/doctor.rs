@@ -1,9 +1,91 @@
 //! `agent-exec doctor`: which sandbox features this machine has, which process-cleanup mode
-//! will be used, and the system runtime set a `command` gets, as JSON. Facts only, from
-//! `linux_sandbox::probe()`, `proctree::pid_namespace_available()` and `exec::sysset::current()`
-//! (the set the next call would be given, by the same rules); nothing is guessed.
+//! will be used, the system runtime set a `command` gets, and the read and write sets of
+//! `run_command`'s sandbox in this home (issue 18), as JSON. Facts only, from
+//! `linux_sandbox::probe()`, `proctree::pid_namespace_available()`, `exec::sysset::current()`
+//! and the `Policy`'s private and cache locations (the sets the next call would be given, by
+//! the same rules); nothing is guessed.
 
+use std::path::{Path, PathBuf};
+
+use run_command_tool::{Mode, Policy};
 use serde_json::{Value, json};
+
+/// The names inside every writable root of `run_command` that stay read-only (RCS-3), as
+/// run-command-tool's `roots::protected` finds them (at the root and two levels below it).
+const PROTECTED_IN_ROOTS: &[&str] = &[
+    ".git/hooks",
+    ".git/config",
+    ".git (when it is a file pointing elsewhere)",
+    ".gitmodules",
+];
+
+/// `run_command`'s sandbox in `home` under `policy` (RCS-1…RCS-3): `$HOME` readable except the
+/// private locations that exist here (hidden), the toolchains' caches that exist here
+/// writable, and what stays read-only inside every writable root — the repository files, the
+/// shell startup files (when a writable root holds them) and the host's own configuration
+/// files (`host_files`, those that exist).
+///
+/// ```
+/// let policy = host_shim::Policy::defaults(host_shim::RunCommandMode::Safe);
+/// let sets = host_shim::doctor::run_command_sets(&policy, std::path::Path::new("/home/u"), &[]);
+/// assert_eq!(sets["read"]["home"], "/home/u");
+/// assert!(sets["protected"]["inEveryWritableRoot"].as_array().unwrap().len() >= 3);
+/// ```
+pub fn run_command_sets(policy: &Policy, home: &Path, host_files: &[PathBuf]) -> Value {
+    let exists = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok();
+    let private = policy.private_paths(home);
+    let hidden: Vec<&PathBuf> = private.iter().filter(|p| exists(p)).collect();
+    let caches: Vec<PathBuf> = policy
+        .cache_paths(home)
+        .into_iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .collect();
+    let host: Vec<&PathBuf> = host_files.iter().filter(|p| exists(p)).collect();
+    json!({
+        "mode": policy.mode.as_str(),
+        "read": {
+            "home": home,
+            "rule": "the system runtime, the working directory, and $HOME except its private locations",
+            "hiddenHere": hidden,
+            "privateLocations": private.len(),
+        },
+        "write": {
+            "rule": "the working directory, the call's temp dir, the caches below, and write_paths (in $HOME after a confirmation, outside it after the system password)",
+            "cachesHere": caches,
+        },
+        "protected": {
+            "inEveryWritableRoot": PROTECTED_IN_ROOTS,
+            "shellStartupFiles": argv_policy::SHELL_STARTUP_FILES,
+            "hostFiles": host,
+        },
+        "network": "none unless the call says \"network\": true",
+    })
+}
+
+/// The `runCommand` part of the report for the user's `$HOME` (unset: not shown as sets).
+fn run_command_part(policy: &Policy) -> Value {
+    match std::env::var_os("HOME").map(PathBuf::from) {
+        Some(home) if home.is_absolute() => run_command_sets(policy, &home, &[]),
+        _ => {
+            json!({"home": null, "note": "HOME is not set to an absolute path; run_command cannot run"})
+        }
+    }
+}
+
+/// The doctor report with `run_command`'s sets under `policy` (the user's run_command
+/// configuration may add private locations).
+pub fn report_with(policy: &Policy) -> Value {
+    let mut report = report();
+    if let Value::Object(map) = &mut report {
+        map.insert("runCommand".into(), run_command_part(policy));
+    }
+    report
+}
+
+/// The report's `runCommand` under the shipped lists.
+fn default_run_command() -> Value {
+    run_command_part(&Policy::defaults(Mode::Safe))
+}
 
 /// The doctor report.
 ///
@@ -106,6 +188,7 @@ pub fn report() -> Value {
             "pidNamespace": pid_ns,
         },
         "systemSet": system_set(),
+        "runCommand": default_run_command(),
     })
 }
 
@@ -184,6 +267,7 @@ pub fn report() -> Value {
             "enforced": false,
             "summary": "this agent-exec build enforces on Linux only; exec tools return AGENT_EXEC_UNSUPPORTED here",
         },
+        "runCommand": default_run_command(),
     })
 }
 
@@ -227,5 +311,41 @@ mod tests {
             assert!(summary.contains("shadow"), "{summary}");
         }
         assert_eq!(set["devices"]["readWrite"][0], json!("/dev/null"));
+    }
+
+    #[test]
+    fn doctor_shows_run_commands_sets_in_this_home() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path();
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".netrc"), "machine x").unwrap();
+        std::fs::create_dir_all(home.join(".cache")).unwrap();
+        std::fs::create_dir_all(home.join(".cargo/registry")).unwrap();
+        let host_file = home.join("agent.json");
+        std::fs::write(&host_file, "{}").unwrap();
+        let policy = Policy::defaults(Mode::Auto);
+        let sets = run_command_sets(&policy, home, &[host_file.clone(), home.join("gone.json")]);
+        assert_eq!(sets["mode"], "auto");
+        let hidden = sets["read"]["hiddenHere"].as_array().unwrap();
+        assert!(hidden.contains(&json!(home.join(".ssh"))), "{sets}");
+        assert!(hidden.contains(&json!(home.join(".netrc"))), "{sets}");
+        // Only what exists here is listed.
+        assert!(
+            hidden
+                .iter()
+                .all(|p| std::path::Path::new(p.as_str().unwrap()).exists()),
+            "{sets}"
+        );
+        let caches = sets["write"]["cachesHere"].as_array().unwrap();
+        assert!(caches.contains(&json!(home.join(".cache"))), "{sets}");
+        assert!(
+            caches.contains(&json!(home.join(".cargo/registry"))),
+            "{sets}"
+        );
+        assert!(!caches.contains(&json!(home.join(".cargo"))), "{sets}");
+        assert_eq!(sets["protected"]["hostFiles"], json!([host_file]));
+        let startup = sets["protected"]["shellStartupFiles"].as_array().unwrap();
+        assert!(startup.contains(&json!(".bashrc")), "{sets}");
+        assert!(report()["runCommand"].is_object());
     }
 }

@@ -29,7 +29,7 @@ use toolscope::{
 
 use crate::config::{AgentConfig, ConfigError, ToolName, WorkspaceKind};
 use crate::outcome::CallAnswer;
-use crate::registry::{CallOptions, NotCopiedLookup, Registry, ToolEnv};
+use crate::registry::{CallOptions, NotCopiedLookup, ProgramVerdict, Registry, ToolEnv};
 use crate::state::{KeptWhy, StateError, StateStore, StateWatch};
 
 /// Why a host, session or turn could not be set up.
@@ -273,6 +273,7 @@ impl Host {
             config,
             folder,
             pinned,
+            run_command: Arc::default(),
         })
     }
 }
@@ -294,6 +295,9 @@ pub struct Session {
     /// The folder's identity when the session began (or when a turn first found it); every
     /// turn's lease, and the source of every mirror, must match it.
     pinned: Arc<OnceLock<fsguard::FileId>>,
+    /// `run_command`'s per-session state (the RC-9 lock, the secrets seen so far), shared by
+    /// every turn and clone of this session.
+    run_command: Arc<run_command_tool::RunCommandState>,
 }
 
 static MIRROR_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -399,8 +403,9 @@ impl Session {
                 return CallAnswer::new(Err(self.unless_state_invalid(e)), report);
             }
         };
+        let verdict = ProgramVerdict::default();
         let result = tokio::select! {
-            r = turn.call(call_id, tool.as_str(), args, options) => r,
+            r = turn.call_with(call_id, tool.as_str(), args, options, &verdict) => r,
             () = cancelled => Err(ToolError::new(
                 ErrorCode::ExecCancelled,
                 "the caller cancelled this call; send it again if it is still wanted",
@@ -408,6 +413,7 @@ impl Session {
         };
         let report = turn.finish(TurnEnd::of(&result), keep);
         CallAnswer::new(result.map_err(|e| self.unless_state_invalid(e)), report)
+            .with_program_success(verdict.succeeded())
     }
 
     /// `err`, or — when it is a permission refusal and the state file cannot be read — the
@@ -946,8 +952,8 @@ impl Turn {
     ///
     /// Before the gate, and without using budget: the tool must exist and be offered by the
     /// configuration (PERM-4, `AGENT_PERMISSION_DENIED`); the exec tools need mode `yolo`
-    /// (`AGENT_EXEC_YOLO_REQUIRED`), `run` a `mounted` workspace (PERM-3) and `command` a
-    /// `direct` or `app-private` one (CMD-1). Then the gate: dedup, budget, and the grants —
+    /// (`AGENT_EXEC_YOLO_REQUIRED`), `run` a `mounted` workspace (PERM-3), `command` a
+    /// `direct` or `app-private` one (CMD-1) and `run_command` a `direct` one. Then the gate: dedup, budget, and the grants —
     /// service approval and consent for every tool, `local.terminal.exec@1` for the exec tools
     /// (TS-5), the folder grant for `mounted` and `direct` workspaces — checked before and
     /// watched during the call (TS-3). A `mounted` turn still queued for a copy slot waits for
@@ -959,12 +965,26 @@ impl Turn {
         args: Value,
         options: &CallOptions,
     ) -> Result<Value, ToolError> {
+        self.call_with(call_id, tool, args, options, &ProgramVerdict::default())
+            .await
+    }
+
+    /// [`Turn::call`], with `verdict` receiving the tool's typed word on what it ran (for a
+    /// call that joined an earlier one with the same callId, nothing is recorded).
+    pub async fn call_with(
+        &self,
+        call_id: &str,
+        tool: &str,
+        args: Value,
+        options: &CallOptions,
+        verdict: &ProgramVerdict,
+    ) -> Result<Value, ToolError> {
         let name = ToolName::from_name(tool).ok_or_else(|| {
             ToolError::new(
                 ErrorCode::ExecArgumentsInvalid,
                 format!(
-                    "there is no tool {tool:?}; the tools are read, write, edit, grep, run and \
-                     command"
+                    "there is no tool {tool:?}; the tools are read, write, edit, grep, run, \
+                     command and run_command"
                 ),
             )
         })?;
@@ -1028,6 +1048,8 @@ impl Turn {
                         options,
                         hidden: &hidden,
                         not_copied: NotCopiedLookup(&not_copied),
+                        run_command: &self.session.run_command,
+                        verdict,
                     },
                 )
                 .await

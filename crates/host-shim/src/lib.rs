@@ -10,7 +10,9 @@
 //! `ToolScope` per turn (TS-1, TS-2), workspaces `mounted` (a mirror, written back after a
 //! successful turn, kept after a failed one; RUN-11), `direct` (the folder under a lease; CMD-8)
 //! and `app-private`; the tool registry ([`Registry`], [`ToolHandler`]) into which the file
-//! tools (`file-tools`: `read`, `write`, `edit`, `grep`), `run` and `command` plug; every grant
+//! tools (`file-tools`: `read`, `write`, `edit`, `grep`), `run`, `command` and `run_command`
+//! (`run-command-tool`: with the host's [`RunCommandSetup`], one [`RunCommandState`] per
+//! session) plug; every grant
 //! rule ([`GrantChange`]: an approval of an older package approves nothing, PERM-2); the
 //! mode and workspace rules of each tool ([`AgentConfig::unrunnable`]); and the one-call turn
 //! both front ends make ([`Session::one_call`], its typed answer [`CallAnswer`]).
@@ -69,6 +71,7 @@ mod grants;
 mod host;
 mod outcome;
 mod registry;
+mod run_command;
 mod state;
 
 pub use config::{
@@ -80,7 +83,10 @@ pub use host::{
     ConflictReport, Host, HostError, KeepMirror, MirrorReport, Session, Turn, TurnEnd, TurnReport,
 };
 pub use outcome::CallAnswer;
-pub use registry::{CallOptions, NotCopiedLookup, Registry, ToolEnv, ToolFuture, ToolHandler};
+pub use registry::{
+    CallOptions, NotCopiedLookup, ProgramVerdict, Registry, ToolEnv, ToolFuture, ToolHandler,
+};
+pub use run_command::{RunCommandSetup, run_command_policy};
 pub use state::{DEFAULT_CONCURRENT_COPIES, KeptLimits, KeptMirror, KeptWhy};
 pub use state::{
     HostState, STATE_FILE, STATE_VERSION, StateError, StateStore, StateWatch, WATCH_INTERVAL,
@@ -100,6 +106,13 @@ pub use run_tool::{AgentRunArguments, AgentRunOutput};
 /// The `command` tool's wire types and the approver a host implements for its extra paths (CMD-3).
 pub use command_tool::{
     Approval, Approver, CommandArguments, CommandOutput, DenyAll, ExtraPath, PreApproved, Status,
+};
+
+/// The `run_command` tool's wire types, its rules and the asker a host implements for its
+/// confirmations and passwords (RC-*, issue 18).
+pub use run_command_tool::{
+    Asker, Confirmation, DenyAllAsker, Mode as RunCommandMode, Password, PasswordReply, Policy,
+    Question, RunCommandArgs, RunCommandOutput, RunCommandState,
 };
 
 /// The gate's types a host needs alongside this crate (re-exported so one dependency is enough).

@@ -92,6 +92,8 @@ fn write_back_shortfall(mirror: &MirrorReport) -> Option<String> {
 pub struct CallAnswer {
     verdict: Verdict,
     report: TurnReport,
+    /// The tool's typed word on the program it ran ([`ProgramVerdict`](crate::ProgramVerdict)).
+    program_success: bool,
 }
 
 /// What the call came to, with the write-back folded in (module docs).
@@ -115,7 +117,26 @@ impl CallAnswer {
                 Some(message) => Verdict::WriteBackIncomplete { result, message },
             },
         };
-        CallAnswer { verdict, report }
+        CallAnswer {
+            verdict,
+            report,
+            program_success: true,
+        }
+    }
+
+    /// The same answer, with whether the program the tool ran succeeded (`run_command`:
+    /// `RunCommandOutput::is_success`; a command that was not executed or exited non-zero is
+    /// a result, `ok: true`, but not a success).
+    #[must_use]
+    pub fn with_program_success(mut self, success: bool) -> CallAnswer {
+        self.program_success = success;
+        self
+    }
+
+    /// [`is_ok`](CallAnswer::is_ok), and the program the tool ran (if it records one)
+    /// succeeded: `agent-exec call`'s exit code 0.
+    pub fn is_success(&self) -> bool {
+        self.is_ok() && self.program_success
     }
 
     /// True when the tool succeeded and, for `mounted`, its write-back did all it had to: the
@@ -129,7 +150,8 @@ impl CallAnswer {
         &self.report
     }
 
-    /// The line: `{"ok": true, …result, "mirror": …}`, or the error object, or — when the tool
+    /// The line: `{"ok": true, …result, "mirror": …}` (a result's own `ok` and `code` never
+    /// pass; its `message` does when the line has none), or the error object, or — when the tool
     /// succeeded but its write-back did not fully happen — `ok: false` with
     /// `AGENT_EXEC_WRITE_BACK_INCOMPLETE` and the result's fields kept (module docs).
     pub fn to_line(&self) -> Value {
@@ -158,8 +180,10 @@ impl CallAnswer {
             Value::Object(map) => map,
             _ => Map::new(),
         };
+        // `ok` and `code` are the rule's alone; a result's `message` (run_command's "why
+        // nothing ran") is kept unless the head has its own.
         for (k, v) in result.map(fields).unwrap_or_default() {
-            if !matches!(k.as_str(), "ok" | "code" | "message") {
+            if !matches!(k.as_str(), "ok" | "code") && !line.contains_key(&k) {
                 line.insert(k, v);
             }
         }

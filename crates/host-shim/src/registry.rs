@@ -1,8 +1,8 @@
 //! The tool registry: each tool the host offers, by name, with its input schema, what the gate
 //! must check for it, and the body that runs it.
 //!
-//! A tool is a [`ToolHandler`]; the file tools come from `file-tools`, `run` and `command` from
-//! their own crates, and each plugs in the same way.
+//! A tool is a [`ToolHandler`]; the file tools come from `file-tools`, `run`, `command` and
+//! `run_command` from their own crates, and each plugs in the same way.
 
 use std::fmt;
 use std::future::Future;
@@ -17,6 +17,7 @@ use toolscope::{CallContext, ErrorCode, ToolError};
 
 use crate::approve::{CallApprover, DebugApprover};
 use crate::config::{ToolName, WorkspaceKind};
+use crate::run_command::{RunCommandSetup, RunCommandTool};
 
 /// The boxed future a handler returns.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
@@ -40,6 +41,31 @@ pub struct ToolEnv<'a> {
     /// or the nearest skipped ancestor, and what it is), so a tool can say "not mirrored: a
     /// FIFO" rather than "does not exist" (issue 15). Always `None` for other workspaces.
     pub not_copied: NotCopiedLookup<'a>,
+    /// The session's `run_command` state: the RC-9 lock (allowlist hits of the session run in
+    /// parallel, every other call alone) and the secrets masked so far (RC-14). One per
+    /// [`Session`](crate::Session), shared by all its turns.
+    pub run_command: &'a run_command_tool::RunCommandState,
+    /// Where a tool whose result can report a failed program records whether it succeeded
+    /// (`run_command`: `RunCommandOutput::is_success`), so the front ends' exit codes come
+    /// from the typed result ([`CallAnswer::is_success`](crate::CallAnswer::is_success)).
+    pub verdict: &'a ProgramVerdict,
+}
+
+/// A tool's typed word on what it ran, beside its JSON result ([`ToolEnv::verdict`]): unset
+/// (the tools whose result is itself the success, or that run nothing) counts as success.
+#[derive(Debug, Default)]
+pub struct ProgramVerdict(std::sync::OnceLock<bool>);
+
+impl ProgramVerdict {
+    /// Records whether the program succeeded; the first record counts.
+    pub fn record(&self, success: bool) {
+        let _ = self.0.set(success);
+    }
+
+    /// False only when a tool recorded a failure.
+    pub fn succeeded(&self) -> bool {
+        self.0.get().copied().unwrap_or(true)
+    }
 }
 
 /// [`ToolEnv::not_copied`]: a lookup into the turn's mirror, if it has one.
@@ -91,7 +117,9 @@ pub struct Registry {
 }
 
 impl Default for Registry {
-    /// The file tools, plus `run` and `command` as linked into this build.
+    /// The file tools, plus `run`, `command` and `run_command` as linked into this build.
+    /// `command`'s approver approves nothing; `run_command` has mode `safe`, the shipped lists
+    /// and an asker that cannot ask ([`RunCommandSetup::default`]).
     fn default() -> Self {
         Registry {
             tools: vec![
@@ -102,6 +130,9 @@ impl Default for Registry {
                 Arc::new(RunTool),
                 Arc::new(CommandTool {
                     approver: DebugApprover(Arc::new(command_tool::DenyAll)),
+                }),
+                Arc::new(RunCommandTool {
+                    setup: RunCommandSetup::default(),
                 }),
             ],
         }
@@ -117,6 +148,15 @@ impl Registry {
             approver: DebugApprover(approver),
         }));
         registry
+    }
+
+    /// These tools with `run_command` run by `setup`: the host's policy (mode and the user's
+    /// lists), the asker for its confirmations and passwords, and the host's configuration
+    /// files to keep read-only.
+    #[must_use]
+    pub fn with_run_command(mut self, setup: RunCommandSetup) -> Self {
+        self.register(Arc::new(RunCommandTool { setup }));
+        self
     }
 
     /// Replaces (or adds) the handler for its tool name.
@@ -144,7 +184,7 @@ struct FileTool(ToolName, file_tools::FileTool);
 
 /// A tool's result as JSON (cannot fail for these plain structs; an error would still be
 /// reported, not panic).
-fn to_value<T: Serialize>(out: &T) -> Result<Value, ToolError> {
+pub(crate) fn to_value<T: Serialize>(out: &T) -> Result<Value, ToolError> {
     serde_json::to_value(out)
         .map_err(|e| ToolError::new(ErrorCode::ExecIoFailed, format!("result encoding: {e}")))
 }

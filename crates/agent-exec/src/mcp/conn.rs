@@ -37,6 +37,17 @@
 //!   further message is read or started, every call in flight is cancelled — its process tree
 //!   stopped (RUN-10, CMD-6) — and the server returns once they have all ended (DESIGN
 //!   invariant 4: nothing outlives a call).
+//! - **The server's own requests** ([`Requester`]: `elicitation/create`, issue 18). MCP lets a
+//!   server ask the client during a call. Such a request goes out through the same queue as
+//!   the replies, with an id of its own (`agent-exec-<n>`, never one the client uses for its
+//!   requests: the two directions have separate id spaces anyway); the client's response is
+//!   read by the dispatcher like any message and handed to the request waiting for that id
+//!   (one with an id nothing waits for is dropped). A request is only sent when the client
+//!   declared the capability in `initialize`; otherwise it fails at once
+//!   ([`RequestError::NotSupported`]). A waiting request whose call is cancelled (the future
+//!   dropped) is withdrawn with `notifications/cancelled` to the client; at end of input or
+//!   hang-up every waiting request fails ([`RequestError::Closed`]), so no call waits for an
+//!   answer that cannot come.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -66,6 +77,142 @@ pub const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18
 /// A `tools/call` in progress: resolves to the `CallToolResult` object.
 pub type CallFuture = Pin<Box<dyn Future<Output = Value> + Send>>;
 
+/// Why a request of the server to the client got no result.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RequestError {
+    /// The client did not declare the capability in `initialize` (or was not initialized):
+    /// nothing was sent.
+    NotSupported,
+    /// The connection ended (end of input, hang-up) before an answer came, or had ended.
+    Closed,
+    /// The client answered with a JSON-RPC error (the `error` object).
+    Refused(Value),
+}
+
+/// The server's side of its own requests to the client on one connection (module docs):
+/// cheap to clone; a clone made before [`serve`] starts is attached to it by the service's
+/// [`Service::requester`].
+#[derive(Clone, Debug, Default)]
+pub struct Requester {
+    link: Arc<std::sync::Mutex<Link>>,
+}
+
+#[derive(Debug, Default)]
+struct Link {
+    /// Where requests go; `None` before the connection starts and after it ended.
+    outbox: Option<Outbox>,
+    /// The client declared `elicitation` (form mode) in `initialize`.
+    elicitation: bool,
+    /// End of input or hang-up: no answer can come any more.
+    closed: bool,
+    next: u64,
+    pending: HashMap<Id, tokio::sync::oneshot::Sender<Result<Value, Value>>>,
+}
+
+impl Requester {
+    /// A requester not attached to any connection yet (every request fails `Closed`).
+    pub fn new() -> Requester {
+        Requester::default()
+    }
+
+    fn link(&self) -> std::sync::MutexGuard<'_, Link> {
+        self.link
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sends `elicitation/create` with `params` and waits for the client's result. Dropping
+    /// the future withdraws the request (`notifications/cancelled` to the client).
+    pub async fn elicit(&self, params: Value) -> Result<Value, RequestError> {
+        let (id, answer) = {
+            let mut link = self.link();
+            if !link.elicitation {
+                return Err(RequestError::NotSupported);
+            }
+            let Some(outbox) = link.outbox.clone().filter(|_| !link.closed) else {
+                return Err(RequestError::Closed);
+            };
+            link.next += 1;
+            let id = Id::Str(format!("agent-exec-{}", link.next));
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            link.pending.insert(id.clone(), tx);
+            outbox.push(wire::request_line(&id, "elicitation/create", params));
+            (id, rx)
+        };
+        let mut waiting = Waiting {
+            requester: self,
+            id: Some(id),
+        };
+        let outcome = answer.await;
+        waiting.id = None;
+        match outcome {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(error)) => Err(RequestError::Refused(error)),
+            Err(_) => Err(RequestError::Closed),
+        }
+    }
+
+    /// Connects to a connection's outbox.
+    fn attach(&self, outbox: Outbox) {
+        let mut link = self.link();
+        link.outbox = Some(outbox);
+        link.closed = false;
+    }
+
+    fn set_elicitation(&self, declared: bool) {
+        self.link().elicitation = declared;
+    }
+
+    /// Hands the client's response to the request waiting for `id`; false when none waits.
+    fn resolve(&self, id: &Id, outcome: Result<Value, Value>) -> bool {
+        match self.link().pending.remove(id) {
+            Some(tx) => tx.send(outcome).is_ok(),
+            None => false,
+        }
+    }
+
+    /// No answer can come any more: every waiting request fails, new ones fail at once.
+    fn close(&self) {
+        let mut link = self.link();
+        link.closed = true;
+        link.pending.clear();
+    }
+
+    /// The connection is over: also lets go of its outbox (the writer ends when every sender
+    /// is gone).
+    fn detach(&self) {
+        let mut link = self.link();
+        link.closed = true;
+        link.pending.clear();
+        link.outbox = None;
+    }
+}
+
+/// A request still waiting for its answer; dropped while waiting, it is withdrawn.
+struct Waiting<'a> {
+    requester: &'a Requester,
+    id: Option<Id>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let mut link = self.requester.link();
+        if link.pending.remove(&id).is_none() || link.closed {
+            return;
+        }
+        if let Some(outbox) = &link.outbox {
+            outbox.push(wire::notification_line(
+                "notifications/cancelled",
+                json!({
+                    "requestId": id.to_value(),
+                    "reason": "the tool call that asked was cancelled",
+                }),
+            ));
+        }
+    }
+}
+
 /// The MCP methods a connection serves, behind the lifecycle and the limits.
 pub trait Service: Send + Sync + 'static {
     /// The `initialize` result, for the negotiated `protocol_version`.
@@ -81,6 +228,11 @@ pub trait Service: Send + Sync + 'static {
         arguments: Map<String, Value>,
         cancel: Cancel,
     ) -> Result<CallFuture, String>;
+    /// The requester the service's calls use to ask the client (attached to the connection
+    /// for its lifetime); `None` for a service that never asks.
+    fn requester(&self) -> Option<Requester> {
+        None
+    }
 }
 
 /// Fires when the client cancelled a call or hung up.
@@ -115,6 +267,7 @@ enum Event {
 }
 
 /// Replies on their way to the writer thread, counted in bytes.
+#[derive(Clone, Debug)]
 struct Outbox {
     tx: std::sync::mpsc::Sender<Vec<u8>>,
     queued: Arc<AtomicUsize>,
@@ -167,9 +320,15 @@ pub async fn serve<S: Service>(
     if let Some(fd) = watch {
         spawn_hangup_watch(fd, Arc::clone(&hangup_tx))?;
     }
+    let outbox = Outbox { tx, queued };
+    let requester = service.requester();
+    if let Some(r) = &requester {
+        r.attach(outbox.clone());
+    }
     let mut conn = Conn {
         service,
-        outbox: Outbox { tx, queued },
+        requester: requester.clone(),
+        outbox,
         flights: HashMap::new(),
         tasks: JoinSet::new(),
         task_ids: HashMap::new(),
@@ -188,6 +347,9 @@ pub async fn serve<S: Service>(
             biased;
             _ = hangup.wait_for(|h| *h), if stopped.is_none() => {
                 stopped = Some(conn.cancel_all());
+                if let Some(r) = &requester {
+                    r.close();
+                }
             }
             Some(done) = conn.tasks.join_next_with_id(), if !conn.tasks.is_empty() => {
                 conn.finished(done, stopped.is_some());
@@ -198,13 +360,26 @@ pub async fn serve<S: Service>(
                 Some(Event::End(e)) => {
                     input_open = false;
                     read_error = e;
+                    // No answer to a request of ours can come any more.
+                    if let Some(r) = &requester {
+                        r.close();
+                    }
                 }
-                None => input_open = false,
+                None => {
+                    input_open = false;
+                    if let Some(r) = &requester {
+                        r.close();
+                    }
+                }
             },
             else => break,
         }
     }
-    // Every reply is queued; the writer ends once it has written them (or failed to).
+    // Every reply is queued; the writer ends once it has written them (or failed to) and every
+    // sender is gone — the requester's too.
+    if let Some(r) = &requester {
+        r.detach();
+    }
     drop(conn);
     let _ = writer.join();
     match (stopped, read_error) {
@@ -291,8 +466,19 @@ fn spawn_hangup_watch(fd: OwnedFd, hangup: Arc<watch::Sender<bool>>) -> io::Resu
         .map(drop)
 }
 
+/// True when the client's `capabilities` declare form-mode elicitation: an `elicitation`
+/// object that is empty (before 2025-11-25, and its shorthand since) or names `form`. A
+/// client that declares only `url` mode cannot answer a form.
+fn declares_form_elicitation(capabilities: Option<&Value>) -> bool {
+    match capabilities.and_then(|c| c.get("elicitation")) {
+        Some(Value::Object(e)) => e.is_empty() || e.get("form").is_some_and(Value::is_object),
+        _ => false,
+    }
+}
+
 struct Conn<S> {
     service: Arc<S>,
+    requester: Option<Requester>,
     outbox: Outbox,
     flights: HashMap<Id, Flight>,
     tasks: JoinSet<Value>,
@@ -402,7 +588,14 @@ impl<S: Service> Conn<S> {
 
     fn handle(&mut self, message: Incoming) {
         match message {
-            Incoming::Blank | Incoming::Response => {}
+            Incoming::Blank => {}
+            Incoming::Response { id, outcome } => {
+                // An answer to one of our requests; one nothing waits for (withdrawn, or never
+                // sent) is dropped, as JSON-RPC has no reply to a response.
+                if let (Some(r), Some(id)) = (&self.requester, id) {
+                    r.resolve(&id, outcome);
+                }
+            }
             Incoming::Refused(r) => self.refuse(&r),
             Incoming::Notification { method, params } => {
                 if method == "notifications/cancelled" {
@@ -523,6 +716,9 @@ impl<S: Service> Conn<S> {
             .find(|v| *v == version)
             .unwrap_or(newest);
         self.initialized = true;
+        if let Some(r) = &self.requester {
+            r.set_elicitation(declares_form_elicitation(p.get("capabilities")));
+        }
         let result = self.service.initialize(version);
         self.reply(id, result);
         Ok(())
@@ -597,9 +793,14 @@ mod tests {
         release: watch::Receiver<bool>,
         reply_bytes: usize,
         names: Mutex<Vec<String>>,
+        requester: Requester,
     }
 
     impl Service for Fake {
+        fn requester(&self) -> Option<Requester> {
+            Some(self.requester.clone())
+        }
+
         fn initialize(&self, protocol_version: &str) -> Value {
             json!({"protocolVersion": protocol_version})
         }
@@ -615,6 +816,25 @@ mod tests {
             _arguments: Map<String, Value>,
             mut cancel: Cancel,
         ) -> Result<CallFuture, String> {
+            if name == "ask" {
+                // Asks the client, and answers with what came back.
+                let requester = self.requester.clone();
+                let cancelled = Arc::clone(&self.cancelled);
+                return Ok(Box::pin(async move {
+                    let answer = tokio::select! {
+                        a = requester.elicit(json!({"message": "Run it?"})) => a,
+                        () = cancel.cancelled() => {
+                            cancelled.fetch_add(1, Ordering::SeqCst);
+                            return json!({"cancelled": true});
+                        }
+                    };
+                    let text = match answer {
+                        Ok(result) => result.to_string(),
+                        Err(e) => format!("{e:?}"),
+                    };
+                    json!({"content": [{"type": "text", "text": text}], "isError": false})
+                }));
+            }
             if name != "wait" && name != "echo" {
                 return Err(format!("no tool {name:?}"));
             }
@@ -659,6 +879,7 @@ mod tests {
                 release: release_rx,
                 reply_bytes,
                 names: Mutex::new(Vec::new()),
+                requester: Requester::new(),
             });
             let (input_rx, input) = std::io::pipe().unwrap();
             let (output, output_tx) = std::io::pipe().unwrap();
@@ -685,6 +906,14 @@ mod tests {
         fn initializing(reply_bytes: usize, watch: bool) -> Client {
             let mut c = Client::start(reply_bytes, watch);
             c.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#);
+            c
+        }
+
+        /// Initialized with the client capabilities `capabilities`.
+        fn initialized_with(capabilities: &str) -> Client {
+            let mut c = Client::start(1, false);
+            c.send(&format!(r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{capabilities},"clientInfo":{{"name":"t","version":"0"}}}}}}"#));
+            assert_eq!(c.recv()["id"], 0);
             c
         }
 
@@ -758,6 +987,94 @@ mod tests {
         );
         let message = reply["error"]["message"].as_str().unwrap();
         assert!(message.contains(says), "{reply}");
+    }
+
+    #[test]
+    fn an_elicitation_goes_to_a_client_that_declared_it_and_its_answer_comes_back_to_the_call() {
+        let mut c = Client::initialized_with(r#"{"elicitation":{"form":{}}}"#);
+        c.call(1, "ask");
+        let request = c.recv();
+        assert_eq!(
+            (&request["method"], &request["params"]["message"]),
+            (&json!("elicitation/create"), &json!("Run it?")),
+            "{request}"
+        );
+        let asked = request["id"].clone();
+        assert_eq!(asked, json!("agent-exec-1"));
+        // A response nobody waits for is dropped; the right one reaches the call.
+        c.send(r#"{"jsonrpc":"2.0","id":"agent-exec-99","result":{"action":"accept"}}"#);
+        c.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{asked},"result":{{"action":"accept","content":{{"run":true}}}}}}"#
+        ));
+        let reply = c.recv();
+        assert_eq!(reply["id"], 1);
+        let text: Value =
+            serde_json::from_str(reply["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text, json!({"action": "accept", "content": {"run": true}}));
+        // An error answer is the client's refusal.
+        c.call(2, "ask");
+        let asked = c.recv()["id"].clone();
+        c.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{asked},"error":{{"code":-32601,"message":"no"}}}}"#
+        ));
+        let text = c.recv()["result"]["content"][0]["text"].clone();
+        assert!(text.as_str().unwrap().starts_with("Refused("), "{text}");
+        assert_eq!(c.finish(), (End::InputClosed, vec![]));
+    }
+
+    #[test]
+    fn a_client_without_elicitation_is_never_asked() {
+        for caps in [
+            r#"{}"#,
+            r#"{"elicitation":{"url":{}}}"#,
+            r#"{"elicitation":true}"#,
+        ] {
+            let mut c = Client::initialized_with(caps);
+            c.call(1, "ask");
+            let reply = c.recv();
+            assert_eq!(
+                (&reply["id"], &reply["result"]["content"][0]["text"]),
+                (&json!(1), &json!("NotSupported")),
+                "{caps}: {reply}"
+            );
+            assert_eq!(c.finish(), (End::InputClosed, vec![]));
+        }
+    }
+
+    #[test]
+    fn a_cancelled_call_withdraws_its_pending_elicitation() {
+        let mut c = Client::initialized_with(r#"{"elicitation":{}}"#);
+        c.call(1, "ask");
+        let asked = c.recv()["id"].clone();
+        c.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#);
+        let withdrawn = c.recv();
+        assert_eq!(
+            (&withdrawn["method"], &withdrawn["params"]["requestId"]),
+            (&json!("notifications/cancelled"), &asked),
+            "{withdrawn}"
+        );
+        assert!(withdrawn.get("id").is_none(), "{withdrawn}");
+        // The late answer finds nothing waiting, and the cancelled call gets no reply.
+        c.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{asked},"result":{{"action":"accept"}}}}"#
+        ));
+        let cancelled = Arc::clone(&c.fake.cancelled);
+        assert_eq!(c.finish(), (End::InputClosed, vec![]));
+        assert_eq!(cancelled.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn at_end_of_input_a_pending_elicitation_fails_and_its_call_is_answered() {
+        let mut c = Client::initialized_with(r#"{"elicitation":{}}"#);
+        c.call(1, "ask");
+        assert_eq!(c.recv()["method"], "elicitation/create");
+        let (end, rest) = c.finish();
+        assert_eq!(end, End::InputClosed);
+        assert_eq!(rest.len(), 1, "{rest:?}");
+        assert_eq!(
+            (&rest[0]["id"], &rest[0]["result"]["content"][0]["text"]),
+            (&json!(1), &json!("Closed"))
+        );
     }
 
     #[test]

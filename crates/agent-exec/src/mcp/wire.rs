@@ -134,9 +134,15 @@ pub enum Incoming {
         /// Its params as sent.
         params: Option<Value>,
     },
-    /// A response or error from the client. This server sends no requests, so nothing waits
-    /// for one; it is dropped.
-    Response,
+    /// A response or error from the client to one of this server's own requests
+    /// (`elicitation/create`): routed to the request waiting for it by `conn`, dropped when
+    /// nothing waits for its id.
+    Response {
+        /// The id it answers (`None` when it is not one MCP allows, e.g. `null`).
+        id: Option<Id>,
+        /// `result` (`Ok`) or `error` (`Err`), as sent.
+        outcome: Result<Value, Value>,
+    },
     /// A blank line: nothing to answer.
     Blank,
     /// Answered with an error, nothing else done.
@@ -414,7 +420,11 @@ fn classify(value: Value) -> Incoming {
             return refuse(format!("\"method\" must be a string, not {}", kind(&other)));
         }
         None if obj.contains_key("result") || obj.contains_key("error") => {
-            return Incoming::Response;
+            let outcome = match obj.remove("result") {
+                Some(result) => Ok(result),
+                None => Err(obj.remove("error").unwrap_or(Value::Null)),
+            };
+            return Incoming::Response { id, outcome };
         }
         None => {
             return refuse(
@@ -455,6 +465,21 @@ pub fn result_line(id: &Id, result: Value) -> Vec<u8> {
     line_of(&Value::Object(reply))
 }
 
+/// A request of the server to the client, as one line.
+pub fn request_line(id: &Id, method: &str, params: Value) -> Vec<u8> {
+    line_of(&serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id.to_value(),
+        "method": method,
+        "params": params,
+    }))
+}
+
+/// A notification of the server to the client, as one line.
+pub fn notification_line(method: &str, params: Value) -> Vec<u8> {
+    line_of(&serde_json::json!({"jsonrpc": "2.0", "method": method, "params": params}))
+}
+
 /// An error reply, as one line (`id: null` when the request's id is unknown).
 pub fn error_line(refusal: &Refusal) -> Vec<u8> {
     line_of(&serde_json::json!({
@@ -483,7 +508,10 @@ mod tests {
         let got = match parse(line.as_bytes()) {
             Incoming::Request { id, method, .. } => json!({"request": method, "id": id.to_value()}),
             Incoming::Notification { method, .. } => json!({"notification": method}),
-            Incoming::Response => json!("response"),
+            Incoming::Response { id, outcome } => json!({
+                "response": id.map(|i| i.to_value()),
+                "ok": outcome.is_ok(),
+            }),
             Incoming::Blank => json!("blank"),
             Incoming::Refused(r) => json!({"code": r.code, "id": r.id}),
         };
@@ -504,7 +532,18 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             json!({"notification": "notifications/initialized"}),
         );
-        check(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, json!("response"));
+        check(
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            json!({"response": 1, "ok": true}),
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":"s-2","error":{"code":-32601,"message":"no"}}"#,
+            json!({"response": "s-2", "ok": false}),
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"?"}}"#,
+            json!({"response": null, "ok": false}),
+        );
         check("   ", json!("blank"));
         check("\r", json!("blank"));
         // Not JSON, but the id is readable.

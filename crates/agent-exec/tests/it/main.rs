@@ -10,4 +10,6 @@ mod cli;
 mod disk;
 mod mcp;
 mod mcp_wire;
+mod run_command;
+mod tty;
 mod util;

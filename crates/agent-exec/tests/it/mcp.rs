@@ -93,10 +93,24 @@ fn mcp_python() -> Option<PathBuf> {
 /// Runs the Python client against `agent-exec <args>` (cwd: the fixture's folder, so a server
 /// that lingered would count as a survivor) and returns what it printed.
 fn python_client(python: &Path, cwd: &Path, args: &[&str], calls: Value) -> Value {
+    python_client_answering(python, cwd, args, calls, Value::Null)
+}
+
+/// [`python_client`] with a client that declares elicitation and answers the server's
+/// elicitations in order from `elicitation` (`"accept"`, `"accept-no"`, `"decline"`,
+/// `"cancel"`); `null` declares no elicitation capability.
+fn python_client_answering(
+    python: &Path,
+    cwd: &Path,
+    args: &[&str],
+    calls: Value,
+    elicitation: Value,
+) -> Value {
     let plan = json!({
         "command": env!("CARGO_BIN_EXE_agent-exec"),
         "args": args,
         "calls": calls,
+        "elicitation": elicitation,
     });
     let out = Command::new(python)
         .arg(CLIENT)
@@ -163,7 +177,18 @@ fn python_mcp_client_lists_the_tools_and_calls_read_run_and_command() {
     let tools = out["tools"].as_object().unwrap();
     let mut names: Vec<&str> = tools.keys().map(String::as_str).collect();
     names.sort_unstable();
-    assert_eq!(names, ["command", "edit", "grep", "read", "run", "write"]);
+    assert_eq!(
+        names,
+        [
+            "command",
+            "edit",
+            "grep",
+            "read",
+            "run",
+            "run_command",
+            "write"
+        ]
+    );
     let registry = host_shim::Registry::default();
     for (name, tool) in tools {
         let handler = registry
@@ -516,7 +541,7 @@ fn a_configuration_serves_only_the_tools_its_workspace_can_run() {
     let f = Fixture::new();
     let config = json!({
         "schemaVersion": 2, "systemPrompt": "notes",
-        "tools": [{"ref": "read"}, {"ref": "run"}, {"ref": "command"}],
+        "tools": [{"ref": "read"}, {"ref": "run"}, {"ref": "command"}, {"ref": "run_command"}],
         "workspace": {"kind": "direct", "path": f.folder},
         "memory": "session", "mode": "yolo",
     });
@@ -535,10 +560,280 @@ fn a_configuration_serves_only_the_tools_its_workspace_can_run() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("serving read, command on stdio"),
+        stderr.contains("serving read, command, run_command on stdio"),
         "{stderr}"
     );
     assert!(out.status.success(), "{}: {stderr}", out.status);
+    // In a mounted workspace run_command is not served, and says why.
+    let config = json!({
+        "schemaVersion": 2, "systemPrompt": "notes",
+        "tools": [{"ref": "run"}, {"ref": "run_command"}],
+        "workspace": {"kind": "mounted", "path": f.folder},
+        "memory": "session", "mode": "yolo",
+    });
+    std::fs::write(&file, config.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+        .args(["--state-dir", s(&f.state), "mcp", "--config", s(&file)])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "run_command is not served: run_command needs a direct workspace, this one is mounted"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("serving run on stdio"), "{stderr}");
+}
+
+#[test]
+fn python_mcp_client_confirms_run_command_by_elicitation_accept_runs_decline_does_not() {
+    // Issue 18: confirmations go to an MCP client that declared elicitation; only `accept`
+    // with `run: true` runs; an allowlist hit (RC-9) asks nothing.
+    if !sandbox_available() {
+        return;
+    }
+    let Some(python) = mcp_python() else {
+        return;
+    };
+    let f = Fixture::new();
+    let calls = json!([
+        ["run_command", {"argv": ["touch", "accepted.txt"]}],
+        ["run_command", {"argv": ["touch", "declined.txt"]}],
+        ["run_command", {"argv": ["touch", "unticked.txt"]}],
+        ["run_command", {"argv": ["touch", "cancelled.txt"]}],
+        ["run_command", {"argv": ["ls"]}],
+    ]);
+    let args = [
+        "--state-dir",
+        s(&f.state),
+        "mcp",
+        "--workspace",
+        s(&f.folder),
+    ];
+    let answers = json!(["accept", "decline", "accept-no", "cancel"]);
+    let out = python_client_answering(&python, &f.folder, &args, calls, answers);
+    let asked = out["elicitations"].as_array().unwrap();
+    assert_eq!(asked.len(), 4, "{out}");
+    for (question, label) in asked
+        .iter()
+        .zip(["accepted", "declined", "unticked", "cancelled"])
+    {
+        let message = question["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("touch {label}.txt")),
+            "{question}"
+        );
+        assert_eq!(
+            question["requestedSchema"]["required"],
+            json!(["run"]),
+            "{question}"
+        );
+    }
+    let results: Vec<Value> = out["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(result_of)
+        .collect();
+    assert_eq!(results[0]["executed"], true, "{}", results[0]);
+    assert!(f.folder.join("accepted.txt").exists());
+    for (i, file) in [
+        (1, "declined.txt"),
+        (2, "unticked.txt"),
+        (3, "cancelled.txt"),
+    ] {
+        assert_eq!(
+            (
+                &results[i]["ok"],
+                &results[i]["executed"],
+                &results[i]["status"]
+            ),
+            (&json!(true), &json!(false), &json!("notExecuted")),
+            "{}",
+            results[i]
+        );
+        assert!(!f.folder.join(file).exists(), "{file}");
+    }
+    assert_eq!(results[4]["executed"], true, "{}", results[4]);
+    assert!(
+        results[4]["output"]
+            .as_str()
+            .unwrap()
+            .contains("accepted.txt")
+    );
+    assert_no_survivors(&f.folder);
+}
+
+#[test]
+fn python_mcp_client_without_elicitation_gets_not_executed_and_is_never_asked() {
+    let Some(python) = mcp_python() else {
+        return;
+    };
+    let f = Fixture::new();
+    let calls = json!([["run_command", {"argv": ["touch", "made.txt"]}]]);
+    let args = [
+        "--state-dir",
+        s(&f.state),
+        "mcp",
+        "--workspace",
+        s(&f.folder),
+    ];
+    let out = python_client(&python, &f.folder, &args, calls);
+    assert_eq!(out["elicitations"], json!([]), "{out}");
+    let result = result_of(&out["calls"][0]);
+    assert_eq!(
+        (&result["ok"], &result["executed"], &result["status"]),
+        (&json!(true), &json!(false), &json!("notExecuted")),
+        "{result}"
+    );
+    assert!(!f.folder.join("made.txt").exists());
+}
+
+#[test]
+fn over_mcp_a_password_is_never_asked_and_the_call_says_where_to_run_it() {
+    // RC-12 and the MCP spec: no secret is collected by a form; the call is not executed and
+    // its message points to `agent-exec call run_command` in a terminal.
+    let Some(python) = mcp_python() else {
+        return;
+    };
+    let f = Fixture::new();
+    let calls = json!([
+        ["run_command", {"argv": ["touch", "unsandboxed.txt"], "sandbox": false}],
+    ]);
+    let args = [
+        "--state-dir",
+        s(&f.state),
+        "mcp",
+        "--workspace",
+        s(&f.folder),
+        "--mode",
+        "allow-all",
+    ];
+    let answers = json!(["accept", "accept", "accept"]);
+    let out = python_client_answering(&python, &f.folder, &args, calls, answers);
+    for question in out["elicitations"].as_array().unwrap() {
+        let fields = question["requestedSchema"]["properties"]
+            .as_object()
+            .unwrap();
+        assert_eq!(fields.keys().collect::<Vec<_>>(), ["run"], "{question}");
+    }
+    let result = result_of(&out["calls"][0]);
+    assert_eq!(
+        (&result["executed"], &result["status"]),
+        (&json!(false), &json!("notExecuted")),
+        "{result}"
+    );
+    let message = result["message"].as_str().unwrap_or_default();
+    assert!(message.contains("agent-exec call run_command"), "{result}");
+    assert!(message.contains("password"), "{result}");
+    assert!(!f.folder.join("unsandboxed.txt").exists());
+}
+
+#[test]
+fn cancelling_a_run_command_call_withdraws_its_elicitation_and_runs_nothing() {
+    // Issue 18: a pending elicitation belongs to its tools/call; cancelled, the server tells
+    // the client to drop the question, a late answer runs nothing, and the call gets no reply.
+    let f = Fixture::new();
+    let mut raw = Raw::spawn(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "mcp",
+            "--workspace",
+            s(&f.folder),
+        ],
+        &f.folder,
+    );
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "raw-test", "version": "0"}}}),
+    );
+    assert_eq!(raw.recv()["id"], 0);
+    raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "run_command", "arguments": {"argv": ["touch", "late.txt"]}}}),
+    );
+    let question = raw.recv();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let asked = question["id"].clone();
+    raw.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7}}),
+    );
+    let withdrawn = raw.recv();
+    assert_eq!(
+        (&withdrawn["method"], &withdrawn["params"]["requestId"]),
+        (&json!("notifications/cancelled"), &asked),
+        "{withdrawn}"
+    );
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": asked, "result": {"action": "accept",
+        "content": {"run": true}}}),
+    );
+    raw.send(json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}));
+    assert_eq!(raw.recv(), json!({"jsonrpc": "2.0", "id": 8, "result": {}}));
+    assert!(raw.finish().success());
+    assert!(!f.folder.join("late.txt").exists());
+}
+
+#[test]
+fn a_pending_confirmation_does_not_hold_up_a_read_only_call_of_the_same_session() {
+    // RC-9 in the MCP server: allowlist hits run while another call of the connection waits
+    // for the user's answer; the answer then runs the first.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write("seen.txt", "x");
+    let mut raw = Raw::spawn(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "mcp",
+            "--workspace",
+            s(&f.folder),
+        ],
+        &f.folder,
+    );
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "raw-test", "version": "0"}}}),
+    );
+    assert_eq!(raw.recv()["id"], 0);
+    raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "run_command", "arguments": {"argv": ["touch", "after.txt"]}}}),
+    );
+    let question = raw.recv();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "run_command", "arguments": {"argv": ["ls"]}}}),
+    );
+    let listed = raw.recv();
+    assert_eq!(listed["id"], 2, "{listed}");
+    let result = result_of(&listed["result"]);
+    assert!(
+        result["output"].as_str().unwrap().contains("seen.txt"),
+        "{result}"
+    );
+    assert!(!f.folder.join("after.txt").exists());
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept",
+        "content": {"run": true}}}),
+    );
+    let done = raw.recv();
+    assert_eq!(done["id"], 1, "{done}");
+    assert_eq!(result_of(&done["result"])["executed"], true, "{done}");
+    assert!(f.folder.join("after.txt").exists());
+    assert!(raw.finish().success());
+    assert_no_survivors(&f.folder);
 }
 
 #[test]

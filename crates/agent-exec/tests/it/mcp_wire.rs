@@ -229,7 +229,8 @@ fn requests_before_initialize_and_initialize_without_params_get_json_rpc_errors(
         "{init}"
     );
     raw.send(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}));
-    assert_eq!(raw.recv()["result"]["tools"].as_array().unwrap().len(), 6);
+    // read, write, edit, grep, run, command and run_command.
+    assert_eq!(raw.recv()["result"]["tools"].as_array().unwrap().len(), 7);
     let (status, stderr) = raw.finish_with_stderr();
     assert!(status.success(), "{status}");
     assert_quiet_stderr(&stderr);

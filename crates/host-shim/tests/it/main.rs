@@ -8,6 +8,7 @@
 mod config;
 mod grants;
 mod outcome;
+mod run_command;
 mod state;
 mod turns;
 mod util;

@@ -146,6 +146,21 @@ fn a_result_cannot_smuggle_ok_code_or_message_past_the_rule() {
     assert!(!line_is_ok(&line));
     assert_eq!(line["code"], "AGENT_EXEC_WRITE_BACK_INCOMPLETE");
     assert_ne!(line["message"], "fine");
+    // A successful line keeps a result's message (run_command's "why nothing ran"), never its
+    // code.
+    let line = turn_line(
+        Ok(json!({"ok": false, "code": "NONE", "message": "not executed: …", "executed": false})),
+        &TurnReport {
+            workspace: WorkspaceKind::Direct,
+            mirror: None,
+        },
+    );
+    assert!(line_is_ok(&line), "{line}");
+    assert_eq!(
+        (&line["code"], &line["message"], &line["executed"]),
+        (&Value::Null, &json!("not executed: …"), &json!(false)),
+        "{line}"
+    );
 }
 
 #[test]

@@ -1,0 +1,170 @@
+//! `run_command` (RC-*, RCS-*) as a registered tool: what the host gives `run_command_tool`
+//! for each call — the turn's folder, the host's [`Policy`] (mode and the user's run_command
+//! configuration), the host's [`Asker`], the session's [`RunCommandState`](run_command_tool::RunCommandState) and the
+//! [`RunCommandOptions`] of this machine.
+//!
+//! **Owns:** the one reading of the user's run_command configuration file that both
+//! `agent-exec check run_command` and the tool use ([`run_command_policy`]), and what a host
+//! passes: `home` is the user's `$HOME` at the call, `hidden` the host's state directory (as
+//! for `command`), `protected` the host's own configuration files that exist (RCS-3). The
+//! session's state (the RC-9 lock, the secrets masked so far) is one per `Session`
+//! (`crate::Session`), shared by its turns.
+//!
+//! **Refuses to know:** the decision, the gates, the sandbox (the tool's), and how a question
+//! reaches the user (the host's asker; the default one cannot ask, so nothing gated runs).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use run_command_tool::{Asker, DenyAllAsker, Mode, Policy, RunCommandArgs, RunCommandOptions};
+use serde_json::Value;
+use toolscope::{ErrorCode, ToolError};
+
+use crate::config::ToolName;
+use crate::registry::{ToolEnv, ToolFuture, ToolHandler, to_value};
+
+/// How this host runs `run_command`: its rules and who answers its questions.
+///
+/// ```
+/// use std::sync::Arc;
+/// use host_shim::{Registry, RunCommandMode, RunCommandSetup, run_command_policy};
+/// let policy = run_command_policy(None, Some(RunCommandMode::Auto)).unwrap();
+/// let registry = Registry::default()
+///     .with_run_command(RunCommandSetup::new(policy, Arc::new(host_shim::DenyAllAsker)));
+/// assert!(registry.get(host_shim::ToolName::RunCommand).is_some());
+/// ```
+#[derive(Clone)]
+pub struct RunCommandSetup {
+    /// The decision's rules: the mode (`safe`, `auto`, `allow-all`) and the user's lists.
+    pub policy: Policy,
+    /// Asks the user for confirmations and passwords; [`DenyAllAsker`] cannot ask (every
+    /// gated call comes back not executed).
+    pub asker: Arc<dyn Asker>,
+    /// The host's own configuration files (the agent configuration, the run_command
+    /// configuration): read-only even inside a writable root (RCS-3). Missing ones are left out
+    /// at each call.
+    pub protected: Vec<PathBuf>,
+}
+
+impl RunCommandSetup {
+    /// `policy` with `asker`, protecting nothing beyond the tool's own list.
+    pub fn new(policy: Policy, asker: Arc<dyn Asker>) -> RunCommandSetup {
+        RunCommandSetup {
+            policy,
+            asker,
+            protected: Vec::new(),
+        }
+    }
+
+    /// Also keeps `path` (a host configuration file) read-only (RCS-3).
+    #[must_use]
+    pub fn protect(mut self, path: impl Into<PathBuf>) -> RunCommandSetup {
+        self.protected.push(path.into());
+        self
+    }
+}
+
+impl Default for RunCommandSetup {
+    /// Mode `safe`, the shipped lists, and no way to ask: only read-only allowlist hits run.
+    fn default() -> Self {
+        RunCommandSetup::new(Policy::defaults(Mode::Safe), Arc::new(DenyAllAsker))
+    }
+}
+
+impl fmt::Debug for RunCommandSetup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunCommandSetup")
+            .field("mode", &self.policy.mode)
+            .field("protected", &self.protected)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The run_command rules a host uses: the shipped lists merged with the user's configuration
+/// file (`file`: JSON with `denied_command`, `read_only_command`, `sensitive_path`,
+/// `private_path`, `mode`), with `mode` — when given — over the file's, over `safe`. A file
+/// that cannot be read or is not a valid configuration is an `AGENT_EXEC_ARGUMENTS_INVALID`
+/// naming it.
+pub fn run_command_policy(file: Option<&Path>, mode: Option<Mode>) -> Result<Policy, ToolError> {
+    let invalid = |message: String| ToolError::new(ErrorCode::ExecArgumentsInvalid, message);
+    let user_json = match file {
+        Some(file) => Some(std::fs::read_to_string(file).map_err(|e| {
+            invalid(format!(
+                "{}: {e}; give a readable run_command configuration file",
+                file.display()
+            ))
+        })?),
+        None => None,
+    };
+    let policy = Policy::load(Mode::Safe, user_json.as_deref()).map_err(|e| {
+        let name = file.unwrap_or(Path::new("")).display();
+        invalid(format!("{name}: {e}"))
+    })?;
+    Ok(match mode {
+        Some(mode) => policy.with_mode(mode),
+        None => policy,
+    })
+}
+
+/// The registered `run_command`.
+#[derive(Debug)]
+pub(crate) struct RunCommandTool {
+    pub(crate) setup: RunCommandSetup,
+}
+
+/// The user's home directory for run_command's sandbox and rules: `$HOME`, absolute.
+fn home() -> Result<PathBuf, ToolError> {
+    match std::env::var_os("HOME").map(PathBuf::from) {
+        Some(home) if home.is_absolute() => Ok(home),
+        _ => Err(ToolError::new(
+            ErrorCode::ExecArgumentsInvalid,
+            "run_command needs the user's home directory (its sandbox reads it and writes its \
+             caches), but HOME is not set to an absolute path; set HOME and call again",
+        )),
+    }
+}
+
+impl ToolHandler for RunCommandTool {
+    fn name(&self) -> ToolName {
+        ToolName::RunCommand
+    }
+
+    fn input_schema(&self) -> Value {
+        run_command_tool::input_schema()
+    }
+
+    fn call<'a>(&'a self, args: Value, env: ToolEnv<'a>) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let args = RunCommandArgs::from_json(&args.to_string()).map_err(|refusal| {
+                let code = refusal
+                    .code
+                    .as_str()
+                    .parse::<ErrorCode>()
+                    .unwrap_or(ErrorCode::RunCommandArgumentsInvalid);
+                ToolError::new(code, refusal.message)
+            })?;
+            let mut options = RunCommandOptions::for_home(home()?);
+            options.hidden = env.hidden.to_vec();
+            options.protected = self
+                .setup
+                .protected
+                .iter()
+                .filter(|p| p.exists())
+                .cloned()
+                .collect();
+            let out = run_command_tool::run_command(
+                args,
+                env.root,
+                &self.setup.policy,
+                &*self.setup.asker,
+                env.run_command,
+                &options,
+                &env.ctx,
+            )
+            .await?;
+            env.verdict.record(out.is_success());
+            to_value(&out)
+        })
+    }
+}
