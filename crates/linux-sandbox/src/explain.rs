@@ -876,6 +876,31 @@ mod tests {
     }
 
     #[test]
+    fn a_private_path_made_after_prepare_or_replaced_is_explained_as_hidden() {
+        // Issue 18 review 5: the read grant is split around hidden paths, so a `~/.docker` the
+        // host makes during the call, or a `~/.netrc` it replaces by rename, is refused by
+        // Landlock; the explanation is by name, whatever exists when it is asked.
+        let t = tree();
+        let ro = t.path().join("ro");
+        let p = Policy::new()
+            .allow(&ro, Access::READ | Access::EXECUTE)
+            .hide(ro.join(".docker"))
+            .hide(ro.join(".netrc"));
+        std::fs::create_dir(ro.join(".docker")).unwrap();
+        std::fs::write(ro.join(".docker/config.json"), "x").unwrap();
+        std::fs::write(ro.join(".netrc"), "x").unwrap();
+        for (path, hidden) in [
+            (ro.join(".docker/config.json"), ro.join(".docker")),
+            (ro.join(".netrc"), ro.join(".netrc")),
+        ] {
+            assert_eq!(
+                denied(p.explain(&path, Access::READ)),
+                Denial::Hidden { hidden }
+            );
+        }
+    }
+
+    #[test]
     fn a_write_to_a_protected_path_is_named_and_reading_it_is_allowed() {
         let t = tree();
         let p = policy(t.path()).protect(t.path().join("work/sub"));
