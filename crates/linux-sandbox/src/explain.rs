@@ -54,7 +54,11 @@
 //! private mount view of `isolate`, which only covers hidden paths and remounts read-only), and
 //! nothing changed between the program's access and the explanation. A change in between can
 //! only make the answer stale, which is why callers explain right after the program ends and
-//! before its temp dir goes.
+//! before its temp dir goes. One such change is known and answered on purpose: beneath a
+//! read-only grant split around hidden paths (module `split`), an entry made during the call is
+//! refused by Landlock; a hidden one is [`Denial::Hidden`] by its name, as any name there, but
+//! an ordinary one (`~/new-file`) is answered as its grant allows, since what existed at
+//! `prepare` is not known here, so no denial is claimed for it.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};

@@ -21,7 +21,8 @@
 //! directories again, so a rule is never on a stale inode), and to make more than
 //! [`MAX_SPLIT_RULES`] rules ([`SandboxError::TooManyEntries`]).
 //!
-//! **Costs:** per split directory one `open` and its entries read; per entry one `O_PATH` open
+//! **Costs:** per split directory one `open` and its entries read; per entry but a symbolic
+//! link (by the listing's type) one `O_PATH` open
 //! without following links (no automount is triggered), one `statx` that asks a network file
 //! system for nothing (`AT_STATX_DONT_SYNC`), one `landlock_add_rule`, one `close`; no
 //! descriptor is kept. A mount point entry is granted on the root of what is mounted there (the
@@ -208,7 +209,9 @@ pub(crate) fn add_rules(
             continue;
         }
         let below = tree.children.get(bytes);
-        if below.is_some_and(|t| t.hidden) {
+        // A link by the listing is not opened at all (a link made since into a file stays
+        // without a rule: refused, never granted).
+        if below.is_some_and(|t| t.hidden) || entry.file_type() == FileType::Symlink {
             continue;
         }
         let entry_path = || path.join(OsStr::from_bytes(bytes));
