@@ -22,11 +22,13 @@
 //! [`MAX_SPLIT_RULES`] rules ([`SandboxError::TooManyEntries`]).
 //!
 //! **Costs:** per split directory one `open` and its entries read; per entry but a symbolic
-//! link (by the listing's type) one `O_PATH` open
-//! without following links (no automount is triggered), one `statx` that asks a network file
-//! system for nothing (`AT_STATX_DONT_SYNC`), one `landlock_add_rule`, one `close`; no
-//! descriptor is kept. A mount point entry is granted on the root of what is mounted there (the
-//! file the program reaches, since the new root clones the grant recursively).
+//! link (by the listing's type) one `O_PATH` open without following links (no automount is
+//! triggered), one `landlock_add_rule`, one `close`, and where the listing gives no type one
+//! `statx` that asks a network file system for nothing (`AT_STATX_DONT_SYNC`); no descriptor
+//! is kept. The kernel refuses directory rights on a file, so an entry replaced by another
+//! kind since the listing is asked again. A mount point entry is granted on the root of what
+//! is mounted there (the file the program reaches, since the new root clones the grant
+//! recursively; only a directory mounts over a directory, a file over a file).
 //!
 //! **What a listing shows:** `READ_DIR` on a split directory covers everything beneath it, so
 //! the *names* in a private directory created mid-call can be listed; no content can be read.
@@ -226,7 +228,17 @@ pub(crate) fn add_rules(
             Err(rustix::io::Errno::NOENT) => continue,
             Err(e) => return Err(open_error(&entry_path(), e)),
         };
-        let kind = file_type(fd.as_fd()).map_err(|e| open_error(&entry_path(), e))?;
+        let stat = || file_type(fd.as_fd()).map_err(|e| open_error(&entry_path(), e));
+        // The listing's type where the file system gives one (one system call fewer per
+        // entry; a mount point's type is the mounted root's, since only a directory mounts
+        // over a directory and a file over a file); asked of the file itself where it does
+        // not, and for the few entries that lead to a hidden path.
+        let listed = entry.file_type();
+        let kind = if below.is_none() && listed != FileType::Unknown {
+            listed
+        } else {
+            stat()?
+        };
         match (kind, below) {
             (FileType::Symlink, _) => {}
             (FileType::Directory, Some(below)) => {
@@ -234,7 +246,18 @@ pub(crate) fn add_rules(
             }
             (FileType::Directory, None) => {
                 spend(budget, path)?;
-                crate::sandbox::add_path_rule(ruleset, fd.as_fd(), rights.dir)?;
+                match crate::sandbox::add_path_rule(ruleset, fd.as_fd(), rights.dir) {
+                    // Replaced by a file since the listing: directory rights do not apply to
+                    // a file (EINVAL); what it is now gets what it may have.
+                    Err(SandboxError::LandlockRule { source })
+                        if source.raw_os_error() == Some(libc::EINVAL) =>
+                    {
+                        if !matches!(stat()?, FileType::Directory | FileType::Symlink) {
+                            crate::sandbox::add_path_rule(ruleset, fd.as_fd(), rights.file)?;
+                        }
+                    }
+                    other => other?,
+                }
             }
             _ if !rights.file.is_empty() => {
                 spend(budget, path)?;
