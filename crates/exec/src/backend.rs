@@ -18,7 +18,8 @@ pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, ExecError> {
         e @ (linux_sandbox::SandboxError::CannotHide { .. }
         | linux_sandbox::SandboxError::CannotHideFile { .. }
         | linux_sandbox::SandboxError::CannotProtect { .. }
-        | linux_sandbox::SandboxError::TooManyMounts { .. }) => ExecError::Refused(e.to_string()),
+        | linux_sandbox::SandboxError::TooManyMounts { .. }
+        | linux_sandbox::SandboxError::TooManyEntries { .. }) => ExecError::Refused(e.to_string()),
         e => ExecError::Io(format!("cannot prepare the sandbox: {e}")),
     })?;
     // `prepare` fails outright when filesystem restriction cannot be enforced; a partial

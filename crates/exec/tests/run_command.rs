@@ -189,6 +189,152 @@ async fn the_argv_spec_reads_home_writes_the_workdir_and_caches_and_hides_privat
     );
 }
 
+/// Runs `before` in the command, then lets the host do `host` while the command waits (a
+/// handshake through the working directory: `ready` from the command, `go` from the host,
+/// never a sleep that would race), then runs `after`. The spec also hides `~/.docker` and
+/// `~/.config/gh`, which do not exist when the call starts.
+async fn mid_call(
+    h: &Home,
+    before: &str,
+    host: impl FnOnce() + Send + 'static,
+    after: &str,
+) -> Outcome {
+    let mut spec = h.spec(Network::None);
+    spec.hidden.push(h.home.join(".docker"));
+    spec.hidden.push(h.home.join(".config/gh"));
+    let (ready, go) = (h.proj.join("ready"), h.proj.join("go"));
+    let waiter = std::thread::spawn(move || {
+        // Bounded: a command that never got there fails the test below, not this thread.
+        for _ in 0..6000 {
+            if ready.exists() {
+                host();
+                std::fs::write(&go, "").unwrap();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let script = format!(
+        "{before}; : > ready; i=0; \
+         while [ ! -e go ] && [ $i -lt 6000 ]; do sleep 0.01; i=$((i+1)); done; {after}"
+    );
+    let out = h.sh(&script, spec).await;
+    waiter.join().unwrap();
+    assert!(h.proj.join("go").exists(), "the host never acted");
+    out
+}
+
+#[tokio::test]
+async fn a_private_directory_the_host_makes_mid_call_is_unreadable() {
+    if !sandbox_available() {
+        return;
+    }
+    let h = home();
+    std::fs::create_dir_all(h.home.join(".config/other")).unwrap();
+    std::fs::write(h.home.join(".config/other/rc"), "OTHER-RC\n").unwrap();
+    let (home, docker) = (h.home.clone(), h.home.join(".docker"));
+    let out = mid_call(
+        &h,
+        "ls ~/.docker ~/.config/gh 2>&1 | grep -c 'No such file'",
+        move || {
+            std::fs::create_dir_all(docker.join("sub")).unwrap();
+            std::fs::write(docker.join("config.json"), "DOCKER-SECRET\n").unwrap();
+            std::fs::write(docker.join("sub/token"), "DOCKER-SECRET\n").unwrap();
+            std::fs::create_dir_all(home.join(".config/gh")).unwrap();
+            std::fs::write(home.join(".config/gh/hosts.yml"), "GH-SECRET\n").unwrap();
+            std::fs::write(home.join(".git-credentials"), "CRED-SECRET\n").unwrap();
+        },
+        "cat ~/.docker/config.json ~/.docker/sub/token ~/.config/gh/hosts.yml \
+         ~/.git-credentials; cat ~/.config/other/rc ~/notes",
+    )
+    .await;
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.finished(), "{out:?}");
+    assert!(!stdout.contains("SECRET"), "{stdout}");
+    // Both missing at the start; the rest of `.config` and of the home reads as before.
+    assert_eq!(stdout, "2\nOTHER-RC\nNOTES\n", "{err}");
+    assert_eq!(err.matches("Permission denied").count(), 4, "{err}");
+}
+
+#[tokio::test]
+async fn a_private_file_the_host_replaces_by_rename_mid_call_is_unreadable() {
+    if !sandbox_available() {
+        return;
+    }
+    let h = home();
+    let home = h.home.clone();
+    let out = mid_call(
+        &h,
+        "echo \"netrc=[$(cat ~/.netrc)]\"",
+        move || {
+            // As git's credential store and every atomic save rewrite a file.
+            std::fs::write(home.join(".netrc.tmp"), "NEW-SECRET\n").unwrap();
+            std::fs::rename(home.join(".netrc.tmp"), home.join(".netrc")).unwrap();
+        },
+        "cat ~/.netrc; cat ~/notes",
+    )
+    .await;
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert!(!stdout.contains("SECRET"), "{stdout}");
+    // Before: the empty cover; after: refused (the cover went with the old file).
+    assert_eq!(stdout, "netrc=[]\nNOTES\n", "{err}");
+    assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
+}
+
+#[tokio::test]
+async fn an_ordinary_file_the_host_makes_mid_call_in_a_project_of_the_home_is_readable() {
+    if !sandbox_available() {
+        return;
+    }
+    let h = home();
+    let x = h.home.join("projects/x");
+    std::fs::create_dir_all(&x).unwrap();
+    std::fs::write(x.join("old"), "OLD\n").unwrap();
+    let made = x.clone();
+    let out = mid_call(
+        &h,
+        "cat ~/projects/x/old; ls -A ~ | sort | tr '\\n' ' '; echo",
+        move || {
+            std::fs::create_dir_all(made.join("new-dir")).unwrap();
+            std::fs::write(made.join("new-dir/new"), "NEW\n").unwrap();
+            std::fs::write(made.join("new"), "NEW\n").unwrap();
+        },
+        "cat ~/projects/x/new ~/projects/x/new-dir/new",
+    )
+    .await;
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.finished(), "{out:?}");
+    assert_eq!(
+        stdout, "OLD\n.cache .netrc .ssh notes proj projects \nNEW\nNEW\n",
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_home_with_thousands_of_entries_reads_as_before() {
+    if !sandbox_available() {
+        return;
+    }
+    let h = home();
+    for i in 0..3000 {
+        std::fs::write(h.home.join(format!("f{i:04}")), format!("{i}\n")).unwrap();
+    }
+    std::fs::create_dir_all(h.home.join("d/e")).unwrap();
+    std::fs::write(h.home.join("d/e/deep"), "DEEP\n").unwrap();
+    std::os::unix::fs::symlink(h.home.join(".ssh"), h.home.join("ssh-link")).unwrap();
+    let out = h
+        .sh(
+            "ls ~ | wc -l; cat ~/f0000 ~/f2999 ~/d/e/deep; cat ~/ssh-link/id_ed25519",
+            h.spec(Network::None),
+        )
+        .await;
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.finished(), "{out:?}");
+    // 3000 files, d, notes, proj, ssh-link; the link leads to the covered `.ssh`.
+    assert_eq!(stdout, "3004\n0\n2999\nDEEP\n", "{err}");
+    assert!(!stdout.contains("SSH-SECRET"));
+}
+
 #[tokio::test]
 async fn protected_paths_in_the_workdir_stay_read_only_and_git_still_commits() {
     if !sandbox_available() {

@@ -90,7 +90,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let uncached = command_policy(&work, false);
     println!("{}", policy.prepare()?.enforcement());
 
-    let variants: [(&str, &dyn Fn()); 5] = [
+    // A home granted read-only with private paths beneath it (issue 18 review 5): the grant is
+    // split into one rule per entry of the home and of `.config` (none of the private paths
+    // exists, so no mount is needed and only Landlock's cost shows).
+    let homes = tempfile_homes()?;
+    let whole = |home: &std::path::Path| policy.clone().allow(home, Access::READ | Access::EXECUTE);
+    let split = |home: &std::path::Path| {
+        [".ssh", ".netrc", ".docker", ".config/gh", ".config/gcloud"]
+            .iter()
+            .fold(whole(home), |p, h| p.hide(home.join(h)))
+    };
+    let (small_whole, small_split) = (whole(&homes[0]), split(&homes[0]));
+    let (big_whole, big_split) = (whole(&homes[1]), split(&homes[1]));
+
+    let variants: [(&str, &dyn Fn()); 10] = [
         ("bare /bin/true (std uses vfork)", &|| {
             run(Command::new("/bin/true"))
         }),
@@ -115,6 +128,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             sandbox.install(&mut command);
             run(command);
         }),
+        ("prepare(), home of 200 whole", &|| {
+            small_whole
+                .prepare()
+                .map(drop)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }),
+        ("prepare(), home of 200 split", &|| {
+            small_split
+                .prepare()
+                .map(drop)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }),
+        ("prepare(), home of 2000 whole", &|| {
+            big_whole
+                .prepare()
+                .map(drop)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }),
+        ("prepare(), home of 2000 split", &|| {
+            big_split
+                .prepare()
+                .map(drop)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }),
+        ("prepare + spawn, home of 2000 split", &|| {
+            let mut command = Command::new("/bin/true");
+            let sandbox = big_split.prepare().unwrap_or_else(|e| panic!("{e}"));
+            sandbox.install(&mut command);
+            run(command);
+        }),
     ];
     let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); variants.len()];
     for _ in 0..n {
@@ -135,6 +178,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for ((name, _), median) in variants.iter().zip(&medians) {
         println!("  {name:34} {median:?}");
     }
+    for (label, whole, split) in [
+        ("200", medians[5], medians[6]),
+        ("2000", medians[7], medians[8]),
+    ] {
+        println!(
+            "home of {label} entries split around 5 private paths: +{:?} per prepare ({:.2}x)",
+            split.saturating_sub(whole),
+            split.as_secs_f64() / whole.as_secs_f64()
+        );
+    }
     let (bare, forked, sandboxed) = (medians[0], medians[1], medians[4]);
     println!(
         "overhead over bare: {:?} ({:.2}x); over the fork path: {:?} ({:.2}x)",
@@ -144,4 +197,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sandboxed.as_secs_f64() / forked.as_secs_f64()
     );
     Ok(())
+}
+
+/// Two homes under the temp dir: 200 and 2 000 entries (files and a few directories), each with
+/// a `.config` of 50 entries. Left behind for the next run (same names).
+fn tempfile_homes() -> std::io::Result<[std::path::PathBuf; 2]> {
+    let base = std::env::temp_dir().join("linux-sandbox-overhead-homes");
+    let make = |n: usize| -> std::io::Result<std::path::PathBuf> {
+        let home = base.join(format!("home-{n}"));
+        std::fs::create_dir_all(home.join(".config"))?;
+        for i in 0..n {
+            let entry = home.join(format!("e{i:05}"));
+            if i % 10 == 0 {
+                std::fs::create_dir_all(entry)?;
+            } else {
+                std::fs::write(entry, "")?;
+            }
+        }
+        for i in 0..50 {
+            std::fs::create_dir_all(home.join(format!(".config/c{i:03}")))?;
+        }
+        Ok(home)
+    };
+    Ok([make(200)?, make(2000)?])
 }

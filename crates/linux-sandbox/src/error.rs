@@ -80,6 +80,21 @@ pub enum SandboxError {
         /// The limit.
         max: usize,
     },
+    /// A read-only grant with hidden paths beneath it would need more Landlock rules than the
+    /// bound allows: each entry of a directory on the way to a hidden path gets one of its own
+    /// (module `split`), so that nothing created there during the call is granted.
+    #[error(
+        "{dir:?} has too many entries: leaving the private paths beneath a read-only grant out \
+         of the sandbox takes one Landlock rule per entry of each directory on the way to them, \
+         and this policy would need more than {max}; move entries of {dir:?} into a \
+         subdirectory, or grant a directory with fewer entries"
+    )]
+    TooManyEntries {
+        /// The directory whose entries were being granted when the bound was reached.
+        dir: PathBuf,
+        /// The bound.
+        max: usize,
+    },
     /// A path to hide lies beneath a granted one, and no private mount namespace can be made
     /// here to hide it.
     #[error(

@@ -54,7 +54,11 @@
 //! private mount view of `isolate`, which only covers hidden paths and remounts read-only), and
 //! nothing changed between the program's access and the explanation. A change in between can
 //! only make the answer stale, which is why callers explain right after the program ends and
-//! before its temp dir goes.
+//! before its temp dir goes. One such change is known and answered on purpose: beneath a
+//! read-only grant split around hidden paths (module `split`), an entry made during the call is
+//! refused by Landlock; a hidden one is [`Denial::Hidden`] by its name, as any name there, but
+//! an ordinary one (`~/new-file`) is answered as its grant allows, since what existed at
+//! `prepare` is not known here, so no denial is claimed for it.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
@@ -873,6 +877,31 @@ mod tests {
             denied(q.explain(t.path().join("work/.state"), Access::READ)),
             Denial::Outside { .. }
         ));
+    }
+
+    #[test]
+    fn a_private_path_made_after_prepare_or_replaced_is_explained_as_hidden() {
+        // Issue 18 review 5: the read grant is split around hidden paths, so a `~/.docker` the
+        // host makes during the call, or a `~/.netrc` it replaces by rename, is refused by
+        // Landlock; the explanation is by name, whatever exists when it is asked.
+        let t = tree();
+        let ro = t.path().join("ro");
+        let p = Policy::new()
+            .allow(&ro, Access::READ | Access::EXECUTE)
+            .hide(ro.join(".docker"))
+            .hide(ro.join(".netrc"));
+        std::fs::create_dir(ro.join(".docker")).unwrap();
+        std::fs::write(ro.join(".docker/config.json"), "x").unwrap();
+        std::fs::write(ro.join(".netrc"), "x").unwrap();
+        for (path, hidden) in [
+            (ro.join(".docker/config.json"), ro.join(".docker")),
+            (ro.join(".netrc"), ro.join(".netrc")),
+        ] {
+            assert_eq!(
+                denied(p.explain(&path, Access::READ)),
+                Denial::Hidden { hidden }
+            );
+        }
     }
 
     #[test]

@@ -52,7 +52,13 @@
 //!    mount of an unlinked file, and the private `devpts` mounted over that directory in step 5
 //!    takes its name out of the view); the first hidden file gets that mount, each next one a
 //!    clone of it, attached by then. The host's tree (a single program's view) has no place
-//!    for such a file, so a hidden file there is refused.
+//!    for such a file, so a hidden file there is refused. The empty file gets a `READ_FILE`
+//!    Landlock rule of its own here: where its directory is split around hidden paths (module
+//!    `split`: no rule above it grants reading), it still reads as empty rather than refused.
+//!    The covers hide what exists at `prepare`; what the host makes or renames into place
+//!    later detaches a cover in this namespace (the kernel drops mounts on a dentry that is
+//!    unlinked or renamed over in another namespace), and beneath a read-only grant Landlock
+//!    refuses it instead (no rule binds the new inode).
 //! 5. For a shell ([`World`], issue 16, LIVE-2): the fresh `proc` of the command's PID
 //!    namespace covers `/proc` (read-only, `nosuid,nodev,noexec`, `hidepid=ptraceable`) and a
 //!    fresh, size-bounded tmpfs covers `/dev/shm` (mode 1777, `nosuid,nodev,noexec`); each
@@ -216,6 +222,10 @@ pub(crate) struct Isolation {
     /// The view as a new root holding only the grants (issue 16 part 3); `None`: the host's
     /// tree, read-only.
     pub(crate) root: Option<NewRoot>,
+    /// Landlock rights (`READ_FILE`) on the empty file that covers hidden files, added in the
+    /// child: where the directory of a hidden file is split (module `split`), nothing above
+    /// the cover grants reading it, and it should read as empty rather than be refused.
+    pub(crate) cover_rights: u64,
 }
 
 /// A new root for the view (issue 16 part 3): an empty tmpfs holding bind clones of exactly
@@ -853,7 +863,13 @@ impl Isolation {
             self.read_only_host_view().map_err(fail)?;
             -1
         };
-        let covered = self.bind_and_cover(empty);
+        let covered = self.bind_and_cover(empty).and_then(|()| {
+            if empty >= 0 && !self.hidden_files.is_empty() && self.cover_rights != 0 {
+                add_rule(ruleset, empty, self.cover_rights)
+            } else {
+                Ok(())
+            }
+        });
         close(empty);
         covered.map_err(fail)?;
 
@@ -1680,25 +1696,28 @@ fn mount_private(
             close(at);
             r
         })
-        .and_then(|()| {
-            let attr = PathBeneathAttr {
-                allowed_access: rights,
-                parent_fd: mnt,
-            };
-            // SAFETY: a valid rule attribute read by the kernel only; both descriptors open.
-            sys(unsafe {
-                syscall!(
-                    Sysno::landlock_add_rule,
-                    ruleset,
-                    LANDLOCK_RULE_PATH_BENEATH,
-                    &attr as *const PathBeneathAttr,
-                    0usize
-                )
-            })
-            .map(drop)
-        });
+        .and_then(|()| add_rule(ruleset, mnt, rights));
     close(mnt);
     result
+}
+
+/// Grants `rights` beneath the file `fd` names in `ruleset` (child side, raw system call).
+fn add_rule(ruleset: i32, fd: i32, rights: u64) -> Result<(), i32> {
+    let attr = PathBeneathAttr {
+        allowed_access: rights,
+        parent_fd: fd,
+    };
+    // SAFETY: a valid rule attribute read by the kernel only; both descriptors open.
+    sys(unsafe {
+        syscall!(
+            Sysno::landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0usize
+        )
+    })
+    .map(drop)
 }
 
 /// `LANDLOCK_RULE_PATH_BENEATH`.

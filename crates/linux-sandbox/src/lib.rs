@@ -12,7 +12,8 @@
 //! spawning, set-id mode bits, xattr setters, the immutable flag, other processes' limits and
 //! priorities, and ENOSYS for every number newer than it knows), the program's own world where
 //! the machine allows it (private mount and IPC namespaces with a read-only view outside the
-//! writable paths, protected paths bound read-only and hidden paths covered; for a shell a new root holding only the grants,
+//! writable paths, protected paths bound read-only and hidden paths covered — and, beneath a
+//! read-only grant, left out of Landlock's rules too (module `split`); for a shell a new root holding only the grants,
 //! where unix sockets are allowed, a private `/proc` of its PID namespace and a private
 //! `/dev/shm`, module `isolate`), no capabilities, applying all of it async-signal-safely, and
 //! a cached availability [`probe`].
@@ -77,6 +78,7 @@ mod policy;
 mod probe;
 mod sandbox;
 mod seccomp;
+mod split;
 mod syscache;
 pub mod watch;
 

@@ -226,7 +226,19 @@ impl Policy {
     /// and a hidden *file* is covered only in a shell's new root (a single program's view of
     /// the host's tree refuses it the same way). A hidden path that contains a grant, or is
     /// one, hides nothing from it; a path that does not exist when the policy is prepared
-    /// hides nothing.
+    /// gets no cover (and needs no namespace).
+    ///
+    /// Beneath a read-only directory grant of the caller's, Landlock does not grant a hidden
+    /// path either, existing or not (issue 18 review 5): the grant gets no rule on its root but
+    /// `READ_DIR` on it and on each directory on the way to a hidden path, and its rights on
+    /// every other entry of those directories that exists at `prepare` (symbolic links get
+    /// none). So a private directory the host makes during the call (`~/.docker`), or a file it
+    /// replaces by rename (`~/.netrc`, git's `~/.git-credentials`), is unreadable, and so is
+    /// any other entry made in those directories during the call; names there can be listed.
+    /// At most 16 384 such rules per policy
+    /// ([`SandboxError::TooManyEntries`](crate::SandboxError::TooManyEntries) past them).
+    /// Beneath a writable grant only the mount covers it: what the command makes there must
+    /// stay readable to it, and it cannot rename anything over a covered path (`EBUSY`).
     pub fn hide(mut self, path: impl Into<PathBuf>) -> Self {
         self.hidden.push(path.into());
         self

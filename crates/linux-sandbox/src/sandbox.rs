@@ -18,6 +18,7 @@ use crate::isolate::{self, Ident, Isolation};
 use crate::policy::{Access, Network, PathRule, Policy, Scopes, Spawn};
 use crate::probe::probe;
 use crate::seccomp::{self, FilterOptions};
+use crate::split;
 use crate::syscache;
 
 bitflags::bitflags! {
@@ -313,12 +314,17 @@ impl Policy {
             // An empty file to cover a hidden one is made in the new root only: the host's
             // tree has no place to make one that the host would not see.
             isolation.cover_files()?;
+            // The empty file over hidden files reads as empty, not refused, where its
+            // directory is split (only `READ_DIR` above it, module `split`).
+            let all = AccessFs::from_all(landlock::ABI::from(i32::from(abi)));
+            isolation.cover_rights = (all & AccessFs::ReadFile).bits();
         }
         let root = isolation.as_ref().is_some_and(|i| i.root.is_some());
         let (proc, shm) = isolation.as_ref().map_or((false, false), |i| {
             (i.world.proc_rights.is_some(), i.world.shm.is_some())
         });
-        let ruleset = build_ruleset(self, abi, &opened)?;
+        let splits = self.splits(&opened)?;
+        let ruleset = build_ruleset(self, abi, &opened, &splits)?;
         let unix_connect_contained = abi >= 9
             || (root
                 && self.unix_in_view
@@ -584,6 +590,47 @@ impl Policy {
         Isolation::prepare(&roots, &hidden, &protected, &links).map(Some)
     }
 
+    /// Which opened rules are split around hidden paths (module `split`), aligned with
+    /// `opened`: the caller's read-only directory grants with a hidden path strictly beneath
+    /// them (as it resolves now, existing or not) that no writable grant inside them covers.
+    fn splits(&self, opened: &[OpenedRule]) -> Result<Vec<Option<split::Tree>>, SandboxError> {
+        let mut splits: Vec<Option<split::Tree>> = opened.iter().map(|_| None).collect();
+        if self.hidden.is_empty() {
+            return Ok(splits);
+        }
+        let resolved: Vec<PathBuf> = self
+            .hidden
+            .iter()
+            .filter_map(|h| split::resolve(h))
+            .collect();
+        let mut canonical: Vec<Option<PathBuf>> = Vec::with_capacity(opened.len());
+        for rule in opened {
+            canonical.push(match &rule.path {
+                Some(given) if !rule.system && rule.id.is_dir => Some(
+                    isolate::canonical_path_of(rule.fd.as_fd()).map_err(|source| {
+                        SandboxError::OpenPath {
+                            path: given.clone(),
+                            source,
+                        }
+                    })?,
+                ),
+                _ => None,
+            });
+        }
+        let writable: Vec<PathBuf> = opened
+            .iter()
+            .zip(&canonical)
+            .filter(|(r, _)| r.access.contains(Access::WRITE))
+            .filter_map(|(_, c)| c.clone())
+            .collect();
+        for ((rule, path), split) in opened.iter().zip(&canonical).zip(&mut splits) {
+            if let (Some(path), false) = (path, rule.access.contains(Access::WRITE)) {
+                *split = split::Tree::plan(path, &resolved, &writable);
+            }
+        }
+        Ok(splits)
+    }
+
     /// Validate, then open: every rule path (and, for executables, their interpreters).
     fn open_paths(&self) -> Result<Vec<OpenedRule>, SandboxError> {
         for rule in &self.rules {
@@ -786,7 +833,7 @@ fn interpreter_chain(program: &Path, out: &mut Vec<PathBuf>) -> Result<(), Sandb
 }
 
 /// Landlock rights for one grant at `abi`.
-fn fs_rights(access: Access, abi: landlock::ABI, is_dir: bool) -> BitFlags<AccessFs> {
+pub(crate) fn fs_rights(access: Access, abi: landlock::ABI, is_dir: bool) -> BitFlags<AccessFs> {
     let mut rights = BitFlags::<AccessFs>::EMPTY;
     if access.contains(Access::READ) {
         rights |= AccessFs::ReadFile | AccessFs::ReadDir;
@@ -816,7 +863,12 @@ fn fs_rights(access: Access, abi: landlock::ABI, is_dir: bool) -> BitFlags<Acces
     rights
 }
 
-fn build_ruleset(policy: &Policy, abi: u8, opened: &[OpenedRule]) -> Result<OwnedFd, SandboxError> {
+fn build_ruleset(
+    policy: &Policy,
+    abi: u8,
+    opened: &[OpenedRule],
+    splits: &[Option<split::Tree>],
+) -> Result<OwnedFd, SandboxError> {
     let landlock_abi = landlock::ABI::from(i32::from(abi));
     // Hard requirement: every right handled here exists at `abi` (the kernel's or lower), so
     // the ruleset is either complete or an error, never silently weaker.
@@ -844,12 +896,27 @@ fn build_ruleset(policy: &Policy, abi: u8, opened: &[OpenedRule]) -> Result<Owne
     let fd = fd.ok_or_else(|| SandboxError::LandlockUnavailable {
         reason: "the landlock crate created no ruleset".to_owned(),
     })?;
-    for rule in opened {
+    let mut budget = split::MAX_SPLIT_RULES;
+    for (rule, split) in opened.iter().zip(splits) {
         let rights = fs_rights(rule.access, landlock_abi, rule.id.is_dir);
         if rights.is_empty() {
             continue;
         }
-        add_path_rule(&fd, rule.fd.as_fd(), rights)?;
+        match split {
+            // Not one rule on the root: rules on what exists beneath it but the hidden paths.
+            Some(tree) => split::add_rules(
+                &fd,
+                rule.fd.as_fd(),
+                rule.path.as_deref().unwrap_or(Path::new("/")),
+                tree,
+                split::Rights {
+                    dir: rights,
+                    file: fs_rights(rule.access, landlock_abi, false),
+                },
+                &mut budget,
+            )?,
+            None => add_path_rule(&fd, rule.fd.as_fd(), rights)?,
+        }
     }
     // Move the ruleset above the low numbers a child's fd plumbing reuses (stdio, a
     // supervisor's channel and cwd), so a supervisor can keep it open at the same number until
@@ -936,7 +1003,7 @@ const LANDLOCK_RULE_PATH_BENEATH: usize = 1;
 /// `landlock_add_rule` for one opened path, made here rather than through the landlock crate:
 /// the crate `fstat`s every descriptor again to tell files from directories, which
 /// `open_paths` already knows (and `fs_rights` already keeps directory-only rights off files).
-fn add_path_rule(
+pub(crate) fn add_path_rule(
     ruleset: &OwnedFd,
     parent: BorrowedFd<'_>,
     rights: BitFlags<AccessFs>,

@@ -1017,6 +1017,52 @@ fn a_hidden_file_reads_empty_and_cannot_be_written_moved_or_replaced() {
 }
 
 #[test]
+fn a_private_path_made_after_prepare_is_unreadable_by_landlock_alone() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let h = home_in(&s);
+    std::fs::remove_file(h.home.join(".netrc")).unwrap();
+    // No mount namespace: an existing hidden path inside a grant would be refused, a missing
+    // one splits the grant (issue 18 review 5), so Landlock itself keeps it out.
+    let sandbox = home_policy(&h)
+        .hide(h.home.join(".docker"))
+        .hide(h.home.join(".netrc"))
+        .private_namespaces(false)
+        .prepare()
+        .unwrap();
+    std::fs::create_dir(h.home.join(".docker")).unwrap();
+    std::fs::write(h.home.join(".docker/config.json"), "DOCKER-SECRET\n").unwrap();
+    std::fs::write(h.home.join(".netrc"), "NETRC-SECRET\n").unwrap();
+    // The price: an ordinary entry made in a split directory after `prepare` is not granted
+    // either (the next call's `prepare` grants it).
+    std::fs::write(h.home.join("later"), "LATER\n").unwrap();
+    std::fs::write(h.w.join("sub/later"), "W-LATER\n").unwrap();
+    let mut command = Command::new(SH);
+    command
+        .args([
+            "-c",
+            "cat .docker/config.json; cat .netrc; cat later; cat notes w/sub/readme w/sub/later; \
+             ls -A | sort | tr '\\n' ' '",
+        ])
+        .current_dir(&h.home)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("LC_ALL", "C")
+        .stdin(std::process::Stdio::null());
+    sandbox.install(&mut command);
+    let out = command.output().unwrap();
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert!(!text.contains("SECRET"), "{text}");
+    assert_eq!(
+        text, "NOTES\nREADME\nW-LATER\n.docker .netrc later notes w ",
+        "{err}"
+    );
+    assert_eq!(err.matches("Permission denied").count(), 3, "{err}");
+}
+
+#[test]
 fn a_hidden_file_is_refused_where_the_view_is_the_hosts_tree() {
     if !sandbox_available() {
         return;
