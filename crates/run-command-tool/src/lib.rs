@@ -110,6 +110,7 @@ mod ask;
 mod capture;
 mod env;
 mod gate;
+mod gitguard;
 mod hint;
 mod outside;
 mod rm;
@@ -117,11 +118,14 @@ mod roots;
 mod run;
 mod sandboxed;
 mod state;
+#[cfg(any(target_os = "linux", target_os = "freebsd"))]
+mod trashdir;
 mod types;
 mod verify;
 
 pub use argv_policy::{Mode, Policy, RunCommandArgs};
 pub use ask::{Asker, Confirmation, DenyAllAsker, Password, PasswordReply, Question};
+pub use gitguard::Quarantined;
 pub use run::run_command;
 pub use state::RunCommandState;
 pub use types::{
