@@ -64,13 +64,15 @@ pub async fn run_command(
 ) -> Result<RunCommandOutput, ToolError> {
     let mut out = run_unmasked(args, workdir, policy, asker, state, options, ctx).await?;
     // RC-14: the label and the message quote the argv, so they are masked like the output.
-    let mut mask = |s: &str| {
-        let secrets = state.learn(argv_policy::secrets_in(s));
-        argv_policy::mask(s, &secrets)
-    };
-    out.label = mask(&out.label);
-    out.message = out.message.as_deref().map(&mut mask);
+    out.label = mask_text(state, &out.label);
+    out.message = out.message.as_deref().map(|m| mask_text(state, m));
     Ok(out)
+}
+
+/// `text` masked with the session's secrets and those it holds by form (RC-14).
+fn mask_text(state: &RunCommandState, text: &str) -> String {
+    let secrets = state.learn(argv_policy::secrets_in(text));
+    argv_policy::mask(text, &secrets)
 }
 
 /// [`run_command`] before its label and message are masked (the output is masked here).

@@ -44,6 +44,9 @@ fn unescape_mount(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The sticky bit of a mode (`S_ISVTX`).
+const STICKY: u32 = 0o1000;
+
 fn topdir<'a>(path: &Path, mounts: &'a [PathBuf]) -> &'a Path {
     mounts
         .iter()
@@ -87,8 +90,8 @@ pub(crate) fn check(real: &Path) -> Result<(), String> {
         }
     }
     let shared = top.join(".Trash");
-    let sticky_dir = std::fs::symlink_metadata(&shared)
-        .is_ok_and(|m| m.is_dir() && m.mode() & libc::S_ISVTX as u32 != 0);
+    let sticky_dir =
+        std::fs::symlink_metadata(&shared).is_ok_and(|m| m.is_dir() && m.mode() & STICKY != 0);
     let dir = if sticky_dir {
         shared.join(uid.to_string())
     } else {
