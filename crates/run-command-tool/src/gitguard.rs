@@ -110,47 +110,56 @@ pub(crate) struct Snapshot {
     gitmodules: BTreeMap<PathBuf, ConfigState>,
     /// The entry budget ran out: what lies beyond was not looked at.
     pub(crate) incomplete: bool,
+    /// The roots not looked through to their end (the one the budget ran out in, and after).
+    unchecked: Vec<PathBuf>,
 }
 
 impl Snapshot {
-    /// Walks `roots` (every depth, at most `budget` entries in all).
+    /// Walks `roots` in order (every depth, at most `budget` entries in all).
     pub(crate) fn take(roots: &[PathBuf], budget: usize) -> Snapshot {
         let mut s = Snapshot {
             roots: roots.to_vec(),
             ..Snapshot::default()
         };
         let mut left = budget;
-        let mut stack: Vec<PathBuf> = roots.iter().rev().cloned().collect();
-        let mut seen_roots = BTreeSet::new();
-        while let Some(dir) = stack.pop() {
-            if !seen_roots.insert(dir.clone()) {
-                continue;
+        for (i, root) in roots.iter().enumerate() {
+            if !s.walk(root, &mut left) || s.incomplete {
+                s.incomplete = true;
+                s.unchecked = roots[i..].to_vec();
+                break;
             }
+        }
+        s
+    }
+
+    /// One root's tree; `false` when the budget ran out.
+    fn walk(&mut self, root: &Path, left: &mut usize) -> bool {
+        let mut stack: Vec<PathBuf> = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
             let mut names: BTreeSet<std::ffi::OsString> = BTreeSet::new();
             let mut subdirs = Vec::new();
             for entry in entries.flatten() {
-                if left == 0 {
-                    s.incomplete = true;
-                    return s;
+                if *left == 0 {
+                    return false;
                 }
-                left -= 1;
+                *left -= 1;
                 let name = entry.file_name();
                 let Ok(ty) = entry.file_type() else { continue };
                 let path = entry.path();
                 if name == ".git" {
                     if ty.is_dir() {
-                        s.add_gitdir(&path, None, &mut left);
+                        self.add_gitdir(&path, None, left);
                     } else {
-                        s.add_pointer(&path, &mut left);
+                        self.add_pointer(&path, left);
                     }
                     continue;
                 }
                 if name == ".gitmodules" && ty.is_file() {
                     if let Some(c) = config_state(&path, modules_danger) {
-                        s.gitmodules.insert(path.clone(), c);
+                        self.gitmodules.insert(path.clone(), c);
                     }
                 }
                 if ty.is_dir() {
@@ -165,12 +174,12 @@ impl Snapshot {
                     || names.contains(OsStr::new("refs"))
                     || names.contains(OsStr::new("commondir")));
             if bare {
-                s.add_gitdir(&dir, None, &mut left);
+                self.add_gitdir(&dir, None, left);
                 continue;
             }
             stack.extend(subdirs.into_iter().rev());
         }
-        s
+        true
     }
 
     fn inside_roots(&self, p: &Path) -> bool {
@@ -664,14 +673,14 @@ fn strip_exec(p: &Path) {
 #[derive(Debug, Default)]
 pub(crate) struct Guarded {
     pub(crate) quarantined: Vec<Quarantined>,
-    /// A snapshot's entry budget ran out.
-    pub(crate) incomplete: bool,
+    /// The roots a snapshot's entry budget did not cover to their end (empty: all checked).
+    pub(crate) unchecked: Vec<PathBuf>,
 }
 
 impl Guarded {
     /// The sentence for the result's `message`, if there is anything to say.
     pub(crate) fn message(&self) -> Option<String> {
-        message(&self.quarantined, self.incomplete)
+        message(&self.quarantined, &self.unchecked)
     }
 }
 
@@ -679,14 +688,18 @@ impl Guarded {
 /// quarantine of what it found.
 pub(crate) fn after_run(before: &Snapshot, roots: &[PathBuf]) -> Guarded {
     let after = Snapshot::take(roots, ENTRY_BUDGET);
+    let mut unchecked = before.unchecked.clone();
+    unchecked.extend(after.unchecked.iter().cloned());
+    unchecked.sort();
+    unchecked.dedup();
     Guarded {
         quarantined: quarantine(before.findings(&after)),
-        incomplete: before.incomplete || after.incomplete,
+        unchecked,
     }
 }
 
 /// The message part of the result for `quarantined` (empty when nothing was).
-pub(crate) fn message(q: &[Quarantined], incomplete: bool) -> Option<String> {
+pub(crate) fn message(q: &[Quarantined], unchecked: &[PathBuf]) -> Option<String> {
     let mut parts = Vec::new();
     if !q.is_empty() {
         let list: Vec<String> = q
@@ -705,10 +718,13 @@ pub(crate) fn message(q: &[Quarantined], incomplete: bool) -> Option<String> {
             list.join("; ")
         ));
     }
-    if incomplete {
+    if !unchecked.is_empty() {
+        let roots: Vec<String> = unchecked.iter().map(|p| p.display().to_string()).collect();
         parts.push(format!(
-            "the git guard read only the first {ENTRY_BUDGET} entries of the writable roots: \
-             git metadata beyond them was not checked"
+            "the git guard read only the first {ENTRY_BUDGET} directory entries of the \
+             writable roots: git hooks or config left deeper in {} were not checked (do not \
+             run git there before looking)",
+            roots.join(", ")
         ));
     }
     (!parts.is_empty()).then(|| parts.join(". "))
@@ -957,7 +973,8 @@ mod tests {
         }
         let s = Snapshot::take(std::slice::from_ref(&root), 5);
         assert!(s.incomplete);
-        assert!(message(&[], true).unwrap().contains("500000"));
+        assert_eq!(s.unchecked, [root.clone()]);
+        assert!(message(&[], &s.unchecked).unwrap().contains("500000"));
         assert!(!Snapshot::take(&[root], 100).incomplete);
     }
 

@@ -222,8 +222,11 @@ pub(crate) async fn run(
     let repo_roots: Vec<PathBuf> = std::iter::once(work.clone())
         .chain(prepared.write_paths.iter().map(|w| w.path.clone()))
         .collect();
-    let mut guard_roots = writable.clone();
+    // The guard's walk: the repositories' roots first, the toolchains' caches (large) last, so
+    // a budget that runs out leaves only caches unchecked.
+    let mut guard_roots = repo_roots.clone();
     guard_roots.push(temp.root().to_path_buf());
+    guard_roots.extend(writable.iter().filter(|w| !repo_roots.contains(w)).cloned());
     let roots_for_snapshot = guard_roots.clone();
     let (protected, before) = tokio::task::spawn_blocking(move || {
         let mut p = roots::protected(&protected_roots, &home_owned, &host_protected);
