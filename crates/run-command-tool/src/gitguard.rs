@@ -973,7 +973,7 @@ mod tests {
         }
         let s = Snapshot::take(std::slice::from_ref(&root), 5);
         assert!(s.incomplete);
-        assert_eq!(s.unchecked, [root.clone()]);
+        assert_eq!(s.unchecked, std::slice::from_ref(&root));
         assert!(message(&[], &s.unchecked).unwrap().contains("500000"));
         assert!(!Snapshot::take(&[root], 100).incomplete);
     }

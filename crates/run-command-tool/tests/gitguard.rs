@@ -32,8 +32,9 @@ fn git_on_host(dir: &Path, a: &[&str]) {
         .args(a)
         .current_dir(dir)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .status()
+        .output()
         .unwrap()
+        .status
         .success();
     assert!(ok, "git {a:?}");
 }
@@ -252,4 +253,51 @@ async fn a_secret_in_the_label_of_a_call_that_did_not_run_is_masked() {
     assert!(out.label.contains("curl"), "{}", out.label);
     assert!(!out.label.contains(&token), "{}", out.label);
     assert!(!out.message.unwrap_or_default().contains(&token));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_linked_worktree_and_its_commondir_are_not_quarantined() {
+    if !testkit::sandbox_available() || !have_git() {
+        eprintln!("SKIP: no sandbox or no git");
+        return;
+    }
+    let f = fixture();
+    git_on_host(&f.proj, &["init", "-q"]);
+    std::fs::write(f.proj.join("a"), "a").unwrap();
+    git_on_host(&f.proj, &["add", "a"]);
+    git_on_host(
+        &f.proj,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@e.invalid",
+            "commit",
+            "-qm",
+            "one",
+        ],
+    );
+    let out = sh(
+        "git worktree add -q wt && git -C wt status --short && echo ok",
+        &f.proj,
+        &f.home,
+    )
+    .await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert!(out.quarantined.is_empty(), "{:?}", out.quarantined);
+    assert!(f.proj.join("wt/.git").is_file());
+    // A .git file made to point outside the writable roots is quarantined.
+    let out = sh(
+        &format!(
+            "mkdir other && echo 'gitdir: {}' > other/.git",
+            f.outside.display()
+        ),
+        &f.proj,
+        &f.home,
+    )
+    .await;
+    assert_eq!(
+        quarantined_paths(&out),
+        [f.proj.join("other/.git").to_string_lossy()]
+    );
 }
