@@ -219,11 +219,31 @@ impl Snapshot {
                 }
             }
         }
-        for name in ["config", "config.worktree"] {
-            let p = git.join(name);
-            if let Some(c) = config_state(&p, config_danger) {
-                st.configs.insert(p, c);
+        // The config files, and the files they include (`include.path`, `includeIf.*.path`)
+        // when those lie in a writable root: rewriting an included file is rewriting the config.
+        let mut pending: Vec<PathBuf> = vec![git.join("config"), git.join("config.worktree")];
+        while let Some(p) = pending.pop() {
+            if st.configs.contains_key(&p) || st.configs.len() > 16 {
+                continue;
             }
+            let Some(c) = config_state(&p, config_danger) else {
+                continue;
+            };
+            let base = p.parent().map(Path::to_path_buf).unwrap_or_default();
+            for entry in &c.dangerous {
+                let Some((key, value)) = entry.split_once('=') else {
+                    continue;
+                };
+                let include = key == "include.path"
+                    || (key.starts_with("includeif.") && key.ends_with(".path"));
+                if include && !value.starts_with('~') {
+                    let target = crate::roots::normalize(&base, Path::new(value));
+                    if self.inside_roots(&target) {
+                        pending.push(target);
+                    }
+                }
+            }
+            st.configs.insert(p, c);
         }
         st.commondir = FileId::of(&git.join("commondir"));
         self.gitdirs.insert(git.to_path_buf(), st);
@@ -816,7 +836,8 @@ const RM_SCAN_BUDGET: usize = 100_000;
 pub(crate) fn protected_paths(snapshot: &Snapshot, roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let inside = |p: &Path| roots.iter().any(|r| p.starts_with(r));
-    for git in snapshot.gitdirs.keys().filter(|g| inside(g)) {
+    for (git, st) in snapshot.gitdirs.iter().filter(|(g, _)| inside(g)) {
+        out.extend(st.configs.keys().filter(|p| inside(p)).cloned());
         for name in [
             "hooks",
             "config",
@@ -962,6 +983,26 @@ mod tests {
         let p = protected_paths(&after, std::slice::from_ref(&root));
         assert!(p.contains(&root.join("w/.git")), "{p:?}");
         assert!(p.contains(&root.join("evil/hooks")), "{p:?}");
+    }
+
+    #[test]
+    fn a_file_the_config_includes_is_checked_and_protected_too() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(
+            root.join(".git/config"),
+            "[include]\n path = ../shared.cfg\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("shared.cfg"), "[user]\n name = a\n").unwrap();
+        let before = Snapshot::take(std::slice::from_ref(&root), ENTRY_BUDGET);
+        let p = protected_paths(&before, std::slice::from_ref(&root));
+        assert!(p.contains(&root.join("shared.cfg")), "{p:?}");
+        std::fs::write(root.join("shared.cfg"), "[core]\n pager = evil\n").unwrap();
+        let after = Snapshot::take(std::slice::from_ref(&root), ENTRY_BUDGET);
+        let f: Vec<PathBuf> = before.findings(&after).into_iter().map(|x| x.0).collect();
+        assert_eq!(f, [root.join("shared.cfg")]);
     }
 
     #[test]
