@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use argv_policy::{Context, Decision, Gate, Mode, Policy, RefuseCode, RunCommandArgs, Via};
+use argv_policy::{Context, Decision, Gate, Mode, Policy, RefuseCode, RunCommandArgs};
 use fsguard::RootLease;
 use toolscope::{CallContext, ErrorCode, ToolError};
 
@@ -239,10 +239,8 @@ async fn run_unmasked(
                         .to_owned(),
                 );
             }
-            let argv = match &via {
-                Via::Direct | Via::Shell(_) => &args.argv,
-            };
-            crate::outside::unsandboxed(argv, &work, options.timeout, ctx).await?
+            // Direct or a validated `sh -c` script alike: the argv as decided.
+            crate::outside::unsandboxed(&args.argv, &work, options.timeout, ctx).await?
         }
     };
 
