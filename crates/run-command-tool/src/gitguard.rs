@@ -5,7 +5,8 @@
 //! the git directory a `.git` file or link names when it lies in a root, bare-looking
 //! directories holding `HEAD` with `objects`/`refs`/`commondir`, `modules/**` and
 //! `worktrees/*` inside them), the snapshot of what in them can make git run a program (the
-//! `hooks` entries, `config`, `config.worktree`, `commondir`, `.gitmodules`), the comparison
+//! `hooks` entries and those of a `core.hooksPath` directory inside the roots, `config`,
+//! `config.worktree` and the files they include, `commondir`, `.gitmodules`), the comparison
 //! after the command's tree has ended, and the quarantine: what is new or changed and can run
 //! a program is renamed to `<name>.agent-exec-quarantined` (never deleted), its execute bits
 //! stripped. Also: which of `rm`'s real paths are repository metadata (refused: the user
@@ -82,6 +83,32 @@ impl FileId {
     }
 }
 
+/// One entry of a hooks directory: its identity, and its content when it is a small file (a
+/// hook rewritten with the same content, as husky's install does, is no change).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HookState {
+    id: FileId,
+    content: Option<Vec<u8>>,
+}
+
+impl HookState {
+    fn of(p: &Path) -> Option<HookState> {
+        let id = FileId::of(p)?;
+        let regular = id.mode & libc::S_IFMT == libc::S_IFREG;
+        let content = (regular && id.size <= 1 << 20)
+            .then(|| std::fs::read(p).ok())
+            .flatten();
+        Some(HookState { id, content })
+    }
+
+    fn same_as(&self, other: &HookState) -> bool {
+        self.id == other.id
+            || (self.content.is_some()
+                && self.content == other.content
+                && self.id.mode == other.id.mode)
+    }
+}
+
 /// A config-like file: its identity and the dangerous entries it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ConfigState {
@@ -93,7 +120,7 @@ struct ConfigState {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct GitDirState {
     hooks_dir: Option<FileId>,
-    hooks: BTreeMap<PathBuf, FileId>,
+    hooks: BTreeMap<PathBuf, HookState>,
     configs: BTreeMap<PathBuf, ConfigState>,
     commondir: Option<FileId>,
     /// The git directory a `worktrees/<name>` entry belongs to (its `commondir` may name it).
@@ -208,17 +235,7 @@ impl Snapshot {
         };
         let hooks = git.join("hooks");
         st.hooks_dir = FileId::of(&hooks);
-        if std::fs::symlink_metadata(&hooks).is_ok_and(|m| m.is_dir()) {
-            if let Ok(entries) = std::fs::read_dir(&hooks) {
-                for e in entries.flatten() {
-                    *left = left.saturating_sub(1);
-                    let p = e.path();
-                    if let Some(id) = FileId::of(&p) {
-                        st.hooks.insert(p, id);
-                    }
-                }
-            }
-        }
+        read_hooks(&hooks, &mut st, left);
         // The config files, and the files they include (`include.path`, `includeIf.*.path`)
         // when those lie in a writable root: rewriting an included file is rewriting the config.
         let mut pending: Vec<PathBuf> = vec![git.join("config"), git.join("config.worktree")];
@@ -244,6 +261,25 @@ impl Snapshot {
                 }
             }
             st.configs.insert(p, c);
+        }
+        // `core.hooksPath` naming a directory in a writable root (husky's `.husky/_`): its
+        // entries are hooks as well.
+        let worktree = if git.file_name() == Some(OsStr::new(".git")) {
+            git.parent().map(Path::to_path_buf).unwrap_or_default()
+        } else {
+            git.to_path_buf()
+        };
+        let hook_dirs: Vec<PathBuf> = st
+            .configs
+            .values()
+            .flat_map(|c| c.dangerous.iter())
+            .filter_map(|e| e.strip_prefix("core.hookspath="))
+            .filter(|v| !v.starts_with('~'))
+            .map(|v| crate::roots::normalize(&worktree, Path::new(v)))
+            .filter(|d| self.inside_roots(d))
+            .collect();
+        for d in hook_dirs {
+            read_hooks(&d, &mut st, left);
         }
         st.commondir = FileId::of(&git.join("commondir"));
         self.gitdirs.insert(git.to_path_buf(), st);
@@ -303,12 +339,15 @@ impl Snapshot {
                     ));
                 }
             }
-            for (p, id) in &now.hooks {
+            for (p, h) in &now.hooks {
                 let name = p.file_name().unwrap_or_default().to_string_lossy();
                 if name.ends_with(".sample") || name.ends_with(QUARANTINE_SUFFIX) {
                     continue;
                 }
-                if before.and_then(|b| b.hooks.get(p)) != Some(id) {
+                if !before
+                    .and_then(|b| b.hooks.get(p))
+                    .is_some_and(|old| old.same_as(h))
+                {
                     out.push((
                         p.clone(),
                         "a git hook (git runs it on commit, checkout, push, …)".to_owned(),
@@ -388,6 +427,23 @@ impl Snapshot {
         out.sort();
         out.dedup_by(|a, b| a.0 == b.0);
         out
+    }
+}
+
+/// The entries of a hooks directory (not followed when it is a link).
+fn read_hooks(dir: &Path, st: &mut GitDirState, left: &mut usize) {
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        *left = left.saturating_sub(1);
+        let p = e.path();
+        if let Some(h) = HookState::of(&p) {
+            st.hooks.insert(p, h);
+        }
     }
 }
 
@@ -832,12 +888,15 @@ const RM_SCAN_BUDGET: usize = 100_000;
 /// The read-only paths of existing repositories beyond `roots::protected`'s (RCS-3): every
 /// git directory of `snapshot` (all depths, `.git` files' targets inside the roots,
 /// submodules', linked worktrees'), its `hooks`, `config`, `config.worktree`, `commondir`,
-/// `modules` (whole) and `info/attributes` where they exist, and each `.git` file.
+/// `modules` (whole) and `info/attributes` where they exist, the files its config includes
+/// that lie in `roots`, each `.git` file and each `.gitmodules`.
 pub(crate) fn protected_paths(snapshot: &Snapshot, roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let inside = |p: &Path| roots.iter().any(|r| p.starts_with(r));
     for (git, st) in snapshot.gitdirs.iter().filter(|(g, _)| inside(g)) {
         out.extend(st.configs.keys().filter(|p| inside(p)).cloned());
+        // A `core.hooksPath` directory stays writable (husky's install rewrites it): the
+        // guard compares its files' content after the run.
         for name in [
             "hooks",
             "config",
@@ -1003,6 +1062,33 @@ mod tests {
         let after = Snapshot::take(std::slice::from_ref(&root), ENTRY_BUDGET);
         let f: Vec<PathBuf> = before.findings(&after).into_iter().map(|x| x.0).collect();
         assert_eq!(f, [root.join("shared.cfg")]);
+    }
+
+    #[test]
+    fn a_hooks_path_in_the_worktree_is_watched_and_the_same_content_is_no_change() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(root.join(".husky/_")).unwrap();
+        std::fs::write(root.join(".git/config"), "[core]\n hooksPath = .husky/_\n").unwrap();
+        std::fs::write(root.join(".husky/_/pre-commit"), "#!/bin/sh\nlint\n").unwrap();
+        let before = Snapshot::take(std::slice::from_ref(&root), ENTRY_BUDGET);
+        // Rewritten with the same content (a new inode): no change.
+        std::fs::remove_file(root.join(".husky/_/pre-commit")).unwrap();
+        std::fs::write(root.join(".husky/_/pre-commit"), "#!/bin/sh\nlint\n").unwrap();
+        let same = Snapshot::take(std::slice::from_ref(&root), ENTRY_BUDGET);
+        assert!(before.findings(&same).is_empty());
+        std::fs::write(root.join(".husky/_/pre-commit"), "#!/bin/sh\nevil\n").unwrap();
+        std::fs::write(root.join(".husky/_/pre-push"), "x").unwrap();
+        let after = Snapshot::take(std::slice::from_ref(&root), ENTRY_BUDGET);
+        let f: Vec<PathBuf> = before.findings(&after).into_iter().map(|x| x.0).collect();
+        assert_eq!(
+            f,
+            [
+                root.join(".husky/_/pre-commit"),
+                root.join(".husky/_/pre-push")
+            ]
+        );
     }
 
     #[test]
