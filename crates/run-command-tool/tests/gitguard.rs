@@ -301,3 +301,12 @@ async fn a_linked_worktree_and_its_commondir_are_not_quarantined() {
         [f.proj.join("other/.git").to_string_lossy()]
     );
 }
+
+#[test]
+fn every_test_also_holds_unprivileged() {
+    if !testkit::is_root() {
+        return;
+    }
+    let text = testkit::run_as_nobody(&["--skip", "every_test_also_holds_unprivileged"], &[]);
+    assert!(text.contains("test result: ok"), "{text}");
+}
