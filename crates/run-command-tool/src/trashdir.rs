@@ -4,8 +4,8 @@
 //!
 //! **Owns:** working out, as the `trash` crate does (freedesktop trash spec), which trash
 //! directory a file goes to — the home trash when the file lies on the home trash's mount,
-//! else `$topdir/.Trash/$uid` (when `$topdir/.Trash` is a real sticky directory) or
-//! `$topdir/.Trash-$uid` — and checking it: not a symbolic link, owned by the user, and for a
+//! else `$topdir/.Trash/$uid` (when it exists in a `.Trash` directory) or
+//! `$topdir/.Trash-$uid` (or the home trash when that cannot be made) — and checking it: not a symbolic link, owned by the user, and for a
 //! per-volume trash mode 0700 (created 0700 when missing, so the crate never makes it 0755).
 //! **Refuses to know:** the move itself (the `trash` crate, module `rm`).
 
@@ -44,9 +44,6 @@ fn unescape_mount(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The sticky bit of a mode (`S_ISVTX`).
-const STICKY: u32 = 0o1000;
-
 fn topdir<'a>(path: &Path, mounts: &'a [PathBuf]) -> &'a Path {
     mounts
         .iter()
@@ -83,23 +80,29 @@ pub(crate) fn check(real: &Path) -> Result<(), String> {
     let uid = rustix::process::getuid().as_raw();
     let mounts = mount_points();
     let top = topdir(real, &mounts);
-    if let Some(home) = home_trash() {
-        let home_top = topdir(&existing_ancestor(&home), &mounts);
+    let home = home_trash();
+    if let Some(home) = &home {
+        let home_top = topdir(&existing_ancestor(home), &mounts);
         if top == home_top {
-            return check_dir(&home, uid, false);
+            return check_dir(home, uid, false);
         }
     }
-    let shared = top.join(".Trash");
-    let sticky_dir =
-        std::fs::symlink_metadata(&shared).is_ok_and(|m| m.is_dir() && m.mode() & STICKY != 0);
-    let dir = if sticky_dir {
-        shared.join(uid.to_string())
-    } else {
-        top.join(format!(".Trash-{uid}"))
-    };
+    // The crate takes `$topdir/.Trash/$uid` when it exists in a `.Trash` directory (links
+    // followed), else `$topdir/.Trash-$uid`, making that one when missing.
+    let shared_user = top.join(".Trash").join(uid.to_string());
+    if top.join(".Trash").is_dir() && shared_user.is_dir() {
+        return check_dir(&shared_user, uid, true);
+    }
+    let dir = top.join(format!(".Trash-{uid}"));
     if std::fs::symlink_metadata(&dir).is_err() {
-        // Made here with 0700 (the crate would use the umask's 0755).
-        let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        // Made here with 0700 (the crate would use the umask's 0755). Where it cannot be
+        // made (a read-only volume root), the crate falls back to the home trash.
+        if std::fs::DirBuilder::new().mode(0o700).create(&dir).is_err() {
+            return match &home {
+                Some(home) => check_dir(home, uid, false),
+                None => Ok(()),
+            };
+        }
     }
     check_dir(&dir, uid, true)
 }
