@@ -77,7 +77,10 @@ fn existing_ancestor(p: &Path) -> PathBuf {
 /// Checks (and creates 0700 when missing) the trash directory `real` will be moved to.
 /// `Err` is the message for the user.
 pub(crate) fn check(real: &Path) -> Result<(), String> {
-    let uid = rustix::process::getuid().as_raw();
+    check_for(real, rustix::process::getuid().as_raw())
+}
+
+fn check_for(real: &Path, uid: u32) -> Result<(), String> {
     let mounts = mount_points();
     let top = topdir(real, &mounts);
     let home = home_trash();
@@ -146,6 +149,27 @@ fn check_dir(dir: &Path, uid: u32, per_volume: bool) -> Result<(), String> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_per_volume_trash_planted_as_a_link_is_refused() {
+        // The reviewer's repro: /dev/shm/.Trash-$uid -> a directory of another user's.
+        let shm = Path::new("/dev/shm");
+        let mounts = mount_points();
+        let home_top = home_trash().map(|h| topdir(&existing_ancestor(&h), &mounts).to_owned());
+        if topdir(shm, &mounts) != shm || home_top.as_deref() == Some(shm) {
+            eprintln!("SKIP: /dev/shm is not a volume of its own here");
+            return;
+        }
+        let uid = 3_999_000_000 + std::process::id() % 1000;
+        let planted = shm.join(format!(".Trash-{uid}"));
+        let evil = tempfile::tempdir_in(shm).unwrap();
+        std::os::unix::fs::symlink(evil.path(), &planted).unwrap();
+        let file = tempfile::NamedTempFile::new_in(shm).unwrap();
+        let r = check_for(file.path(), uid);
+        std::fs::remove_file(&planted).unwrap();
+        let e = r.unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+    }
 
     #[test]
     fn mount_escapes_are_read() {
