@@ -774,6 +774,40 @@ pub(crate) fn after_run(before: &Snapshot, roots: &[PathBuf]) -> Guarded {
     }
 }
 
+/// The guard between its two snapshots. [`Pending::finish`] runs the second one; a call
+/// dropped before that (its host gave up on it while the command ran) still gets it, when the
+/// command's tree has been stopped by the drop of the run, with nobody left to tell.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    before: Option<Snapshot>,
+    roots: Vec<PathBuf>,
+}
+
+impl Pending {
+    pub(crate) fn new(before: Snapshot, roots: Vec<PathBuf>) -> Pending {
+        Pending {
+            before: Some(before),
+            roots,
+        }
+    }
+
+    /// The second snapshot and the quarantine (blocking: run it off the async threads).
+    pub(crate) fn finish(mut self) -> Guarded {
+        match self.before.take() {
+            Some(before) => after_run(&before, &self.roots),
+            None => Guarded::default(),
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(before) = self.before.take() {
+            let _ = after_run(&before, &self.roots);
+        }
+    }
+}
+
 /// The message part of the result for `quarantined` (empty when nothing was).
 pub(crate) fn message(q: &[Quarantined], unchecked: &[PathBuf]) -> Option<String> {
     let mut parts = Vec::new();

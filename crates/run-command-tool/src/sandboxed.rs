@@ -240,6 +240,9 @@ pub(crate) async fn run(
     .await
     .map_err(|e| ToolError::new(ErrorCode::ExecIoFailed, format!("git guard: {e}")))?;
     sandbox.protected = protected;
+    // Declared before the run: if this call is dropped mid-run, the run (and with it the
+    // command's tree) is dropped first, then this guard checks the roots.
+    let pending = gitguard::Pending::new(before, guard_roots);
 
     let readable = Readable {
         home,
@@ -281,7 +284,7 @@ pub(crate) async fn run(
     };
     let outcome = temp.scope(exec::run(job, ctx)).await.map_err(exec_error);
     // Nothing the command started is alive now (exec stops the whole tree before returning).
-    let guard = tokio::task::spawn_blocking(move || gitguard::after_run(&before, &guard_roots))
+    let guard = tokio::task::spawn_blocking(move || pending.finish())
         .await
         .unwrap_or_default();
     let denials = match &outcome {

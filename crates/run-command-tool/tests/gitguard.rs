@@ -302,6 +302,39 @@ async fn a_linked_worktree_and_its_commondir_are_not_quarantined() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_dropped_while_its_command_runs_still_quarantines() {
+    if !testkit::sandbox_available() || !have_git() {
+        eprintln!("SKIP: no sandbox or no git");
+        return;
+    }
+    let f = fixture();
+    let marker = testkit::marker();
+    let hook = f.proj.join(".git/hooks/pre-commit");
+    let script = format!(
+        "git init -q && echo x > .git/hooks/pre-commit.tmp && \
+         mv .git/hooks/pre-commit.tmp .git/hooks/pre-commit && sleep {marker}"
+    );
+    let call = sh(&script, &f.proj, &f.home);
+    let planted = async {
+        while !hook.exists() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        out = call => panic!("the command ended on its own: {out:?}"),
+        () = planted => {}
+    }
+    // The call's future is dropped here: its tree is stopped, then the guard ran.
+    assert!(!hook.exists(), "the planted hook stayed");
+    assert!(
+        f.proj
+            .join(".git/hooks/pre-commit.agent-exec-quarantined")
+            .exists()
+    );
+    assert!(testkit::alive_with(&marker).is_empty());
+}
+
 #[test]
 fn every_test_also_holds_unprivileged() {
     if !testkit::is_root() {
