@@ -15,9 +15,8 @@ use crate::verify::{Check, Verifier};
 pub(crate) const PASSWORD_ATTEMPTS: u8 = 3;
 
 /// How to run a call the host could not ask about.
-pub(crate) const HOW_TO_ASK: &str = "run it with `agent-exec call run_command` from a terminal (it asks on \
-                          the terminal), or pass --yes for confirmations / --password-fd N for \
-                          the password";
+pub(crate) const HOW_TO_ASK: &str = "run it with `agent-exec call run_command` from a terminal (it asks on the terminal), or \
+     pass --yes for confirmations / --password-fd N for the password";
 
 /// What the gate decided.
 #[derive(Debug, PartialEq, Eq)]

@@ -844,12 +844,12 @@ pub(crate) fn message(q: &[Quarantined], unchecked: &[PathBuf]) -> Option<String
 /// a `.git` file or directory, anything below a `.git`, `.gitmodules`, or a directory that
 /// contains one of them (looked for up to `budget` entries; a directory too large to look
 /// through counts as holding one).
-pub(crate) fn holds_git_metadata(real: &Path, is_dir: bool, budget: usize) -> Option<PathBuf> {
+pub(crate) fn holds_git_metadata(real: &Path, is_dir: bool, budget: usize) -> Option<String> {
     if real
         .components()
         .any(|c| c.as_os_str() == ".git" || c.as_os_str() == ".gitmodules")
     {
-        return Some(real.to_path_buf());
+        return Some(format!("{} is repository metadata", real.display()));
     }
     if !is_dir {
         return None;
@@ -864,12 +864,15 @@ pub(crate) fn holds_git_metadata(real: &Path, is_dir: bool, budget: usize) -> Op
         names_seen.clear();
         for e in entries.flatten() {
             if left == 0 {
-                return Some(d);
+                return Some(format!(
+                    "it holds more than {budget} entries, too many to make sure no repository \
+                     is among them"
+                ));
             }
             left -= 1;
             let n = e.file_name();
             if n == ".git" || n == ".gitmodules" {
-                return Some(e.path());
+                return Some(format!("it holds {}", e.path().display()));
             }
             if e.file_type().is_ok_and(|t| t.is_dir()) {
                 stack.push(e.path());
@@ -880,7 +883,7 @@ pub(crate) fn holds_git_metadata(real: &Path, is_dir: bool, budget: usize) -> Op
             && (names_seen.contains(OsStr::new("objects"))
                 || names_seen.contains(OsStr::new("refs")))
         {
-            return Some(d);
+            return Some(format!("it holds the bare repository {}", d.display()));
         }
     }
     None
@@ -901,15 +904,17 @@ pub(crate) fn refuse_rm(
     let hit = startup
         .chain(protected.iter().cloned())
         .find(|p| p.starts_with(real))
+        .map(|p| format!("{} is protected", p.display()))
         .or_else(|| holds_git_metadata(real, is_dir, RM_SCAN_BUDGET));
     match hit {
         None => Ok(()),
         Some(p) => Err(toolscope::ToolError::new(
             toolscope::ErrorCode::RunCommandRmInvalid,
             format!(
-                "rm will not move {} to the trash: it is or holds repository metadata or a                  protected file ({}); a run_command call never deletes a repository's .git,                  .gitmodules or a protected file. Remove the other paths on their own; the user                  deletes repository metadata themselves",
+                "rm will not move {} to the trash: {p}. A run_command call never deletes \
+                 repository metadata (.git, .gitmodules) or a protected file; remove the other \
+                 paths on their own, and let the user delete repository metadata themselves",
                 real.display(),
-                p.display()
             ),
         )),
     }

@@ -5,8 +5,9 @@
 //! **Owns:** working out, as the `trash` crate does (freedesktop trash spec), which trash
 //! directory a file goes to — the home trash when the file lies on the home trash's mount,
 //! else `$topdir/.Trash/$uid` (when it exists in a `.Trash` directory) or
-//! `$topdir/.Trash-$uid` (or the home trash when that cannot be made) — and checking it: not a symbolic link, owned by the user, and for a
-//! per-volume trash mode 0700 (created 0700 when missing, so the crate never makes it 0755).
+//! `$topdir/.Trash-$uid` (or the home trash when that cannot be made) — and checking it: not
+//! a symbolic link, owned by the user, and for a per-volume trash mode 0700 (created 0700
+//! when missing, so the crate never makes it 0755).
 //! **Refuses to know:** the move itself (the `trash` crate, module `rm`).
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
