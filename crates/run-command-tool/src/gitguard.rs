@@ -1131,6 +1131,34 @@ mod tests {
     }
 
     #[test]
+    fn a_gitmodules_running_a_program_and_a_bare_repo_hook_are_found() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        let before = Snapshot::take(std::slice::from_ref(&root), ENTRY_BUDGET);
+        std::fs::write(
+            root.join(".gitmodules"),
+            "[submodule \"m\"]\n\tpath = m\n\turl = ext::sh -c evil\n",
+        )
+        .unwrap();
+        for d in ["bare.git/objects", "bare.git/refs", "bare.git/hooks"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join("bare.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(root.join("bare.git/hooks/post-update"), "x").unwrap();
+        let after = Snapshot::take(std::slice::from_ref(&root), ENTRY_BUDGET);
+        let f: Vec<PathBuf> = before.findings(&after).into_iter().map(|x| x.0).collect();
+        assert_eq!(
+            f,
+            [
+                root.join(".gitmodules"),
+                root.join("bare.git/hooks/post-update")
+            ]
+        );
+        let harmless = "[submodule \"m\"]\n\tpath = m\n\turl = https://x/y.git\n";
+        assert!(!parse_config(harmless).iter().any(modules_danger));
+    }
+
+    #[test]
     fn a_budget_that_runs_out_is_reported() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path().canonicalize().unwrap();
