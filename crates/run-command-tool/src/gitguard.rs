@@ -96,7 +96,7 @@ impl HookState {
         let id = FileId::of(p)?;
         let regular = id.mode & libc::S_IFMT == libc::S_IFREG;
         let content = (regular && id.size <= 1 << 20)
-            .then(|| std::fs::read(p).ok())
+            .then(|| read_small(p, 1 << 20))
             .flatten();
         Some(HookState { id, content })
     }
@@ -447,6 +447,25 @@ fn read_hooks(dir: &Path, st: &mut GitDirState, left: &mut usize) {
     }
 }
 
+/// The content of a regular file of at most `max` bytes, opened without following a link and
+/// without blocking (a FIFO left behind named `config` must not hang the guard).
+fn read_small(p: &Path, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(p)
+        .ok()?;
+    let m = f.metadata().ok()?;
+    if !m.is_file() || m.len() > max {
+        return None;
+    }
+    let mut out = Vec::new();
+    f.by_ref().take(max).read_to_end(&mut out).ok()?;
+    Some(out)
+}
+
 fn key_of(entry: &str) -> &str {
     entry.split_once('=').map_or(entry, |(k, _)| k)
 }
@@ -461,7 +480,7 @@ fn pointer_target(path: &Path) -> Option<PathBuf> {
     if !meta.is_file() || meta.len() > 4096 {
         return None;
     }
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = String::from_utf8(read_small(path, 4096)?).ok()?;
     let line = text.lines().next()?.strip_prefix("gitdir:")?.trim();
     std::fs::canonicalize(base.join(line)).ok()
 }
@@ -471,7 +490,7 @@ fn commondir_target(git: &Path) -> Option<PathBuf> {
     if std::fs::symlink_metadata(&p).ok()?.len() > 4096 {
         return None;
     }
-    let text = std::fs::read_to_string(&p).ok()?;
+    let text = String::from_utf8(read_small(&p, 4096)?).ok()?;
     std::fs::canonicalize(git.join(text.trim_end_matches(['\n', '\r']))).ok()
 }
 
@@ -490,7 +509,7 @@ fn config_state(p: &Path, danger: fn(&Entry) -> bool) -> Option<ConfigState> {
         // Git reads config files whole; so does the guard, up to 4 MiB (larger is suspicious).
         if meta.len() > 4 << 20 {
             dangerous.insert("oversized config=".to_owned());
-        } else if let Ok(bytes) = std::fs::read(p) {
+        } else if let Some(bytes) = read_small(p, 4 << 20) {
             let text = String::from_utf8_lossy(&bytes);
             for e in parse_config(&text) {
                 if danger(&e) {
@@ -1156,6 +1175,29 @@ mod tests {
         );
         let harmless = "[submodule \"m\"]\n\tpath = m\n\turl = https://x/y.git\n";
         assert!(!parse_config(harmless).iter().any(modules_danger));
+    }
+
+    #[test]
+    fn a_fifo_named_like_git_metadata_does_not_hang_the_guard() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        for name in [
+            ".git/config",
+            ".git/commondir",
+            ".git/hooks/pre-commit",
+            ".gitmodules",
+        ] {
+            rustix::fs::mkfifoat(rustix::fs::CWD, root.join(name), 0o600.into()).unwrap();
+        }
+        std::fs::create_dir_all(root.join("w")).unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, root.join("w/.git"), 0o600.into()).unwrap();
+        let s = Snapshot::take(std::slice::from_ref(&root), ENTRY_BUDGET);
+        let f = Snapshot::default().findings(&s);
+        assert!(
+            f.iter().any(|x| x.0 == root.join(".git/hooks/pre-commit")),
+            "{f:?}"
+        );
     }
 
     #[test]
