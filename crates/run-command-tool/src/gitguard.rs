@@ -21,16 +21,18 @@
 //!
 //! **Dangerous config keys** (a new or changed `config`/`config.worktree` holding a new entry
 //! of one of these is quarantined): `core.hooksPath`, `core.fsmonitor`, `core.sshCommand`,
-//! `core.pager`, `core.editor`, `core.askPass`, `core.gitProxy`, `core.worktree`,
+//! `core.pager`, `core.editor`, `core.askPass`, `core.gitProxy`,
 //! `core.alternateRefsCommand`, `sequence.editor`, `diff.external`, `diff.*.textconv`,
 //! `diff.*.command`, `difftool.*.cmd`, `mergetool.*.cmd`, `interactive.diffFilter`,
 //! `filter.*.clean|smudge|process`, `merge.*.driver`, `alias.*` starting with `!`,
 //! `include.path`, `includeIf.*.path`, `credential.helper`, `credential.*.helper`,
 //! `gpg.program`, `gpg.*.program`, `gpg.ssh.defaultKeyCommand`, `uploadpack.packObjectsHook`,
-//! `protocol.*.allow`, `remote.*.uploadpack`, `remote.*.receivepack`, `web.browser`,
-//! `browser.*.cmd|path`, `pager.*`, `man.*.cmd|path`, `man.viewer`, `instaweb.*`,
-//! `sendemail.*cmd`, `trailer.*.command|cmd`, `submodule.*.update` starting with `!`. In
-//! `.gitmodules`: `submodule.*.update` starting with `!` and a `url` of the `ext::` transport.
+//! `protocol.*.allow` (it lets an `ext::` url run a command), `remote.*.uploadpack`,
+//! `remote.*.receivepack`, `web.browser`, `browser.*.cmd|path`, `pager.*`,
+//! `man.*.cmd|path`, `man.viewer`, `instaweb.*`, `sendemail.*cmd`, `trailer.*.command|cmd`,
+//! `submodule.*.update` starting with `!`. In `.gitmodules`: `submodule.*.update` starting
+//! with `!` and a `url` of the `ext::` transport. Not on the list: `core.worktree` (it runs
+//! nothing, and `git submodule` writes it into `modules/*/config`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -663,7 +665,6 @@ pub(crate) fn config_danger(e: &Entry) -> bool {
                 | "editor"
                 | "askpass"
                 | "gitproxy"
-                | "worktree"
                 | "alternaterefscommand"
         ),
         "sequence" => n == "editor",
