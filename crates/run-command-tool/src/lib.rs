@@ -44,7 +44,7 @@
 //!
 //! **The git guard (issue 18).** A call never leaves behind git metadata that makes git run a
 //! program. Before the run, a snapshot of every writable root (the working directory, the
-//! `write_paths`, the call's temp dir, then the caches; every depth, directories only, at most
+//! `write_paths`, then the caches; not the call's temp dir, which is removed; every depth, directories only, at most
 //! 500 000 entries) records each git directory's hook entries, `config`, `config.worktree`,
 //! `commondir`, the `.git` files and the `.gitmodules`; after the command's whole tree has
 //! ended, a second snapshot is compared with it, and what is new or changed and can run a

@@ -223,9 +223,9 @@ pub(crate) async fn run(
         .chain(prepared.write_paths.iter().map(|w| w.path.clone()))
         .collect();
     // The guard's walk: the repositories' roots first, the toolchains' caches (large) last, so
-    // a budget that runs out leaves only caches unchecked.
+    // a budget that runs out leaves only caches unchecked. The call's temp dir is removed at
+    // the end of the call, whatever it holds.
     let mut guard_roots = repo_roots.clone();
-    guard_roots.push(temp.root().to_path_buf());
     guard_roots.extend(writable.iter().filter(|w| !repo_roots.contains(w)).cloned());
     let roots_for_snapshot = guard_roots.clone();
     let (protected, before) = tokio::task::spawn_blocking(move || {
