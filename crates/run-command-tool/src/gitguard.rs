@@ -44,6 +44,12 @@ use serde::Serialize;
 /// Directory entries one snapshot reads at most (over all writable roots).
 pub(crate) const ENTRY_BUDGET: usize = 500_000;
 
+/// The file type bits of `st_mode` and two of its values (the same numbers on Linux and
+/// macOS, where `libc`'s are `u16`).
+const S_IFMT: u32 = 0o170_000;
+const S_IFREG: u32 = 0o100_000;
+const S_IFLNK: u32 = 0o120_000;
+
 /// The suffix a quarantined file gets.
 pub(crate) const QUARANTINE_SUFFIX: &str = ".agent-exec-quarantined";
 
@@ -96,7 +102,7 @@ struct HookState {
 impl HookState {
     fn of(p: &Path) -> Option<HookState> {
         let id = FileId::of(p)?;
-        let regular = id.mode & libc::S_IFMT == libc::S_IFREG;
+        let regular = id.mode & S_IFMT == S_IFREG;
         let content = (regular && id.size <= 1 << 20)
             .then(|| read_small(p, 1 << 20))
             .flatten();
@@ -331,7 +337,7 @@ impl Snapshot {
             let before = self.gitdirs.get(git);
             if let Some(id) = now.hooks_dir {
                 let was = before.and_then(|b| b.hooks_dir);
-                let is_link = id.mode & libc::S_IFMT == libc::S_IFLNK;
+                let is_link = id.mode & S_IFMT == S_IFLNK;
                 if is_link && was != Some(id) {
                     out.push((
                         git.join("hooks"),
@@ -1178,6 +1184,7 @@ mod tests {
         assert!(!parse_config(harmless).iter().any(modules_danger));
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_fifo_named_like_git_metadata_does_not_hang_the_guard() {
         let t = tempfile::tempdir().unwrap();
