@@ -83,6 +83,14 @@ pub trait Asker: Send + Sync {
         &'a self,
         q: &'a Question,
     ) -> Pin<Box<dyn Future<Output = PasswordReply> + Send + 'a>>;
+
+    /// After a `CannotAsk`: why this host cannot ask and how the user can run the call
+    /// instead, in the host's own terms, for the not-executed message (an MCP server: "a
+    /// password is never collected over MCP; run it with `agent-exec call run_command` from a
+    /// terminal"). The default names the command line's ways.
+    fn cannot_ask_advice(&self) -> String {
+        crate::gate::HOW_TO_ASK.to_owned()
+    }
 }
 
 /// An [`Asker`] that answers `CannotAsk` to both: every gated call is not executed.

@@ -17,11 +17,31 @@ pub(crate) fn render(bytes: &[u8], head_len: usize, omitted: u64) -> String {
         return String::from_utf8_lossy(bytes).into_owned();
     }
     let cut = head_len.min(bytes.len());
-    let mut s = String::from_utf8_lossy(&bytes[..cut]).into_owned();
-    s.push_str(&marker(omitted));
-    s.push_str(&String::from_utf8_lossy(&bytes[cut..]));
+    // A secret cut at the seam is no longer recognisable by its form (RC-14): the word on
+    // each side of the seam (up to the nearest whitespace, at most SEAM_WORD bytes) goes.
+    let head = &bytes[..cut];
+    let tail = &bytes[cut..];
+    let head_keep = head
+        .iter()
+        .rev()
+        .take(SEAM_WORD)
+        .position(u8::is_ascii_whitespace)
+        .map_or(head.len().saturating_sub(SEAM_WORD), |n| head.len() - n);
+    let tail_skip = tail
+        .iter()
+        .take(SEAM_WORD)
+        .position(u8::is_ascii_whitespace)
+        .unwrap_or(tail.len().min(SEAM_WORD));
+    let mut s = String::from_utf8_lossy(&head[..head_keep]).into_owned();
+    s.push_str(&marker(
+        omitted + (head.len() - head_keep) as u64 + tail_skip as u64,
+    ));
+    s.push_str(&String::from_utf8_lossy(&tail[tail_skip..]));
     s
 }
+
+/// At most this many bytes of a word cut by the seam are dropped on each side.
+const SEAM_WORD: usize = 200;
 
 /// Keeps the first `cap / 2` and the last `cap / 2` bytes written, counting the rest.
 #[derive(Debug)]
@@ -81,7 +101,25 @@ mod tests {
         h.push(b"XYZ");
         let (s, t) = h.finish();
         assert!(t);
-        assert_eq!(s, "0123\n[… 5 bytes omitted …]\n9XYZ");
+        // The words cut by the seam go too (they could be parts of a secret).
+        assert_eq!(s, "\n[… 13 bytes omitted …]\n");
+        let mut h = HeadTail::new(16);
+        h.push(b"ab cdefghij klmnopqrs tu");
+        let (s, _) = h.finish();
+        assert_eq!(s, "ab \n[… 18 bytes omitted …]\n tu");
+    }
+
+    #[test]
+    fn a_token_cut_at_the_seam_leaves_no_fragment() {
+        let token = format!("ghp_{}", "A".repeat(36));
+        let mut h = HeadTail::new(26);
+        h.push(format!("aa {token} ").as_bytes());
+        h.push(&[b'z'; 100]);
+        h.push(format!(" {token} bb").as_bytes());
+        let (s, truncated) = h.finish();
+        assert!(truncated);
+        assert!(!s.contains('A') && !s.contains("ghp"), "{s}");
+        assert!(s.starts_with("aa \n[…") && s.ends_with("…]\n bb"), "{s}");
     }
 
     proptest! {

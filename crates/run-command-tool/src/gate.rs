@@ -15,9 +15,8 @@ use crate::verify::{Check, Verifier};
 pub(crate) const PASSWORD_ATTEMPTS: u8 = 3;
 
 /// How to run a call the host could not ask about.
-const HOW_TO_ASK: &str = "run it with `agent-exec call run_command` from a terminal (it asks on \
-                          the terminal), or pass --yes for confirmations / --password-fd N for \
-                          the password";
+pub(crate) const HOW_TO_ASK: &str = "run it with `agent-exec call run_command` from a terminal (it asks on the terminal), or \
+     pass --yes for confirmations / --password-fd N for the password";
 
 /// What the gate decided.
 #[derive(Debug, PartialEq, Eq)]
@@ -52,7 +51,8 @@ pub(crate) async fn confirm(
         )),
         Confirmation::CannotAsk => Passed::No(format!(
             "`{label}` needs the user's confirmation and this host cannot ask, so nothing ran; \
-             {HOW_TO_ASK}"
+             {}",
+            asker.cannot_ask_advice()
         )),
     })
 }
@@ -85,7 +85,8 @@ pub(crate) async fn password(
             PasswordReply::CannotAsk => {
                 return Ok(Passed::No(format!(
                     "`{label}` needs the system password ({reason}) and this host cannot ask \
-                     for it (a password is never collected over MCP), so nothing ran; {HOW_TO_ASK}"
+                     for it, so nothing ran; {}",
+                    asker.cannot_ask_advice()
                 )));
             }
         };

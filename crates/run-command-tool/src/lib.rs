@@ -31,11 +31,28 @@
 //! [`RunCommandOptions::hidden`]. Protected (read-only inside a writable root): `.git/hooks`,
 //! `.git/config` and `.gitmodules` of each writable root and of `.git` entries up to two
 //! levels below it (a bounded scan of 20 000 entries; a `.git` file is protected itself), the
-//! shell startup files a writable root holds, and [`RunCommandOptions::protected`]. Where a
-//! repository has `.git` but no `.git/hooks`, the empty `hooks` directory is created first (git
-//! would create it too) so that it can be bound read-only. A working directory that is `$HOME`
-//! or contains it is refused: pick the project directory. The network is lifted entirely iff
+//! shell startup files a writable root holds, and [`RunCommandOptions::protected`]; and,
+//! found by the git guard's walk at every depth of the working directory and the `write_paths`
+//! (module `gitguard`), each existing git directory's `hooks`, `config`, `config.worktree`,
+//! `commondir`, `modules` (whole) and `info/attributes`, each `.git` file and the git directory
+//! it names when that lies in a writable root, and each `.gitmodules`. Where a repository has
+//! `.git` but no `.git/hooks`, the empty `hooks` directory is created first (git would create it
+//! too) so that it can be bound read-only. A working directory that is `$HOME`
+//! or contains it is refused: pick the project directory; so is one that is or lies in a
+//! private location. The network is lifted entirely iff
 //! `network: true`. Standard input is closed.
+//!
+//! **The git guard (issue 18).** A call never leaves behind git metadata that makes git run a
+//! program. Before the run, a snapshot of every writable root (the working directory, the
+//! `write_paths`, then the caches; not the call's temp dir, which is removed; every depth, directories only, at most
+//! 500 000 entries) records each git directory's hook entries, `config`, `config.worktree`,
+//! `commondir`, the `.git` files and the `.gitmodules`; after the command's whole tree has
+//! ended, a second snapshot is compared with it, and what is new or changed and can run a
+//! program (a hook not named `*.sample`, a `commondir`, config with a new program-running key
+//! from module `gitguard`'s list, a `.git` file pointing outside the roots) is renamed to
+//! `<name>.agent-exec-quarantined` with its execute bits off, listed in
+//! [`RunCommandOutput::quarantined`] and explained in `message`. `git init`, `git add` and
+//! `git commit` quarantine nothing. A budget that ran out is said in `message`.
 //!
 //! **Environment.** Exactly: `PATH` = the host's `PATH` entries the sandbox can read (under
 //! `/usr`, `/bin`, `/sbin`, `/lib`, `/opt`, `$HOME` outside its private locations, or the
@@ -59,7 +76,9 @@
 //!
 //! **Output.** stdout and stderr merged in order; at most [`OUTPUT_CAP`] (256 KiB) kept: the
 //! first and the last 128 KiB, with the line `[… N bytes omitted …]` at the seam and `truncated`
-//! set. Masked (RC-14): the session's secrets grow with the values of secret-looking host
+//! set; the word cut by the seam on each side (up to 200 bytes) is dropped, so a secret cut in
+//! two leaves no recognisable half. Masked (RC-14) are the output, the `label` and the
+//! `message`: the session's secrets grow with the values of secret-looking host
 //! variables and with the secrets by form the output holds (`argv_policy::secrets_in`); the next
 //! decision refuses an argv holding a mask token. Time limit [`RUN_COMMAND_TIMEOUT`] (30 min) or
 //! the host's; cancellation through the `CallContext`; nothing the command started survives it.
@@ -73,7 +92,13 @@
 //! **rm (RC-4).** Each path is re-checked on the file system: its parent resolved component by
 //! component (links followed), the final name not followed (a link is trashed, not its target);
 //! the REAL location's gate (working directory: none under `auto`; elsewhere in `$HOME`: a
-//! confirmation; outside: the password) applies when stronger than the decision's. Missing
+//! confirmation; outside: the password) applies when stronger than the decision's. A real
+//! path that is or holds repository metadata (`.git`, anything in it, `.gitmodules`, a bare
+//! repository), a shell startup file or a host-protected path is refused
+//! (`RUN_COMMAND_RM_INVALID`): the user deletes those. The trash directory must be the user's
+//! own: the home trash not a symbolic link and owned by the user; a per-volume
+//! `$topdir/.Trash-$uid` (or `.Trash/$uid`) not a link, owned by the user, mode 0700 (made 0700
+//! when missing); otherwise that path is not moved and `rm` says why. Missing
 //! paths are `rm`'s error unless `-f`; a directory needs `-r`. The result lists `trashed`
 //! `[{path, restoreFrom}]`. Limit: the trash crate moves by path, so a parent swapped again
 //! between this check and the move is not caught.
@@ -110,6 +135,7 @@ mod ask;
 mod capture;
 mod env;
 mod gate;
+mod gitguard;
 mod hint;
 mod outside;
 mod rm;
@@ -117,11 +143,14 @@ mod roots;
 mod run;
 mod sandboxed;
 mod state;
+#[cfg(any(target_os = "linux", target_os = "freebsd"))]
+mod trashdir;
 mod types;
 mod verify;
 
 pub use argv_policy::{Mode, Policy, RunCommandArgs};
 pub use ask::{Asker, Confirmation, DenyAllAsker, Password, PasswordReply, Question};
+pub use gitguard::Quarantined;
 pub use run::run_command;
 pub use state::RunCommandState;
 pub use types::{

@@ -16,6 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use argv_policy::{Gate, Mode};
+use toolscope::ToolError;
 
 use crate::roots::canonical;
 use crate::types::Trashed;
@@ -123,29 +124,34 @@ pub(crate) struct Plan {
     pub(crate) flags: Flags,
 }
 
+/// # Errors
+/// `RUN_COMMAND_RM_INVALID` when a real path is or holds repository metadata or a protected
+/// path (module `gitguard`): nothing is moved.
 pub(crate) fn plan(
     argv: &[String],
     paths: &[PathBuf],
     workdir: &Path,
     home: &Path,
     mode: Mode,
-) -> Plan {
+    protected: &[PathBuf],
+) -> Result<Plan, ToolError> {
     let flags = flags(argv);
     let mut gate = Gate::None;
     let mut targets = Vec::new();
     for p in paths {
         let t = check(p);
-        if let Target::Found { real, .. } = &t {
+        if let Target::Found { real, is_dir } = &t {
+            crate::gitguard::refuse_rm(real, *is_dir, home, protected)?;
             let real_place = place(real, workdir, home);
             gate = gate.max(gate_for(real_place, mode, real));
         }
         targets.push(t);
     }
-    Plan {
+    Ok(Plan {
         targets,
         gate,
         flags,
-    }
+    })
 }
 
 /// Moves the found targets to the trash (after the gate); returns what went where, `rm`-style
@@ -172,22 +178,32 @@ pub(crate) fn carry_out(plan: &Plan) -> (Vec<Trashed>, String, i32) {
                 ));
                 code = 1;
             }
-            Target::Found { real, .. } => match trash::delete(real) {
+            Target::Found { real, .. } => match trash_dir_ok(real).and_then(|()| {
+                trash::delete(real).map_err(|e| format!("cannot move it to the trash: {e}"))
+            }) {
                 Ok(()) => trashed.push(Trashed {
                     path: real.to_string_lossy().into_owned(),
                     restore_from: restore_location(real),
                 }),
                 Err(e) => {
-                    out.push_str(&format!(
-                        "rm: cannot move '{}' to the trash: {e}\n",
-                        real.display()
-                    ));
+                    out.push_str(&format!("rm: '{}': {e}\n", real.display()));
                     code = 1;
                 }
             },
         }
     }
     (trashed, out, code)
+}
+
+/// The trash directory for `real` is the user's own (module `trashdir`).
+fn trash_dir_ok(real: &Path) -> Result<(), String> {
+    #[cfg(any(target_os = "linux", target_os = "freebsd"))]
+    return crate::trashdir::check(real);
+    #[cfg(not(any(target_os = "linux", target_os = "freebsd")))]
+    {
+        let _ = real;
+        Ok(())
+    }
 }
 
 /// Where the trash keeps what was at `original` (the newest entry for it).

@@ -62,6 +62,29 @@ pub async fn run_command(
     options: &RunCommandOptions,
     ctx: &CallContext,
 ) -> Result<RunCommandOutput, ToolError> {
+    let mut out = run_unmasked(args, workdir, policy, asker, state, options, ctx).await?;
+    // RC-14: the label and the message quote the argv, so they are masked like the output.
+    out.label = mask_text(state, &out.label);
+    out.message = out.message.as_deref().map(|m| mask_text(state, m));
+    Ok(out)
+}
+
+/// `text` masked with the session's secrets and those it holds by form (RC-14).
+fn mask_text(state: &RunCommandState, text: &str) -> String {
+    let secrets = state.learn(argv_policy::secrets_in(text));
+    argv_policy::mask(text, &secrets)
+}
+
+/// [`run_command`] before its label and message are masked (the output is masked here).
+async fn run_unmasked(
+    args: RunCommandArgs,
+    workdir: Arc<RootLease>,
+    policy: &Policy,
+    asker: &dyn Asker,
+    state: &RunCommandState,
+    options: &RunCommandOptions,
+    ctx: &CallContext,
+) -> Result<RunCommandOutput, ToolError> {
     ctx.check()?;
     let host_env: Vec<(String, String)> = std::env::vars().collect();
     state.learn(argv_policy::secret_env_values(
@@ -90,7 +113,7 @@ pub async fn run_command(
 
     // 2. Re-checks (read only).
     let (kind, gate) = if !trash.is_empty() {
-        let plan = crate::rm::plan(&args.argv, &trash, &work, &home, mode);
+        let plan = crate::rm::plan(&args.argv, &trash, &work, &home, mode, &options.protected)?;
         let gate = decided.max(plan.gate.clone());
         (Kind::Trash(plan), gate)
     } else if sudo {
@@ -176,9 +199,13 @@ pub async fn run_command(
     let mut trashed = Vec::new();
     let network = args.network;
     let sandboxed = matches!(kind, Kind::Sandboxed(_));
+    let mut guarded = crate::gitguard::Guarded::default();
     let ran = match kind {
         Kind::Sandboxed(prepared) => {
-            crate::sandboxed::run(*prepared, workdir, &home, policy, options, ctx).await?
+            let (ran, g) =
+                crate::sandboxed::run(*prepared, workdir, &home, policy, options, ctx).await?;
+            guarded = g;
+            ran
         }
         Kind::Trash(plan) => {
             let (done, text, code) =
@@ -238,8 +265,16 @@ pub async fn run_command(
         executed: true,
         trashed,
         sandbox: ran.sandbox,
-        message,
+        message: join_messages(message, guarded.message()),
+        quarantined: guarded.quarantined,
     })
+}
+
+fn join_messages(a: Option<String>, b: Option<String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(format!("{a}. {b}")),
+        (a, b) => a.or(b),
+    }
 }
 
 fn reason_for(kind: &Kind) -> &'static str {

@@ -15,6 +15,7 @@ use fsguard::RootLease;
 use toolscope::{CallContext, CancelReason, ErrorCode, ToolError};
 
 use crate::env::{self, Readable};
+use crate::gitguard::{self, Guarded, Snapshot};
 use crate::roots::{self, WritePath};
 use crate::types::{Denial, OUTPUT_CAP, RunCommandOptions, Status};
 
@@ -103,6 +104,21 @@ pub(crate) fn prepare(
         .cloned()
         .chain(host_hidden.iter().map(|h| roots::canonical(h)))
         .collect();
+    // A hidden location as the working directory would be replaced by an empty one inside the
+    // sandbox (exec then reports a swapped path): say what is wrong instead.
+    if let Some(p) = never.iter().find(|p| workdir.starts_with(p)) {
+        return Err(ToolError::new(
+            ErrorCode::ExecPathInvalid,
+            format!(
+                "the working directory {} is or lies inside the private location {} (keys, \
+                 tokens, histories, or the host's own state), which run_command never shows to \
+                 a command; a private location cannot be the working directory: pick the \
+                 project directory",
+                workdir.display(),
+                p.display()
+            ),
+        ));
+    }
     let argv = &args.argv;
     let network = args.network;
     let write_paths = roots::write_paths(&args.write_paths, workdir, home, &never)?;
@@ -146,7 +162,7 @@ pub(crate) fn prepare(
     }))
 }
 
-/// Runs the prepared command in the sandbox.
+/// Runs the prepared command in the sandbox, then the git guard (module `gitguard`).
 pub(crate) async fn run(
     prepared: Prepared,
     workdir: Arc<RootLease>,
@@ -154,7 +170,7 @@ pub(crate) async fn run(
     policy: &Policy,
     options: &RunCommandOptions,
     ctx: &CallContext,
-) -> Result<Ran, ToolError> {
+) -> Result<(Ran, Guarded), ToolError> {
     let work = workdir.path().to_path_buf();
     let temp = exec::CallTemp::create(TEMP_PREFIX, &work)
         .map_err(|e| ToolError::new(ErrorCode::ExecIoFailed, e.to_string()))?;
@@ -201,11 +217,32 @@ pub(crate) async fn run(
     let protected_roots = writable.clone();
     let home_owned = home.to_path_buf();
     let host_protected = options.protected.clone();
-    sandbox.protected = tokio::task::spawn_blocking(move || {
-        roots::protected(&protected_roots, &home_owned, &host_protected)
+    // The caches' own repositories (cargo's git checkouts) are the toolchains' to update: they
+    // are checked after the run, not made read-only.
+    let repo_roots: Vec<PathBuf> = std::iter::once(work.clone())
+        .chain(prepared.write_paths.iter().map(|w| w.path.clone()))
+        .collect();
+    // The guard's walk: the repositories' roots first, the toolchains' caches (large) last, so
+    // a budget that runs out leaves only caches unchecked. The call's temp dir is removed at
+    // the end of the call, whatever it holds.
+    let mut guard_roots = repo_roots.clone();
+    guard_roots.extend(writable.iter().filter(|w| !repo_roots.contains(w)).cloned());
+    let roots_for_snapshot = guard_roots.clone();
+    let (protected, before) = tokio::task::spawn_blocking(move || {
+        let mut p = roots::protected(&protected_roots, &home_owned, &host_protected);
+        // Taken after `protected` made the missing `.git/hooks` directories.
+        let before = Snapshot::take(&roots_for_snapshot, gitguard::ENTRY_BUDGET);
+        p.extend(gitguard::protected_paths(&before, &repo_roots));
+        p.sort();
+        p.dedup();
+        (p, before)
     })
     .await
-    .unwrap_or_default();
+    .map_err(|e| ToolError::new(ErrorCode::ExecIoFailed, format!("git guard: {e}")))?;
+    sandbox.protected = protected;
+    // Declared before the run: if this call is dropped mid-run, the run (and with it the
+    // command's tree) is dropped first, then this guard checks the roots.
+    let pending = gitguard::Pending::new(before, guard_roots);
 
     let readable = Readable {
         home,
@@ -246,12 +283,20 @@ pub(crate) async fn run(
         merge_stderr: true,
     };
     let outcome = temp.scope(exec::run(job, ctx)).await.map_err(exec_error);
+    // Nothing the command started is alive now (exec stops the whole tree before returning).
+    let guard = tokio::task::spawn_blocking(move || pending.finish())
+        .await
+        .unwrap_or_default();
     let denials = match &outcome {
         Ok(out) => denials(explain, out).await,
         Err(_) => Vec::new(),
     };
     let _ = tokio::task::spawn_blocking(move || temp.remove()).await;
-    interpret(outcome?, denials)
+    let outcome = outcome.map_err(|e| match guard.message() {
+        Some(m) => ToolError::new(e.code(), format!("{}; {m}", e.message())),
+        None => e,
+    })?;
+    Ok((interpret(outcome, denials)?, guard))
 }
 
 pub(crate) fn exec_error(e: ExecError) -> ToolError {

@@ -118,6 +118,9 @@ pub struct RunCommandOutput {
     pub trashed: Vec<Trashed>,
     /// What the sandbox enforced, in words (`none` for `sudo` and `sandbox: false`).
     pub sandbox: String,
+    /// Git metadata the command left that would make git run a program (a hook, a
+    /// `commondir`, program-running config), moved aside after the run (the git guard).
+    pub quarantined: Vec<crate::gitguard::Quarantined>,
     /// Why nothing ran and how to run it instead, or what an option meant here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -142,6 +145,7 @@ impl RunCommandOutput {
             label,
             executed: false,
             trashed: Vec::new(),
+            quarantined: Vec::new(),
             sandbox: "none".into(),
             message: Some(message),
         }
@@ -206,6 +210,7 @@ mod tests {
             "label",
             "executed",
             "trashed",
+            "quarantined",
             "sandbox",
             "message",
         ] {
