@@ -202,6 +202,12 @@ impl Asker for McpAsker {
         // MCP forbids collecting secrets through elicitation: never asked here.
         Box::pin(async { PasswordReply::CannotAsk })
     }
+
+    fn cannot_ask_advice(&self) -> String {
+        // The command line's own flags (--yes, --password-fd) mean nothing to an MCP client.
+        "a password is never collected over MCP, and a confirmation only from a client that          supports elicitation; the user can run this call with `agent-exec call run_command`          from a terminal, which asks there"
+            .to_owned()
+    }
 }
 
 fn schema_object(schema: Value) -> Map<String, Value> {

@@ -728,6 +728,9 @@ fn over_mcp_a_password_is_never_asked_and_the_call_says_where_to_run_it() {
     let message = result["message"].as_str().unwrap_or_default();
     assert!(message.contains("agent-exec call run_command"), "{result}");
     assert!(message.contains("password"), "{result}");
+    // The advice is the MCP server's own: a client cannot pass the command line's flags.
+    assert!(message.contains("never collected over MCP"), "{result}");
+    assert!(!message.contains("--password-fd"), "{result}");
     assert!(!f.folder.join("unsandboxed.txt").exists());
 }
 
