@@ -207,11 +207,13 @@ pub(crate) async fn run(
         Network::None
     };
     let mut sandbox = SandboxSpec::for_argv(grants, network);
+    // Every private location, whether it exists or not: one that is missing now still splits
+    // its existing ancestors' Landlock rules (linux-sandbox's `split`), so a `~/.config/gh` the
+    // user makes while the command runs (`gh auth login`) is not granted (review round 2).
     sandbox.hidden = prepared
         .private
         .iter()
         .chain(&options.hidden)
-        .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .cloned()
         .collect();
     let protected_roots = writable.clone();

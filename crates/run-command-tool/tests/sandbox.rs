@@ -128,6 +128,55 @@ async fn private_files_in_home_are_unreadable_and_home_is_read_only() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn private_locations_the_user_makes_while_the_command_runs_stay_unreadable() {
+    // Review round 2: a private location missing at the start (`gh auth login`, a first trash)
+    // must still be kept out when it appears mid-call, also where nothing private existed in
+    // its directory before.
+    if !testkit::sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    std::fs::create_dir_all(f.home.join(".config/other")).unwrap();
+    std::fs::create_dir_all(f.home.join(".local/share")).unwrap();
+    std::fs::write(f.home.join(".config/other/settings"), "READABLE-SETTINGS\n").unwrap();
+    let script = format!(
+        "touch ready; i=0; while [ ! -e go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; \
+         cat {h}/.config/gh/hosts.yml; cat {h}/.local/share/Trash/files/x; \
+         cat {h}/.config/other/settings; echo done",
+        h = f.home.display()
+    );
+    let (home, proj) = (f.home.clone(), f.proj.clone());
+    let host = std::thread::spawn(move || {
+        for _ in 0..400 {
+            if proj.join("ready").exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::fs::create_dir_all(home.join(".config/gh")).unwrap();
+        std::fs::write(home.join(".config/gh/hosts.yml"), "MIDCALL-GH-TOKEN\n").unwrap();
+        std::fs::create_dir_all(home.join(".local/share/Trash/files")).unwrap();
+        std::fs::write(home.join(".local/share/Trash/files/x"), "MIDCALL-TRASHED\n").unwrap();
+        std::fs::write(proj.join("go"), "").unwrap();
+    });
+    let out = call(
+        args(&["sh", "-c", &script]),
+        &f.proj,
+        &f.home,
+        Mode::Auto,
+        &DenyAllAsker,
+    )
+    .await
+    .unwrap();
+    host.join().unwrap();
+    assert!(out.executed, "{out:?}");
+    assert!(out.output.contains("done"), "{}", out.output);
+    assert!(!out.output.contains("MIDCALL-GH-TOKEN"), "{}", out.output);
+    assert!(!out.output.contains("MIDCALL-TRASHED"), "{}", out.output);
+    assert!(out.output.contains("READABLE-SETTINGS"), "{}", out.output);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn git_hooks_and_config_cannot_be_planted_from_inside() {
     if !testkit::sandbox_available() {
         return;
