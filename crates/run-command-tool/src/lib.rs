@@ -43,8 +43,9 @@
 //! `network: true`. Standard input is closed.
 //!
 //! **The git guard (issue 18).** A call never leaves behind git metadata that makes git run a
-//! program. Before the run, a snapshot of every writable root (the working directory, the
-//! `write_paths`, then the caches; not the call's temp dir, which is removed; every depth, directories only, at most
+//! program. Before the run, a snapshot of the roots a person works in (the working directory
+//! and the `write_paths`; not the toolchains' caches, whose repositories only the toolchains
+//! drive, nor the call's temp dir, which is removed; every depth, directories only, at most
 //! 500 000 entries) records each git directory's hook entries, `config`, `config.worktree`,
 //! `commondir`, the `.git` files and the `.gitmodules`; after the command's whole tree has
 //! ended, a second snapshot is compared with it, and what is new or changed and can run a
