@@ -1067,6 +1067,14 @@ fn steering_variables_make_a_command_not_read_only() {
     sh("RUBYOPT=-revil ruby -v", "run shell confirm");
     sh("RIPGREP_CONFIG_PATH=rc rg x", "run shell confirm");
     sh("LESSOPEN='|touch X %s' git log", "run shell confirm");
+    sh("GREP=evil zgrep hi a.gz", "run shell confirm");
+    sh("APT_CONFIG=./a.conf apt-cache policy", "run shell confirm");
+    sh("PHPRC=./p.ini php -v", "run shell confirm");
+    sh("PHP_INI_SCAN_DIR=. php -v", "run shell confirm");
+    sh("PIPX_HOME=. pipx list", "run shell confirm");
+    sh("PAGER=evil man ls", "run shell confirm");
+    sh("MANPAGER=evil man ls", "run shell confirm");
+    sh("GROFF_TMAC_PATH=. man ls", "run shell confirm");
     sh("EDITOR=vim git log", "run shell confirm");
     sh(
         "GCONV_PATH=. iconv -l",
