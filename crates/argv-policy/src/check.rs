@@ -122,6 +122,11 @@ const STEERING_PREFIXES: &[&str] = &[
     "OPENSSL_",
     "GCONV_",
     "TERMINFO",
+    // Review 2: `PHPRC`, `PHP_INI_SCAN_DIR`; pipx; `APT_CONFIG`; groff's macro and font paths.
+    "PHP",
+    "PIPX_",
+    "APT_",
+    "GROFF_",
 ];
 
 /// Single variables of the same kind as [`STEERING_PREFIXES`].
@@ -155,6 +160,9 @@ const STEERING_VARS: &[&str] = &[
     "SQLITE_HISTORY",
     "PSQLRC",
     "MYSQL_HOME",
+    // zgrep runs `${GREP-grep}`; man, git and zless run `$PAGER`.
+    "GREP",
+    "PAGER",
 ];
 
 /// Variables that keep a hit although their prefix is listed: they only tune output or take

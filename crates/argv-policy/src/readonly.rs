@@ -597,16 +597,17 @@ fn write_flag(tool: &str, sub: Option<&str>, arg: &str) -> bool {
 }
 
 /// `true` when the long option `arg` (`--name` or `--name=value`) is `flag` as getopt_long and
-/// git's parse-options read it: the exact name, or an abbreviation of at least three letters after
-/// `--` (both accept any unambiguous prefix, so `--outp=F` is `--output=F`). An ambiguous
-/// abbreviation is refused by the program, so counting it as the flag only costs a confirmation.
+/// git's parse-options read it: the exact name, or any abbreviation of at least one letter after
+/// `--` (getopt_long, argp and parse-options accept any unambiguous prefix, so `--o=F` may be
+/// `--output=F`). An ambiguous abbreviation is refused by the program, so counting it as the flag
+/// only costs a confirmation.
 fn long_matches(arg: &str, flag: &str) -> bool {
     let Some(key) = arg.strip_prefix("--") else {
         return false;
     };
     let key = key.split_once('=').map_or(key, |(k, _)| k);
     let full = &flag[2..];
-    key == full || key.len() >= 3 && full.starts_with(key)
+    key == full || !key.is_empty() && full.starts_with(key)
 }
 
 /// Sets aside `name`'s global options; `None` when one of them cancels the match. Returns the
@@ -695,7 +696,12 @@ pub fn is_hit(policy: &Policy, ctx: &Context, name: &str, args: &[Word]) -> bool
         return false;
     }
     if let Some((_, max)) = MAX_OPERANDS.iter().find(|(t, _)| *t == lookup) {
-        let operands = fixed.iter().filter(|a| !a.starts_with('-')).count();
+        // Every argument after `--` is an operand, even one starting with `-` (`uniq b -- -out`).
+        let (before, after) = match fixed.iter().position(|a| a == "--") {
+            Some(i) => (&fixed[..i], fixed.len() - i - 1),
+            None => (&fixed[..], 0),
+        };
+        let operands = before.iter().filter(|a| !a.starts_with('-')).count() + after;
         if operands > *max {
             return false;
         }

@@ -975,6 +975,28 @@ fn abbreviated_long_options_count_as_the_flag_they_abbreviate() {
     check(r#"["sort", "--out=PWSORT", "x"]"#, "run direct confirm");
     check(r#"["iconv", "--outp=F", "x"]"#, "run direct confirm");
     check(r#"["shuf", "--outp=F", "x"]"#, "run direct confirm");
+    // Review 2: one- and two-letter abbreviations of write/exec flags; operands after `--`.
+    check(
+        r#"["git","ls-remote","--up=./e.sh","."]"#,
+        "run direct confirm",
+    );
+    check(r#"["git","grep","--op=./e.sh","hi"]"#, "run direct confirm");
+    check(r#"["man","--co=m.conf","ls"]"#, "run direct confirm");
+    check(r#"["nm","--pl","./p.so","a.txt"]"#, "run direct confirm");
+    check(
+        r#"["sort","-S","64k","-T",".","--co=./e.sh","big.txt"]"#,
+        "run direct confirm",
+    );
+    check(r#"["sort","--ou=o","b"]"#, "run direct confirm");
+    check(r#"["sort","--o=o","b"]"#, "run direct confirm");
+    check(r#"["shuf","--ou=o","b"]"#, "run direct confirm");
+    check(
+        r#"["iconv","-f","utf8","-t","ascii","--o=o","a"]"#,
+        "run direct confirm",
+    );
+    check(r#"["sdiff","--ou=o","a","b"]"#, "run direct confirm");
+    check(r#"["git","fsck","--lo"]"#, "run direct confirm");
+    check(r#"["uniq","b.txt","--","-out4"]"#, "run direct confirm");
     check(
         r#"["git", "grep", "--open-files=touch X", "hello"]"#,
         "run direct confirm",
@@ -997,8 +1019,9 @@ fn abbreviated_long_options_count_as_the_flag_they_abbreviate() {
     );
     check(r#"["git", "log", "--outp=x"]"#, "run direct confirm");
     check(r#"["git", "diff", "--ext-d"]"#, "run direct confirm");
-    // Liveness: two letters are too short to count, and longer names are other options.
-    check(r#"["sort", "--ou", "x"]"#, "run direct none par");
+    // Liveness: other options' names (even sharing a first letter) and longer names keep the hit.
+    check(r#"["sort", "--reverse", "x"]"#, "run direct none par");
+    check(r#"["uniq", "-c", "--", "b.txt"]"#, "run direct none par");
     check(
         r#"["git", "log", "--output-indicator-new=+"]"#,
         "run direct none par",
@@ -1044,6 +1067,14 @@ fn steering_variables_make_a_command_not_read_only() {
     sh("RUBYOPT=-revil ruby -v", "run shell confirm");
     sh("RIPGREP_CONFIG_PATH=rc rg x", "run shell confirm");
     sh("LESSOPEN='|touch X %s' git log", "run shell confirm");
+    sh("GREP=evil zgrep hi a.gz", "run shell confirm");
+    sh("APT_CONFIG=./a.conf apt-cache policy", "run shell confirm");
+    sh("PHPRC=./p.ini php -v", "run shell confirm");
+    sh("PHP_INI_SCAN_DIR=. php -v", "run shell confirm");
+    sh("PIPX_HOME=. pipx list", "run shell confirm");
+    sh("PAGER=evil man ls", "run shell confirm");
+    sh("MANPAGER=evil man ls", "run shell confirm");
+    sh("GROFF_TMAC_PATH=. man ls", "run shell confirm");
     sh("EDITOR=vim git log", "run shell confirm");
     sh(
         "GCONV_PATH=. iconv -l",
