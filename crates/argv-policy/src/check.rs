@@ -447,10 +447,11 @@ impl<'a> Checker<'a> {
             .iter()
             .map(|a| a.value.as_deref().unwrap_or(""))
             .collect();
-        if let Some(why) = crate::watch::direct(name, &fixed) {
+        if self.ctx.watchers_allowed {
+            // background_command: a watcher is what it is for (BG-2).
+        } else if let Some(why) = crate::watch::direct(name, &fixed) {
             return Err(watcher(&why));
-        }
-        if matches!(name, "npm" | "pnpm" | "yarn" | "bun") {
+        } else if matches!(name, "npm" | "pnpm" | "yarn" | "bun") {
             let hit =
                 self.tracer
                     .borrow_mut()

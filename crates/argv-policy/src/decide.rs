@@ -446,7 +446,8 @@ fn sudo_check(argv: &[String], program: &str, checker: &Checker<'_>) -> Result<(
         )));
     }
     let fixed: Vec<&str> = argv[2..].iter().map(String::as_str).collect();
-    if let Some(why) = crate::watch::direct(target, &fixed) {
+    let watcher = crate::watch::direct(target, &fixed);
+    if let Some(why) = watcher.filter(|_| !checker.ctx.watchers_allowed) {
         return Err(check::watcher(&why));
     }
     Ok(())

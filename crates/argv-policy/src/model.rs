@@ -96,6 +96,9 @@ pub struct Context {
     pub os: Os,
     /// Secrets known to the session, masked as `[secret:N]` (N = index + 1) in results.
     pub secrets: Vec<String>,
+    /// The call is `background_command`'s, the one place a file watcher may run (RC-15, BG-2):
+    /// watchers are then not refused. False for `run_command`.
+    pub watchers_allowed: bool,
 }
 
 impl Context {
@@ -106,6 +109,7 @@ impl Context {
             home: home.into(),
             os: Os::current(),
             secrets: Vec::new(),
+            watchers_allowed: false,
         }
     }
 }

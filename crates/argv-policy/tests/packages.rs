@@ -146,3 +146,25 @@ fn an_unreadable_or_odd_package_json_is_not_a_watcher() {
     std::fs::write(dir.path().join("package.json"), r#"{"scripts": []}"#).unwrap();
     assert_runs(dir.path(), &["npm", "run", "dev"]);
 }
+
+/// RC-15, BG-2: background_command is the one place a watcher runs; everything else about the
+/// decision stays (a denied command inside the script is still refused).
+#[test]
+fn watchers_run_where_background_command_allows_them_and_nowhere_else() {
+    let dir = project(json!({"dev": "vite --watch", "bad": "sh -c 'su root'"}));
+    let mut ctx = Context::new(dir.path(), dir.path().parent().unwrap());
+    ctx.watchers_allowed = true;
+    let policy = Policy::defaults(Mode::Auto);
+    for argv in [
+        &["npm", "run", "dev"][..],
+        &["cargo", "watch", "-x", "test"],
+        &["tsc", "--watch"],
+        &["sh", "-c", "nodemon server.js"],
+    ] {
+        assert_watcher(dir.path(), argv);
+        let d = decide(&RunCommandArgs::new(argv.iter().copied()), &policy, &ctx);
+        assert!(matches!(d, Decision::Run { .. }), "{argv:?}: {d:?}");
+    }
+    let d = decide(&RunCommandArgs::new(["sh", "-c", "su root"]), &policy, &ctx);
+    assert!(matches!(d, Decision::Refuse { .. }), "{d:?}");
+}

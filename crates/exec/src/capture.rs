@@ -28,19 +28,20 @@ pub(crate) struct Captured {
 }
 
 /// Which bytes of a stream are kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) enum Keep {
     /// The first `cap` bytes; the rest is dropped unread where the platform can (`splice`).
     Head(usize),
-    /// The first `cap / 2` and the last `cap / 2` bytes; everything is read.
-    HeadAndTail(usize),
+    /// The first `cap / 2` and the last `cap / 2` bytes; everything is read, and every chunk
+    /// read is also given to the tap when there is one ([`crate::run_tapped`]).
+    HeadAndTail(usize, Option<crate::Tap>),
 }
 
 /// What to keep of stdout and of stderr under `limits`: stderr is never kept head and tail
 /// (its cap truncates, as in [`OnCap::Truncate`](crate::OnCap::Truncate)).
-pub(crate) fn keep(limits: &crate::Limits) -> (Keep, Keep) {
+pub(crate) fn keep(limits: &crate::Limits, tap: Option<crate::Tap>) -> (Keep, Keep) {
     let stdout = match limits.on_cap {
-        crate::OnCap::HeadAndTail => Keep::HeadAndTail(limits.stdout_cap),
+        crate::OnCap::HeadAndTail => Keep::HeadAndTail(limits.stdout_cap, tap),
         crate::OnCap::Kill | crate::OnCap::Truncate => Keep::Head(limits.stdout_cap),
     };
     (stdout, Keep::Head(limits.stderr_cap))
@@ -58,7 +59,9 @@ pub(crate) async fn drain(
 ) -> io::Result<Captured> {
     let mut out = match keep {
         Keep::Head(cap) => drain_head(rx, cap, over_cap, stop).await?,
-        Keep::HeadAndTail(cap) => drain_head_and_tail(rx, cap, over_cap, stop).await?,
+        Keep::HeadAndTail(cap, tap) => {
+            drain_head_and_tail(rx, cap, tap.as_ref(), over_cap, stop).await?
+        }
     };
     if out.omitted == 0 {
         out.head_len = out.bytes.len();
@@ -72,10 +75,16 @@ pub(crate) async fn drain(
 async fn drain_head_and_tail(
     mut rx: pipe::Receiver,
     cap: usize,
+    tap: Option<&crate::Tap>,
     over_cap: &Notify,
     stop: CancellationToken,
 ) -> io::Result<Captured> {
     let mut kept = HeadAndTail::new(cap);
+    let tap = |bytes: &[u8]| {
+        if let Some(tap) = tap {
+            tap(bytes);
+        }
+    };
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut grown = false;
     loop {
@@ -90,7 +99,10 @@ async fn drain_head_and_tail(
                 loop {
                     match rustix::io::read(rx.as_fd(), &mut buf[..]) {
                         Ok(0) | Err(rustix::io::Errno::AGAIN) => break,
-                        Ok(n) => kept.push(&buf[..n], over_cap),
+                        Ok(n) => {
+                            tap(&buf[..n]);
+                            kept.push(&buf[..n], over_cap);
+                        }
                         Err(rustix::io::Errno::INTR) => {}
                         Err(e) => return Err(e.into()),
                     }
@@ -106,6 +118,7 @@ async fn drain_head_and_tail(
                     buf.reserve_exact(256 * 1024 - buf.capacity());
                     grown = true;
                 }
+                tap(&buf[..n]);
                 kept.push(&buf[..n], over_cap);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -477,7 +490,7 @@ mod tests {
         });
         let got = drain(
             rx,
-            Keep::HeadAndTail(cap),
+            Keep::HeadAndTail(cap, None),
             &Notify::new(),
             CancellationToken::new(),
         )

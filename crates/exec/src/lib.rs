@@ -86,6 +86,6 @@ mod backend;
 pub use calltemp::{CallTemp, CallTempError};
 pub use job::{End, ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir};
 pub use open_error::open_error_code;
-pub use run::run;
+pub use run::{Tap, run, run_tapped};
 pub use spec::{Access, Grant, Network, Program, SandboxSpec, SpecError};
 pub use toolscope::CallContext;

@@ -19,7 +19,11 @@ use toolscope::{CallContext, CancelReason, ErrorCode};
 use crate::capture::drain;
 use crate::job::{AfterStop, DRAIN_GRACE, End, ExecError, Job, LEASE_TICK, OnCap, Outcome};
 
-pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
+pub(crate) async fn run(
+    job: Job,
+    tap: Option<crate::Tap>,
+    ctx: &CallContext,
+) -> Result<Outcome, ExecError> {
     if let Some(reason) = ctx.reason() {
         return Err(ExecError::Cancelled(reason));
     }
@@ -106,7 +110,7 @@ pub(crate) async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecErro
         let (over_cap, stop) = (over_cap.clone(), stop_draining.clone());
         tokio::spawn(async move { drain(rx, keep, &over_cap, stop).await })
     };
-    let (out_keep, err_keep) = crate::capture::keep(&job.limits);
+    let (out_keep, err_keep) = crate::capture::keep(&job.limits, tap);
     let out_task = reader(out_rx, out_keep);
     let err_task = reader(err_rx, err_keep);
 

@@ -41,6 +41,37 @@ use {
 /// `Ok(Outcome)` with its exit code.
 #[cfg(target_os = "linux")]
 pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
+    run_inner(job, None, ctx).await
+}
+
+/// Called with every chunk of output as it is read, in order, from the task that drains the
+/// pipe: it must not block for long (the command's writes wait on the pipe meanwhile, which is
+/// the back-pressure a slow consumer should see, never a lost byte).
+pub type Tap = std::sync::Arc<dyn Fn(&[u8]) + Send + Sync>;
+
+/// [`run`], streaming: stdout and stderr are merged and every byte read is also given to `tap`
+/// as it arrives (a background task's log and monitor). The job's `on_cap` becomes
+/// [`OnCap::HeadAndTail`](crate::OnCap::HeadAndTail) (only that mode reads every byte) and
+/// `merge_stderr` is set; the [`Outcome`] keeps the head and tail as in that mode.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_tapped(mut job: Job, tap: Tap, ctx: &CallContext) -> Result<Outcome, ExecError> {
+    job.limits.on_cap = crate::OnCap::HeadAndTail;
+    job.merge_stderr = true;
+    #[cfg(target_os = "linux")]
+    return run_inner(job, Some(tap), ctx).await;
+    #[cfg(target_os = "macos")]
+    return crate::macos_run::run(job, Some(tap), ctx).await;
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        drop(tap);
+        run(job, ctx).await
+    }
+}
+
+#[cfg(target_os = "linux")]
+async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outcome, ExecError> {
     if let Some(reason) = ctx.reason() {
         return Err(ExecError::Cancelled(reason));
     }
@@ -77,7 +108,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
 
     let over_cap = Notify::new();
     let stop_draining = CancellationToken::new();
-    let (out_keep, err_keep) = crate::capture::keep(&job.limits);
+    let (out_keep, err_keep) = crate::capture::keep(&job.limits, tap);
     let out_drain = drain(out_rx, out_keep, &over_cap, stop_draining.clone());
     let err_drain = drain(err_rx, err_keep, &over_cap, stop_draining.clone());
     tokio::pin!(out_drain, err_drain);
@@ -156,7 +187,7 @@ pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
 /// As on Linux; see the `macos_run` module for what macOS does not track yet.
 #[cfg(target_os = "macos")]
 pub async fn run(job: Job, ctx: &CallContext) -> Result<Outcome, ExecError> {
-    crate::macos_run::run(job, ctx).await
+    crate::macos_run::run(job, None, ctx).await
 }
 
 /// Runs `job`: on this platform there is no sandbox provider, so nothing runs (RUN-6).

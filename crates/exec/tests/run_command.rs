@@ -445,6 +445,48 @@ async fn head_and_tail_keeps_the_first_and_last_lines_of_ten_megabytes() {
     assert_eq!(out.stdout_omitted, total - 20_000);
 }
 
+/// A background task's log and monitor see every byte in order, stderr merged, far past the
+/// cap the outcome keeps (BG-6: the log is the whole output).
+#[tokio::test]
+async fn a_tap_sees_every_byte_in_order_past_the_cap() {
+    if !sandbox_available() {
+        return;
+    }
+    let h = home();
+    let script = "echo FIRST; echo to-stderr >&2; seq 1 200000; echo LAST";
+    let job = h.job(
+        "/bin/sh",
+        &["-c", script],
+        h.spec(Network::None),
+        Limits {
+            stdout_cap: 4_000,
+            ..limits(OnCap::Truncate)
+        },
+    );
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let sink = Arc::clone(&seen);
+    let tap: exec::Tap =
+        Arc::new(move |bytes: &[u8]| sink.lock().unwrap().extend_from_slice(bytes));
+    let (ctx, _cancel) = CallContext::standalone();
+    let out = exec::run_tapped(job, tap, &ctx).await.unwrap();
+    assert_eq!(out.exit_code, Some(0));
+    let mut want = String::from("FIRST\nto-stderr\n");
+    for n in 1..=200_000 {
+        want.push_str(&format!("{n}\n"));
+    }
+    want.push_str("LAST\n");
+    let seen = seen.lock().unwrap();
+    assert!(
+        *seen == want.as_bytes(),
+        "the tap saw {} of {} bytes",
+        seen.len(),
+        want.len()
+    );
+    // The outcome still keeps only its head and tail.
+    assert_eq!(out.stdout.len(), 4_000);
+    assert!(out.stderr.is_empty());
+}
+
 /// A TCP listener and a UDP socket of the host's network namespace on 127.0.0.1, and a Python
 /// program that reaches both and resolves `localhost`.
 /// The host's listeners, kept open while the command runs.

@@ -201,6 +201,17 @@ impl CallContext {
         (ctx, CancelHandle { canceller })
     }
 
+    /// A context for work a call starts that outlives the call (a background task, BG-1): no
+    /// child of a turn, so the turn's end does not cancel it, but of `generation`, whose leases
+    /// it hands out — so an account switch waits for it. Whoever holds the handle must cancel it
+    /// with [`CancelReason::AccountSwitched`] once `generation` is retired (CMD-12): nothing
+    /// else will.
+    pub fn outliving(call_id: &str, generation: Generation) -> (CallContext, CancelHandle) {
+        let canceller = Canceller::root();
+        let ctx = CallContext::new(call_id, Arc::clone(&canceller), generation);
+        (ctx, CancelHandle { canceller })
+    }
+
     /// The call's `callId`.
     pub fn call_id(&self) -> &str {
         &self.call_id
