@@ -133,6 +133,7 @@
 #![deny(missing_docs)]
 
 mod ask;
+pub mod background;
 mod capture;
 mod env;
 mod gate;

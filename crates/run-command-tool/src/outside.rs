@@ -61,14 +61,19 @@ fn pipe_pair() -> Result<(pipe::Receiver, OwnedFd), ToolError> {
 }
 
 /// Reads the merged output to its end (or until told to stop).
-fn reader(mut rx: pipe::Receiver) -> tokio::task::JoinHandle<HeadTail> {
+fn reader(mut rx: pipe::Receiver, tap: Option<exec::Tap>) -> tokio::task::JoinHandle<HeadTail> {
     tokio::spawn(async move {
         let mut cap = HeadTail::new(OUTPUT_CAP);
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             match rx.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => cap.push(&buf[..n]),
+                Ok(n) => {
+                    if let Some(tap) = &tap {
+                        tap(&buf[..n]);
+                    }
+                    cap.push(&buf[..n]);
+                }
             }
         }
         cap
@@ -116,6 +121,7 @@ pub(crate) async fn sudo(
     argv: &[String],
     workdir: &Path,
     timeout: Duration,
+    tap: Option<exec::Tap>,
     ctx: &CallContext,
 ) -> Result<Ran, ToolError> {
     let sudo = sudo_binary().ok_or_else(|| {
@@ -169,7 +175,7 @@ pub(crate) async fn sudo(
     let guard = TermOnDrop(child.id());
     // The Command holds the write ends until it is dropped: drop it so EOF follows the exit.
     drop(cmd);
-    let output = reader(rx);
+    let output = reader(rx, tap);
     let ended = tokio::select! {
         s = child.wait() => Ended::Exited(s.map_err(|e| io_error("waiting for sudo failed", e))?),
         () = tokio::time::sleep(timeout) => Ended::TimedOut,
@@ -247,6 +253,7 @@ pub(crate) async fn unsandboxed(
     argv: &[String],
     workdir: &Path,
     timeout: Duration,
+    tap: Option<exec::Tap>,
     ctx: &CallContext,
 ) -> Result<Ran, ToolError> {
     use tokio::io::Interest;
@@ -291,7 +298,7 @@ pub(crate) async fn unsandboxed(
     let mut tree = command
         .spawn()
         .map_err(|e| io_error("cannot start the command", e))?;
-    let output = reader(rx);
+    let output = reader(rx, tap);
     let io = |e: std::io::Error| io_error("watching the command failed", e);
     let owned = tree.status_fd().try_clone_to_owned().map_err(io)?;
     // SAFETY: `owned` is our own descriptor, open and unchanged for the AsyncFd's life.
@@ -352,6 +359,7 @@ pub(crate) async fn unsandboxed(
     _argv: &[String],
     _workdir: &Path,
     _timeout: Duration,
+    _tap: Option<exec::Tap>,
     _ctx: &CallContext,
 ) -> Result<Ran, ToolError> {
     Err(ToolError::new(

@@ -70,7 +70,7 @@ pub async fn run_command(
 }
 
 /// `text` masked with the session's secrets and those it holds by form (RC-14).
-fn mask_text(state: &RunCommandState, text: &str) -> String {
+pub(crate) fn mask_text(state: &RunCommandState, text: &str) -> String {
     let secrets = state.learn(argv_policy::secrets_in(text));
     argv_policy::mask(text, &secrets)
 }
@@ -85,6 +85,64 @@ async fn run_unmasked(
     options: &RunCommandOptions,
     ctx: &CallContext,
 ) -> Result<RunCommandOutput, ToolError> {
+    let how = Admit {
+        watchers_allowed: false,
+    };
+    match admit(args, &workdir, policy, asker, state, options, how, ctx).await? {
+        Admission::NotExecuted(out) => Ok(*out),
+        Admission::Run(admitted) => {
+            // RC-9: allowlist hits share the session, everything else runs alone (after its
+            // gate, so a prompt never holds the lock).
+            let _guard = if admitted.parallel {
+                Lock::Shared(state.lock.read().await)
+            } else {
+                Lock::Alone(state.lock.write().await)
+            };
+            execute(*admitted, workdir, policy, state, options, None, ctx).await
+        }
+    }
+}
+
+/// What differs between the tools that admit a call (`run_command`, `background_command`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Admit {
+    /// File watchers are allowed (background_command, RC-15).
+    pub(crate) watchers_allowed: bool,
+}
+
+/// A call that passed its decision, its re-checks and its gate: ready to run.
+pub(crate) struct Admitted {
+    args: RunCommandArgs,
+    kind: Kind,
+    pub(crate) label: String,
+    /// A read-only allowlist hit (RC-9: may run beside others of the session).
+    pub(crate) parallel: bool,
+    work: PathBuf,
+    home: PathBuf,
+    /// One sudo call of this process at a time, from its check to its `sudo -k`.
+    _sudo: Option<tokio::sync::MutexGuard<'static, ()>>,
+}
+
+/// What [`admit`] found.
+pub(crate) enum Admission {
+    Run(Box<Admitted>),
+    /// Not run (a gate said no, the program is missing): the result to give as it is.
+    NotExecuted(Box<RunCommandOutput>),
+}
+
+/// Steps 1–3 of [`run_command`]: the decision, the re-checks, the gate. Nothing runs here and
+/// no file changes (house rule 2).
+#[allow(clippy::too_many_arguments, reason = "the call's parts, each used")]
+pub(crate) async fn admit(
+    args: RunCommandArgs,
+    workdir: &RootLease,
+    policy: &Policy,
+    asker: &dyn Asker,
+    state: &RunCommandState,
+    options: &RunCommandOptions,
+    how: Admit,
+    ctx: &CallContext,
+) -> Result<Admission, ToolError> {
     ctx.check()?;
     let host_env: Vec<(String, String)> = std::env::vars().collect();
     state.learn(argv_policy::secret_env_values(
@@ -97,6 +155,7 @@ async fn run_unmasked(
     let home = crate::roots::canonical(&options.home);
     let mut context = Context::new(&work, &home);
     context.secrets = state.secrets();
+    context.watchers_allowed = how.watchers_allowed;
     let decision = argv_policy::decide(&args, policy, &context);
     let (via, decided, parallel, trash, sudo) = match decision {
         Decision::Refuse { code, message } => return Err(refusal(code, message)),
@@ -110,6 +169,11 @@ async fn run_unmasked(
     };
     let shown = argv_policy::display_argv(&args.argv);
     let mode = policy.mode;
+    let not_executed = |label: String, message: String| -> Result<Admission, ToolError> {
+        Ok(Admission::NotExecuted(Box::new(
+            RunCommandOutput::not_executed(label, message),
+        )))
+    };
 
     // 2. Re-checks (read only).
     let (kind, gate) = if !trash.is_empty() {
@@ -126,9 +190,7 @@ async fn run_unmasked(
         let prepared =
             match crate::sandboxed::prepare(&args, &via, &work, &home, policy, &options.hidden)? {
                 Ok(p) => p,
-                Err(message) => {
-                    return Ok(RunCommandOutput::not_executed(shown, message));
-                }
+                Err(message) => return not_executed(shown, message),
             };
         let mut gate = decided;
         for w in &prepared.write_paths {
@@ -151,7 +213,7 @@ async fn run_unmasked(
     let label = gate.label().map(str::to_owned).unwrap_or(shown);
 
     // 3. The gate (one sudo call of this process at a time, from its check to its `sudo -k`).
-    let _sudo = match kind {
+    let sudo_guard = match kind {
         Kind::Sudo => Some(tokio::select! {
             g = crate::outside::SUDO_ONE_AT_A_TIME.lock() => g,
             reason = ctx.cancelled() => return Err(reason.to_error()),
@@ -162,7 +224,7 @@ async fn run_unmasked(
         if mode != Mode::AllowAll {
             let passed = gate::confirm(asker, &label, "sudo runs it as root", ctx).await?;
             if let Passed::No(message) = passed {
-                return Ok(RunCommandOutput::not_executed(label, message));
+                return not_executed(label, message);
             }
         }
     }
@@ -182,19 +244,41 @@ async fn run_unmasked(
         if matches!(kind, Kind::Sudo) {
             crate::outside::forget_sudo().await;
         }
-        return Ok(RunCommandOutput::not_executed(label, message));
+        return not_executed(label, message);
     }
     ctx.check()?;
+    Ok(Admission::Run(Box::new(Admitted {
+        args,
+        kind,
+        label,
+        parallel,
+        work,
+        home,
+        _sudo: sudo_guard,
+    })))
+}
 
-    // 4. RC-9: allowlist hits share the session, everything else runs alone (after its gate,
-    // so a prompt never holds the lock).
-    let _guard = if parallel {
-        Lock::Shared(state.lock.read().await)
-    } else {
-        Lock::Alone(state.lock.write().await)
-    };
-
-    // 5. The run.
+/// Steps 4–5 of [`run_command`] after the RC-9 lock, which the caller holds or (background
+/// tasks) does not: the run, its output bounded and masked, the secrets it revealed kept in
+/// `state`. With `tap`, every byte of output is also streamed to it as it is read.
+pub(crate) async fn execute(
+    admitted: Admitted,
+    workdir: Arc<RootLease>,
+    policy: &Policy,
+    state: &RunCommandState,
+    options: &RunCommandOptions,
+    tap: Option<exec::Tap>,
+    ctx: &CallContext,
+) -> Result<RunCommandOutput, ToolError> {
+    let Admitted {
+        args,
+        kind,
+        label,
+        work,
+        home,
+        _sudo,
+        ..
+    } = admitted;
     let mut message = None;
     let mut trashed = Vec::new();
     let network = args.network;
@@ -203,7 +287,7 @@ async fn run_unmasked(
     let ran = match kind {
         Kind::Sandboxed(prepared) => {
             let (ran, g) =
-                crate::sandboxed::run(*prepared, workdir, &home, policy, options, ctx).await?;
+                crate::sandboxed::run(*prepared, workdir, &home, policy, options, tap, ctx).await?;
             guarded = g;
             ran
         }
@@ -220,6 +304,9 @@ async fn run_unmasked(
                  ['sudo', 'rm', …] deletes for real"
                     .to_owned(),
             );
+            if let Some(tap) = &tap {
+                tap(text.as_bytes());
+            }
             Ran {
                 output: text,
                 exit_code: Some(code),
@@ -230,7 +317,7 @@ async fn run_unmasked(
                 sandbox: "none (rm moves to the trash itself; nothing was started)".into(),
             }
         }
-        Kind::Sudo => crate::outside::sudo(&args.argv, &work, options.timeout, ctx).await?,
+        Kind::Sudo => crate::outside::sudo(&args.argv, &work, options.timeout, tap, ctx).await?,
         Kind::Unsandboxed => {
             if args.network || !args.write_paths.is_empty() {
                 message = Some(
@@ -240,7 +327,7 @@ async fn run_unmasked(
                 );
             }
             // Direct or a validated `sh -c` script alike: the argv as decided.
-            crate::outside::unsandboxed(&args.argv, &work, options.timeout, ctx).await?
+            crate::outside::unsandboxed(&args.argv, &work, options.timeout, tap, ctx).await?
         }
     };
 

@@ -169,6 +169,7 @@ pub(crate) async fn run(
     home: &Path,
     policy: &Policy,
     options: &RunCommandOptions,
+    tap: Option<exec::Tap>,
     ctx: &CallContext,
 ) -> Result<(Ran, Guarded), ToolError> {
     let work = workdir.path().to_path_buf();
@@ -286,7 +287,11 @@ pub(crate) async fn run(
         },
         merge_stderr: true,
     };
-    let outcome = temp.scope(exec::run(job, ctx)).await.map_err(exec_error);
+    let outcome = match tap {
+        Some(tap) => temp.scope(exec::run_tapped(job, tap, ctx)).await,
+        None => temp.scope(exec::run(job, ctx)).await,
+    }
+    .map_err(exec_error);
     // Nothing the command started is alive now (exec stops the whole tree before returning).
     let guard = tokio::task::spawn_blocking(move || pending.finish())
         .await

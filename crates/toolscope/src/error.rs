@@ -106,6 +106,13 @@ pub enum ErrorCode {
     RunCommandShellUnsupported,
     /// `RUN_COMMAND_WRITE_PATH_INVALID`: a `write_paths` entry that cannot be granted (RC-10).
     RunCommandWritePathInvalid,
+    /// `BACKGROUND_COMMAND_LIMIT`: the session already runs its `MAX_BACKGROUND_TASKS` (BG-8).
+    BackgroundLimit,
+    /// `BACKGROUND_COMMAND_NO_DELIVERY`: nobody would hear about the task (a one-shot front
+    /// end, no event stream; BG-7).
+    BackgroundNoDelivery,
+    /// `BACKGROUND_COMMAND_UNKNOWN_TASK`: no task of this session has that id (any more).
+    BackgroundUnknownTask,
 }
 
 impl ErrorCode {
@@ -145,6 +152,9 @@ impl ErrorCode {
         ErrorCode::RunCommandEnvironmentDenied,
         ErrorCode::RunCommandShellUnsupported,
         ErrorCode::RunCommandWritePathInvalid,
+        ErrorCode::BackgroundLimit,
+        ErrorCode::BackgroundNoDelivery,
+        ErrorCode::BackgroundUnknownTask,
     ];
 
     /// The exact wire string.
@@ -184,6 +194,9 @@ impl ErrorCode {
             ErrorCode::RunCommandEnvironmentDenied => "RUN_COMMAND_ENVIRONMENT_DENIED",
             ErrorCode::RunCommandShellUnsupported => "RUN_COMMAND_SHELL_UNSUPPORTED",
             ErrorCode::RunCommandWritePathInvalid => "RUN_COMMAND_WRITE_PATH_INVALID",
+            ErrorCode::BackgroundLimit => "BACKGROUND_COMMAND_LIMIT",
+            ErrorCode::BackgroundNoDelivery => "BACKGROUND_COMMAND_NO_DELIVERY",
+            ErrorCode::BackgroundUnknownTask => "BACKGROUND_COMMAND_UNKNOWN_TASK",
         }
     }
 }
@@ -375,6 +388,9 @@ mod tests {
         "RUN_COMMAND_ENVIRONMENT_DENIED",
         "RUN_COMMAND_SHELL_UNSUPPORTED",
         "RUN_COMMAND_WRITE_PATH_INVALID",
+        "BACKGROUND_COMMAND_LIMIT",
+        "BACKGROUND_COMMAND_NO_DELIVERY",
+        "BACKGROUND_COMMAND_UNKNOWN_TASK",
     ];
 
     #[test]
