@@ -699,6 +699,7 @@ fn call(state_dir: Option<&Path>, args: CallArgs, password: Option<std::fs::File
         let options = CallOptions {
             approved_extra_paths: args.approve_extra_path.clone(),
             toolchains: args.toolchains,
+            ..CallOptions::default()
         };
         let keep = if args.keep_mirror {
             KeepMirror::Always

@@ -167,6 +167,19 @@ pub enum ToolName {
     /// in the run_command sandbox (RCS-*).
     #[serde(rename = "run_command")]
     RunCommand,
+    /// `background_command`: `run_command`'s checks for a job that outlives the call —
+    /// watchers, dev servers, long suites — with keyword reports and a completion event
+    /// (BG-*). Needs a front end that delivers events (the MCP server, a library host).
+    #[serde(rename = "background_command")]
+    BackgroundCommand,
+    /// `background_status`: the session's background tasks, or one with its latest output.
+    /// Offered wherever `background_command` is.
+    #[serde(rename = "background_status")]
+    BackgroundStatus,
+    /// `background_cancel`: stops one background task (one leg alone, BG-9). Offered
+    /// wherever `background_command` is.
+    #[serde(rename = "background_cancel")]
+    BackgroundCancel,
 }
 
 impl ToolName {
@@ -179,6 +192,9 @@ impl ToolName {
         ToolName::Run,
         ToolName::Command,
         ToolName::RunCommand,
+        ToolName::BackgroundCommand,
+        ToolName::BackgroundStatus,
+        ToolName::BackgroundCancel,
     ];
 
     /// The `ref` text.
@@ -191,6 +207,9 @@ impl ToolName {
             ToolName::Run => "run",
             ToolName::Command => "command",
             ToolName::RunCommand => "run_command",
+            ToolName::BackgroundCommand => "background_command",
+            ToolName::BackgroundStatus => "background_status",
+            ToolName::BackgroundCancel => "background_cancel",
         }
     }
 
@@ -253,6 +272,28 @@ impl ToolName {
                  means nothing ran (declined, no way to ask) and message says how to run it \
                  instead; act on hint and denials rather than retrying."
             }
+            ToolName::BackgroundCommand => {
+                "Start a long job in the background — a file watcher or dev server (only here), \
+                 a test suite or build past 5 minutes, or anything the user asks to run in the \
+                 background — with run_command's arguments, checks, sandbox and confirmations. \
+                 Arguments {argv, network?, write_paths?, sandbox?, objective?, next?, \
+                 timeout_min? (1-60, default 60), keywords? (replace the defaults error, err!, \
+                 fail, fatal, panic, exception, traceback, …), group? (legs with the same group \
+                 complete together)}. Answers at once {executed, taskId, label, logPath, \
+                 timeoutMin, message}; reports follow as events: an output line with a keyword \
+                 (the latest output, once quiet for 2 s, at most one per 30 s), the end (the \
+                 last 31 KiB), and the group's completion with objective, next and all reports. \
+                 When asked about progress, read the tail of logPath with read first."
+            }
+            ToolName::BackgroundStatus => {
+                "List this session's background tasks, or one task with its latest output. \
+                 Arguments {taskId?}; result {tasks: [{taskId, label, state, runningSecs, \
+                 logPath, outputBytes, reports, …}], latestOutput?}."
+            }
+            ToolName::BackgroundCancel => {
+                "Stop one background task and everything it started. Arguments {taskId}; \
+                 result the task as background_status shows it; its end event says cancelled."
+            }
         }
     }
 
@@ -261,7 +302,7 @@ impl ToolName {
     pub const fn is_exec(self) -> bool {
         matches!(
             self,
-            ToolName::Run | ToolName::Command | ToolName::RunCommand
+            ToolName::Run | ToolName::Command | ToolName::RunCommand | ToolName::BackgroundCommand
         )
     }
 }
@@ -624,6 +665,11 @@ impl AgentConfig {
 
     /// True when `tools` lists `tool` (PERM-4).
     pub fn offers(&self, tool: ToolName) -> bool {
+        // The background tasks' status and cancel come with the tool that starts them.
+        let tool = match tool {
+            ToolName::BackgroundStatus | ToolName::BackgroundCancel => ToolName::BackgroundCommand,
+            other => other,
+        };
         self.tools.iter().any(|t| t.tool == tool)
     }
 
@@ -649,6 +695,8 @@ impl AgentConfig {
             (ToolName::Command, WorkspaceKind::Mounted) => Some(Unrunnable::CommandNeedsUnmounted),
             (ToolName::RunCommand, WorkspaceKind::Direct) => None,
             (ToolName::RunCommand, kind) => Some(Unrunnable::RunCommandNeedsDirect(kind)),
+            (ToolName::BackgroundCommand, WorkspaceKind::Direct) => None,
+            (ToolName::BackgroundCommand, kind) => Some(Unrunnable::RunCommandNeedsDirect(kind)),
             _ => None,
         }
     }

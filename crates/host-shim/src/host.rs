@@ -31,6 +31,7 @@ use crate::config::{AgentConfig, ConfigError, ToolName, WorkspaceKind};
 use crate::outcome::CallAnswer;
 use crate::registry::{CallOptions, NotCopiedLookup, ProgramVerdict, Registry, ToolEnv};
 use crate::state::{KeptWhy, StateError, StateStore, StateWatch};
+use run_command_tool::background::{self, BackgroundConfig, BackgroundTasks};
 
 /// Why a host, session or turn could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -274,8 +275,24 @@ impl Host {
             folder,
             pinned,
             run_command: Arc::default(),
+            background: Arc::default(),
+            id: Arc::from(session_id().as_str()),
         })
     }
+}
+
+/// A session id unique on this machine for the life of the state directory: the process,
+/// the time and a counter (the name of the session's background log directory).
+fn session_id() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}-{nanos:x}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn folder_lease_error(e: fsguard::LeaseError) -> ToolError {
@@ -298,6 +315,10 @@ pub struct Session {
     /// `run_command`'s per-session state (the RC-9 lock, the secrets seen so far), shared by
     /// every turn and clone of this session.
     run_command: Arc<run_command_tool::RunCommandState>,
+    /// The session's background tasks, made when a front end takes their event stream (BG-7).
+    background: Arc<OnceLock<BackgroundTasks>>,
+    /// Unique on this machine: names the session's directory under the state directory.
+    id: Arc<str>,
 }
 
 static MIRROR_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -307,6 +328,56 @@ fn io_failed(what: impl std::fmt::Display) -> ToolError {
 }
 
 impl Session {
+    /// The session's background events (BG-*): the delivery target without which
+    /// `background_command` is refused (BG-7). Makes the session's tasks, with their logs in
+    /// `<state>/sessions/<session>/background`; `config` may change the limit, count the host's
+    /// other background work (BG-8) or set a decision model (BG-5). Dropping the stream stops
+    /// the tasks.
+    ///
+    /// # Errors
+    /// `AGENT_EXEC_ARGUMENTS_INVALID` when the stream was taken before (one delivery target
+    /// per session).
+    pub fn background_events(
+        &self,
+        config: impl FnOnce(&mut BackgroundConfig),
+    ) -> Result<background::EventStream, ToolError> {
+        let dir = self
+            .host
+            .inner
+            .store
+            .dir()
+            .join("sessions")
+            .join(&*self.id)
+            .join("background");
+        let mut c = BackgroundConfig::new(dir);
+        config(&mut c);
+        let (tasks, events) = BackgroundTasks::new(c);
+        self.background.set(tasks).map_err(|_| {
+            ToolError::new(
+                ErrorCode::ExecArgumentsInvalid,
+                "this session's background events were taken already: one front end delivers                  them; keep that stream",
+            )
+        })?;
+        Ok(events)
+    }
+
+    /// The session's background tasks (list, status, cancel, `origin_ended`, `stop_origin`),
+    /// once [`Session::background_events`] made them.
+    pub fn background(&self) -> Option<&BackgroundTasks> {
+        self.background.get()
+    }
+
+    /// Session end (CMD-12 semantics): stops every background task and waits until nothing
+    /// they started is alive; their log directory is removed.
+    pub async fn end_background(&self) {
+        if let Some(tasks) = self.background.get() {
+            tasks.shutdown(toolscope::CancelReason::Requested).await;
+            let dir = self.host.inner.store.dir().join("sessions").join(&*self.id);
+            let _ = std::fs::remove_dir(dir.join("background"));
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+
     /// The plugin.
     pub fn plugin(&self) -> &PluginId {
         &self.plugin
@@ -464,11 +535,13 @@ impl Session {
                 None => RootLease::acquire(&self.folder).map_err(folder_lease_error)?,
             })),
         };
+        static TURNS: AtomicU64 = AtomicU64::new(1);
         Ok(Turn {
             session: self.clone(),
             scope,
             ws: tokio::sync::OnceCell::new_with(ws),
             queued_at,
+            id: TURNS.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -825,6 +898,8 @@ pub struct Turn {
     ws: tokio::sync::OnceCell<Workspace>,
     /// For `mounted`: the mirrors directory (where a queued turn's copy will be made).
     queued_at: PathBuf,
+    /// Unique in this process: the origin of the background tasks the turn starts (BG-9).
+    id: u64,
 }
 
 /// How a turn ended, for [`Turn::finish`]: only a turn that succeeded is written back (RUN-11).
@@ -984,7 +1059,8 @@ impl Turn {
                 ErrorCode::ExecArgumentsInvalid,
                 format!(
                     "there is no tool {tool:?}; the tools are read, write, edit, grep, run, \
-                     command and run_command"
+                     command, run_command, background_command, background_status and \
+                     background_cancel"
                 ),
             )
         })?;
@@ -1037,6 +1113,45 @@ impl Turn {
                 .as_ref()
                 .and_then(|m| m.not_copied(rel))
         };
+        // BG-9: a host's running agent task, or this turn as an origin that has ended.
+        let (origin, origin_state) = match &options.background_origin {
+            Some(o) => (o.clone(), background::OriginState::Running),
+            None => {
+                let turn = format!("turn-{}", self.id);
+                (
+                    background::Origin {
+                        task: turn.clone(),
+                        turn,
+                    },
+                    background::OriginState::Ended,
+                )
+            }
+        };
+        // TS-3 for work that outlives the call: a background task stops when the grants this
+        // call needed are revoked.
+        let stop_when = {
+            let authority = Arc::clone(&self.session.host.inner.authority);
+            let plugin = self.session.plugin.clone();
+            let tool = gate.clone();
+            move || -> background::StopWhen {
+                let (authority, plugin, tool) =
+                    (Arc::clone(&authority), plugin.clone(), tool.clone());
+                Box::pin(async move {
+                    let mut revisions = authority.watch();
+                    loop {
+                        revisions.mark_unchanged();
+                        if let Err(denial) = authority.check(&plugin, &tool) {
+                            return toolscope::CancelReason::Revoked(denial);
+                        }
+                        if revisions.changed().await.is_err() {
+                            return toolscope::CancelReason::Revoked(
+                                toolscope::Denial::AuthorityUnavailable,
+                            );
+                        }
+                    }
+                })
+            }
+        };
         let call = self.scope.call(call_id, &gate, &args, |ctx| async move {
             handler
                 .call(
@@ -1050,6 +1165,13 @@ impl Turn {
                         not_copied: NotCopiedLookup(&not_copied),
                         run_command: &self.session.run_command,
                         verdict,
+                        background: crate::background_tools::BackgroundEnv {
+                            tasks: self.session.background.get(),
+                            state: &self.session.run_command,
+                            origin,
+                            origin_state,
+                            stop_when: &stop_when,
+                        },
                     },
                 )
                 .await

@@ -65,6 +65,7 @@
 #![deny(missing_docs)]
 
 mod approve;
+mod background_tools;
 mod config;
 pub mod doctor;
 mod grants;
@@ -74,6 +75,7 @@ mod registry;
 mod run_command;
 mod state;
 
+pub use background_tools::BackgroundEnv;
 pub use config::{
     AgentConfig, ConfigError, MAX_SYSTEM_PROMPT_BYTES, Memory, Mode, Runtime, SCHEMA_VERSION,
     ToolName, ToolRef, Unrunnable, WorkspaceConfig, WorkspaceKind,
@@ -114,6 +116,9 @@ pub use run_command_tool::{
     Asker, Confirmation, DenyAllAsker, Mode as RunCommandMode, Password, PasswordReply, Policy,
     Question, RunCommandArgs, RunCommandOutput, RunCommandState,
 };
+
+/// `background_command`'s library: its events, tasks and the host's hooks (BG-*, issue 19).
+pub use run_command_tool::background;
 
 /// The gate's types a host needs alongside this crate (re-exported so one dependency is enough).
 pub use toolscope::{

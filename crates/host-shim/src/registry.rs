@@ -16,6 +16,7 @@ use serde_json::Value;
 use toolscope::{CallContext, ErrorCode, ToolError};
 
 use crate::approve::{CallApprover, DebugApprover};
+use crate::background_tools::{BackgroundCancelTool, BackgroundCommandTool, BackgroundStatusTool};
 use crate::config::{ToolName, WorkspaceKind};
 use crate::run_command::{RunCommandSetup, RunCommandTool};
 
@@ -49,6 +50,8 @@ pub struct ToolEnv<'a> {
     /// (`run_command`: `RunCommandOutput::is_success`), so the front ends' exit codes come
     /// from the typed result ([`CallAnswer::is_success`](crate::CallAnswer::is_success)).
     pub verdict: &'a ProgramVerdict,
+    /// The session's background tasks and the origin of a task this call starts (BG-*).
+    pub background: crate::background_tools::BackgroundEnv<'a>,
 }
 
 /// A tool's typed word on what it ran, beside its JSON result ([`ToolEnv::verdict`]): unset
@@ -96,6 +99,12 @@ pub struct CallOptions {
     /// see `command_tool`'s crate docs), never their credential files. Off by default; never
     /// for `run`.
     pub toolchains: bool,
+    /// The agent task that makes this call, still running (BG-9): a `background_command` it
+    /// starts reports into it until the host calls
+    /// [`Session::background`](crate::Session::background)`.origin_ended`. `None` (the
+    /// front ends): the call's turn is the origin, ended once the call returns, so every
+    /// event is held for the group's completion.
+    pub background_origin: Option<run_command_tool::background::Origin>,
 }
 
 /// One tool.
@@ -134,6 +143,11 @@ impl Default for Registry {
                 Arc::new(RunCommandTool {
                     setup: RunCommandSetup::default(),
                 }),
+                Arc::new(BackgroundCommandTool {
+                    setup: RunCommandSetup::default(),
+                }),
+                Arc::new(BackgroundStatusTool),
+                Arc::new(BackgroundCancelTool),
             ],
         }
     }
@@ -155,6 +169,10 @@ impl Registry {
     /// files to keep read-only.
     #[must_use]
     pub fn with_run_command(mut self, setup: RunCommandSetup) -> Self {
+        // background_command runs what run_command would, by the same rules and asker.
+        self.register(Arc::new(BackgroundCommandTool {
+            setup: setup.clone(),
+        }));
         self.register(Arc::new(RunCommandTool { setup }));
         self
     }
@@ -203,7 +221,24 @@ impl ToolHandler for FileTool {
         Box::pin(async move {
             env.ctx.check()?;
             let lease = env.ctx.lease()?;
-            let root = Arc::clone(&env.root);
+            let mut args = args;
+            let mut root = Arc::clone(&env.root);
+            // BG-6: `read` of a running background task's log, by the exact path it returned.
+            if tool == ToolName::Read {
+                let log = args
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .and_then(|p| crate::background_tools::running_log(env.background.tasks, p));
+                if let Some((dir, name)) = log {
+                    root = Arc::new(RootLease::acquire(&dir).map_err(|e| {
+                        ToolError::new(
+                            ErrorCode::ExecIoFailed,
+                            format!("the background log directory cannot be opened: {e}"),
+                        )
+                    })?);
+                    args["path"] = Value::String(name);
+                }
+            }
             let hidden = file_tools::Hidden::beneath(root.path(), env.hidden);
             let work = tokio::task::spawn_blocking(move || {
                 let _lease = lease;

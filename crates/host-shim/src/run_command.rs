@@ -114,7 +114,7 @@ pub(crate) struct RunCommandTool {
 }
 
 /// The user's home directory for run_command's sandbox and rules: `$HOME`, absolute.
-fn home() -> Result<PathBuf, ToolError> {
+pub(crate) fn home() -> Result<PathBuf, ToolError> {
     match std::env::var_os("HOME").map(PathBuf::from) {
         Some(home) if home.is_absolute() => Ok(home),
         _ => Err(ToolError::new(
