@@ -270,7 +270,8 @@ impl ToolName {
                  and tail kept, secrets masked), exitCode, status, truncated, descendantsStopped, \
                  denials, hint?, label, executed, trashed, sandbox, message?}: executed: false \
                  means nothing ran (declined, no way to ask) and message says how to run it \
-                 instead; act on hint and denials rather than retrying."
+                 instead; act on hint and denials rather than retrying. File watchers, dev \
+                 servers and jobs likely past 5 minutes belong in background_command."
             }
             ToolName::BackgroundCommand => {
                 "Start a long job in the background — a file watcher or dev server (only here), \

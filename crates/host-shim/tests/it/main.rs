@@ -5,6 +5,7 @@
 // Fixture helpers outside `#[test]` fns unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod background;
 mod config;
 mod grants;
 mod outcome;
