@@ -853,6 +853,8 @@ impl Driver {
                 Some(log) => log.flush(&|l| mask_text(&state, l)).is_err(),
                 None => true,
             };
+            // Closed now: nothing writes it any more.
+            live.log = None;
             // Hits the end cut short are in the final report's output.
             let _ = live.monitor.take_pending();
             (
@@ -861,11 +863,8 @@ impl Driver {
                 log_failed,
             )
         };
-        let outcome = self.outcome(result, &tail, total, log_failed);
-        let _ = to_reporter.send(Msg::End(outcome));
-        drop(to_reporter);
-        let _ = reporter.await;
-        // BG-6: the log goes when the task ends (its output is in the final report).
+        // BG-6: the log goes when the task ends, before its end is told (its output is in the
+        // final report).
         let path = lock(&self.inner.table)
             .tasks
             .get(&self.key)
@@ -873,6 +872,10 @@ impl Driver {
         if let Some(path) = path {
             let _ = std::fs::remove_file(path);
         }
+        let outcome = self.outcome(result, &tail, total, log_failed);
+        let _ = to_reporter.send(Msg::End(outcome));
+        drop(to_reporter);
+        let _ = reporter.await;
     }
 
     fn outcome(
