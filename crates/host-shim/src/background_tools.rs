@@ -93,16 +93,7 @@ impl ToolHandler for BackgroundCommandTool {
         Box::pin(async move {
             let args = BackgroundArgs::from_json(&args)?;
             let tasks = tasks(&env)?;
-            let mut options =
-                run_command_tool::RunCommandOptions::for_home(crate::run_command::home()?);
-            options.hidden = env.hidden.to_vec();
-            options.protected = self
-                .setup
-                .protected
-                .iter()
-                .filter(|p| p.exists())
-                .cloned()
-                .collect();
+            let options = self.setup.options(env.hidden)?;
             let origin = match &args.group {
                 // A named group is its own origin, which has ended once its call returned.
                 Some(g) if env.background.origin_state == OriginState::Ended => Origin {

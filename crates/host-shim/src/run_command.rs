@@ -65,6 +65,22 @@ impl RunCommandSetup {
     }
 }
 
+impl RunCommandSetup {
+    /// The options of one call: `$HOME`, `hidden` (the host's state directory) and the host's
+    /// configuration files that exist now, read-only (RCS-3).
+    pub(crate) fn options(&self, hidden: &[PathBuf]) -> Result<RunCommandOptions, ToolError> {
+        let mut options = RunCommandOptions::for_home(home()?);
+        options.hidden = hidden.to_vec();
+        options.protected = self
+            .protected
+            .iter()
+            .filter(|p| p.exists())
+            .cloned()
+            .collect();
+        Ok(options)
+    }
+}
+
 impl Default for RunCommandSetup {
     /// Mode `safe`, the shipped lists, and no way to ask: only read-only allowlist hits run.
     fn default() -> Self {
@@ -114,7 +130,7 @@ pub(crate) struct RunCommandTool {
 }
 
 /// The user's home directory for run_command's sandbox and rules: `$HOME`, absolute.
-pub(crate) fn home() -> Result<PathBuf, ToolError> {
+fn home() -> Result<PathBuf, ToolError> {
     match std::env::var_os("HOME").map(PathBuf::from) {
         Some(home) if home.is_absolute() => Ok(home),
         _ => Err(ToolError::new(
@@ -144,15 +160,7 @@ impl ToolHandler for RunCommandTool {
                     .unwrap_or(ErrorCode::RunCommandArgumentsInvalid);
                 ToolError::new(code, refusal.message)
             })?;
-            let mut options = RunCommandOptions::for_home(home()?);
-            options.hidden = env.hidden.to_vec();
-            options.protected = self
-                .setup
-                .protected
-                .iter()
-                .filter(|p| p.exists())
-                .cloned()
-                .collect();
+            let options = self.setup.options(env.hidden)?;
             let out = run_command_tool::run_command(
                 args,
                 env.root,

@@ -116,6 +116,16 @@ fn sandbox() -> bool {
     testkit::require(&[testkit::Capability::Landlock, testkit::Capability::Seccomp])
 }
 
+/// Waits (up to 2 s) until at least `n` processes carry `marker`.
+async fn wait_alive(marker: &str, n: usize) {
+    for _ in 0..100 {
+        if testkit::alive_with(marker).len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn finished(events: &[Event]) -> &run_command_tool::background::Final {
     events
         .iter()
@@ -221,12 +231,7 @@ async fn cancel_stops_the_whole_tree_and_says_cancelled() {
             OriginState::Running,
         )
         .await;
-    for _ in 0..100 {
-        if testkit::alive_with(&marker).len() >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_alive(&marker, 2).await;
     assert!(testkit::alive_with(&marker).len() >= 2);
     let info = b.tasks.cancel(&id).await.unwrap();
     assert_eq!(info.state, run_command_tool::background::TaskState::Ended);
@@ -628,12 +633,8 @@ async fn a_running_origin_gets_its_legs_events_and_stopping_it_stops_its_legs_on
             OriginState::Running,
         )
         .await;
-    for _ in 0..100 {
-        if testkit::alive_with(&marker).len() >= 2 && !testkit::alive_with(&marker2).is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_alive(&marker, 2).await;
+    wait_alive(&marker2, 1).await;
     b.tasks.stop_origin("o-stop").await;
     assert!(
         testkit::alive_with(&marker).is_empty(),
@@ -678,12 +679,7 @@ async fn an_account_switch_stops_every_task_before_the_next_account_starts() {
         .await
         .unwrap();
     let id = started.task_id.unwrap();
-    for _ in 0..100 {
-        if testkit::alive_with(&marker).len() >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_alive(&marker, 2).await;
     tokio::time::timeout(Duration::from_secs(10), accounts.switch("bob".into()))
         .await
         .expect("the switch completes once the task is stopped");
