@@ -385,6 +385,7 @@ async fn a_watcher_run_command_refuses_starts_here() {
         .await;
     let events = b.until_finished(&id, 10).await;
     assert!(finished(&events).output.contains("serving --watch"));
+    assert!(b.logs_left().is_empty());
 }
 
 #[tokio::test]
@@ -439,6 +440,7 @@ async fn the_gates_and_the_rules_of_run_command_apply() {
     let end = finished(&events);
     assert!(!end.output.contains("PLANTED-SSH-SECRET"), "{end:?}");
     assert_ne!(end.exit_code, Some(0));
+    assert!(b.logs_left().is_empty());
 }
 
 #[tokio::test]
@@ -485,6 +487,7 @@ async fn secrets_are_masked_in_reports_the_end_and_the_log() {
     assert!(!logged.contains(&token), "{logged}");
     assert!(!logged.contains("MIIEpAIBAAKCAQEAsecretbody"), "{logged}");
     assert!(logged.contains("rejected"), "{logged}");
+    assert!(b.logs_left().is_empty());
 }
 
 /// Drops reports whose line says "0 errors"; fails on lines with "model-breaks".
@@ -540,6 +543,7 @@ async fn a_decision_model_drops_harmless_hits_and_a_failed_check_goes_out_unchec
         .await;
     let events = b.until_finished(&real, 15).await;
     assert_eq!(reports(&events)[0].check, Check::Passed);
+    assert!(b.logs_left().is_empty());
 }
 
 #[tokio::test]
@@ -687,6 +691,7 @@ async fn an_account_switch_stops_every_task_before_the_next_account_starts() {
         testkit::alive_with(&marker).is_empty(),
         "no survivors at the switch"
     );
+    let logs = b.logs.clone();
     let mut events = b.events;
     let mut end = None;
     while let Ok(Some(e)) = tokio::time::timeout(Duration::from_secs(5), events.next()).await {
@@ -700,6 +705,10 @@ async fn an_account_switch_stops_every_task_before_the_next_account_starts() {
         }
     }
     assert_eq!(end.unwrap().status, Some(Status::Cancelled));
+    assert!(
+        std::fs::read_dir(&logs).unwrap().next().is_none(),
+        "no log left"
+    );
 }
 
 #[test]
