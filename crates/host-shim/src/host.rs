@@ -281,6 +281,29 @@ impl Host {
     }
 }
 
+/// Removes the session directories (background logs) of hosts that died without ending their
+/// sessions (SIGKILL, a crash): a name's leading PID that no process has any more. A PID in use
+/// again by another process keeps its directory — never removed wrongly, at worst later.
+fn sweep_dead_sessions(sessions: &Path) {
+    let Ok(entries) = std::fs::read_dir(sessions) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            // `remove_dir_all` does not follow symbolic links inside.
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// A session id unique on this machine for the life of the state directory: the process,
 /// the time and a counter (the name of the session's background log directory).
 fn session_id() -> String {
@@ -349,6 +372,7 @@ impl Session {
             .join("sessions")
             .join(&*self.id)
             .join("background");
+        sweep_dead_sessions(&self.host.inner.store.dir().join("sessions"));
         let mut c = BackgroundConfig::new(dir);
         config(&mut c);
         let (tasks, events) = BackgroundTasks::new(c);

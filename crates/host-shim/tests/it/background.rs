@@ -263,3 +263,24 @@ fn a_revoked_grant_stops_a_running_task_and_the_session_end_stops_the_rest() {
         assert!(left.is_empty(), "{left:?}");
     });
 }
+
+#[test]
+fn the_logs_of_a_host_that_died_are_swept_when_a_session_starts_its_events() {
+    let f = Fixture::new();
+    let host = host(&f);
+    let sessions = f.state.join("sessions");
+    // A PID no process has (above the kernel's maximum), and this process's own.
+    let dead = sessions.join("4194305-1a2b-0/background");
+    let alive = sessions.join(format!("{}-1a2b-9/background", std::process::id()));
+    for d in [&dead, &alive] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("bg-1.log"), "old output\n").unwrap();
+    }
+    let s = session(&f, &host);
+    let _events = s.background_events(|_| {}).unwrap();
+    assert!(
+        !sessions.join("4194305-1a2b-0").exists(),
+        "a dead host's logs go"
+    );
+    assert!(alive.join("bg-1.log").exists(), "a live process's stay");
+}
