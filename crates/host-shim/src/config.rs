@@ -88,6 +88,9 @@ pub enum Unrunnable {
     /// tool does not have), not `app-private` (that folder lies in the host's state directory,
     /// which run_command's sandbox hides).
     RunCommandNeedsDirect(WorkspaceKind),
+    /// `background_command` runs what `run_command` would, so in a `direct` workspace only;
+    /// this is the kind.
+    BackgroundCommandNeedsDirect(WorkspaceKind),
 }
 
 impl Unrunnable {
@@ -120,6 +123,13 @@ impl Unrunnable {
                      this one is {kind}; configure workspace.kind \"direct\""
                 ),
             ),
+            Unrunnable::BackgroundCommandNeedsDirect(kind) => ToolError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "background_command works only in a direct workspace (the user's folder \
+                     itself), this one is {kind}; configure workspace.kind \"direct\""
+                ),
+            ),
         }
     }
 }
@@ -138,6 +148,12 @@ impl fmt::Display for Unrunnable {
                 write!(
                     f,
                     "run_command needs a direct workspace, this one is {kind}"
+                )
+            }
+            Unrunnable::BackgroundCommandNeedsDirect(kind) => {
+                write!(
+                    f,
+                    "background_command needs a direct workspace, this one is {kind}"
                 )
             }
         }

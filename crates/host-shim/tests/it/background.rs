@@ -284,3 +284,24 @@ fn the_logs_of_a_host_that_died_are_swept_when_a_session_starts_its_events() {
     );
     assert!(alive.join("bg-1.log").exists(), "a live process's stay");
 }
+
+#[test]
+fn background_command_runs_only_in_a_direct_workspace() {
+    let f = Fixture::new();
+    for kind in ["mounted", "app-private"] {
+        let config = f.config(kind, &["background_command"]);
+        let why = config.unrunnable(ToolName::BackgroundCommand).unwrap();
+        assert_eq!(
+            why.to_string(),
+            format!("background_command needs a direct workspace, this one is {kind}")
+        );
+        assert_eq!(why.error().code(), ErrorCode::PermissionDenied);
+    }
+    let direct = f.config("direct", &["background_command"]);
+    assert!(direct.unrunnable(ToolName::BackgroundCommand).is_none());
+    assert!(direct.offers(ToolName::BackgroundStatus) && direct.offers(ToolName::BackgroundCancel));
+    assert!(
+        !f.config("direct", &["read"])
+            .offers(ToolName::BackgroundStatus)
+    );
+}
