@@ -713,7 +713,9 @@ impl AgentConfig {
             (ToolName::RunCommand, WorkspaceKind::Direct) => None,
             (ToolName::RunCommand, kind) => Some(Unrunnable::RunCommandNeedsDirect(kind)),
             (ToolName::BackgroundCommand, WorkspaceKind::Direct) => None,
-            (ToolName::BackgroundCommand, kind) => Some(Unrunnable::RunCommandNeedsDirect(kind)),
+            (ToolName::BackgroundCommand, kind) => {
+                Some(Unrunnable::BackgroundCommandNeedsDirect(kind))
+            }
             _ => None,
         }
     }
