@@ -379,7 +379,8 @@ impl Session {
         self.background.set(tasks).map_err(|_| {
             ToolError::new(
                 ErrorCode::ExecArgumentsInvalid,
-                "this session's background events were taken already: one front end delivers                  them; keep that stream",
+                "this session's background events were taken already: one front end delivers \
+                 them; keep that stream",
             )
         })?;
         Ok(events)

@@ -32,7 +32,8 @@ struct Bench {
 
 fn bench(config: impl FnOnce(&mut BackgroundConfig)) -> Bench {
     let fx = fixture();
-    let logs = fx.dir.path().join("state/sessions/s1/background");
+    // Inside the home, which the sandbox reads: only the library's own hiding keeps them private.
+    let logs = fx.home.join("state/sessions/s1/background");
     let mut c = BackgroundConfig::new(&logs);
     config(&mut c);
     let (tasks, events) = BackgroundTasks::new(c);
@@ -487,6 +488,82 @@ async fn secrets_are_masked_in_reports_the_end_and_the_log() {
     assert!(!logged.contains(&token), "{logged}");
     assert!(!logged.contains("MIIEpAIBAAKCAQEAsecretbody"), "{logged}");
     assert!(logged.contains("rejected"), "{logged}");
+    assert!(b.logs_left().is_empty());
+}
+
+#[tokio::test]
+async fn the_status_of_a_running_task_is_masked_and_its_logs_are_hidden_from_commands() {
+    if !sandbox() {
+        return;
+    }
+    let mut b = bench(|_| {});
+    let token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let id = b
+        .start_sh(
+            &format!("echo token={token}; sleep 30"),
+            origin("o1"),
+            OriginState::Running,
+        )
+        .await;
+    let mut latest = String::new();
+    for _ in 0..100 {
+        latest = b.tasks.status(&id).unwrap().1;
+        if latest.contains("token=") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    assert!(
+        latest.contains("token=") && !latest.contains(token),
+        "{latest}"
+    );
+    // Another task cannot list or read the session's logs (the library hides them itself).
+    let peek = b
+        .start_sh(
+            &format!("ls {0}; cat {0}/*.log", b.logs.display()),
+            origin("o1"),
+            OriginState::Running,
+        )
+        .await;
+    let events = b.until_finished(&peek, 10).await;
+    let end = finished(&events);
+    assert!(!end.output.contains("token"), "{end:?}");
+    assert!(!end.output.contains(&format!("{id}.log")), "{end:?}");
+    b.tasks.cancel(&id).await.unwrap();
+    assert!(b.logs_left().is_empty());
+}
+
+/// Panics on every report.
+struct Panicking;
+
+impl DecisionModel for Panicking {
+    fn worth_reporting<'a>(
+        &'a self,
+        _report: &'a Report,
+        _last: Option<&'a Report>,
+    ) -> Pin<Box<dyn Future<Output = Result<bool, String>> + Send + 'a>> {
+        Box::pin(async { panic!("the model broke") })
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_decision_model_is_a_failed_check_and_the_task_still_ends() {
+    if !sandbox() {
+        return;
+    }
+    let mut b = bench(|c| c.model = Some(Arc::new(Panicking)));
+    let id = b
+        .start_sh(
+            "echo 'error: x'; sleep 2.5",
+            origin("o1"),
+            OriginState::Running,
+        )
+        .await;
+    let events = b.until_finished(&id, 15).await;
+    let r = reports(&events);
+    assert_eq!(r.len(), 1, "{events:?}");
+    assert!(matches!(&r[0].check, Check::Failed { reason } if reason.contains("panicked")));
+    assert_eq!(b.tasks.running(), 0);
     assert!(b.logs_left().is_empty());
 }
 

@@ -99,7 +99,25 @@ impl LogWriter {
                     // A char cut by the fill waits for the next piece (no U+FFFD in the middle).
                     self.held.extend_from_slice(&rest[..room]);
                     rest = &rest[room..];
-                    let carry = self.held.split_off(complete_utf8_end(&self.held));
+                    // Each piece is masked alone, so none may end inside a word: a secret cut
+                    // in two would match no rule and join again in the file (RC-14). The word
+                    // waits for the next piece (a word longer than 200 bytes is cut anyway).
+                    let mut cut = complete_utf8_end(&self.held);
+                    let next_is_word = if cut < self.held.len() {
+                        true
+                    } else {
+                        rest.first().is_some_and(|b| !b.is_ascii_whitespace())
+                    };
+                    if next_is_word && cut > 0 && !self.held[cut - 1].is_ascii_whitespace() {
+                        let from = cut.saturating_sub(super::monitor::WORD_SEARCH);
+                        if let Some(i) = self.held[from..cut]
+                            .iter()
+                            .rposition(u8::is_ascii_whitespace)
+                        {
+                            cut = from + i + 1;
+                        }
+                    }
+                    let carry = self.held.split_off(cut);
                     self.emit(false, mask)?;
                     if !self.stopped {
                         self.held = carry;
@@ -300,6 +318,24 @@ mod tests {
         assert!(log.writer.held.len() <= HOLD_BYTES);
         log.writer.write(b"\n", &same).unwrap();
         assert_eq!(log.text().len(), HOLD_BYTES + 11);
+    }
+
+    #[test]
+    fn a_secret_at_a_piece_cut_of_a_long_line_is_masked_whole() {
+        // 8190 bytes, then a token over the 8 KiB cut: the piece ends before the token's word.
+        let token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+        let mask = |l: &str| l.replace(token, "[secret:1]");
+        let mut log = Log::new();
+        let mut line = "a ".repeat(4095).into_bytes();
+        line.extend_from_slice(format!("{token} tail\n").as_bytes());
+        log.writer.write(&line, &mask).unwrap();
+        let text = log.text();
+        assert!(!text.contains("ghp_0"), "{}", &text[text.len() - 80..]);
+        assert!(
+            text.ends_with("[secret:1] tail\n"),
+            "{}",
+            &text[text.len() - 80..]
+        );
     }
 
     #[test]

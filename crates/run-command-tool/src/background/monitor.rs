@@ -296,7 +296,9 @@ impl Monitor {
             match window.iter().position(|&b| b == b'\n') {
                 Some(i) if i + 1 < window.len() => from = i + 1,
                 _ => {
-                    while from < window.len().min(3) && window[from] & 0xC0 == 0x80 {
+                    // The window starts inside the line: not inside a word (RC-14).
+                    from = start_after_cut_mid(&window);
+                    while from < window.len() && window[from] & 0xC0 == 0x80 {
                         from += 1;
                     }
                 }
@@ -374,6 +376,37 @@ impl Monitor {
     }
 }
 
+/// How far a cut looks for the end of the word it fell into (as `run_command`'s seam).
+pub(super) const WORD_SEARCH: usize = 200;
+
+/// Where text may start after a cut just before `window[0]` (RC-14): past the word the cut
+/// fell into (up to [`WORD_SEARCH`] bytes), so no tail of a secret — `hijABC…` of a token,
+/// `ssword=…` of a pair whose key was cut — is shown without the part that makes it
+/// recognisable.
+pub(super) fn start_after_cut_mid(window: &[u8]) -> usize {
+    if window.first().is_some_and(u8::is_ascii_whitespace) {
+        return 0;
+    }
+    let limit = window.len().min(WORD_SEARCH);
+    match window[..limit].iter().position(u8::is_ascii_whitespace) {
+        Some(i) => i + 1,
+        None => limit,
+    }
+}
+
+/// Where text may end before a cut at `at` of `b`: before the word the cut fell into (up to
+/// [`WORD_SEARCH`] bytes back).
+pub(super) fn end_before_cut(b: &[u8], at: usize) -> usize {
+    if at >= b.len() || at == 0 || b[at].is_ascii_whitespace() || b[at - 1].is_ascii_whitespace() {
+        return at;
+    }
+    let limit = at.saturating_sub(WORD_SEARCH);
+    match b[limit..at].iter().rposition(u8::is_ascii_whitespace) {
+        Some(i) => limit + i + 1,
+        None => limit,
+    }
+}
+
 /// `t + d`, or `t` in the (theoretical) case the sum does not fit an `Instant`.
 fn after(t: Instant, d: Duration) -> Instant {
     t.checked_add(d).unwrap_or(t)
@@ -425,6 +458,14 @@ fn excerpt(line: &[u8], at: usize, keyword_len: usize) -> String {
         0
     };
     let mut end = (start + LINE_BYTES).min(line.len());
+    // Never inside a word at either cut (RC-14: no recognisable half of a secret).
+    if start > 0 {
+        start = start_after_cut_mid(&line[start..]) + start;
+        start = start.min(at);
+    }
+    if end < line.len() {
+        end = end_before_cut(line, end).max(at + keyword_len).max(start);
+    }
     // Cut on char starts, so that no half char turns into U+FFFD at either end.
     for _ in 0..3 {
         if start > 0 && start < line.len() && line[start] & 0xC0 == 0x80 {
@@ -702,7 +743,8 @@ mod tests {
         assert!(hit.line.starts_with("error é"));
         assert!(hit.line.ends_with('…'));
         let body = hit.line.trim_end_matches('…');
-        assert!(body.len() <= LINE_BYTES && body.len() >= LINE_BYTES - 1);
+        // The cut end falls inside a word (no whitespace): up to 200 bytes of it are dropped.
+        assert!(body.len() <= LINE_BYTES && body.len() >= LINE_BYTES - WORD_SEARCH - 1);
         assert!(!hit.line.contains('\u{FFFD}'));
     }
 
@@ -767,7 +809,11 @@ mod tests {
         for max in [REPORT_BYTES, FINAL_BYTES, 1, 2, 3, 4, 5, 100] {
             let tail = m.tail(max);
             assert!(tail.len() <= max, "max {max}");
-            assert!(tail.len() + 5 >= max, "max {max}: cut only to a boundary");
+            // One word, cut at the window's start: up to 200 bytes of it are dropped (RC-14).
+            assert!(
+                tail.len() + WORD_SEARCH + 5 >= max || tail.is_empty(),
+                "max {max}: cut only to a boundary and the cut word"
+            );
             assert!(!tail.contains('\u{FFFD}'), "max {max}");
             assert!(
                 tail.ends_with('€') || tail.is_empty(),
@@ -777,12 +823,36 @@ mod tests {
     }
 
     #[test]
+    fn no_cut_leaves_the_tail_or_the_head_of_a_token() {
+        let c = Clock::new();
+        let token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+        // One long line: the tail's window and the hit line's excerpt both cut the token.
+        let mut line = format!("x{token}");
+        line.push_str(&" zz".repeat(3000));
+        let mut m = monitor();
+        m.feed(c.at(0), line.as_bytes());
+        for max in 9_000 - 30..9_000 {
+            let tail = m.tail(max);
+            assert!(
+                !tail.contains("hijABC") && !tail.contains("012345 "),
+                "{max}: {tail:.60}"
+            );
+        }
+        let mut m = monitor();
+        let long = format!("error {} {token} end\n", "w".repeat(470));
+        m.feed(c.at(0), long.as_bytes());
+        let hit = m.take_pending().unwrap();
+        assert!(!hit.line.contains("ghp_0"), "{}", hit.line);
+    }
+
+    #[test]
     fn a_tail_of_short_output_is_all_of_it() {
         let c = Clock::new();
         let mut m = monitor();
         m.feed(c.at(0), b"partial first line, no newline yet");
         assert_eq!(m.tail(REPORT_BYTES), "partial first line, no newline yet");
-        assert_eq!(m.tail(7), "newline yet".get(4..).unwrap());
+        // The window "ine yet" starts inside a word: that word is dropped (RC-14).
+        assert_eq!(m.tail(7), "yet");
     }
 
     #[test]

@@ -37,8 +37,12 @@ use crate::{Policy, RunCommandOptions, RunCommandState, Status};
 
 /// How long the decision model may take over one report before it goes out unchecked.
 pub const MODEL_TIMEOUT: Duration = Duration::from_secs(20);
-/// Ended tasks kept for `status` and their group (the oldest are forgotten first).
+/// Ended tasks kept for `status` once their group is gone (the earliest-ended are forgotten
+/// first; legs of an open group are always kept).
 const ENDED_KEPT: usize = 256;
+/// Reports kept per task for its group's completion (the oldest go first; the count of those
+/// dropped is kept): bounds the host's memory whatever a task prints.
+const REPORTS_KEPT: usize = 20;
 
 /// The default `MAX_BACKGROUND_TASKS` (BG-8): half the CPU cores, at least 3.
 pub fn max_background_tasks() -> usize {
@@ -157,6 +161,7 @@ impl std::fmt::Debug for Inner {
 #[derive(Default)]
 struct Table {
     tasks: BTreeMap<u64, Entry>,
+    ends: u64,
     groups: HashMap<Origin, Group>,
     /// Starts between their limit check and their entry.
     reserved: usize,
@@ -175,7 +180,12 @@ struct Entry {
     cancel: CancelHandle,
     done: watch::Receiver<bool>,
     reports: Vec<Report>,
+    /// Reports beyond [`REPORTS_KEPT`] that were dropped from `reports` (the oldest).
+    reports_dropped: u32,
     outcome: Option<Final>,
+    /// When it ended, in the session's order of ends (the ended-task bound forgets the
+    /// earliest first).
+    ended_seq: u64,
 }
 
 #[derive(Default)]
@@ -190,6 +200,8 @@ struct Group {
 struct Shared {
     live: Mutex<Live>,
     wake: Notify,
+    /// The session's secrets: everything shown of the output is masked with them (RC-14).
+    state: Arc<RunCommandState>,
 }
 
 struct Live {
@@ -283,6 +295,11 @@ impl BackgroundTasks {
             origin_state,
             stop_when,
         } = launch;
+        // The session's logs are the host's state: no sandboxed command sees them, whatever the
+        // host passed (the log directory need not exist yet: it is hidden when the task runs).
+        if !options.hidden.contains(&inner.config.log_dir) {
+            options.hidden.push(inner.config.log_dir.clone());
+        }
         // timeout_min, or the host's own bound where that is shorter.
         let asked = Duration::from_secs(u64::from(args.timeout_min) * 60);
         options.timeout = time_limit.map_or(asked, |l| l.min(asked));
@@ -325,6 +342,7 @@ impl BackgroundTasks {
                 log: Some(LogWriter::new(file)),
             }),
             wake: Notify::new(),
+            state: Arc::clone(&state),
         });
         let (task_ctx, cancel) = CallContext::outliving(&id, ctx.generation().clone());
         let (done_tx, done_rx) = watch::channel(false);
@@ -341,7 +359,9 @@ impl BackgroundTasks {
             cancel: cancel.clone(),
             done: done_rx,
             reports: Vec::new(),
+            reports_dropped: 0,
             outcome: None,
+            ended_seq: 0,
         };
         let info = {
             let mut table = lock(&inner.table);
@@ -409,9 +429,12 @@ impl BackgroundTasks {
         let info = info_of(entry, &entry.shared);
         let latest = match &entry.outcome {
             Some(done) => done.output.clone(),
-            None => lock(&entry.shared.live)
-                .monitor
-                .tail(super::monitor::REPORT_BYTES),
+            None => {
+                let raw = lock(&entry.shared.live)
+                    .monitor
+                    .tail(super::monitor::REPORT_BYTES);
+                mask_text(&entry.shared.state, &raw)
+            }
         };
         Ok((info, latest))
     }
@@ -427,11 +450,22 @@ impl BackgroundTasks {
             let entry = find(&table, task_id)?;
             (entry.cancel.clone(), entry.done.clone())
         };
+        let before = {
+            let table = lock(&self.inner.table);
+            let entry = find(&table, task_id)?;
+            info_of(entry, &entry.shared)
+        };
         cancel.cancel(CancelReason::Requested);
         let _ = done.wait_for(|d| *d).await;
         let table = lock(&self.inner.table);
-        let entry = find(&table, task_id)?;
-        Ok(info_of(entry, &entry.shared))
+        Ok(match find(&table, task_id) {
+            Ok(entry) => info_of(entry, &entry.shared),
+            // Forgotten already (the ended-task bound): it has ended all the same.
+            Err(_) => TaskInfo {
+                state: TaskState::Ended,
+                ..before
+            },
+        })
     }
 
     /// The originating task ended (BG-9): its groups whose legs are all done complete now,
@@ -579,6 +613,10 @@ impl Inner {
             return;
         };
         entry.reports.push(report.clone());
+        if entry.reports.len() > REPORTS_KEPT {
+            entry.reports.remove(0);
+            entry.reports_dropped += 1;
+        }
         let (task_id, origin) = (entry.id.clone(), entry.origin.clone());
         let delivery = Self::delivery(&mut table, &origin);
         let _ = self.events.send(Event::Report {
@@ -594,7 +632,17 @@ impl Inner {
         let Some(entry) = table.tasks.get_mut(&key) else {
             return;
         };
+        if entry.outcome.is_some() {
+            // Told once.
+            return;
+        }
         entry.outcome = Some(outcome.clone());
+        table.ends += 1;
+        let seq = table.ends;
+        let Some(entry) = table.tasks.get_mut(&key) else {
+            return;
+        };
+        entry.ended_seq = seq;
         let (task_id, origin) = (entry.id.clone(), entry.origin.clone());
         let delivery = Self::delivery(&mut table, &origin);
         let _ = self.events.send(Event::Finished {
@@ -604,15 +652,17 @@ impl Inner {
             outcome,
         });
         self.complete_if_done(&mut table, &origin);
-        // Bounded memory: the oldest ended tasks whose group is gone are forgotten first.
-        let ended: Vec<u64> = table
+        // Bounded memory: the earliest-ended tasks whose group is gone are forgotten first (a
+        // leg of an open group is kept for the group's completion).
+        let mut ended: Vec<(u64, u64)> = table
             .tasks
             .iter()
-            .filter(|(_, e)| e.outcome.is_some())
-            .map(|(k, _)| *k)
+            .filter(|(_, e)| e.outcome.is_some() && !table.groups.contains_key(&e.origin))
+            .map(|(k, e)| (e.ended_seq, *k))
             .collect();
         if ended.len() > ENDED_KEPT {
-            for k in &ended[..ended.len() - ENDED_KEPT] {
+            ended.sort_unstable();
+            for (_, k) in &ended[..ended.len() - ENDED_KEPT] {
                 table.tasks.remove(k);
             }
         }
@@ -641,14 +691,23 @@ impl Inner {
         let legs = group
             .legs
             .iter()
-            .filter_map(|k| table.tasks.get(k))
-            .map(|e| Leg {
-                task_id: e.id.clone(),
-                label: e.label.clone(),
-                objective: e.objective.clone(),
-                next: e.next.clone(),
-                reports: e.reports.clone(),
-                outcome: e.outcome.clone().unwrap_or_else(lost_outcome),
+            .map(|k| match table.tasks.get(k) {
+                Some(e) => Leg {
+                    task_id: e.id.clone(),
+                    label: e.label.clone(),
+                    objective: e.objective.clone(),
+                    next: e.next.clone(),
+                    reports: e.reports.clone(),
+                    outcome: e.outcome.clone().unwrap_or_else(lost_outcome),
+                },
+                None => Leg {
+                    task_id: format!("bg-{k}"),
+                    label: String::new(),
+                    objective: None,
+                    next: None,
+                    reports: Vec::new(),
+                    outcome: lost_outcome(),
+                },
             })
             .collect();
         let _ = self.events.send(Event::GroupCompleted {
@@ -873,9 +932,12 @@ impl Driver {
             let _ = std::fs::remove_file(path);
         }
         let outcome = self.outcome(result, &tail, total, log_failed);
-        let _ = to_reporter.send(Msg::End(outcome));
+        let _ = to_reporter.send(Msg::End(outcome.clone()));
         drop(to_reporter);
-        let _ = reporter.await;
+        if reporter.await.is_err() {
+            // The reporter died before telling the end: tell it here, so the task ends.
+            self.inner.finish(self.key, outcome);
+        }
     }
 
     fn outcome(
@@ -892,11 +954,21 @@ impl Driver {
         match result {
             Ok(out) => {
                 let timeout = (out.status == Status::TimedOut).then(|| {
-                    format!(
-                        "stopped after timeout_min = {} min with everything it started; give \
-                         a larger timeout_min (at most 60) or split the work",
-                        self.timeout_min
-                    )
+                    let asked = Duration::from_secs(u64::from(self.timeout_min) * 60);
+                    if self.options.timeout < asked {
+                        format!(
+                            "stopped after the host's limit of {} s (shorter than timeout_min = \
+                             {} min) with everything it started; split the work",
+                            self.options.timeout.as_secs(),
+                            self.timeout_min
+                        )
+                    } else {
+                        format!(
+                            "stopped after timeout_min = {} min with everything it started; \
+                             give a larger timeout_min (at most 60) or split the work",
+                            self.timeout_min
+                        )
+                    }
                 });
                 let message = [timeout, out.message, out.hint, log_note]
                     .into_iter()
@@ -954,23 +1026,32 @@ async fn reporter(
                     check: Check::None,
                 };
                 if let Some(model) = &model {
-                    let verdict = tokio::time::timeout(
-                        MODEL_TIMEOUT,
-                        model.worth_reporting(&report, last.as_ref()),
-                    )
-                    .await;
+                    // On its own task: a model that panics is a failed check, not a task that
+                    // never ends (its BG-8 place and its end event would be lost).
+                    let check = {
+                        let (model, r, l) = (Arc::clone(model), report.clone(), last.clone());
+                        tokio::spawn(async move { model.worth_reporting(&r, l.as_ref()).await })
+                    };
+                    let abort = check.abort_handle();
+                    let verdict = tokio::time::timeout(MODEL_TIMEOUT, check).await;
                     report.check = match verdict {
-                        Ok(Ok(true)) => Check::Passed,
-                        Ok(Ok(false)) => continue,
-                        Ok(Err(reason)) => Check::Failed {
+                        Ok(Ok(Ok(true))) => Check::Passed,
+                        Ok(Ok(Ok(false))) => continue,
+                        Ok(Ok(Err(reason))) => Check::Failed {
                             reason: format!("the decision model failed ({reason}); unchecked"),
                         },
-                        Err(_) => Check::Failed {
-                            reason: format!(
-                                "the decision model did not answer within {} s; unchecked",
-                                MODEL_TIMEOUT.as_secs()
-                            ),
+                        Ok(Err(_)) => Check::Failed {
+                            reason: "the decision model failed (it panicked); unchecked".into(),
                         },
+                        Err(_) => {
+                            abort.abort();
+                            Check::Failed {
+                                reason: format!(
+                                    "the decision model did not answer within {} s; unchecked",
+                                    MODEL_TIMEOUT.as_secs()
+                                ),
+                            }
+                        }
                     };
                 }
                 inner.report(key, report.clone());
