@@ -71,8 +71,7 @@ pub async fn run_command(
 
 /// `text` masked with the session's secrets and those it holds by form (RC-14).
 pub(crate) fn mask_text(state: &RunCommandState, text: &str) -> String {
-    let secrets = state.learn(argv_policy::secrets_in(text));
-    argv_policy::mask(text, &secrets)
+    state.mask(text)
 }
 
 /// [`run_command`] before its label and message are masked (the output is masked here).
@@ -332,8 +331,7 @@ pub(crate) async fn execute(
     };
 
     // RC-14: secrets by form join the session's list; the output is masked with all of them.
-    let secrets = state.learn(argv_policy::secrets_in(&ran.output));
-    let output = argv_policy::mask(&ran.output, &secrets);
+    let output = state.mask(&ran.output);
     let failed = !(ran.status == Status::Exited && ran.exit_code == Some(0));
     let hint = if sandboxed {
         crate::hint::hint(failed, &output, &ran.denials, network)

@@ -15,7 +15,7 @@ use tokio::sync::RwLock;
 #[derive(Default)]
 pub struct RunCommandState {
     pub(crate) lock: RwLock<()>,
-    secrets: Mutex<Vec<String>>,
+    secrets: Mutex<Secrets>,
 }
 
 impl fmt::Debug for RunCommandState {
@@ -30,31 +30,89 @@ impl fmt::Debug for RunCommandState {
 impl RunCommandState {
     /// The secrets known so far, in the order they were first seen (`[secret:N]` is index N-1).
     pub(crate) fn secrets(&self) -> Vec<String> {
-        match self.secrets.lock() {
-            Ok(s) => s.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.list().list.clone()
     }
 
-    /// Adds the new ones (order kept, duplicates and empty strings skipped); returns the whole
-    /// list.
+    /// Adds the new ones (order kept, duplicates and empty strings skipped, at most
+    /// [`MAX_SECRETS`] in all); returns the whole list.
     pub(crate) fn learn(&self, found: impl IntoIterator<Item = String>) -> Vec<String> {
-        let mut s = match self.secrets.lock() {
+        let mut s = self.list();
+        s.add(found);
+        s.list.clone()
+    }
+
+    /// `text` masked (RC-14) with the session's secrets and those it holds by form, which are
+    /// learned — without copying the session's list (a command that prints thousands of
+    /// distinct keys must not make every later line cost thousands of copies).
+    pub(crate) fn mask(&self, text: &str) -> String {
+        let found = argv_policy::secrets_in(text);
+        let mut s = self.list();
+        s.add(found.iter().cloned());
+        if found.iter().all(|f| s.known.contains(f)) {
+            return argv_policy::mask(text, &s.list);
+        }
+        // Past the bound: what this text holds by form is still masked, by a later number.
+        let mut all = s.list.clone();
+        all.extend(found.into_iter().filter(|f| !s.known.contains(f)));
+        argv_policy::mask(text, &all)
+    }
+
+    fn list(&self) -> std::sync::MutexGuard<'_, Secrets> {
+        match self.secrets.lock() {
             Ok(s) => s,
             Err(poisoned) => poisoned.into_inner(),
-        };
+        }
+    }
+}
+
+/// The most secrets a session learns: beyond it, secrets by form are masked where they are
+/// found but not remembered (the list is kept small enough to search at every line).
+pub(crate) const MAX_SECRETS: usize = 10_000;
+
+/// The secrets in the order first seen, and a set of them for the duplicate check.
+#[derive(Default)]
+struct Secrets {
+    list: Vec<String>,
+    known: std::collections::HashSet<String>,
+}
+
+impl Secrets {
+    fn add(&mut self, found: impl IntoIterator<Item = String>) {
         for secret in found {
-            if !secret.is_empty() && !s.contains(&secret) {
-                s.push(secret);
+            if self.list.len() >= MAX_SECRETS {
+                return;
+            }
+            if !secret.is_empty() && self.known.insert(secret.clone()) {
+                self.list.push(secret);
             }
         }
-        s.clone()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thousands_of_learned_secrets_stay_masked_and_the_bound_still_masks_by_form() {
+        let st = RunCommandState::default();
+        st.learn((0..MAX_SECRETS + 5).map(|n| format!("AKIA{n:016}")));
+        assert_eq!(st.secrets().len(), MAX_SECRETS);
+        let early = format!("key AKIA{:016} end", 3);
+        assert_eq!(st.mask(&early), "key [secret:4] end");
+        // Past the bound: masked by form all the same, not learned.
+        let late = "new ghp_0123456789abcdefghijABCDEFGHIJ012345 key";
+        assert_eq!(
+            st.mask(late),
+            format!("new [secret:{}] key", MAX_SECRETS + 1)
+        );
+        assert_eq!(st.secrets().len(), MAX_SECRETS);
+        // Lines without a secret cost one search per secret, not one per position.
+        let plain = "x".repeat(100);
+        for _ in 0..200 {
+            assert_eq!(st.mask(&plain), plain);
+        }
+    }
 
     #[test]
     fn learning_keeps_order_and_skips_duplicates() {
