@@ -743,6 +743,63 @@ mod tests {
     }
 
     #[test]
+    fn the_background_tools_are_served_together_by_the_session_that_runs_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let folder = tmp.path().join("notes");
+        std::fs::create_dir(&folder).unwrap();
+        let store = StateStore::open(tmp.path().join("state")).unwrap();
+        let host = Host::open(store, "alice".into()).unwrap();
+        host.update_grants(|g| {
+            let mut record = PluginRecord::fully_granted("notes@1", &[]);
+            record.folder_grants.insert(FolderGrant {
+                path: folder.clone(),
+            });
+            g.plugins.insert("notes".parse().unwrap(), record);
+            Ok(())
+        })
+        .unwrap();
+        let session = |kind: &str| {
+            let config = AgentConfig::parse(&format!(
+                r#"{{"schemaVersion": 2, "systemPrompt": "",
+                "tools": [{{"ref": "background_command"}}], "memory": "session", "mode": "yolo",
+                "workspace": {{"kind": "{kind}", "path": {folder:?}}}}}"#
+            ))
+            .unwrap();
+            host.session("notes".parse().unwrap(), config).unwrap()
+        };
+        let background = [
+            ToolName::BackgroundCommand,
+            ToolName::BackgroundStatus,
+            ToolName::BackgroundCancel,
+        ];
+        // Mounted cannot run background_command: status and cancel are not served either.
+        let mut server = McpServer::new("agent-exec");
+        let skipped = server.add_session(&session("mounted"));
+        assert_eq!(server.tools(), vec![]);
+        assert_eq!(skipped.len(), 3, "{skipped:?}");
+        // A direct session serves all three and takes its events; a second one serves none.
+        let direct = session("direct");
+        assert!(server.add_session(&direct).is_empty());
+        let mut tools = server.tools();
+        tools.sort_by_key(|t| t.as_str());
+        let mut want = background.to_vec();
+        want.sort_by_key(|t| t.as_str());
+        assert_eq!(tools, want);
+        assert!(direct.background().is_some());
+        let other = session("direct");
+        assert!(server.add_session(&other).is_empty());
+        assert!(other.background().is_none());
+        // A session whose events someone else took is not served: nobody here would hear.
+        let taken = session("direct");
+        let _events = taken.background_events(|_| {}).unwrap();
+        let mut server = McpServer::new("agent-exec");
+        let skipped = server.add_session(&taken);
+        assert_eq!(server.tools(), vec![]);
+        assert_eq!(skipped.len(), 3, "{skipped:?}");
+        assert!(skipped[0].contains("taken already"), "{skipped:?}");
+    }
+
+    #[test]
     fn only_accept_with_run_true_is_a_yes() {
         let yes = json!({"action": "accept", "content": {"run": true}});
         assert_eq!(super::confirmation_of(&yes), Confirmation::Yes);
