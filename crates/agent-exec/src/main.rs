@@ -22,7 +22,8 @@
 //! state directory holds for it; a `revoke` in another shell stops it while it runs (TS-3).
 //!
 //! `mcp` speaks MCP on stdin/stdout until the client hangs up; its diagnostics go to stderr
-//! only (stdout is the protocol). How requests map to sessions and turns: [`mod@mcp`]'s docs.
+//! only (stdout is the protocol). How requests map to sessions and turns, and how background
+//! tasks report and end with the connection: [`mod@mcp`]'s docs.
 //!
 //! This crate alone knows argv, JSON-RPC and terminals; every rule it applies — the grant
 //! rules, the one-call turn, which tool runs in which workspace and mode — is `host_shim`'s,
@@ -80,7 +81,8 @@ struct Cli {
 enum Command {
     /// Make one tool call (a one-call turn) and print its JSON result on one line.
     Call(CallArgs),
-    /// Serve the tools to an MCP client over stdio (one turn per tools/call).
+    /// Serve the tools to an MCP client over stdio (one turn per tools/call); background
+    /// tasks report by MCP log notifications and end with the connection.
     Mcp(McpArgs),
     /// Print a tool's decision on some arguments as one JSON line, without running anything.
     Check {
@@ -226,7 +228,10 @@ fn mode_of(mode: ModeArg) -> host_shim::RunCommandMode {
 #[derive(Args, Debug)]
 struct McpArgs {
     /// The folder to work in. Without --config: `run` works on a mirror of it (written back
-    /// after each successful call), the other tools in it directly.
+    /// after each successful call), the other tools in it directly; `background_command`,
+    /// `background_status` and `background_cancel` are served, each task's events sent as
+    /// `notifications/message` (logger agent-exec/background), every task stopped when the
+    /// client disconnects.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
     /// An agent configuration (schema version 2): serve exactly its tools and workspace.

@@ -1,16 +1,20 @@
 //! The MCP server: the host's tools offered to any Model Context Protocol client over stdio
 //! (`agent-exec mcp`): JSON-RPC 2.0, one message per line, MCP revisions 2024-11-05 to
-//! 2025-11-25 (the ones with an `initialize` handshake), the `tools` capability only.
+//! 2025-11-25 (the ones with an `initialize` handshake), the `tools` capability, and `logging`
+//! when `background_command` is served (its events, below).
 //!
 //! # How MCP requests map to sessions and turns
 //!
 //! - **One connection, one set of [`Session`]s.** The server is built from host sessions
 //!   ([`McpServer::add_session`]); each tool is routed to the first session whose configuration
 //!   offers it (PERM-4) *and* can run it: the exec tools need mode `yolo`, `run` a `mounted`
-//!   workspace (PERM-3), `command` a `direct` or `app-private` one (CMD-1). `agent-exec mcp`
-//!   without `--config` uses two sessions on the same folder — `direct` for `read`, `write`,
-//!   `edit`, `grep` and `command`, `mounted` for `run` — the workspace kinds `agent-exec call`
-//!   uses for each tool. With `--config` it uses exactly that one configuration.
+//!   workspace (PERM-3), `command` a `direct` or `app-private` one (CMD-1), `run_command`
+//!   and `background_command` a `direct` one. `agent-exec mcp` without `--config` uses two
+//!   sessions on the same folder — `direct` for `read`, `write`, `edit`, `grep`, `command`,
+//!   `run_command` and the three background tools, `mounted` for `run` — the workspace kinds
+//!   `agent-exec call` uses for each tool. With `--config` it uses exactly that one
+//!   configuration (`background_status` and `background_cancel` come with
+//!   `background_command`, `AgentConfig::offers`).
 //! - **`tools/list`** lists the routed tools, each with the JSON Schema of its arguments from the
 //!   [`Registry`](host_shim::Registry).
 //! - **One `tools/call`, one [`Turn`](host_shim::Turn)** ([`Session::one_call`]). MCP has no notion of an agent turn, so each
@@ -70,6 +74,49 @@
 //!   or exiting non-zero — is a result (`isError: false`, with `executed`, `exitCode`,
 //!   `message`), as `command`'s non-zero exits are; refusals (`RUN_COMMAND_*`) are tool errors.
 //!
+//! # Background tasks (`background_command`, BG-1…BG-9)
+//!
+//! - **One session, for the connection's life.** `background_command`, `background_status`
+//!   and `background_cancel` are served by one session — the one that also serves `read`
+//!   without `--config` (`direct`), so `read` of a task's `logPath` works (BG-6, host-shim).
+//!   The server takes that session's event stream once, when the session is added
+//!   ([`Session::background_events`], BG-7's delivery target), and drains it while the
+//!   connection lasts. When the connection ends — stdin closed and every reply written, or
+//!   stdout gone — every task is stopped and waited for and the session's log directory
+//!   removed ([`Session::end_background`]) before the server exits: nothing outlives the
+//!   connection (DESIGN invariant 4).
+//! - **Each event is a `notifications/message`** (MCP logging) from logger
+//!   [`BACKGROUND_LOGGER`] (`"agent-exec/background"`), its `data` the event's JSON exactly as
+//!   the library serialises it — structured content whose `"event"` is `started`, `report`,
+//!   `finished` or `groupCompleted`. Why logging: it is the one server-to-client message of
+//!   MCP that carries arbitrary JSON at any time, outside a request, and that every client
+//!   library surfaces (the Python SDK's `logging_callback`, the TypeScript SDK's
+//!   `LoggingMessageNotification` handler); `notifications/progress` needs a request still
+//!   running (ours returned at once), and resources with `notifications/resources/updated`
+//!   carry no content (the client must read the resource again) and few clients subscribe.
+//!   The tasks are also readable on demand with `background_status` (a tool: what an agent
+//!   can call; every client lists tools). The 2026-07-28 revision deprecates logging
+//!   (SEP-2577); this server does not speak that revision. The **level**: `warning` for a
+//!   keyword report; `error` for a task that exited non-zero, was killed by a signal, timed
+//!   out or could not run; `notice` for a cancelled one; `info` for a start, a clean exit
+//!   and a completed group. The server declares the `logging` capability and answers
+//!   `logging/setLevel`: below the level the client set, events are not sent (they stay
+//!   readable with `background_status`).
+//! - **Bounded.** Notices go through the connection's output queue like replies (`conn`), and
+//!   are queued only while it holds at most 4 MiB: a client that does not read never grows
+//!   it. Events that find no room are held — at most [`MAX_HELD_EVENTS`] (64) and
+//!   [`MAX_HELD_BYTES`] (4 MiB), the newest always kept — and offered again every 100 ms;
+//!   beyond the bound the oldest keyword reports are dropped first (a later report or the
+//!   end carries the latest output), then starts, then the oldest of the rest. Once room
+//!   returns, one `{"event": "dropped", "count": N, "message"}` notice (level `warning`)
+//!   says how many were lost, before the held ones. The tasks never wait for the client.
+//! - **Origins and groups (BG-9).** A `tools/call` is a one-call turn whose origin has ended
+//!   when it returns, so every event is `"delivery": "held"` and each call's tasks (or the
+//!   legs named with the same `group`) complete as one `groupCompleted` with every leg's
+//!   `objective`, `next`, reports and outcome.
+//! - **No decision model (BG-5).** Every keyword hit is reported (`"check": "none"`); MCP
+//!   sampling is not used to filter them.
+//!
 //! # Why not `rmcp`
 //!
 //! This server was built on the official Rust SDK's service loop and stdio transport. Every
@@ -95,10 +142,13 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use host_shim::background::{Event, EventStream, Final};
 use host_shim::{
     Asker, CallOptions, Confirmation, KeepMirror, PasswordReply, Question, Session, ToolName,
 };
 use serde_json::{Map, Value, json};
+
+use conn::{Level, Notice, Notifier, Pushed};
 
 /// The longest MCP request id used verbatim in a callId (toolscope allows 256 bytes).
 const MAX_REQUEST_ID_IN_CALL_ID: usize = 200;
@@ -112,6 +162,19 @@ pub enum McpError {
     #[error("the MCP connection failed: {0}")]
     Io(#[from] std::io::Error),
 }
+
+/// The `logger` of the background events' notices.
+pub const BACKGROUND_LOGGER: &str = "agent-exec/background";
+
+/// The most background events held while the client does not read (beyond: dropped, see the
+/// module docs).
+pub const MAX_HELD_EVENTS: usize = 64;
+
+/// The most bytes of background events held while the client does not read.
+pub const MAX_HELD_BYTES: usize = 4 * 1024 * 1024;
+
+/// How often held events are offered again while the client does not read.
+const RETRY_HELD: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A session's tool that this server serves.
 #[derive(Clone, Debug)]
@@ -135,6 +198,28 @@ pub struct McpServer {
     options: CallOptions,
     /// This connection's requests to the client (elicitation), shared with [`McpAsker`].
     requester: conn::Requester,
+    /// This connection's notices to the client (the background events).
+    notifier: Notifier,
+    /// The session serving `background_command`, and its event stream until served.
+    background: Option<Background>,
+}
+
+/// The session that serves `background_command` (and its status and cancel) and the stream
+/// of its events, taken once when the session was added and drained by [`deliver`] while the
+/// connection lasts.
+#[derive(Clone, Debug)]
+struct Background {
+    session: Session,
+    events: Arc<std::sync::Mutex<Option<EventStream>>>,
+}
+
+impl Background {
+    fn take_events(&self) -> Option<EventStream> {
+        self.events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
 }
 
 /// `run_command`'s [`Asker`] over one MCP connection (module docs): confirmations by
@@ -233,6 +318,8 @@ impl McpServer {
             calls: Arc::new(AtomicU64::new(0)),
             options: CallOptions::default(),
             requester: conn::Requester::new(),
+            notifier: Notifier::new(),
+            background: None,
         }
     }
 
@@ -254,15 +341,32 @@ impl McpServer {
     /// Routes to `session` every tool its configuration offers and can run that no earlier
     /// session serves. Returns one line per offered tool it cannot serve, saying why. The first
     /// session's non-empty `systemPrompt` becomes the server's MCP `instructions`.
+    ///
+    /// `background_status` and `background_cancel` go with `background_command` to one
+    /// session, which must run it; that session's background events are taken here
+    /// ([`Session::background_events`]) and sent to the client while [`McpServer::serve_stdio`]
+    /// runs (the module docs say how). A session whose events were taken by someone else does
+    /// not serve the three: nobody here would hear its tasks.
     pub fn add_session(&mut self, session: &Session) -> Vec<String> {
         let mut skipped = Vec::new();
+        let mut added_background = Vec::new();
         let registry = session.host().registry();
         for &tool in ToolName::ALL {
             if !session.config().offers(tool) || self.routes.contains_key(&tool) {
                 continue;
             }
-            if let Some(why) = session.config().unrunnable(tool) {
+            // Status and cancel are served where their tasks start, by the same rules.
+            let rules = if is_background(tool) {
+                ToolName::BackgroundCommand
+            } else {
+                tool
+            };
+            if let Some(why) = session.config().unrunnable(rules) {
                 skipped.push(format!("{tool} is not served: {why}"));
+                continue;
+            }
+            if is_background(tool) && self.background.is_some() {
+                // Another session serves the background tools already.
                 continue;
             }
             let Some(handler) = registry.get(tool) else {
@@ -278,6 +382,31 @@ impl McpServer {
                     schema: Value::Object(schema_object(handler.input_schema())),
                 },
             );
+            if is_background(tool) {
+                added_background.push(tool);
+            }
+        }
+        let serves_background = added_background.contains(&ToolName::BackgroundCommand);
+        if !serves_background {
+            // Status and cancel without the tool that starts tasks would have no tasks.
+            for tool in added_background {
+                self.routes.remove(&tool);
+            }
+        } else if self.background.is_none() {
+            match session.background_events(|_| {}) {
+                Ok(events) => {
+                    self.background = Some(Background {
+                        session: session.clone(),
+                        events: Arc::new(std::sync::Mutex::new(Some(events))),
+                    });
+                }
+                Err(e) => {
+                    for tool in added_background {
+                        self.routes.remove(&tool);
+                        skipped.push(format!("{tool} is not served: {}", e.message()));
+                    }
+                }
+            }
         }
         if self.instructions.is_none() && !session.config().system_prompt.is_empty() {
             self.instructions = Some(session.config().system_prompt.clone());
@@ -293,11 +422,30 @@ impl McpServer {
     /// Serves MCP on this process's stdin and stdout until the client closes stdin (every
     /// request read is answered first) or stops reading stdout (running calls are stopped).
     /// Needs a tokio runtime with IO and time enabled.
+    ///
+    /// The background tasks live as long as the connection: when it ends, every one is
+    /// stopped and waited for, and the session's log directory removed
+    /// ([`Session::end_background`]), before this returns.
     pub async fn serve_stdio(self) -> Result<(), McpError> {
         // A second descriptor of stdout, polled for the client closing its end while nothing
         // is being written (see `conn`).
         let watch = rustix::io::dup(std::io::stdout().as_fd()).ok();
-        conn::serve(Arc::new(self), std::io::stdin(), std::io::stdout(), watch).await?;
+        let background = self.background.clone();
+        let delivery = background
+            .as_ref()
+            .and_then(Background::take_events)
+            .map(|events| tokio::spawn(deliver(events, self.notifier.clone())));
+        let served = conn::serve(Arc::new(self), std::io::stdin(), std::io::stdout(), watch).await;
+        // Nothing outlives the connection (DESIGN invariant 4): the tasks end with it, also
+        // when reading failed.
+        if let Some(b) = &background {
+            b.session.end_background().await;
+        }
+        if let Some(d) = delivery {
+            d.abort();
+            let _ = d.await;
+        }
+        served?;
         Ok(())
     }
 
@@ -316,10 +464,19 @@ impl conn::Service for McpServer {
         Some(self.requester.clone())
     }
 
+    fn notifier(&self) -> Option<Notifier> {
+        self.background.as_ref().map(|_| self.notifier.clone())
+    }
+
     fn initialize(&self, protocol_version: &str) -> Value {
+        let capabilities = if self.background.is_some() {
+            json!({"tools": {}, "logging": {}})
+        } else {
+            json!({"tools": {}})
+        };
         let mut result = json!({
             "protocolVersion": protocol_version,
-            "capabilities": {"tools": {}},
+            "capabilities": capabilities,
             "serverInfo": {"name": self.name, "version": env!("CARGO_PKG_VERSION")},
         });
         if let (Some(text), Value::Object(map)) = (&self.instructions, &mut result) {
@@ -384,10 +541,169 @@ impl conn::Service for McpServer {
     }
 }
 
+/// The three background tools, which one session serves together.
+const BACKGROUND_TOOLS: [ToolName; 3] = [
+    ToolName::BackgroundCommand,
+    ToolName::BackgroundStatus,
+    ToolName::BackgroundCancel,
+];
+
+fn is_background(tool: ToolName) -> bool {
+    BACKGROUND_TOOLS.contains(&tool)
+}
+
+/// The level of an event's notice (module docs): a keyword report is a warning; a task that
+/// failed, was killed by a signal or timed out, an error; a cancelled one, a notice; a start, a
+/// clean exit and a completed group, info.
+fn level_of(event: &Event) -> Level {
+    match event {
+        Event::Started { .. } | Event::GroupCompleted { .. } => Level::Info,
+        Event::Report { .. } => Level::Warning,
+        Event::Finished { outcome, .. } => level_of_outcome(outcome),
+    }
+}
+
+fn level_of_outcome(outcome: &Final) -> Level {
+    // By the status as the client reads it (`run_command`'s status type is not re-exported
+    // by host-shim, and its wire names are the contract anyway).
+    let status = serde_json::to_value(outcome.status).unwrap_or(Value::Null);
+    match (status.as_str(), outcome.exit_code, &outcome.error) {
+        (Some("exited"), Some(0), None) => Level::Info,
+        (Some("cancelled"), _, None) => Level::Notice,
+        _ => Level::Error,
+    }
+}
+
+/// An event as the client gets it: `notifications/message` from [`BACKGROUND_LOGGER`], its
+/// `data` the event's JSON exactly (`{"event": "started" | "report" | "finished" |
+/// "groupCompleted", …}`).
+fn notice_of(event: &Event) -> Notice {
+    let data = serde_json::to_value(event).unwrap_or_else(|e| {
+        json!({"event": "unserializable", "message": format!("an event could not be serialised: {e}")})
+    });
+    Notice::log(level_of(event), BACKGROUND_LOGGER, data)
+}
+
+/// The notice that stands for events dropped while the client did not read.
+fn dropped_notice(count: u64) -> Notice {
+    Notice::log(
+        Level::Warning,
+        BACKGROUND_LOGGER,
+        json!({
+            "event": "dropped",
+            "count": count,
+            "message": format!(
+                "{count} background event(s) were dropped while this client was not reading \
+                 its messages (keyword reports first); background_status lists every task and \
+                 how it ended"
+            ),
+        }),
+    )
+}
+
+/// Which held events go first when the bound is reached: reports (a later report or the end
+/// carries the latest output), then starts, then the rest.
+fn drop_rank(event: &Event) -> u8 {
+    match event {
+        Event::Report { .. } => 0,
+        Event::Started { .. } => 1,
+        Event::Finished { .. } | Event::GroupCompleted { .. } => 2,
+    }
+}
+
+/// Events waiting for room in the connection's queue, bounded by [`MAX_HELD_EVENTS`] and
+/// [`MAX_HELD_BYTES`] (the newest is always kept).
+#[derive(Debug, Default)]
+struct Held {
+    notices: std::collections::VecDeque<(u8, Notice)>,
+    bytes: usize,
+    dropped: u64,
+}
+
+impl Held {
+    fn hold(&mut self, event: &Event) {
+        let notice = notice_of(event);
+        self.bytes += notice.len();
+        self.notices.push_back((drop_rank(event), notice));
+        while self.notices.len() > 1
+            && (self.notices.len() > MAX_HELD_EVENTS || self.bytes > MAX_HELD_BYTES)
+        {
+            // The oldest of the lowest rank, never the newest.
+            let candidates = self.notices.len() - 1;
+            let Some(at) = (0..candidates).min_by_key(|&i| (self.notices[i].0, i)) else {
+                break;
+            };
+            if let Some((_, gone)) = self.notices.remove(at) {
+                self.bytes -= gone.len();
+                self.dropped += 1;
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.notices.is_empty() && self.dropped == 0
+    }
+
+    /// Sends what the queue takes, oldest first (the count of dropped ones before them);
+    /// false once the connection can take nothing any more.
+    fn flush(&mut self, notifier: &Notifier) -> bool {
+        loop {
+            if self.dropped > 0 {
+                match notifier.push(&dropped_notice(self.dropped)) {
+                    Pushed::Sent | Pushed::Filtered => self.dropped = 0,
+                    Pushed::Full => return true,
+                    Pushed::Closed => return false,
+                }
+            }
+            let Some((_, notice)) = self.notices.front() else {
+                return true;
+            };
+            match notifier.push(notice) {
+                Pushed::Sent | Pushed::Filtered => {
+                    if let Some((_, sent)) = self.notices.pop_front() {
+                        self.bytes -= sent.len();
+                    }
+                }
+                Pushed::Full => return true,
+                Pushed::Closed => return false,
+            }
+        }
+    }
+}
+
+/// Drains a session's background events for the connection's life, each sent as a notice
+/// (module docs); held while the client does not read, within bounds. Ends when the stream
+/// does; the server aborts it once the tasks were stopped.
+async fn deliver(mut events: EventStream, notifier: Notifier) {
+    let mut held = Held::default();
+    let mut open = true;
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some(e) if open => held.hold(&e),
+                // The connection is gone: the event has nobody to go to.
+                Some(_) => continue,
+                None => return,
+            },
+            () = tokio::time::sleep(RETRY_HELD), if open && !held.is_empty() => {}
+        }
+        while let Some(e) = events.try_next() {
+            if open {
+                held.hold(&e);
+            }
+        }
+        if open && !held.flush(&notifier) {
+            open = false;
+            held = Held::default();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use host_shim::background::Event;
     use host_shim::{AgentConfig, Confirmation, Host, StateStore, ToolName};
     use proptest::prelude::*;
     use serde_json::{Value, json};
@@ -427,6 +743,63 @@ mod tests {
     }
 
     #[test]
+    fn the_background_tools_are_served_together_by_the_session_that_runs_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let folder = tmp.path().join("notes");
+        std::fs::create_dir(&folder).unwrap();
+        let store = StateStore::open(tmp.path().join("state")).unwrap();
+        let host = Host::open(store, "alice".into()).unwrap();
+        host.update_grants(|g| {
+            let mut record = PluginRecord::fully_granted("notes@1", &[]);
+            record.folder_grants.insert(FolderGrant {
+                path: folder.clone(),
+            });
+            g.plugins.insert("notes".parse().unwrap(), record);
+            Ok(())
+        })
+        .unwrap();
+        let session = |kind: &str| {
+            let config = AgentConfig::parse(&format!(
+                r#"{{"schemaVersion": 2, "systemPrompt": "",
+                "tools": [{{"ref": "background_command"}}], "memory": "session", "mode": "yolo",
+                "workspace": {{"kind": "{kind}", "path": {folder:?}}}}}"#
+            ))
+            .unwrap();
+            host.session("notes".parse().unwrap(), config).unwrap()
+        };
+        let background = [
+            ToolName::BackgroundCommand,
+            ToolName::BackgroundStatus,
+            ToolName::BackgroundCancel,
+        ];
+        // Mounted cannot run background_command: status and cancel are not served either.
+        let mut server = McpServer::new("agent-exec");
+        let skipped = server.add_session(&session("mounted"));
+        assert_eq!(server.tools(), vec![]);
+        assert_eq!(skipped.len(), 3, "{skipped:?}");
+        // A direct session serves all three and takes its events; a second one serves none.
+        let direct = session("direct");
+        assert!(server.add_session(&direct).is_empty());
+        let mut tools = server.tools();
+        tools.sort_by_key(|t| t.as_str());
+        let mut want = background.to_vec();
+        want.sort_by_key(|t| t.as_str());
+        assert_eq!(tools, want);
+        assert!(direct.background().is_some());
+        let other = session("direct");
+        assert!(server.add_session(&other).is_empty());
+        assert!(other.background().is_none());
+        // A session whose events someone else took is not served: nobody here would hear.
+        let taken = session("direct");
+        let _events = taken.background_events(|_| {}).unwrap();
+        let mut server = McpServer::new("agent-exec");
+        let skipped = server.add_session(&taken);
+        assert_eq!(server.tools(), vec![]);
+        assert_eq!(skipped.len(), 3, "{skipped:?}");
+        assert!(skipped[0].contains("taken already"), "{skipped:?}");
+    }
+
+    #[test]
     fn only_accept_with_run_true_is_a_yes() {
         let yes = json!({"action": "accept", "content": {"run": true}});
         assert_eq!(super::confirmation_of(&yes), Confirmation::Yes);
@@ -454,6 +827,86 @@ mod tests {
         ] {
             assert_eq!(super::confirmation_of(&answer), want, "{answer}");
         }
+    }
+
+    fn report(n: u32) -> Event {
+        use host_shim::background::{Check, Delivery, Origin, Report};
+        Event::Report {
+            task_id: format!("bg-{n}"),
+            origin: Origin {
+                task: "t".into(),
+                turn: "t".into(),
+            },
+            delivery: Delivery::Held,
+            report: Report {
+                keyword: "error".into(),
+                line: format!("error {n}"),
+                hits: 1,
+                output: "x".repeat(1024),
+                check: Check::None,
+            },
+        }
+    }
+
+    fn finished(n: u32, bytes: usize) -> Event {
+        use host_shim::background::{Delivery, Final, Origin};
+        Event::Finished {
+            task_id: format!("bg-{n}"),
+            origin: Origin {
+                task: "t".into(),
+                turn: "t".into(),
+            },
+            delivery: Delivery::Held,
+            outcome: Final {
+                status: None,
+                exit_code: None,
+                output: "y".repeat(bytes),
+                truncated: false,
+                descendants_stopped: 0,
+                message: None,
+                error: Some("E: x".into()),
+            },
+        }
+    }
+
+    #[test]
+    fn held_events_are_bounded_and_reports_are_dropped_before_ends() {
+        // A client that does not read: the held events stay within the count bound; the
+        // oldest reports go first, ends are kept, the newest is always kept.
+        let mut held = super::Held::default();
+        for n in 0..10 {
+            held.hold(&finished(n, 1024));
+        }
+        for n in 10..200 {
+            held.hold(&report(n));
+        }
+        assert_eq!(held.notices.len(), super::MAX_HELD_EVENTS);
+        assert_eq!(held.dropped, 200 - super::MAX_HELD_EVENTS as u64);
+        let ranks: Vec<u8> = held.notices.iter().map(|(r, _)| *r).collect();
+        assert_eq!(ranks.iter().filter(|r| **r == 2).count(), 10, "{ranks:?}");
+        // The byte bound: big ends push out everything but the newest ones that fit.
+        let mut held = super::Held::default();
+        for n in 0..400 {
+            held.hold(&finished(n, 100 * 1024));
+        }
+        assert!(held.bytes <= super::MAX_HELD_BYTES, "{}", held.bytes);
+        assert_eq!(
+            held.bytes,
+            held.notices.iter().map(|(_, n)| n.len()).sum::<usize>()
+        );
+        assert!(held.notices.len() < super::MAX_HELD_EVENTS);
+        assert_eq!(held.dropped as usize + held.notices.len(), 400);
+        // One event over the bound on its own is still kept.
+        let mut held = super::Held::default();
+        held.hold(&finished(0, super::MAX_HELD_BYTES + 1));
+        assert_eq!((held.notices.len(), held.dropped), (1, 0));
+    }
+
+    #[test]
+    fn the_level_of_an_event_follows_how_it_went() {
+        use super::Level;
+        assert_eq!(super::level_of(&report(1)), Level::Warning);
+        assert_eq!(super::level_of(&finished(1, 0)), Level::Error);
     }
 
     fn any_json() -> impl Strategy<Value = Value> {

@@ -48,6 +48,15 @@
 //!   dropped) is withdrawn with `notifications/cancelled` to the client; at end of input or
 //!   hang-up every waiting request fails ([`RequestError::Closed`]), so no call waits for an
 //!   answer that cannot come.
+//! - **The server's notifications** ([`Notifier`]: `notifications/message`, MCP logging, for
+//!   `background_command`'s events). They go out through the same counted queue as the replies,
+//!   so the backpressure bound covers them too, but they are never allowed to *grow* it: a
+//!   notice is only queued while the queue holds at most [`MAX_QUEUED_REPLY_BYTES`]
+//!   ([`Pushed::Full`] otherwise — the sender holds or drops it, see `mcp.rs`), only after the
+//!   `initialize` result went out (MCP: nothing but pings and logs before it, and no log
+//!   before the client knows the capability), and never after a hang-up. The client's
+//!   `logging/setLevel` is answered here (for a service with a notifier) and sets the lowest
+//!   level sent; below it a notice is [`Pushed::Filtered`].
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -213,6 +222,186 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// An MCP logging level (the syslog severities of RFC 5424), least severe first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// `debug`
+    Debug,
+    /// `info`
+    Info,
+    /// `notice`
+    Notice,
+    /// `warning`
+    Warning,
+    /// `error`
+    Error,
+    /// `critical`
+    Critical,
+    /// `alert`
+    Alert,
+    /// `emergency`
+    Emergency,
+}
+
+impl Level {
+    /// Every level, least severe first.
+    pub const ALL: [Level; 8] = [
+        Level::Debug,
+        Level::Info,
+        Level::Notice,
+        Level::Warning,
+        Level::Error,
+        Level::Critical,
+        Level::Alert,
+        Level::Emergency,
+    ];
+
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Notice => "notice",
+            Level::Warning => "warning",
+            Level::Error => "error",
+            Level::Critical => "critical",
+            Level::Alert => "alert",
+            Level::Emergency => "emergency",
+        }
+    }
+
+    /// The level named `name` exactly (the spec's lowercase names).
+    pub fn from_name(name: &str) -> Option<Level> {
+        Level::ALL.into_iter().find(|l| l.as_str() == name)
+    }
+}
+
+/// One `notifications/message`, serialised once: its level decides whether it is sent
+/// ([`Pushed::Filtered`]), its size counts against the queue's bound.
+#[derive(Clone, Debug)]
+pub struct Notice {
+    level: Level,
+    line: Vec<u8>,
+}
+
+impl Notice {
+    /// A log message at `level` from `logger` carrying `data` (any JSON, sent as is).
+    pub fn log(level: Level, logger: &str, data: Value) -> Notice {
+        Notice {
+            level,
+            line: wire::notification_line(
+                "notifications/message",
+                json!({"level": level.as_str(), "logger": logger, "data": data}),
+            ),
+        }
+    }
+
+    /// Its size on the wire, in bytes (the newline included).
+    pub fn len(&self) -> usize {
+        self.line.len()
+    }
+}
+
+/// What became of a notice given to [`Notifier::push`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pushed {
+    /// Queued for the client.
+    Sent,
+    /// Below the level the client set with `logging/setLevel`: not sent, by its wish.
+    Filtered,
+    /// More than [`MAX_QUEUED_REPLY_BYTES`] wait for the client (it does not read), or the
+    /// client is not initialized yet: nothing was queued; try again later.
+    Full,
+    /// The connection has hung up or ended: nothing can be sent any more.
+    Closed,
+}
+
+/// The server's notifications to the client on one connection (module docs): cheap to clone;
+/// a clone made before [`serve`] starts is attached to it by the service's
+/// [`Service::notifier`].
+#[derive(Clone, Debug, Default)]
+pub struct Notifier {
+    link: Arc<std::sync::Mutex<NoticeLink>>,
+}
+
+#[derive(Debug)]
+struct NoticeLink {
+    outbox: Option<Outbox>,
+    /// The `initialize` result is queued: notices may follow it.
+    initialized: bool,
+    /// Hung up or ended.
+    closed: bool,
+    /// The lowest level sent (`logging/setLevel`); everything until the client sets one.
+    min: Level,
+}
+
+impl Default for NoticeLink {
+    fn default() -> Self {
+        NoticeLink {
+            outbox: None,
+            initialized: false,
+            closed: false,
+            min: Level::Debug,
+        }
+    }
+}
+
+impl Notifier {
+    /// A notifier not attached to any connection yet (every notice is [`Pushed::Full`] until
+    /// its connection is initialized).
+    pub fn new() -> Notifier {
+        Notifier::default()
+    }
+
+    fn link(&self) -> std::sync::MutexGuard<'_, NoticeLink> {
+        self.link
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues `notice` if the client wants its level and the queue has room (see [`Pushed`]).
+    pub fn push(&self, notice: &Notice) -> Pushed {
+        let link = self.link();
+        if link.closed {
+            return Pushed::Closed;
+        }
+        let Some(outbox) = link.outbox.as_ref().filter(|_| link.initialized) else {
+            return Pushed::Full;
+        };
+        if notice.level < link.min {
+            return Pushed::Filtered;
+        }
+        if outbox.queued() > MAX_QUEUED_REPLY_BYTES {
+            return Pushed::Full;
+        }
+        outbox.push(notice.line.clone());
+        Pushed::Sent
+    }
+
+    fn attach(&self, outbox: Outbox) {
+        let mut link = self.link();
+        link.outbox = Some(outbox);
+        link.closed = false;
+        link.initialized = false;
+    }
+
+    fn set_initialized(&self) {
+        self.link().initialized = true;
+    }
+
+    fn set_level(&self, level: Level) {
+        self.link().min = level;
+    }
+
+    /// Nothing can be sent any more; lets go of the outbox (the writer ends when every sender
+    /// is gone).
+    fn detach(&self) {
+        let mut link = self.link();
+        link.closed = true;
+        link.outbox = None;
+    }
+}
+
 /// The MCP methods a connection serves, behind the lifecycle and the limits.
 pub trait Service: Send + Sync + 'static {
     /// The `initialize` result, for the negotiated `protocol_version`.
@@ -231,6 +420,13 @@ pub trait Service: Send + Sync + 'static {
     /// The requester the service's calls use to ask the client (attached to the connection
     /// for its lifetime); `None` for a service that never asks.
     fn requester(&self) -> Option<Requester> {
+        None
+    }
+    /// The notifier the service's notices go through (attached to the connection for its
+    /// lifetime); `None` for a service that sends none — then `logging/setLevel` is an unknown
+    /// method. A service with one should declare the `logging` capability in
+    /// [`Service::initialize`].
+    fn notifier(&self) -> Option<Notifier> {
         None
     }
 }
@@ -325,9 +521,14 @@ pub async fn serve<S: Service>(
     if let Some(r) = &requester {
         r.attach(outbox.clone());
     }
+    let notifier = service.notifier();
+    if let Some(n) = &notifier {
+        n.attach(outbox.clone());
+    }
     let mut conn = Conn {
         service,
         requester: requester.clone(),
+        notifier: notifier.clone(),
         outbox,
         flights: HashMap::new(),
         tasks: JoinSet::new(),
@@ -349,6 +550,9 @@ pub async fn serve<S: Service>(
                 stopped = Some(conn.cancel_all());
                 if let Some(r) = &requester {
                     r.close();
+                }
+                if let Some(n) = &notifier {
+                    n.detach();
                 }
             }
             Some(done) = conn.tasks.join_next_with_id(), if !conn.tasks.is_empty() => {
@@ -379,6 +583,9 @@ pub async fn serve<S: Service>(
     // sender is gone — the requester's too.
     if let Some(r) = &requester {
         r.detach();
+    }
+    if let Some(n) = &notifier {
+        n.detach();
     }
     drop(conn);
     let _ = writer.join();
@@ -479,6 +686,7 @@ fn declares_form_elicitation(capabilities: Option<&Value>) -> bool {
 struct Conn<S> {
     service: Arc<S>,
     requester: Option<Requester>,
+    notifier: Option<Notifier>,
     outbox: Outbox,
     flights: HashMap<Id, Flight>,
     tasks: JoinSet<Value>,
@@ -646,6 +854,14 @@ impl<S: Service> Conn<S> {
             "tools/list" | "tools/call" if !self.initialized => Err(invalid_request(format!(
                 "{method} before initialize; send initialize first (the MCP lifecycle)"
             ))),
+            "logging/setLevel" if self.notifier.is_some() => {
+                if !self.initialized {
+                    return Err(invalid_request(format!(
+                        "{method} before initialize; send initialize first (the MCP lifecycle)"
+                    )));
+                }
+                self.set_level(id, params)
+            }
             "tools/list" => {
                 params_object(id, method, params, "{\"cursor\"?}")?;
                 let tools = self.service.list_tools();
@@ -658,7 +874,12 @@ impl<S: Service> Conn<S> {
                 code: code::METHOD_NOT_FOUND,
                 message: format!(
                     "Method not found: {method:?}; this server answers initialize, ping, \
-                     tools/list and tools/call"
+                     tools/list{} and tools/call",
+                    if self.notifier.is_some() {
+                        ", logging/setLevel"
+                    } else {
+                        ""
+                    }
                 ),
             }),
         }
@@ -721,6 +942,36 @@ impl<S: Service> Conn<S> {
         }
         let result = self.service.initialize(version);
         self.reply(id, result);
+        // After the result, so no notice reaches a client before it knows the capability.
+        if let Some(n) = &self.notifier {
+            n.set_initialized();
+        }
+        Ok(())
+    }
+
+    /// `logging/setLevel`: the lowest level of the notices sent from now on.
+    fn set_level(&mut self, id: &Id, params: Option<Value>) -> Result<(), Refusal> {
+        let method = "logging/setLevel";
+        let names: Vec<&str> = Level::ALL.iter().map(|l| l.as_str()).collect();
+        let what = format!("one of {}", names.join(", "));
+        let shape = format!("{{\"level\"}}, the level {what}");
+        let Some(p) = params_object(id, method, params, &shape)? else {
+            return Err(invalid_params(
+                id,
+                format!("logging/setLevel needs params {shape}"),
+            ));
+        };
+        let name = string_field(id, method, &p, "level", &what)?;
+        let Some(level) = Level::from_name(&name) else {
+            return Err(invalid_params(
+                id,
+                format!("logging/setLevel params.level {name:?} is not a level; give {what}"),
+            ));
+        };
+        if let Some(n) = &self.notifier {
+            n.set_level(level);
+        }
+        self.reply(id, json!({}));
         Ok(())
     }
 
@@ -788,17 +1039,28 @@ mod tests {
     /// Calls named `wait` run until the test releases them (or they are cancelled); `echo`
     /// answers at once with `reply_bytes` of text.
     struct Fake {
-        started: AtomicUsize,
+        started: Arc<AtomicUsize>,
         cancelled: Arc<AtomicUsize>,
         release: watch::Receiver<bool>,
         reply_bytes: usize,
         names: Mutex<Vec<String>>,
         requester: Requester,
+        notifier: Notifier,
+    }
+
+    impl Fake {
+        fn started_after(&self) -> Arc<AtomicUsize> {
+            Arc::clone(&self.started)
+        }
     }
 
     impl Service for Fake {
         fn requester(&self) -> Option<Requester> {
             Some(self.requester.clone())
+        }
+
+        fn notifier(&self) -> Option<Notifier> {
+            Some(self.notifier.clone())
         }
 
         fn initialize(&self, protocol_version: &str) -> Value {
@@ -833,6 +1095,35 @@ mod tests {
                         Err(e) => format!("{e:?}"),
                     };
                     json!({"content": [{"type": "text", "text": text}], "isError": false})
+                }));
+            }
+            if name == "notify" {
+                // One notice at each level, then the reply: what became of each.
+                let notifier = self.notifier.clone();
+                return Ok(Box::pin(async move {
+                    let pushed: Vec<String> = Level::ALL
+                        .into_iter()
+                        .map(|l| {
+                            let n = Notice::log(l, "test", json!({"at": l.as_str()}));
+                            format!("{:?}", notifier.push(&n))
+                        })
+                        .collect();
+                    json!({"content": [{"type": "text", "text": pushed.join(",")}], "isError": false})
+                }));
+            }
+            if name == "flood" {
+                // Notices of 64 KiB until the queue is full: how many were queued (counted in
+                // `started` once done).
+                let notifier = self.notifier.clone();
+                let fake = self.started_after();
+                return Ok(Box::pin(async move {
+                    let big = Notice::log(Level::Info, "test", json!("n".repeat(64 * 1024)));
+                    let mut sent = 0;
+                    while notifier.push(&big) == Pushed::Sent {
+                        sent += 1;
+                    }
+                    fake.fetch_add(1, Ordering::SeqCst);
+                    json!({"content": [{"type": "text", "text": sent.to_string()}], "isError": false})
                 }));
             }
             if name != "wait" && name != "echo" {
@@ -874,12 +1165,13 @@ mod tests {
         fn start(reply_bytes: usize, watch: bool) -> Client {
             let (release, release_rx) = watch::channel(false);
             let fake = Arc::new(Fake {
-                started: AtomicUsize::new(0),
+                started: Arc::new(AtomicUsize::new(0)),
                 cancelled: Arc::new(AtomicUsize::new(0)),
                 release: release_rx,
                 reply_bytes,
                 names: Mutex::new(Vec::new()),
                 requester: Requester::new(),
+                notifier: Notifier::new(),
             });
             let (input_rx, input) = std::io::pipe().unwrap();
             let (output, output_tx) = std::io::pipe().unwrap();
@@ -1075,6 +1367,126 @@ mod tests {
             (&rest[0]["id"], &rest[0]["result"]["content"][0]["text"]),
             (&json!(1), &json!("Closed"))
         );
+    }
+
+    #[test]
+    fn notices_follow_the_initialize_result_and_honour_logging_set_level() {
+        let mut c = Client::start(1, false);
+        // Before initialize nothing is sent, and setLevel is refused like tools/*.
+        let early = Notice::log(Level::Emergency, "test", json!("early"));
+        assert_eq!(c.fake.notifier.push(&early), Pushed::Full);
+        c.send(r#"{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}"#);
+        assert_error(
+            &c.recv(),
+            json!(1),
+            code::INVALID_REQUEST,
+            "before initialize",
+        );
+        c.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#);
+        assert_eq!(c.recv()["id"], 0);
+        // Every level goes out until the client sets one.
+        c.call(2, "notify");
+        for level in Level::ALL {
+            let notice = c.recv();
+            assert_eq!(
+                (
+                    &notice["method"],
+                    &notice["params"]["level"],
+                    &notice["params"]["data"]
+                ),
+                (
+                    &json!("notifications/message"),
+                    &json!(level.as_str()),
+                    &json!({"at": level.as_str()})
+                ),
+                "{notice}"
+            );
+            assert_eq!(notice["params"]["logger"], "test");
+            assert!(notice.get("id").is_none(), "{notice}");
+        }
+        let reply = c.recv();
+        assert_eq!(reply["id"], 2);
+        assert_eq!(
+            reply["result"]["content"][0]["text"],
+            "Sent,Sent,Sent,Sent,Sent,Sent,Sent,Sent"
+        );
+        // Bad levels are invalid params naming the levels.
+        for (params, says) in [
+            (r#"{"level":"verbose"}"#, "is not a level"),
+            (r#"{"level":3}"#, "must be a string"),
+            (r#"{}"#, "params.level is missing"),
+            (r#""warning""#, "must be an object"),
+        ] {
+            c.send(&format!(
+                r#"{{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{params}}}"#
+            ));
+            let reply = c.recv();
+            assert_error(&reply, json!(3), code::INVALID_PARAMS, says);
+            assert!(
+                reply["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("debug, info, notice"),
+                "{reply}"
+            );
+        }
+        c.send(
+            r#"{"jsonrpc":"2.0","id":4,"method":"logging/setLevel","params":{"level":"warning"}}"#,
+        );
+        assert_eq!(c.recv(), json!({"jsonrpc": "2.0", "id": 4, "result": {}}));
+        c.call(5, "notify");
+        for level in ["warning", "error", "critical", "alert", "emergency"] {
+            assert_eq!(c.recv()["params"]["level"], level);
+        }
+        assert_eq!(
+            c.recv()["result"]["content"][0]["text"],
+            "Filtered,Filtered,Filtered,Sent,Sent,Sent,Sent,Sent"
+        );
+        let notifier = c.fake.notifier.clone();
+        assert_eq!(c.finish(), (End::InputClosed, vec![]));
+        // The connection is over: nothing more can be sent.
+        assert_eq!(notifier.push(&early), Pushed::Closed);
+    }
+
+    #[test]
+    fn notices_never_grow_the_queue_of_a_client_that_does_not_read() {
+        let mut c = Client::initializing(1, false);
+        c.call(1, "flood");
+        while c.started() < 1 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Nobody reads: the flood stops at the bound (beyond what the pipe took), and its reply
+        // still comes once the client reads.
+        #[cfg(target_os = "linux")]
+        let pipe = rustix::pipe::fcntl_getpipe_size(c.output.as_ref().unwrap()).unwrap();
+        // A pipe holds at most 64 KiB elsewhere (macOS: 16 KiB, growing to 64 KiB).
+        #[cfg(not(target_os = "linux"))]
+        let pipe = 64 * 1024;
+        assert_eq!(c.recv()["id"], 0);
+        let mut floods = Vec::new();
+        let mut notices = 0;
+        while floods.is_empty() {
+            let m = c.recv();
+            if m["method"] == "notifications/message" {
+                notices += 1;
+            } else {
+                floods.push(
+                    m["result"]["content"][0]["text"]
+                        .as_str()
+                        .unwrap()
+                        .parse::<usize>()
+                        .unwrap(),
+                );
+            }
+        }
+        let bound = (MAX_QUEUED_REPLY_BYTES + pipe) / (64 * 1024) + 2;
+        assert!(floods[0] <= bound, "{floods:?} > {bound}");
+        assert!(
+            floods[0] >= MAX_QUEUED_REPLY_BYTES / (65 * 1024),
+            "{floods:?}"
+        );
+        assert_eq!(notices, floods[0]);
+        assert_eq!(c.finish(), (End::InputClosed, vec![]));
     }
 
     #[test]

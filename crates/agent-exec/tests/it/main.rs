@@ -9,6 +9,7 @@ mod check;
 mod cli;
 mod disk;
 mod mcp;
+mod mcp_background;
 mod mcp_wire;
 mod run_command;
 mod tty;

@@ -20,7 +20,7 @@ use crate::util::{
 const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client.py");
 
 /// The cargo target directory (`<target>/<profile>/agent-exec`).
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     let exe = Path::new(env!("CARGO_BIN_EXE_agent-exec"));
     exe.parent().and_then(Path::parent).unwrap().to_path_buf()
 }
@@ -54,7 +54,7 @@ fn run_bounded(cmd: &mut Command, limit: Duration) -> bool {
 }
 
 /// A Python that imports the `mcp` package, installing it into `<target>/mcp-venv` if needed.
-fn mcp_python() -> Option<PathBuf> {
+pub(crate) fn mcp_python() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("AGENT_EXEC_MCP_PYTHON") {
         let p = PathBuf::from(p);
         if imports_mcp(&p) {
@@ -180,6 +180,9 @@ fn python_mcp_client_lists_the_tools_and_calls_read_run_and_command() {
     assert_eq!(
         names,
         [
+            "background_cancel",
+            "background_command",
+            "background_status",
             "command",
             "edit",
             "grep",
@@ -268,8 +271,14 @@ impl Raw {
 
     /// The server, not initialized yet.
     pub(crate) fn spawn(args: &[&str], cwd: &Path) -> Raw {
+        Raw::spawn_with_env(args, cwd, &[])
+    }
+
+    /// [`Raw::spawn`] with these environment variables set (e.g. a temporary `HOME`).
+    pub(crate) fn spawn_with_env(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Raw {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -293,7 +302,12 @@ impl Raw {
 
     /// The server, after the MCP handshake.
     pub(crate) fn start(args: &[&str], cwd: &Path) -> Raw {
-        let mut raw = Raw::spawn(args, cwd);
+        Raw::start_with_env(args, cwd, &[])
+    }
+
+    /// [`Raw::start`] with these environment variables set.
+    pub(crate) fn start_with_env(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Raw {
+        let mut raw = Raw::spawn_with_env(args, cwd, env);
         raw.send(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},

@@ -223,14 +223,15 @@ fn requests_before_initialize_and_initialize_without_params_get_json_rpc_errors(
         "protocolVersion": "2099-01-01", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}));
     let init = raw.recv();
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    // Logging: the background tasks' events (the `mcp` module docs).
     assert_eq!(
         init["result"]["capabilities"],
-        json!({"tools": {}}),
+        json!({"tools": {}, "logging": {}}),
         "{init}"
     );
     raw.send(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}));
-    // read, write, edit, grep, run, command and run_command.
-    assert_eq!(raw.recv()["result"]["tools"].as_array().unwrap().len(), 7);
+    // read, write, edit, grep, run, command, run_command and the three background tools.
+    assert_eq!(raw.recv()["result"]["tools"].as_array().unwrap().len(), 10);
     let (status, stderr) = raw.finish_with_stderr();
     assert!(status.success(), "{status}");
     assert_quiet_stderr(&stderr);
