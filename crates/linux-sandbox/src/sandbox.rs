@@ -563,6 +563,20 @@ impl Policy {
             }
             hidden.push(covered);
         }
+        // A hidden path inside another hidden directory (a host's log directory inside its
+        // state directory), or given twice, is covered by the outer one: a mount of its own
+        // would find it gone beneath the outer cover and refuse the whole call.
+        hidden.sort_by_key(|c| c.path.components().count());
+        let mut outer: Vec<isolate::Covered> = Vec::with_capacity(hidden.len());
+        for covered in hidden {
+            let inside = outer
+                .iter()
+                .any(|o| o.path == covered.path || (o.is_dir && covered.path.starts_with(&o.path)));
+            if !inside {
+                outer.push(covered);
+            }
+        }
+        let hidden = outer;
         let mut protected = Vec::with_capacity(self.protected.len());
         let mut links = Vec::new();
         for path in &self.protected {

@@ -530,3 +530,34 @@ async fn cancelling_the_call_stops_the_whole_tree() {
     assert_eq!(out.status, Status::Cancelled, "{out:?}");
     assert!(testkit::alive_with(&marker).is_empty());
 }
+
+/// A host's hidden directory inside another hidden one (its log directory inside its state
+/// directory) is hidden with it; the command still runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hidden_path_inside_another_is_hidden_with_it_and_the_command_runs() {
+    if !testkit::sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    let state_dir = f.home.join("agent-state");
+    let inner = state_dir.join("sessions/s1");
+    std::fs::create_dir_all(&inner).unwrap();
+    std::fs::write(inner.join("bg-1.log"), "PLANTED-LOG\n").unwrap();
+    let out = call_with(
+        args(&[
+            "sh",
+            "-c",
+            "cat ../agent-state/sessions/s1/bg-1.log; echo ran",
+        ]),
+        &f.proj,
+        &f.home,
+        Mode::Auto,
+        &DenyAllAsker,
+        &RunCommandState::default(),
+        |o| o.hidden = vec![state_dir.clone(), inner.clone()],
+    )
+    .await
+    .unwrap();
+    assert!(out.output.contains("ran"), "{out:?}");
+    assert!(!out.output.contains("PLANTED-LOG"), "{out:?}");
+}

@@ -297,7 +297,12 @@ impl BackgroundTasks {
         } = launch;
         // The session's logs are the host's state: no sandboxed command sees them, whatever the
         // host passed (the log directory need not exist yet: it is hidden when the task runs).
-        if !options.hidden.contains(&inner.config.log_dir) {
+        // (Not again inside a hidden path: the state directory usually is one.)
+        if !options
+            .hidden
+            .iter()
+            .any(|h| inner.config.log_dir.starts_with(h))
+        {
             options.hidden.push(inner.config.log_dir.clone());
         }
         // timeout_min, or the host's own bound where that is shorter.
