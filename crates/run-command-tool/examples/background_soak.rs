@@ -374,6 +374,16 @@ fn fd_census(tmp: &Path) -> BTreeMap<String, u64> {
     census
 }
 
+/// Our threads by name (`/proc/self/task/*/comm`): which pool a change of the count is in.
+fn thread_census() -> BTreeMap<String, u64> {
+    let mut census = BTreeMap::new();
+    for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        *census.entry(comm.trim().to_owned()).or_default() += 1;
+    }
+    census
+}
+
 /// The task ids of log files we still hold open although they were removed, by kind.
 fn leaked_logs(ever: &HashMap<String, Kind>) -> BTreeMap<String, u64> {
     let mut by_kind = BTreeMap::new();
@@ -493,6 +503,7 @@ async fn main() {
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut next_sample = start + SAMPLE_EVERY;
     let mut census_warm = None;
+    let mut threads_warm = BTreeMap::new();
     loop {
         tokio::select! {
             e = events.next() => match e {
@@ -515,6 +526,7 @@ async fn main() {
                     print_sample(&s, &host.counts, host.n);
                     if census_warm.is_none() && s.at_s >= warm_up.as_secs() {
                         census_warm = Some(fd_census(&base));
+                        threads_warm = thread_census();
                     }
                     samples.push(s);
                 }
@@ -524,6 +536,7 @@ async fn main() {
     let last_loaded = sample(start, host.tasks.running());
     print_sample(&last_loaded, &host.counts, host.n);
     let census_end = fd_census(&base);
+    let threads_end = thread_census();
     let leaked_end = leaked_logs(&host.ever);
 
     // The end: shut down, then drain until every task's end was told.
@@ -545,6 +558,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(12)).await;
     let after = sample(start, host.tasks.running());
     let census_after = fd_census(&base);
+    let threads_after = thread_census();
     let leaked = leaked_logs(&host.ever);
     let alive = survivors(&host.markers);
     let left = logs_left(&log_dir);
@@ -739,6 +753,10 @@ async fn main() {
         "  ({constant_fds} more, constant: the policy's pins of /etc, /usr…, the runtime's); \
          removed logs still open, by task kind: end {leaked_end:?}, after shutdown {leaked:?}"
     );
+    println!(
+        "threads by name: after warm-up {threads_warm:?}, end {threads_end:?}, after shutdown \
+         {threads_after:?}"
+    );
     let verdict = if problems.is_empty() { "PASS" } else { "FAIL" };
     for p in &problems {
         println!("soak: FAIL: {p}");
@@ -771,6 +789,7 @@ async fn main() {
             "problems": problems,
             "fdsThatChanged": fd_changes,
             "fdsConstant": constant_fds,
+            "threadsByName": {"warmUp": threads_warm, "end": threads_end, "afterShutdown": threads_after},
             "removedLogsStillOpen": {"end": leaked_end, "afterShutdown": leaked},
         });
         println!("{summary}");
