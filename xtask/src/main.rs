@@ -5,6 +5,7 @@
 //! first failure, naming the step that failed.
 
 mod bench;
+mod soak;
 #[cfg(test)]
 mod tidy;
 
@@ -41,6 +42,10 @@ const TASKS: &[(&str, &str)] = &[
         "in-process criterion benchmarks (argv-policy's decide, seatbelt's evaluator); ratios",
     ),
     (
+        "soak [--minutes M] [--tasks N]",
+        "background_command soak: N mixed tasks for M min (10, 20); no fd/thread/RSS growth, no survivors (not in ci)",
+    ),
+    (
         "check-macos",
         "type-check the macOS code paths from Linux (needs `rustup target add aarch64-apple-darwin`)",
     ),
@@ -58,6 +63,7 @@ type Task = fn(&[String]) -> Result<(), String>;
 const DISPATCH: &[(&str, Task)] = &[
     ("ci", |_| ci()),
     ("bench", bench::run),
+    ("soak", soak::run),
     ("check-macos", |_| check_macos()),
     ("macos", |_| macos()),
 ];
