@@ -314,6 +314,14 @@ impl Monitor {
         text[cut..].to_owned()
     }
 
+    /// The output ended and its tails were taken: the buffers go (an ended task is kept for
+    /// its group and `status`, and must not hold 31 KiB each); the count of bytes stays.
+    pub(crate) fn release(&mut self) {
+        self.ring = VecDeque::new();
+        self.line = Vec::new();
+        self.pending = None;
+    }
+
     /// Bytes seen in total.
     pub(crate) fn total_bytes(&self) -> u64 {
         self.total

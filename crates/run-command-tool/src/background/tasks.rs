@@ -921,11 +921,9 @@ impl Driver {
             live.log = None;
             // Hits the end cut short are in the final report's output.
             let _ = live.monitor.take_pending();
-            (
-                live.monitor.tail(FINAL_BYTES),
-                live.monitor.total_bytes(),
-                log_failed,
-            )
+            let tail = live.monitor.tail(FINAL_BYTES);
+            live.monitor.release();
+            (tail, live.monitor.total_bytes(), log_failed)
         };
         // BG-6: the log goes when the task ends, before its end is told (its output is in the
         // final report).
