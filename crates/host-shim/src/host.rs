@@ -281,23 +281,55 @@ impl Host {
     }
 }
 
-/// Removes the session directories (background logs) of hosts that died without ending their
-/// sessions (SIGKILL, a crash): a name's leading PID that no process has any more. A PID in use
-/// again by another process keeps its directory — never removed wrongly, at worst later.
-fn sweep_dead_sessions(sessions: &Path) {
+/// A session's background tasks and the lock that marks its directory as in use.
+#[derive(Debug)]
+struct SessionBackground {
+    tasks: BackgroundTasks,
+    _lock: std::fs::File,
+}
+
+/// The lock file in each session directory.
+const SESSION_LOCK: &str = ".lock";
+
+/// Makes `dir` (0700) and takes its lock (exclusive, for the session's life).
+fn session_lock(dir: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(dir.join(SESSION_LOCK))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+    Ok(lock)
+}
+
+/// Removes the session directories (background logs) that no live session holds: their lock
+/// can be taken, so the host that made them is gone (SIGKILL, a crash) — in any PID namespace.
+/// A directory without its lock file is left alone (a session being made right now).
+fn sweep_dead_sessions(sessions: &Path, own: &str) {
+    use std::os::unix::fs::OpenOptionsExt;
     let Ok(entries) = std::fs::read_dir(sessions) else {
         return;
     };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
+        if entry.file_name().to_str() == Some(own) {
+            continue;
+        }
+        let Ok(lock) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(entry.path().join(SESSION_LOCK))
         else {
             continue;
         };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+        if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
             // `remove_dir_all` does not follow symbolic links inside.
             let _ = std::fs::remove_dir_all(entry.path());
         }
@@ -339,7 +371,7 @@ pub struct Session {
     /// every turn and clone of this session.
     run_command: Arc<run_command_tool::RunCommandState>,
     /// The session's background tasks, made when a front end takes their event stream (BG-7).
-    background: Arc<OnceLock<BackgroundTasks>>,
+    background: Arc<OnceLock<SessionBackground>>,
     /// Unique on this machine: names the session's directory under the state directory.
     id: Arc<str>,
 }
@@ -364,41 +396,50 @@ impl Session {
         &self,
         config: impl FnOnce(&mut BackgroundConfig),
     ) -> Result<background::EventStream, ToolError> {
-        let dir = self
-            .host
-            .inner
-            .store
-            .dir()
-            .join("sessions")
-            .join(&*self.id)
-            .join("background");
-        sweep_dead_sessions(&self.host.inner.store.dir().join("sessions"));
-        let mut c = BackgroundConfig::new(dir);
-        config(&mut c);
-        let (tasks, events) = BackgroundTasks::new(c);
-        self.background.set(tasks).map_err(|_| {
+        let taken = || {
             ToolError::new(
                 ErrorCode::ExecArgumentsInvalid,
                 "this session's background events were taken already: one front end delivers \
                  them; keep that stream",
             )
+        };
+        if self.background.get().is_some() {
+            return Err(taken());
+        }
+        let sessions = self.host.inner.store.dir().join("sessions");
+        let session_dir = sessions.join(&*self.id);
+        // The session's lock, held for its life: what tells a live session from a dead one's
+        // leftovers (a PID would not: another PID namespace, or a PID used again).
+        let lock = session_lock(&session_dir).map_err(|e| {
+            io_failed(format!(
+                "cannot make the session directory {}: {e}",
+                session_dir.display()
+            ))
         })?;
+        sweep_dead_sessions(&sessions, &self.id);
+        let mut c = BackgroundConfig::new(session_dir.join("background"));
+        config(&mut c);
+        let (tasks, events) = BackgroundTasks::new(c);
+        self.background
+            .set(SessionBackground { tasks, _lock: lock })
+            .map_err(|_| taken())?;
         Ok(events)
     }
 
     /// The session's background tasks (list, status, cancel, `origin_ended`, `stop_origin`),
     /// once [`Session::background_events`] made them.
     pub fn background(&self) -> Option<&BackgroundTasks> {
-        self.background.get()
+        self.background.get().map(|b| &b.tasks)
     }
 
     /// Session end (CMD-12 semantics): stops every background task and waits until nothing
     /// they started is alive; their log directory is removed.
     pub async fn end_background(&self) {
-        if let Some(tasks) = self.background.get() {
-            tasks.shutdown(toolscope::CancelReason::Requested).await;
+        if let Some(b) = self.background.get() {
+            b.tasks.shutdown(toolscope::CancelReason::Requested).await;
             let dir = self.host.inner.store.dir().join("sessions").join(&*self.id);
             let _ = std::fs::remove_dir(dir.join("background"));
+            let _ = std::fs::remove_file(dir.join(SESSION_LOCK));
             let _ = std::fs::remove_dir(dir);
         }
     }
@@ -1191,7 +1232,7 @@ impl Turn {
                         run_command: &self.session.run_command,
                         verdict,
                         background: crate::background_tools::BackgroundEnv {
-                            tasks: self.session.background.get(),
+                            tasks: self.session.background.get().map(|b| &b.tasks),
                             state: &self.session.run_command,
                             origin,
                             origin_state,

@@ -459,7 +459,12 @@ async fn secrets_are_masked_in_reports_the_end_and_the_log() {
     let started = b
         .tasks
         .start(
-            BackgroundArgs::new(["sh", "-c", &script]),
+            {
+                let mut a = BackgroundArgs::new(["sh", "-c", &script]);
+                a.objective = Some(format!("deploy with {token}"));
+                a.next = Some(format!("then use {token}"));
+                a
+            },
             b.launch(origin("o1"), OriginState::Running),
             &ctx,
         )
@@ -482,6 +487,11 @@ async fn secrets_are_masked_in_reports_the_end_and_the_log() {
             }
         }
     };
+    let listed = serde_json::to_string(&b.tasks.list()).unwrap();
+    assert!(
+        !listed.contains(&token) && listed.contains("deploy with"),
+        "{listed}"
+    );
     let all = serde_json::to_string(&events).unwrap();
     assert!(!all.contains(&token), "{all}");
     assert!(!all.contains("MIIEpAIBAAKCAQEAsecretbody"), "{all}");

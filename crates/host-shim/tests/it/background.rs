@@ -269,20 +269,30 @@ fn the_logs_of_a_host_that_died_are_swept_when_a_session_starts_its_events() {
     let f = Fixture::new();
     let host = host(&f);
     let sessions = f.state.join("sessions");
-    // A PID no process has (above the kernel's maximum), and this process's own.
-    let dead = sessions.join("4194305-1a2b-0/background");
-    let alive = sessions.join(format!("{}-1a2b-9/background", std::process::id()));
-    for d in [&dead, &alive] {
-        std::fs::create_dir_all(d).unwrap();
-        std::fs::write(d.join("bg-1.log"), "old output\n").unwrap();
+    // A dead host's session (its lock free), a live one (its lock held — in any PID
+    // namespace, whatever its name says), and one being made (no lock file yet).
+    let dead = sessions.join("1-1a2b-0");
+    let live = sessions.join(format!("{}-1a2b-9", std::process::id()));
+    let making = sessions.join("2-1a2b-0");
+    for d in [&dead, &live, &making] {
+        std::fs::create_dir_all(d.join("background")).unwrap();
+        std::fs::write(d.join("background/bg-1.log"), "old output\n").unwrap();
     }
+    std::fs::write(dead.join(".lock"), "").unwrap();
+    let held = std::fs::File::create(live.join(".lock")).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
     let s = session(&f, &host);
     let _events = s.background_events(|_| {}).unwrap();
+    assert!(!dead.exists(), "a dead host's logs go");
     assert!(
-        !sessions.join("4194305-1a2b-0").exists(),
-        "a dead host's logs go"
+        live.join("background/bg-1.log").exists(),
+        "a live session's stay"
     );
-    assert!(alive.join("bg-1.log").exists(), "a live process's stay");
+    assert!(
+        making.join("background/bg-1.log").exists(),
+        "one being made stays"
+    );
+    drop(held);
 }
 
 #[test]

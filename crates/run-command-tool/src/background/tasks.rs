@@ -338,6 +338,9 @@ impl BackgroundTasks {
             Admission::Run(a) => a,
         };
         let label = mask_text(&state, &admitted.label);
+        // RC-14: the agent's own notes are shown back too (status, events, the group).
+        let objective = args.objective.as_deref().map(|t| mask_text(&state, t));
+        let next = args.next.as_deref().map(|t| mask_text(&state, t));
         let key = inner.next_id.fetch_add(1, Ordering::Relaxed);
         let id = format!("bg-{key}");
         let (log_path, file) = open_log(&inner.config.log_dir, &id)?;
@@ -354,8 +357,8 @@ impl BackgroundTasks {
         let entry = Entry {
             id: id.clone(),
             label: label.clone(),
-            objective: args.objective.clone(),
-            next: args.next.clone(),
+            objective,
+            next,
             origin: origin.clone(),
             timeout_min: args.timeout_min,
             started: Instant::now(),
@@ -741,10 +744,11 @@ fn find<'a>(table: &'a Table, task_id: &str) -> Result<&'a Entry, ToolError> {
         .find(|e| e.id == task_id)
         .ok_or_else(|| {
             let known: Vec<&str> = table.tasks.values().map(|e| e.id.as_str()).collect();
+            let shown: String = task_id.chars().take(80).collect();
             ToolError::new(
                 ErrorCode::BackgroundUnknownTask,
                 format!(
-                    "this session has no background task {task_id:?}; its tasks are: {}",
+                    "this session has no background task {shown:?}; its tasks are: {}",
                     if known.is_empty() {
                         "none".to_owned()
                     } else {
