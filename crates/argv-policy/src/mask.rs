@@ -25,10 +25,23 @@
 pub fn mask(text: &str, secrets: &[String]) -> String {
     // Only the secrets the text holds take part: a session that learned thousands costs one
     // substring search each here, not one comparison each at every position.
-    let mut order: Vec<(usize, &String)> = secrets
+    let present: Vec<(usize, &str)> = secrets
         .iter()
         .enumerate()
         .filter(|(_, s)| !s.is_empty() && text.contains(s.as_str()))
+        .map(|(i, s)| (i, s.as_str()))
+        .collect();
+    mask_indexed(text, &present)
+}
+
+/// [`mask`] with the candidates given by their 1-based-minus-one number: `(i, s)` is replaced
+/// by `[secret:i+1]`. For a caller that already knows which secrets a text holds (an index
+/// over thousands of them); the rules are [`mask`]'s.
+pub fn mask_indexed(text: &str, secrets: &[(usize, &str)]) -> String {
+    let mut order: Vec<(usize, &str)> = secrets
+        .iter()
+        .copied()
+        .filter(|(_, s)| !s.is_empty())
         .collect();
     if order.is_empty() {
         return text.to_owned();
@@ -39,7 +52,7 @@ pub fn mask(text: &str, secrets: &[String]) -> String {
     let mut rest = text;
     'outer: while !rest.is_empty() {
         for (i, s) in &order {
-            if rest.starts_with(s.as_str()) {
+            if rest.starts_with(s) {
                 out.push_str(&format!("[secret:{}]", i + 1));
                 rest = &rest[s.len()..];
                 continue 'outer;

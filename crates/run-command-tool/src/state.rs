@@ -48,13 +48,18 @@ impl RunCommandState {
         let found = argv_policy::secrets_in(text);
         let mut s = self.list();
         s.add(found.iter().cloned());
-        if found.iter().all(|f| s.known.contains(f)) {
-            return argv_policy::mask(text, &s.list);
-        }
         // Past the bound: what this text holds by form is still masked, by a later number.
-        let mut all = s.list.clone();
-        all.extend(found.into_iter().filter(|f| !s.known.contains(f)));
-        argv_policy::mask(text, &all)
+        let extra: Vec<String> = found.into_iter().filter(|f| !s.known.contains(f)).collect();
+        let base = s.list.len();
+        s.refresh_index();
+        let mut present = s.present(text);
+        present.extend(
+            extra
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (base + i, f.as_str())),
+        );
+        argv_policy::mask_indexed(text, &present)
     }
 
     fn list(&self) -> std::sync::MutexGuard<'_, Secrets> {
@@ -69,14 +74,55 @@ impl RunCommandState {
 /// found but not remembered (the list is kept small enough to search at every line).
 pub(crate) const MAX_SECRETS: usize = 10_000;
 
-/// The secrets in the order first seen, and a set of them for the duplicate check.
+/// The secrets in the order first seen, a set of them for the duplicate check, and an index
+/// of the first `indexed` of them for finding which a text holds.
 #[derive(Default)]
 struct Secrets {
     list: Vec<String>,
     known: std::collections::HashSet<String>,
+    index: Option<aho_corasick::AhoCorasick>,
+    indexed: usize,
 }
 
+/// Secrets learned since the index was built that are searched one by one; past this many
+/// the index is built again (so building costs O(n²/64) over a session, a line O(its length)).
+const UNINDEXED: usize = 64;
+
 impl Secrets {
+    /// Builds the index again once too many secrets are outside it.
+    fn refresh_index(&mut self) {
+        if self.list.len() - self.indexed > UNINDEXED {
+            self.index = aho_corasick::AhoCorasick::new(&self.list).ok();
+            self.indexed = if self.index.is_some() {
+                self.list.len()
+            } else {
+                0
+            };
+        }
+    }
+
+    /// Which secrets `text` holds, as `(number - 1, secret)`.
+    fn present(&self, text: &str) -> Vec<(usize, &str)> {
+        let mut ids: Vec<usize> = match &self.index {
+            Some(ac) => {
+                let mut seen: Vec<usize> = ac
+                    .find_overlapping_iter(text)
+                    .map(|m| m.pattern().as_usize())
+                    .collect();
+                seen.sort_unstable();
+                seen.dedup();
+                seen
+            }
+            None => Vec::new(),
+        };
+        ids.extend(
+            (self.indexed..self.list.len()).filter(|&i| text.contains(self.list[i].as_str())),
+        );
+        ids.into_iter()
+            .map(|i| (i, self.list[i].as_str()))
+            .collect()
+    }
+
     fn add(&mut self, found: impl IntoIterator<Item = String>) {
         for secret in found {
             if self.list.len() >= MAX_SECRETS {
@@ -111,6 +157,21 @@ mod tests {
         let plain = "x".repeat(100);
         for _ in 0..200 {
             assert_eq!(st.mask(&plain), plain);
+        }
+    }
+
+    proptest::proptest! {
+        /// The index finds exactly what the plain rule masks: same numbers, same text, for
+        /// overlapping and nested secrets, indexed or not yet.
+        #[test]
+        fn the_index_masks_as_the_plain_rule_does(
+            secrets in proptest::collection::vec("[ab]{2,6}", 0..150),
+            text in "[ab ]{0,80}",
+        ) {
+            let st = RunCommandState::default();
+            st.learn(secrets.iter().cloned());
+            let list = st.secrets();
+            proptest::prop_assert_eq!(st.mask(&text), argv_policy::mask(&text, &list));
         }
     }
 
