@@ -72,6 +72,11 @@ const ORIGIN_NAMES: u64 = 4;
 const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 /// Slack for fds and threads between the warm-up sample and the end.
 const SLACK: i64 = 2;
+/// Descriptors the host makes once, at its first tasks, and keeps (one pipe and three sockets:
+/// the runtime's and proctree's own), which change while tasks also use pipes and sockets and
+/// so are not "unchanged all run": measured the same after 272 tasks (1 min) and after 2650
+/// (10 min), so they do not grow with the run.
+const ONCE_FDS: i64 = 4;
 /// RSS may grow by at most this fraction.
 const RSS_GROWTH: f64 = 0.20;
 
@@ -733,8 +738,8 @@ async fn main() {
     let constant_fds: u64 = constant.iter().map(|k| n(&census_after, k)).sum();
     // After the shutdown the host may hold what it held before the first task and what it
     // opened once and kept unchanged all run (the sandbox's pins, opened at the first start);
-    // anything more stayed behind from tasks.
-    let allowed = (constant_fds as i64).max(before.fds) + SLACK;
+    // anything more stayed behind from tasks (beyond the few it makes once, ONCE_FDS).
+    let allowed = (constant_fds as i64).max(before.fds) + ONCE_FDS + SLACK;
     if after.fds > allowed {
         problems.push(format!(
             "fds after shutdown {}: more than the {allowed} held before the first task or \
