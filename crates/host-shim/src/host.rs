@@ -286,6 +286,10 @@ impl Host {
 struct SessionBackground {
     tasks: BackgroundTasks,
     _lock: std::fs::File,
+    /// The session directory as a call directory: removed when the session goes, and by
+    /// agent-exec's signal handler when the host is stopped by SIGTERM, SIGINT or SIGHUP
+    /// (after SIGKILL the next session's sweep takes it).
+    _dir: Option<CallDir>,
 }
 
 /// The lock file in each session directory.
@@ -420,8 +424,13 @@ impl Session {
         let mut c = BackgroundConfig::new(session_dir.join("background"));
         config(&mut c);
         let (tasks, events) = BackgroundTasks::new(c);
+        let dir = adopt_call_dir(&session_dir);
         self.background
-            .set(SessionBackground { tasks, _lock: lock })
+            .set(SessionBackground {
+                tasks,
+                _lock: lock,
+                _dir: dir,
+            })
             .map_err(|_| taken())?;
         Ok(events)
     }

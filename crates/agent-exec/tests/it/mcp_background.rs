@@ -445,3 +445,32 @@ fn agent_exec_call_refuses_background_command_with_no_delivery() {
     assert_no_sessions_left(&f);
     assert_no_survivors(&f.folder);
 }
+
+#[test]
+fn a_sigterm_of_the_server_stops_its_tasks_and_removes_the_session_directory() {
+    // The signal handler removes the session's directory (a call directory) as it removes a
+    // mirror; the supervisors stop the trees when the host is gone.
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let marker = testkit::marker();
+    let mut raw = Raw::start_with_env(&server_args(&f), &f.folder, &[("HOME", home(&f))]);
+    let started = start_sleeper(&mut raw, 1, &marker);
+    wait_for_process(&marker);
+    let log = started["logPath"].as_str().unwrap().to_owned();
+    assert!(Path::new(&log).exists(), "{log}");
+    let pid = rustix::process::Pid::from_raw(i32::try_from(raw.pid()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let _ = raw.wait();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while has_process_with_arg(&marker) {
+        assert!(
+            Instant::now() < deadline,
+            "sleep survived the server's SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!Path::new(&log).exists(), "{log}");
+    assert_no_sessions_left(&f);
+}
