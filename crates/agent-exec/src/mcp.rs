@@ -711,8 +711,8 @@ mod tests {
 
     use super::McpServer;
 
-    #[test]
-    fn a_session_lists_only_the_tools_it_can_run() {
+    /// A host with the plugin `notes` granted a fresh folder (kept while the temp dir lives).
+    fn notes_host() -> (tempfile::TempDir, std::path::PathBuf, Host) {
         let tmp = tempfile::tempdir().unwrap();
         let folder = tmp.path().join("notes");
         std::fs::create_dir(&folder).unwrap();
@@ -727,6 +727,12 @@ mod tests {
             Ok(())
         })
         .unwrap();
+        (tmp, folder, host)
+    }
+
+    #[test]
+    fn a_session_lists_only_the_tools_it_can_run() {
+        let (_tmp, folder, host) = notes_host();
         let config = AgentConfig::parse(&format!(
             r#"{{"schemaVersion": 2, "systemPrompt": "",
             "tools": [{{"ref": "read"}}, {{"ref": "run"}}], "memory": "session", "mode": "yolo",
@@ -744,20 +750,7 @@ mod tests {
 
     #[test]
     fn the_background_tools_are_served_together_by_the_session_that_runs_them() {
-        let tmp = tempfile::tempdir().unwrap();
-        let folder = tmp.path().join("notes");
-        std::fs::create_dir(&folder).unwrap();
-        let store = StateStore::open(tmp.path().join("state")).unwrap();
-        let host = Host::open(store, "alice".into()).unwrap();
-        host.update_grants(|g| {
-            let mut record = PluginRecord::fully_granted("notes@1", &[]);
-            record.folder_grants.insert(FolderGrant {
-                path: folder.clone(),
-            });
-            g.plugins.insert("notes".parse().unwrap(), record);
-            Ok(())
-        })
-        .unwrap();
+        let (_tmp, folder, host) = notes_host();
         let session = |kind: &str| {
             let config = AgentConfig::parse(&format!(
                 r#"{{"schemaVersion": 2, "systemPrompt": "",
