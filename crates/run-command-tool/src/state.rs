@@ -34,11 +34,9 @@ impl RunCommandState {
     }
 
     /// Adds the new ones (order kept, duplicates and empty strings skipped, at most
-    /// [`MAX_SECRETS`] in all); returns the whole list.
-    pub(crate) fn learn(&self, found: impl IntoIterator<Item = String>) -> Vec<String> {
-        let mut s = self.list();
-        s.add(found);
-        s.list.clone()
+    /// [`MAX_SECRETS`] in all). The list itself is [`RunCommandState::secrets`].
+    pub(crate) fn learn(&self, found: impl IntoIterator<Item = String>) {
+        self.list().add(found);
     }
 
     /// `text` masked (RC-14) with the session's secrets and those it holds by form, which are
@@ -179,12 +177,12 @@ mod tests {
     fn learning_keeps_order_and_skips_duplicates() {
         let st = RunCommandState::default();
         st.learn(["a1234567".to_string(), "b1234567".to_string()]);
-        let all = st.learn([
+        st.learn([
             "b1234567".to_string(),
             String::new(),
             "c1234567".to_string(),
         ]);
-        assert_eq!(all, ["a1234567", "b1234567", "c1234567"]);
+        assert_eq!(st.secrets(), ["a1234567", "b1234567", "c1234567"]);
         assert!(!format!("{st:?}").contains("a1234567"));
     }
 }
