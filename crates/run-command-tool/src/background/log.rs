@@ -108,13 +108,10 @@ impl LogWriter {
                     } else {
                         rest.first().is_some_and(|b| !b.is_ascii_whitespace())
                     };
-                    if next_is_word && cut > 0 && !self.held[cut - 1].is_ascii_whitespace() {
-                        let from = cut.saturating_sub(super::monitor::WORD_SEARCH);
-                        if let Some(i) = self.held[from..cut]
-                            .iter()
-                            .rposition(u8::is_ascii_whitespace)
-                        {
-                            cut = from + i + 1;
+                    if next_is_word {
+                        // A word of more than 200 bytes is cut anyway.
+                        if let Some(word) = super::monitor::word_start_before(&self.held, cut) {
+                            cut = word;
                         }
                     }
                     let carry = self.held.split_off(cut);

@@ -403,16 +403,26 @@ pub(super) fn start_after_cut_mid(window: &[u8]) -> usize {
 }
 
 /// Where text may end before a cut at `at` of `b`: before the word the cut fell into (up to
-/// [`WORD_SEARCH`] bytes back).
+/// [`WORD_SEARCH`] bytes back; a longer word loses that much).
 pub(super) fn end_before_cut(b: &[u8], at: usize) -> usize {
-    if at >= b.len() || at == 0 || b[at].is_ascii_whitespace() || b[at - 1].is_ascii_whitespace() {
+    if at >= b.len() || b[at].is_ascii_whitespace() {
         return at;
     }
-    let limit = at.saturating_sub(WORD_SEARCH);
-    match b[limit..at].iter().rposition(u8::is_ascii_whitespace) {
-        Some(i) => limit + i + 1,
-        None => limit,
+    word_start_before(b, at).unwrap_or(at.saturating_sub(WORD_SEARCH))
+}
+
+/// The start of the word that `b[..at]` ends in: `at` when it ends in whitespace (or is
+/// empty), else just after the last whitespace within [`WORD_SEARCH`] bytes; `None` for a
+/// longer word.
+pub(super) fn word_start_before(b: &[u8], at: usize) -> Option<usize> {
+    if at == 0 || b[at - 1].is_ascii_whitespace() {
+        return Some(at);
     }
+    let limit = at.saturating_sub(WORD_SEARCH);
+    b[limit..at]
+        .iter()
+        .rposition(u8::is_ascii_whitespace)
+        .map(|i| limit + i + 1)
 }
 
 /// `t + d`, or `t` in the (theoretical) case the sum does not fit an `Instant`.
