@@ -226,14 +226,10 @@ pub(crate) fn running_log(
     tasks: Option<&BackgroundTasks>,
     path: &str,
 ) -> Option<(PathBuf, String)> {
-    let tasks = tasks?;
-    if !Path::new(path).is_absolute() {
+    let p = Path::new(path);
+    if !p.is_absolute() || !tasks?.is_running_log(p) {
         return None;
     }
-    let info = tasks.list().into_iter().find(|t| {
-        t.state == run_command_tool::background::TaskState::Running && t.log_path == path
-    })?;
-    let p = Path::new(&info.log_path);
     Some((
         p.parent()?.to_path_buf(),
         p.file_name()?.to_string_lossy().into_owned(),

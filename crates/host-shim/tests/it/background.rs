@@ -133,6 +133,15 @@ fn a_task_is_followed_through_status_and_its_log_and_cancelled_with_no_survivors
         .await
         .to_line();
         assert_eq!(other["ok"], false, "{other}");
+        for other_spelling in [
+            format!("{log}/"),
+            log.replacen("/background/", "/background/./", 1),
+        ] {
+            let other = call(&s, "r5", ToolName::Read, json!({"path": other_spelling}))
+                .await
+                .to_line();
+            assert_eq!(other["ok"], false, "only the exact logPath: {other}");
+        }
         let sibling = format!("{}x", log);
         let other = call(&s, "r3", ToolName::Read, json!({"path": sibling}))
             .await

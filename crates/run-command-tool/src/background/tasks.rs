@@ -136,8 +136,8 @@ pub enum OriginState {
     Ended,
 }
 
-/// A session's background tasks. Cheap to clone (one table). When the last clone and the
-/// stream are gone, every task is stopped; [`BackgroundTasks::shutdown`] stops them and waits.
+/// A session's background tasks. Cheap to clone (one table). When the [`EventStream`] goes,
+/// every task is stopped; [`BackgroundTasks::shutdown`] stops them and waits.
 #[derive(Clone, Debug)]
 pub struct BackgroundTasks {
     inner: Arc<Inner>,
@@ -382,7 +382,7 @@ impl BackgroundTasks {
             // The entry holds the place now.
             table.reserved = table.reserved.saturating_sub(1);
             std::mem::forget(slot);
-            info_of(&table.tasks[&key], &table.tasks[&key].shared)
+            info_of(&table.tasks[&key])
         };
         let _ = inner.events.send(Event::Started { task: info });
         let driver = Driver {
@@ -420,11 +420,7 @@ impl BackgroundTasks {
     /// Every task still known (running ones and recently ended ones), in start order.
     pub fn list(&self) -> Vec<TaskInfo> {
         let table = lock(&self.inner.table);
-        table
-            .tasks
-            .values()
-            .map(|e| info_of(e, &e.shared))
-            .collect()
+        table.tasks.values().map(info_of).collect()
     }
 
     /// One task, with its latest output (at most 8 KiB, masked) while it runs.
@@ -434,7 +430,7 @@ impl BackgroundTasks {
     pub fn status(&self, task_id: &str) -> Result<(TaskInfo, String), ToolError> {
         let table = lock(&self.inner.table);
         let entry = find(&table, task_id)?;
-        let info = info_of(entry, &entry.shared);
+        let info = info_of(entry);
         let latest = match &entry.outcome {
             Some(done) => done.output.clone(),
             None => {
@@ -461,13 +457,13 @@ impl BackgroundTasks {
         let before = {
             let table = lock(&self.inner.table);
             let entry = find(&table, task_id)?;
-            info_of(entry, &entry.shared)
+            info_of(entry)
         };
         cancel.cancel(CancelReason::Requested);
         let _ = done.wait_for(|d| *d).await;
         let table = lock(&self.inner.table);
         Ok(match find(&table, task_id) {
-            Ok(entry) => info_of(entry, &entry.shared),
+            Ok(entry) => info_of(entry),
             // Forgotten already (the ended-task bound): it has ended all the same.
             Err(_) => TaskInfo {
                 state: TaskState::Ended,
@@ -533,6 +529,15 @@ impl BackgroundTasks {
         }
     }
 
+    /// True when `path` is, byte for byte, the log of one of the running tasks (what a host's
+    /// `read` may open outside the workspace, BG-6; no other spelling of it).
+    pub fn is_running_log(&self, path: &Path) -> bool {
+        lock(&self.inner.table)
+            .tasks
+            .values()
+            .any(|e| e.outcome.is_none() && e.log_path.as_os_str() == path.as_os_str())
+    }
+
     /// Tasks running now (BG-8 counts these).
     pub fn running(&self) -> usize {
         lock(&self.inner.table)
@@ -540,12 +545,6 @@ impl BackgroundTasks {
             .values()
             .filter(|e| e.outcome.is_none())
             .count()
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.cancel_all(CancelReason::Requested);
     }
 }
 
@@ -759,8 +758,8 @@ fn find<'a>(table: &'a Table, task_id: &str) -> Result<&'a Entry, ToolError> {
         })
 }
 
-fn info_of(e: &Entry, shared: &Shared) -> TaskInfo {
-    let live = lock(&shared.live);
+fn info_of(e: &Entry) -> TaskInfo {
+    let live = lock(&e.shared.live);
     TaskInfo {
         task_id: e.id.clone(),
         label: e.label.clone(),
