@@ -278,6 +278,17 @@ fn python_mcp_client_hears_a_watchers_report_cancels_it_and_a_group_completes_on
 }
 
 /// Starts `sleep <marker>` with `background_command` over `raw`; its start result.
+/// A server on `f` running one background sleeper with `marker`, and the sleeper's log path
+/// (which exists).
+fn server_with_sleeper(f: &Fixture, marker: &str) -> (Raw, String) {
+    let mut raw = Raw::start_with_env(&server_args(f), &f.folder, &[("HOME", home(f))]);
+    let started = start_sleeper(&mut raw, 1, marker);
+    wait_for_process(marker);
+    let log = started["logPath"].as_str().unwrap().to_owned();
+    assert!(Path::new(&log).exists(), "{log}");
+    (raw, log)
+}
+
 fn start_sleeper(raw: &mut Raw, id: u64, marker: &str) -> Value {
     raw.send(
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
@@ -304,11 +315,7 @@ fn closing_stdin_stops_the_background_tasks_and_the_server_exits_cleanly() {
     }
     let f = Fixture::new();
     let marker = testkit::marker();
-    let mut raw = Raw::start_with_env(&server_args(&f), &f.folder, &[("HOME", home(&f))]);
-    let started = start_sleeper(&mut raw, 1, &marker);
-    wait_for_process(&marker);
-    let log = started["logPath"].as_str().unwrap().to_owned();
-    assert!(Path::new(&log).exists(), "{log}");
+    let (raw, log) = server_with_sleeper(&f, &marker);
     let (status, stderr) = raw.finish_with_stderr();
     assert!(status.success(), "{status}: {stderr}");
     assert!(!has_process_with_arg(&marker), "sleep survived the server");
@@ -455,11 +462,7 @@ fn a_sigterm_of_the_server_stops_its_tasks_and_removes_the_session_directory() {
     }
     let f = Fixture::new();
     let marker = testkit::marker();
-    let mut raw = Raw::start_with_env(&server_args(&f), &f.folder, &[("HOME", home(&f))]);
-    let started = start_sleeper(&mut raw, 1, &marker);
-    wait_for_process(&marker);
-    let log = started["logPath"].as_str().unwrap().to_owned();
-    assert!(Path::new(&log).exists(), "{log}");
+    let (mut raw, log) = server_with_sleeper(&f, &marker);
     let pid = rustix::process::Pid::from_raw(i32::try_from(raw.pid()).unwrap()).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let _ = raw.wait();
