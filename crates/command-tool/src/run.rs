@@ -466,6 +466,7 @@ fn interpret(
         End::Cancelled(reason @ CancelReason::Revoked(_)) => return Err(reason.to_error()),
         End::Cancelled(CancelReason::Deadline) | End::TimedOut => Status::TimedOut,
         End::Cancelled(_) | End::LeaseLost => Status::Cancelled,
+        End::LimitExceeded(_) => Status::LimitExceeded,
         // `command` truncates (CMD-5): a cap never stops it, so only the exit tells.
         End::Exited | End::OutputLimit if out.exit_code.is_some() => Status::Exited,
         End::Exited | End::OutputLimit => Status::Signaled,
@@ -480,9 +481,16 @@ fn interpret(
         },
         status,
         truncated: out.stdout_truncated || out.stderr_truncated,
-        partial_execution: matches!(status, Status::TimedOut | Status::Cancelled),
+        partial_execution: matches!(
+            status,
+            Status::TimedOut | Status::Cancelled | Status::LimitExceeded
+        ),
         descendants_stopped: out.descendants_stopped,
-        sandbox: out.enforcement.clone(),
+        sandbox: format!("{}; {}", out.enforcement, out.limits),
+        limit_exceeded: match &out.end {
+            End::LimitExceeded(hit) => Some(hit.explain()),
+            _ => None,
+        },
         denials,
     };
     if out.end == End::LeaseLost {

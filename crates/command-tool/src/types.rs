@@ -99,6 +99,9 @@ pub enum Status {
     /// The call was cancelled (by request, turn end or account switch) while the command ran;
     /// everything it started was stopped. `exitCode` is `null`.
     Cancelled,
+    /// The command hit a resource limit (processes, memory, temp dir size; LIM-2); everything
+    /// it started was stopped. `limitExceeded` says which and what to do. `exitCode` is `null`.
+    LimitExceeded,
 }
 
 /// The result of a `command` call (CMD-5). A non-zero exit is a result, not an error: the
@@ -127,6 +130,10 @@ pub struct CommandOutput {
     /// command had private mount and IPC namespaces, and any protection that is missing here
     /// (issue 14). Not in seed 000; ours.
     pub sandbox: String,
+    /// With `status: limitExceeded`: the limit, its value, what to do and the stable code
+    /// (`AGENT_EXEC_LIMIT_EXCEEDED`), in one sentence. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_exceeded: Option<String>,
     /// Accesses the sandbox refused that the output names (`Permission denied` on a path the
     /// policy denies), with why and what to do (SPEC LIVE-4). Absent when there is none: a
     /// permission error the policy did not cause (a file's own mode) is not listed. At most 16.
@@ -270,9 +277,10 @@ mod tests {
             partial_execution: true,
             descendants_stopped: 2,
             sandbox: "fully enforced".into(),
+            limit_exceeded: None,
             denials: Vec::new(),
         };
-        // No denial: no `denials` field.
+        // No denial: no `denials` field; no limit hit: no `limitExceeded`.
         assert_eq!(
             serde_json::to_value(&out).unwrap(),
             json!({"stdout": "a", "stderr": "", "exitCode": null, "status": "timedOut",
@@ -304,6 +312,7 @@ mod tests {
             Status::Signaled,
             Status::TimedOut,
             Status::Cancelled,
+            Status::LimitExceeded,
         ]
         .iter()
         .map(|s| {
@@ -314,7 +323,16 @@ mod tests {
                 .to_owned()
         })
         .collect();
-        assert_eq!(names, ["exited", "signaled", "timedOut", "cancelled"]);
+        assert_eq!(
+            names,
+            [
+                "exited",
+                "signaled",
+                "timedOut",
+                "cancelled",
+                "limitExceeded"
+            ]
+        );
     }
 
     #[test]

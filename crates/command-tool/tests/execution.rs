@@ -49,9 +49,11 @@ async fn exit_code_stdout_and_stderr_are_returned_as_a_result() {
             partial_execution: false,
             descendants_stopped: 0,
             sandbox: out.sandbox.clone(),
+            limit_exceeded: None,
             denials: Vec::new(),
         }
     );
+    assert!(out.sandbox.contains("limits "), "{out:?}");
 }
 
 #[tokio::test]

@@ -35,6 +35,7 @@ pub(crate) fn spawn(
     cwd: OwnedFd,
     stdout: OwnedFd,
     stderr: OwnedFd,
+    limits: crate::cgroup::ChildLimits,
 ) -> Result<proctree::ProcessTree, ExecError> {
     // Standard input is the read end of a pipe whose write end is already closed: reads see
     // EOF (RUN-8), and no descriptor of a host file reaches the command. A host `/dev/null`
@@ -62,9 +63,20 @@ pub(crate) fn spawn(
     for (key, value) in &job.env {
         command = command.env(key, value);
     }
+    // The cgroups' `cgroup.procs`, joined by the hook before anything else (LIM-1).
+    for fd in limits.fds() {
+        command = command.keep_fd(fd);
+    }
     // SAFETY: `apply_in_child` is async-signal-safe (raw prctl, landlock_restrict_self and
-    // seccomp syscalls on memory prepared here, no allocation), as `pre_exec` requires.
-    let command = unsafe { command.pre_exec(move || prepared.apply_in_child().map_err(i32::from)) };
+    // seccomp syscalls on memory prepared here, no allocation), as `pre_exec` requires; so is
+    // `ChildLimits::apply` (raw write and setrlimit on descriptors and values prepared here).
+    // The limits come first: joining a cgroup needs no access the sandbox then takes away.
+    let command = unsafe {
+        command.pre_exec(move || {
+            limits.apply()?;
+            prepared.apply_in_child().map_err(i32::from)
+        })
+    };
     command.spawn().map_err(|e| match e {
         // The child found a granted, hidden or protected path or its working directory swapped for
         // another file since the sandbox was prepared (issue 14): nothing ran.
@@ -78,7 +90,8 @@ pub(crate) fn spawn(
             )
         }
         proctree::SpawnError::PreExec { .. } => ExecError::SandboxUnavailable(format!(
-            "{e}; the kernel refused to apply the sandbox in the child"
+            "{e}; the kernel refused to apply the sandbox or the call's resource limits in the \
+             child"
         )),
         other => ExecError::Io(other.to_string()),
     })

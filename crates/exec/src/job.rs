@@ -89,10 +89,13 @@ pub struct Job {
 /// 2. [`LeaseLost`](End::LeaseLost): the work root is not the granted directory any more (CMD-8),
 ///    seen by a tick or by the check after the stop; whatever the command did landed elsewhere,
 ///    so its result is not the one asked for, and the caller must start a new turn.
-/// 3. [`TimedOut`](End::TimedOut): the deadline stopped the command.
-/// 4. [`OutputLimit`](End::OutputLimit): a cap was passed in kill mode, also when the main
+/// 3. [`LimitExceeded`](End::LimitExceeded): the call hit one of its resource limits (LIM-2),
+///    seen while it ran or once it was stopped — also when the deadline passed meanwhile (a
+///    fork bomb held at its process limit runs until then) or the main process exited first.
+/// 4. [`TimedOut`](End::TimedOut): the deadline stopped the command.
+/// 5. [`OutputLimit`](End::OutputLimit): a cap was passed in kill mode, also when the main
 ///    process's exit was seen first (RUN-9).
-/// 5. [`Exited`](End::Exited): none of the above; the main process ended by itself.
+/// 6. [`Exited`](End::Exited): none of the above; the main process ended by itself.
 ///
 /// Not `#[non_exhaustive]` on purpose: a new way to end must break every `match` that
 /// interprets one.
@@ -109,6 +112,8 @@ pub enum End {
     OutputLimit,
     /// The work root no longer was the leased directory (CMD-8); the tree was stopped.
     LeaseLost,
+    /// The call hit a resource limit (LIM-2; which one and its value); the tree was stopped.
+    LimitExceeded(crate::LimitHit),
 }
 
 /// What the runner finds once the tree is stopped, besides what ended the wait.
@@ -119,6 +124,8 @@ pub(crate) struct AfterStop {
     pub(crate) lease_lost: bool,
     /// The job is in [`OnCap::Kill`] mode and a stream passed its cap.
     pub(crate) cap_passed: bool,
+    /// A resource limit the kernel counted a hit of, during the run or at its end.
+    pub(crate) limit_hit: Option<crate::LimitHit>,
 }
 
 impl End {
@@ -129,6 +136,10 @@ impl End {
         match waited {
             End::Cancelled(reason) => End::Cancelled(reason),
             _ if after.lease_lost => End::LeaseLost,
+            End::LimitExceeded(hit) => End::LimitExceeded(hit),
+            _ if after.limit_hit.is_some() => {
+                after.limit_hit.map_or(End::Exited, End::LimitExceeded)
+            }
             End::Exited if after.cap_passed => End::OutputLimit,
             other => other,
         }
@@ -170,6 +181,9 @@ pub struct Outcome {
     /// The program saw only its grants and the system runtime (Linux's private root), so a
     /// path outside them was absent rather than refused (`ENOENT`, not `EACCES`).
     pub view_is_grants_only: bool,
+    /// Which mechanism held each resource limit, in words (LIM-1; [`crate::LimitsReport`]),
+    /// e.g. "limits fully enforced (processes 1024: cgroup v1; memory 8 GiB: cgroup v1; …)".
+    pub limits: String,
 }
 
 impl Outcome {
@@ -252,9 +266,35 @@ mod tests {
             let after = AfterStop {
                 lease_lost,
                 cap_passed: cap,
+                limit_hit: None,
             };
             assert_eq!(End::settle(waited, after), want, "{row}");
         }
+    }
+
+    #[test]
+    fn a_limit_hit_outranks_the_deadline_the_cap_and_the_exit_but_not_a_lost_lease() {
+        let hit = crate::LimitHit {
+            limit: crate::Limit::Processes,
+            value: 1024,
+        };
+        let after = |lease_lost| AfterStop {
+            lease_lost,
+            cap_passed: true,
+            limit_hit: Some(hit),
+        };
+        for waited in [End::Exited, End::TimedOut, End::OutputLimit] {
+            assert_eq!(
+                End::settle(waited.clone(), after(false)),
+                End::LimitExceeded(hit),
+                "{waited:?}"
+            );
+            assert_eq!(End::settle(waited, after(true)), End::LeaseLost);
+        }
+        assert_eq!(
+            End::settle(End::Cancelled(CancelReason::Requested), after(false)),
+            End::Cancelled(CancelReason::Requested)
+        );
     }
 
     #[test]
@@ -266,6 +306,10 @@ mod tests {
             End::Cancelled(CancelReason::Requested),
             End::OutputLimit,
             End::LeaseLost,
+            End::LimitExceeded(crate::LimitHit {
+                limit: crate::Limit::Memory,
+                value: 1 << 30,
+            }),
         ] {
             out.end = end;
             assert!(!out.finished(), "{:?}", out.end);

@@ -7,7 +7,8 @@
 //! (module `macos`); spawning under `proctree`'s supervisor with the sandbox applied between `fork`
 //! and `exec`; bounded capture of stdout and stderr (cap-and-kill, cap-and-truncate or
 //! head-and-tail, every byte drained; stderr optionally merged into stdout in order); the
-//! deadline; cancellation through `toolscope`'s [`CallContext`]; root-lease
+//! deadline; the per-call resource limits ([`limits`]: processes, memory, temp dir, open
+//! files — LIM-1, LIM-2); cancellation through `toolscope`'s [`CallContext`]; root-lease
 //! ticks; the final stop of the whole process tree; and which permission errors in a program's
 //! output the sandbox caused ([`denials`], LIVE-4). SPEC: RUN-6…RUN-10, CMD-2, CMD-5,
 //! CMD-6, CMD-8, CMD-10; DESIGN invariants 2, 4, 5, 6.
@@ -56,10 +57,13 @@
 
 mod calltemp;
 mod capture;
+#[cfg(target_os = "linux")]
+mod cgroup;
 pub mod denials;
 mod job;
 #[cfg(target_os = "linux")]
 mod libdeps;
+pub mod limits;
 #[cfg(target_os = "linux")]
 pub mod linux;
 // Compiled everywhere so the macOS seam is type-checked and tested on Linux; only the macOS
@@ -84,7 +88,10 @@ pub mod sysset;
 mod backend;
 
 pub use calltemp::{CallTemp, CallTempError};
+#[cfg(target_os = "linux")]
+pub use cgroup::describe as describe_limit_mechanisms;
 pub use job::{End, ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir};
+pub use limits::{Enforcer, Limit, LimitHit, LimitsReport, LimitsStatus, ResourceLimits};
 pub use open_error::open_error_code;
 pub use run::{Tap, run, run_tapped};
 pub use spec::{Access, Grant, Network, Program, SandboxSpec, SpecError};

@@ -112,6 +112,11 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
     for path in &spec.protected {
         policy = policy.protect(path.clone());
     }
+    // A shell's temp dir becomes a tmpfs of its size where the command has a private mount
+    // namespace (LIM-1); a single program's stays as it is (`RLIMIT_FSIZE` bounds its files).
+    if let (true, Some(temp)) = (shell, &spec.temp_dir) {
+        policy = policy.bounded_temp_dir(temp.clone(), spec.resources.temp_dir.get());
+    }
     // Where proctree's supervisor will start the command: inside its own user namespace (a host
     // that is not root), as PID 2 of a PID namespace whose PID 1 is the supervisor.
     Ok(policy

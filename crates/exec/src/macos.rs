@@ -84,6 +84,8 @@ mod tests {
             hidden: vec![],
             protected: vec![],
             unix_sockets: true,
+            resources: crate::ResourceLimits::for_command(),
+            temp_dir: None,
         };
         let bound = profile_spec(&spec).build().unwrap();
         let decide = |op, path: &str| bound.decide(op, path).unwrap();
@@ -167,6 +169,8 @@ mod tests {
             hidden: vec![],
             protected: vec![],
             unix_sockets: true,
+            resources: crate::ResourceLimits::for_command(),
+            temp_dir: None,
         };
         let bound = profile_spec(&spec).build().unwrap();
         let decide = |op, path: &str| bound.decide(op, path).unwrap();

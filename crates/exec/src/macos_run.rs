@@ -183,6 +183,7 @@ pub(crate) async fn run(
         AfterStop {
             lease_lost: lease_lost_after,
             cap_passed: kill_on_cap && (out.truncated || err.truncated),
+            limit_hit: None,
         },
     );
     Ok(outcome)

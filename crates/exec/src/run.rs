@@ -88,6 +88,17 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
     let prepared = crate::backend::prepare(&job.sandbox)?;
     let enforcement = prepared.enforcement().to_string();
     let view_is_grants_only = prepared.enforcement().private_root();
+    let bounded_temp = prepared.enforcement().bounded_temp();
+    // The call's cgroups (removed when `armed` drops, after the tree: declared before it) and
+    // the rlimits its first process sets (LIM-1).
+    let (armed, child_limits) = crate::cgroup::Armed::arm(
+        &job.sandbox.resources,
+        crate::cgroup::Situation {
+            own_user_namespace: crate::linux::launch().own_user_namespace,
+            bounded_temp,
+        },
+    );
+    let limits_report = armed.report.to_string();
     let cwd = lease
         .open_dir(&job.workdir.rel)
         .map_err(ExecError::WorkDir)?;
@@ -104,7 +115,17 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         err_tx
     };
 
-    let mut tree = crate::backend::spawn(&job, prepared, cwd, out_tx, err_tx)?;
+    let mut tree = crate::backend::spawn(&job, prepared, cwd, out_tx, err_tx, child_limits)?;
+    // The temp dir as the command sees it (its tmpfs), to tell a full one (LIM-2).
+    let temp_watch = match (&job.sandbox.temp_dir, bounded_temp) {
+        (Some(temp), true) => crate::cgroup::open_temp_dir_of(tree.main().pid(), temp),
+        _ => None,
+    };
+    let watch = Watch {
+        armed: &armed,
+        temp: temp_watch.as_ref(),
+        temp_limit: job.sandbox.resources.temp_dir.get(),
+    };
 
     let over_cap = Notify::new();
     let stop_draining = CancellationToken::new();
@@ -123,7 +144,7 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         End::LeaseLost
     } else {
         readers
-            .alongside(wait(&mut tree, &job, ctx, &over_cap, &lease))
+            .alongside(wait(&mut tree, &job, ctx, &over_cap, &lease, &watch))
             .await?
     };
 
@@ -150,6 +171,10 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
     let report = report.map_err(|e| ExecError::Io(e.to_string()))?;
     let status = report.main_status.or(status.ok().flatten());
     let lease_lost_after = lease.verify().is_err();
+    let limit_hit = watch
+        .hit()
+        .or_else(|| armed.hit_by_signal(status.and_then(|s| s.signal())));
+    drop(temp_watch);
 
     // Every writer is dead now: EOF follows at once unless a descriptor escaped the tree.
     let (out, err) = readers.finish(&stop_draining).await;
@@ -164,6 +189,7 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
             AfterStop {
                 lease_lost: lease_lost_after,
                 cap_passed: job.limits.on_cap == OnCap::Kill && (out.truncated || err.truncated),
+                limit_hit,
             },
         ),
         exit_code: status.and_then(|s| s.code()),
@@ -178,7 +204,31 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         main_stopped: report.main_stopped,
         enforcement,
         view_is_grants_only,
+        limits: limits_report,
     })
+}
+
+/// What the run watches for a limit hit (LIM-2): the cgroups' counters and the temp dir's
+/// tmpfs.
+#[cfg(target_os = "linux")]
+struct Watch<'a> {
+    armed: &'a crate::cgroup::Armed,
+    temp: Option<&'a OwnedFd>,
+    temp_limit: u64,
+}
+
+#[cfg(target_os = "linux")]
+impl Watch<'_> {
+    fn hit(&self) -> Option<crate::LimitHit> {
+        self.armed.hit().or_else(|| {
+            self.temp
+                .filter(|fd| crate::cgroup::temp_dir_full(fd))
+                .map(|_| crate::LimitHit {
+                    limit: crate::Limit::TempDir,
+                    value: self.temp_limit,
+                })
+        })
+    }
 }
 
 /// Runs `job` under Seatbelt (`sandbox-exec`) and returns once its process group is gone.
@@ -269,6 +319,7 @@ async fn wait(
     ctx: &CallContext,
     over_cap: &Notify,
     lease: &RootLease,
+    watch: &Watch<'_>,
 ) -> Result<End, ExecError> {
     let io = |e: io::Error| ExecError::Io(format!("watching the command failed: {e}"));
     let owned = tree.status_fd().try_clone_to_owned().map_err(io)?;
@@ -310,6 +361,9 @@ async fn wait(
             _ = tick.tick() => {
                 if lease.verify().is_err() {
                     return Ok(End::LeaseLost);
+                }
+                if let Some(hit) = watch.hit() {
+                    return Ok(End::LimitExceeded(hit));
                 }
             }
         }

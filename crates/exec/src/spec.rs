@@ -135,6 +135,11 @@ pub struct SandboxSpec {
     /// (Linux: a view of the grants only). `false` when a grant may hold another program's
     /// listening socket (an approved extra path such as `/tmp`, issue 16 review).
     pub unix_sockets: bool,
+    /// The call's resource limits (LIM-1); the constructors set the tool's defaults.
+    pub resources: crate::ResourceLimits,
+    /// The call's temp dir (one of the writable grants, its `HOME` and `TMPDIR`), whose size
+    /// [`resources`](SandboxSpec::resources) bounds; `None`: no temp dir to bound.
+    pub temp_dir: Option<PathBuf>,
 }
 
 /// Why a spec could not be built.
@@ -181,6 +186,8 @@ impl SandboxSpec {
             hidden: Vec::new(),
             protected: Vec::new(),
             unix_sockets: true,
+            resources: crate::ResourceLimits::for_run(),
+            temp_dir: Some(temp.path().to_path_buf()),
         })
     }
 
@@ -207,14 +214,16 @@ impl SandboxSpec {
             hidden: Vec::new(),
             protected: Vec::new(),
             unix_sockets: true,
+            resources: crate::ResourceLimits::for_command(),
+            temp_dir: Some(temp.path().to_path_buf()),
         })
     }
 
     /// The `run_command` tool's spec (RC-7, RCS-2): a shell-kind program (it may start
     /// processes, which stay in the same sandbox) with exactly `grants` (the caller passes the
     /// working directory and the call's temp dir read + write, `$HOME` read, the caches and
-    /// `write_paths` read + write), `network` as decided, no unix sockets. `hidden` and
-    /// `protected` start empty: set the fields after.
+    /// `write_paths` read + write), `network` as decided, no unix sockets. `hidden`,
+    /// `protected` and `temp_dir` start empty: set the fields after.
     pub fn for_argv(grants: Vec<Grant>, network: Network) -> SandboxSpec {
         SandboxSpec {
             program: Program::Shell,
@@ -223,6 +232,8 @@ impl SandboxSpec {
             hidden: Vec::new(),
             protected: Vec::new(),
             unix_sockets: false,
+            resources: crate::ResourceLimits::for_command(),
+            temp_dir: None,
         }
     }
 

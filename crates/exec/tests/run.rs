@@ -5,7 +5,7 @@
 // Test helpers outside #[test] fns unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,24 +15,8 @@ use exec::{End, ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
 use fsguard::{RelPath, RootLease};
 use toolscope::{CallContext, CancelReason};
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    work: PathBuf,
-    temp: PathBuf,
-}
-
-fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    let temp = dir.path().join("tmp");
-    std::fs::create_dir(&work).unwrap();
-    std::fs::create_dir(&temp).unwrap();
-    Fixture {
-        work: work.canonicalize().unwrap(),
-        temp: temp.canonicalize().unwrap(),
-        _dir: dir,
-    }
-}
+mod common;
+use common::{Fixture, fixture};
 
 fn limits(timeout_ms: u64, on_cap: OnCap) -> Limits {
     Limits {

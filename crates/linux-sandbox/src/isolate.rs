@@ -607,6 +607,9 @@ pub(crate) struct World {
     /// host's root (no user namespace of its own), which reads those root-only tables as their
     /// owner although it holds no capability.
     pub(crate) mask_proc: bool,
+    /// The call's temp dir (canonical path), the `size=` of the tmpfs that covers it and the
+    /// Landlock rights on that tmpfs (LIM-1); `None`: not covered.
+    pub(crate) temp: Option<(CString, CString, u64)>,
 }
 
 /// `/proc` files a root host's command would read as their owner (mode 0400, or listing what
@@ -882,6 +885,11 @@ impl Isolation {
         }
         if let Some((size, rights)) = &self.world.shm {
             mount_private(private_shm(size), c"/dev/shm", ruleset, *rights).map_err(fail)?;
+        }
+        if let Some((path, size, rights)) = &self.world.temp {
+            mount_private(private_temp(size), path, ruleset, *rights)
+                .and_then(|()| make_home_and_tmp(path))
+                .map_err(fail)?;
         }
         // Only in a new root: there `/dev/ptmx` leads into this instance, and the host's
         // `/dev/pts` was never in the view.
@@ -1598,6 +1606,32 @@ fn private_shm(size: &std::ffi::CStr) -> Result<i32, i32> {
         &[(c"size", size.to_bytes_with_nul()), (c"mode", b"1777\0")],
         libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC,
     )
+}
+
+/// A fresh, empty tmpfs of at most `size` bytes for the call's temp dir, detached: mode 0700
+/// (its owner is the command's user), no set-id, no devices; programs built there run.
+fn private_temp(size: &std::ffi::CStr) -> Result<i32, i32> {
+    new_mount(
+        c"tmpfs",
+        &[(c"size", size.to_bytes_with_nul()), (c"mode", b"0700\0")],
+        libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+    )
+}
+
+/// The `home` and `tmp` directories of a call's temp dir (its `HOME` and `TMPDIR`), made
+/// again inside the tmpfs that now covers it.
+fn make_home_and_tmp(temp: &std::ffi::CStr) -> Result<(), i32> {
+    let at = open_no_symlinks(libc::AT_FDCWD, temp.as_ptr().cast(), libc::O_DIRECTORY)?;
+    let mut result = Ok(());
+    for name in [c"home", c"tmp"] {
+        // SAFETY: a NUL-terminated name and our descriptor.
+        if let Err(e) = sys(unsafe { syscall!(Sysno::mkdirat, at, name.as_ptr(), 0o700) }) {
+            result = Err(e);
+            break;
+        }
+    }
+    close(at);
+    result
 }
 
 /// Pseudo-terminals one call may hold at once (`max=` of its `devpts`), NUL-terminated.

@@ -145,6 +145,8 @@ pub struct Policy {
     pub(crate) namespaces: bool,
     /// Whether unix sockets may be made where the view holds only the grants (issue 16 review).
     pub(crate) unix_in_view: bool,
+    /// A writable grant to cover with a fresh tmpfs of this many bytes (LIM-1).
+    pub(crate) bounded_temp: Option<(PathBuf, u64)>,
 }
 
 impl Default for Policy {
@@ -169,6 +171,7 @@ impl Policy {
             launch: Launch::default(),
             namespaces: true,
             unix_in_view: true,
+            bounded_temp: None,
         }
     }
 
@@ -272,6 +275,19 @@ impl Policy {
     /// below ABI 9 does not govern `connect` (issue 16 review). `socketpair` always works.
     pub fn unix_sockets_in_view(mut self, allowed: bool) -> Self {
         self.unix_in_view = allowed;
+        self
+    }
+
+    /// Bounds the size of the call's temp dir `path` (one of the writable grants, by its
+    /// canonical path, holding only empty `home/` and `tmp/`) to `bytes` (LIM-1): in a shell's
+    /// private mount namespace a fresh tmpfs of that size covers it, with empty `home` and
+    /// `tmp` directories (mode 0700) made in it, and gets the writable grant's rights. Its
+    /// pages are memory, charged to the writer's memory cgroup; they are gone with the call's
+    /// namespace. Without a private mount namespace (or for a single program) nothing covers
+    /// it and [`Enforcement::bounded_temp`](crate::Enforcement::bounded_temp) says so; the
+    /// caller bounds file sizes another way (`RLIMIT_FSIZE`).
+    pub fn bounded_temp_dir(mut self, path: impl Into<PathBuf>, bytes: u64) -> Self {
+        self.bounded_temp = Some((path.into(), bytes));
         self
     }
 

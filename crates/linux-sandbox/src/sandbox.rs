@@ -1,8 +1,10 @@
 //! Preparing a policy in the parent (open paths, build the Landlock ruleset, compile the BPF)
 //! and applying it in the child (three raw syscalls, nothing else).
 
+use std::ffi::CString;
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -76,6 +78,7 @@ pub struct Enforcement {
     shm: bool,
     root: bool,
     unix: bool,
+    temp: bool,
 }
 
 impl Enforcement {
@@ -126,6 +129,12 @@ impl Enforcement {
     /// below Landlock ABI 9.
     pub fn private_root(&self) -> bool {
         self.root
+    }
+
+    /// Whether the call's temp dir is a size-bounded tmpfs of its own
+    /// ([`Policy::bounded_temp_dir`](crate::Policy::bounded_temp_dir), LIM-1).
+    pub fn bounded_temp(&self) -> bool {
+        self.temp
     }
 
     /// Whether the program may make unix sockets (`socket(AF_UNIX)`): where nothing outside
@@ -320,8 +329,12 @@ impl Policy {
             isolation.cover_rights = (all & AccessFs::ReadFile).bits();
         }
         let root = isolation.as_ref().is_some_and(|i| i.root.is_some());
-        let (proc, shm) = isolation.as_ref().map_or((false, false), |i| {
-            (i.world.proc_rights.is_some(), i.world.shm.is_some())
+        let (proc, shm, temp) = isolation.as_ref().map_or((false, false, false), |i| {
+            (
+                i.world.proc_rights.is_some(),
+                i.world.shm.is_some(),
+                i.world.temp.is_some(),
+            )
         });
         let splits = self.splits(&opened)?;
         let ruleset = build_ruleset(self, abi, &opened, &splits)?;
@@ -377,6 +390,7 @@ impl Policy {
                 shm,
                 root,
                 unix: unix_connect_contained,
+                temp,
             },
             isolation,
             links,
@@ -411,7 +425,16 @@ impl Policy {
                 & AccessFs::from_all(abi);
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
+        // The temp dir's tmpfs gets what a shell's writable grant gets (programs built in
+        // TMPDIR run).
+        let temp = self.bounded_temp.as_ref().and_then(|(path, bytes)| {
+            let path = CString::new(path.as_os_str().as_bytes()).ok()?;
+            let size = CString::new(bytes.to_string()).ok()?;
+            let rights = fs_rights(Access::READ | Access::WRITE | Access::EXECUTE, abi, true);
+            Some((path, size, rights.bits()))
+        });
         isolate::World {
+            temp,
             mask_proc: proc_rights.is_some() && root && !self.launch.own_user_namespace,
             proc_rights,
             shm: shm_is_dir.then(|| (shm_size().to_owned(), shm_rights.bits())),

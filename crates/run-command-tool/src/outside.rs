@@ -147,6 +147,7 @@ pub(crate) async fn sudo(
             descendants_stopped: 0,
             denials: Vec::new(),
             sandbox: "none (sudo)".into(),
+            limit: None,
         });
     };
     let (rx, tx) = pipe_pair()?;
@@ -209,6 +210,7 @@ pub(crate) async fn sudo(
         descendants_stopped: 0,
         denials: Vec::new(),
         sandbox: "none (sudo: outside the sandbox, as root)".into(),
+        limit: None,
     })
 }
 
@@ -273,6 +275,7 @@ pub(crate) async fn unsandboxed(
                 descendants_stopped: 0,
                 denials: Vec::new(),
                 sandbox: "none (sandbox: false)".into(),
+                limit: None,
             });
         }
     };
@@ -350,6 +353,7 @@ pub(crate) async fn unsandboxed(
         descendants_stopped: report.descendants_stopped,
         denials: Vec::new(),
         sandbox: "none (sandbox: false: the user's full rights)".into(),
+        limit: None,
     })
 }
 

@@ -314,6 +314,7 @@ pub(crate) async fn execute(
                 descendants_stopped: 0,
                 denials: Vec::new(),
                 sandbox: "none (rm moves to the trash itself; nothing was started)".into(),
+                limit: None,
             }
         }
         Kind::Sudo => crate::outside::sudo(&args.argv, &work, options.timeout, tap, ctx).await?,
@@ -333,7 +334,9 @@ pub(crate) async fn execute(
     // RC-14: secrets by form join the session's list; the output is masked with all of them.
     let output = state.mask(&ran.output);
     let failed = !(ran.status == Status::Exited && ran.exit_code == Some(0));
-    let hint = if sandboxed {
+    let hint = if let Some(limit) = ran.limit {
+        Some(limit)
+    } else if sandboxed {
         crate::hint::hint(failed, &output, &ran.denials, network)
     } else {
         None

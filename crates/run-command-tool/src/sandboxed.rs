@@ -36,6 +36,8 @@ pub(crate) struct Ran {
     pub(crate) descendants_stopped: usize,
     pub(crate) denials: Vec<Denial>,
     pub(crate) sandbox: String,
+    /// The limit the command hit, explained (LIM-2).
+    pub(crate) limit: Option<String>,
 }
 
 /// The program to start, found on the sandbox's `PATH` (a bare name) or taken against the
@@ -208,6 +210,8 @@ pub(crate) async fn run(
         Network::None
     };
     let mut sandbox = SandboxSpec::for_argv(grants, network);
+    // Its size is bounded like `command`'s (LIM-1).
+    sandbox.temp_dir = Some(temp.lease().path().to_path_buf());
     // Every private location, whether it exists or not: one that is missing now still splits
     // its existing ancestors' Landlock rules (linux-sandbox's `split`), so a `~/.config/gh` the
     // user makes while the command runs (`gh auth login`) is not granted (review round 2).
@@ -393,8 +397,13 @@ fn interpret(out: exec::Outcome, denials: Vec<Denial>) -> Result<Ran, ToolError>
                  session on the current folder",
             ));
         }
+        End::LimitExceeded(_) => Status::LimitExceeded,
         End::Exited | End::OutputLimit if out.exit_code.is_some() => Status::Exited,
         End::Exited | End::OutputLimit => Status::Signaled,
+    };
+    let limit = match &out.end {
+        End::LimitExceeded(hit) => Some(hit.explain()),
+        _ => None,
     };
     let mut bytes = out.stdout;
     // Merged: stderr is empty, unless the platform could not merge.
@@ -411,7 +420,8 @@ fn interpret(out: exec::Outcome, denials: Vec<Denial>) -> Result<Ran, ToolError>
         truncated: out.stdout_omitted > 0 || out.stdout_truncated || out.stderr_truncated,
         descendants_stopped: out.descendants_stopped,
         denials,
-        sandbox: out.enforcement,
+        sandbox: format!("{}; {}", out.enforcement, out.limits),
+        limit,
     })
 }
 

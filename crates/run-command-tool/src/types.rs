@@ -61,6 +61,9 @@ pub enum Status {
     TimedOut,
     /// The call was cancelled; everything it started was stopped.
     Cancelled,
+    /// The command hit a resource limit (processes, memory, temp dir; LIM-2); everything it
+    /// started was stopped. `hint` names the limit and what to do.
+    LimitExceeded,
     /// Nothing ran: declined, no way to ask, wrong password three times, or no way to check a
     /// password on this machine. `message` says how to run it instead.
     NotExecuted,

@@ -166,6 +166,17 @@ fn interpret(
                 .with_detail("stream", stream),
             )
         }
+        End::LimitExceeded(hit) => Some(
+            ToolError::new(
+                ErrorCode::ExecLimitExceeded,
+                format!(
+                    "{name} hit its {hit} limit, so it was stopped; {}",
+                    hit.advice()
+                ),
+            )
+            .with_detail("limit", hit.limit.name())
+            .with_detail("value", hit.value),
+        ),
         End::LeaseLost => Some(ToolError::new(
             ErrorCode::ExecCancelled,
             format!(

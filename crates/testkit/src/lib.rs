@@ -179,6 +179,19 @@ pub fn rerun_unprivileged(test: &str) -> bool {
     true
 }
 
+/// A suite's `every_test_also_holds_unprivileged` (`skip`, its own name): when this is root and
+/// not already that re-run (`env` unset), runs every other test of this binary again as uid
+/// 65534 with `env` set, `threads` at a time, and asserts they passed. Otherwise does nothing.
+pub fn rerun_suite_as_nobody(env: &str, skip: &str, threads: u32) {
+    if std::env::var_os(env).is_some() || !is_root() {
+        eprintln!("not root, or already the unprivileged run");
+        return;
+    }
+    let threads = format!("--test-threads={threads}");
+    let out = run_as_nobody(&[&threads, "--skip", skip], &[(env, "1")]);
+    assert!(out.is_empty() || out.contains("test result: ok"), "{out}");
+}
+
 /// Runs this test binary again as uid 65534 with `args` (e.g. `--skip` the caller) and `env`,
 /// asserts it passed, and returns its output. Skips loudly (empty output) without setpriv.
 /// `AGENT_EXEC_REQUIRE` is passed on: a capability missing for the unprivileged user fails

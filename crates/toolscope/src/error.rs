@@ -45,6 +45,9 @@ pub enum ErrorCode {
     ExecTimeout,
     /// `AGENT_EXEC_OUTPUT_LIMIT`: stdout or stderr passed its cap (RUN-9).
     ExecOutputLimit,
+    /// `AGENT_EXEC_LIMIT_EXCEEDED`: the call hit one of its resource limits (processes,
+    /// memory, temp dir size; LIM-2); its processes were stopped.
+    ExecLimitExceeded,
     /// `AGENT_EXEC_CANCELLED`: the call was cancelled (by request, revocation, turn end or
     /// account switch); its processes were stopped.
     ExecCancelled,
@@ -126,6 +129,7 @@ impl ErrorCode {
         ErrorCode::ExecSandboxUnavailable,
         ErrorCode::ExecTimeout,
         ErrorCode::ExecOutputLimit,
+        ErrorCode::ExecLimitExceeded,
         ErrorCode::ExecCancelled,
         ErrorCode::ExecIoFailed,
         ErrorCode::ExecScopeRequired,
@@ -168,6 +172,7 @@ impl ErrorCode {
             ErrorCode::ExecSandboxUnavailable => "AGENT_EXEC_SANDBOX_UNAVAILABLE",
             ErrorCode::ExecTimeout => "AGENT_EXEC_TIMEOUT",
             ErrorCode::ExecOutputLimit => "AGENT_EXEC_OUTPUT_LIMIT",
+            ErrorCode::ExecLimitExceeded => "AGENT_EXEC_LIMIT_EXCEEDED",
             ErrorCode::ExecCancelled => "AGENT_EXEC_CANCELLED",
             ErrorCode::ExecIoFailed => "AGENT_EXEC_IO_FAILED",
             ErrorCode::ExecScopeRequired => "AGENT_EXEC_SCOPE_REQUIRED",
@@ -362,6 +367,7 @@ mod tests {
         "AGENT_EXEC_SANDBOX_UNAVAILABLE",
         "AGENT_EXEC_TIMEOUT",
         "AGENT_EXEC_OUTPUT_LIMIT",
+        "AGENT_EXEC_LIMIT_EXCEEDED",
         "AGENT_EXEC_CANCELLED",
         "AGENT_EXEC_IO_FAILED",
         "AGENT_EXEC_SCOPE_REQUIRED",

@@ -1,0 +1,748 @@
+//! The Linux mechanisms of the per-call resource limits (LIM-1, LIM-2; [`crate::limits`]).
+//!
+//! **Owns:** finding the cgroup hierarchies this host may use (once per process), a cgroup of
+//! its own for each call (made before the spawn, joined by the command's first process before
+//! `execve`, so everything it starts is inside), watching it for a hit while the call runs, and
+//! removing it after the tree is gone; the rlimits the first process sets for what no cgroup
+//! holds; and the sweep of cgroups a dead host left.
+//!
+//! In order of preference, per controller (`pids`, `memory`):
+//! 1. **cgroup v2**, a child of the host's own cgroup where that cgroup delegates the
+//!    controller to its children (`cgroup.subtree_control`). A host alone in a delegated cgroup
+//!    whose children do not have it yet (a systemd unit with `Delegate=yes`) first moves itself
+//!    into a leaf `agent-exec-host` beside the calls' cgroups and enables the controllers: the
+//!    kernel lets only a cgroup without processes delegate ("no internal processes"). A host
+//!    sharing its cgroup with other processes never moves anything.
+//! 2. **cgroup v1**, a child of the host's cgroup in the `pids` and `memory` hierarchies, where
+//!    the host may make one (a root host on a machine without v2 controllers).
+//! 3. **rlimits** set by the first process before `execve`: `RLIMIT_NPROC` when the command has a
+//!    user namespace of its own (the kernel counts a user's processes per user namespace, so it
+//!    counts this call's only), `RLIMIT_DATA` for memory (per process), `RLIMIT_FSIZE` for the
+//!    temp dir where no tmpfs bounds it (per file). `RLIMIT_NOFILE` is always set (no cgroup
+//!    counts descriptors), and `RLIMIT_CORE` is 0: a core dump of a large process is a large
+//!    write, and a piped `core_pattern` hands it to a program running outside the sandbox.
+//!
+//! A hit is seen where the kernel counts it: `pids.events` (`max`: a fork refused),
+//! `memory.events` or v1's `memory.oom_control` (`oom_kill`). The runner then stops the tree.
+//! v2's `memory.oom.group` is set, so an out-of-memory kill takes the whole cgroup at once.
+//!
+//! Names: `agent-exec.<pid>.<start time>.<n>`, so the sweep (at the first call of a process)
+//! removes only the cgroups of hosts that are gone; a cgroup with processes cannot be removed
+//! (`EBUSY`) and is left alone.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{Mode, OFlags};
+use rustix::process::{Resource, Rlimit};
+
+use crate::limits::{Enforcer, Limit, LimitHit, LimitsReport, ResourceLimits};
+
+/// The prefix of every call's cgroup (and of the sweep's pattern).
+const PREFIX: &str = "agent-exec.";
+
+/// The hierarchies this process may use, found once.
+#[derive(Debug, Default)]
+struct Hierarchies {
+    /// The v2 parent of the calls' cgroups and which controllers its children get.
+    v2: Option<(PathBuf, bool, bool)>,
+    /// The v1 `pids` parent.
+    pids_v1: Option<PathBuf>,
+    /// The v1 `memory` parent.
+    memory_v1: Option<PathBuf>,
+}
+
+fn hierarchies() -> &'static Hierarchies {
+    static FOUND: OnceLock<Hierarchies> = OnceLock::new();
+    FOUND.get_or_init(|| {
+        let found = find().unwrap_or_default();
+        let mut parents: Vec<&Path> = Vec::new();
+        parents.extend(found.v2.as_ref().map(|(p, ..)| p.as_path()));
+        parents.extend(found.pids_v1.as_deref());
+        parents.extend(found.memory_v1.as_deref());
+        for parent in parents {
+            sweep(parent);
+        }
+        found
+    })
+}
+
+/// Reads `/proc/self/mountinfo` and `/proc/self/cgroup`.
+fn find() -> io::Result<Hierarchies> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+    let own = fs::read_to_string("/proc/self/cgroup")?;
+    let mounts = parse_cgroup_mounts(&mountinfo);
+    let own = parse_own_cgroups(&own);
+    let mut found = Hierarchies::default();
+    for (mount, controllers) in &mounts {
+        let Some(controllers) = controllers else {
+            // cgroup2
+            if let Some(path) = own.iter().find(|(c, _)| c.is_empty()).map(|(_, p)| p) {
+                let base = join_cgroup(mount, path);
+                found.v2 = v2_parent(&base);
+            }
+            continue;
+        };
+        for wanted in ["pids", "memory"] {
+            if !controllers.iter().any(|c| c == wanted) {
+                continue;
+            }
+            let Some((_, path)) = own.iter().find(|(c, _)| c.split(',').any(|c| c == wanted))
+            else {
+                continue;
+            };
+            let base = join_cgroup(mount, path);
+            if base.is_dir() {
+                match wanted {
+                    "pids" => found.pids_v1 = Some(base),
+                    _ => found.memory_v1 = Some(base),
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+fn join_cgroup(mount: &Path, path: &str) -> PathBuf {
+    let mut base = mount.to_path_buf();
+    for part in path
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != "." && *p != "..")
+    {
+        base.push(part);
+    }
+    base
+}
+
+/// The cgroup mounts of a `mountinfo` text: (mount point, `Some(v1 controllers)` or `None` for
+/// cgroup2). Malformed lines are skipped.
+pub(crate) fn parse_cgroup_mounts(mountinfo: &str) -> Vec<(PathBuf, Option<Vec<String>>)> {
+    let mut mounts = Vec::new();
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let Some(point) = left.split(' ').nth(4) else {
+            continue;
+        };
+        let mut right = right.split(' ');
+        let (Some(fstype), Some(_source), Some(options)) =
+            (right.next(), right.next(), right.next())
+        else {
+            continue;
+        };
+        let point = PathBuf::from(unescape_octal(point));
+        match fstype {
+            "cgroup2" => mounts.push((point, None)),
+            "cgroup" => mounts.push((point, Some(options.split(',').map(str::to_owned).collect()))),
+            _ => {}
+        }
+    }
+    mounts
+}
+
+/// `mountinfo` writes space, tab, newline and backslash as `\ooo`.
+fn unescape_octal(s: &str) -> std::ffi::OsString {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)))
+            .map(|d| d.iter().fold(0u32, |n, b| n * 8 + u32::from(b - b'0')));
+        match escaped.and_then(|n| u8::try_from(n).ok()) {
+            Some(b) => {
+                out.push(b);
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    std::ffi::OsStr::from_bytes(&out).to_owned()
+}
+
+/// The lines of `/proc/self/cgroup`: (controllers, path); v2's line has no controllers.
+pub(crate) fn parse_own_cgroups(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let _id = parts.next()?;
+            let controllers = parts.next()?;
+            let path = parts.next()?;
+            path.starts_with('/')
+                .then(|| (controllers.to_owned(), path.to_owned()))
+        })
+        .collect()
+}
+
+/// The v2 parent for the calls' cgroups, if it gives its children `pids` or `memory` (or can
+/// be made to: module docs).
+fn v2_parent(base: &Path) -> Option<(PathBuf, bool, bool)> {
+    let words = |name: &str| -> Vec<String> {
+        fs::read_to_string(base.join(name))
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    let available = words("cgroup.controllers");
+    let wanted: Vec<&str> = ["pids", "memory"]
+        .into_iter()
+        .filter(|c| available.iter().any(|a| a == c))
+        .collect();
+    if wanted.is_empty() {
+        return None;
+    }
+    let delegated = |list: &[String]| {
+        (
+            list.iter().any(|c| c == "pids"),
+            list.iter().any(|c| c == "memory"),
+        )
+    };
+    let mut enabled = delegated(&words("cgroup.subtree_control"));
+    if enabled == (false, false) {
+        // Only a host alone in its cgroup moves itself (module docs).
+        let procs = words("cgroup.procs");
+        let me = std::process::id().to_string();
+        if procs != [me.clone()] {
+            return None;
+        }
+        let leaf = base.join("agent-exec-host");
+        let made = fs::create_dir(&leaf).or_else(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        });
+        let request: Vec<String> = wanted.iter().map(|c| format!("+{c}")).collect();
+        let moved = made
+            .and_then(|()| fs::write(leaf.join("cgroup.procs"), &me))
+            .and_then(|()| fs::write(base.join("cgroup.subtree_control"), request.join(" ")));
+        if moved.is_err() {
+            return None;
+        }
+        enabled = delegated(&words("cgroup.subtree_control"));
+    }
+    (enabled != (false, false)).then(|| (base.to_path_buf(), enabled.0, enabled.1))
+}
+
+/// This host's identity for the names of its calls' cgroups.
+fn owner() -> (u32, u64) {
+    let pid = std::process::id();
+    (
+        pid,
+        proctree::ProcessId::of(pid).map_or(0, |id| id.start_time()),
+    )
+}
+
+/// Removes the calls' cgroups in `parent` whose host is gone.
+fn sweep(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some((pid, start)) = name.to_str().and_then(parse_name) else {
+            continue;
+        };
+        let alive = proctree::ProcessId::of(pid).is_some_and(|id| id.start_time() == start);
+        if !alive {
+            // A cgroup with processes in it refuses (EBUSY): left as it is.
+            let _ = fs::remove_dir(entry.path());
+        }
+    }
+}
+
+/// `agent-exec.<pid>.<start>.<n>` → (pid, start).
+pub(crate) fn parse_name(name: &str) -> Option<(u32, u64)> {
+    let mut parts = name.strip_prefix(PREFIX)?.split('.');
+    let pid = parts.next()?.parse().ok()?;
+    let start = parts.next()?.parse().ok()?;
+    let _n: u64 = parts.next()?.parse().ok()?;
+    parts.next().is_none().then_some((pid, start))
+}
+
+/// One made cgroup: removed when the call's limits drop.
+#[derive(Debug)]
+struct Group {
+    parent: OwnedFd,
+    name: CString,
+}
+
+/// A counter the kernel keeps of one limit's hits.
+#[derive(Debug)]
+struct Watch {
+    limit: Limit,
+    file: OwnedFd,
+    key: &'static str,
+}
+
+/// The rlimits the command's first process sets, and the cgroups it joins (all prepared in the
+/// parent; [`ChildLimits::apply`] only makes system calls).
+#[derive(Debug, Default)]
+pub(crate) struct ChildLimits {
+    /// `cgroup.procs` of each cgroup to join, opened for writing, close-on-exec.
+    join: Vec<OwnedFd>,
+    rlimits: Vec<(Resource, u64)>,
+}
+
+impl ChildLimits {
+    /// The descriptors the supervisor must leave open in the first process until the hook ran.
+    pub(crate) fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.join.iter().map(AsFd::as_fd)
+    }
+
+    /// Joins the cgroups, then sets the rlimits (soft and hard: the command cannot raise them
+    /// back; it holds no capability). Async-signal-safe: raw system calls on prepared data.
+    pub(crate) fn apply(&self) -> Result<(), i32> {
+        for fd in &self.join {
+            // "0": the writing process, with everything it will start.
+            rustix::io::write(fd, b"0").map_err(|e| e.raw_os_error())?;
+        }
+        for &(resource, value) in &self.rlimits {
+            let limit = Rlimit {
+                current: Some(value),
+                maximum: Some(value),
+            };
+            rustix::process::setrlimit(resource, limit).map_err(|e| e.raw_os_error())?;
+        }
+        Ok(())
+    }
+}
+
+/// One call's limits, armed before the spawn: the cgroups made, what the child applies, and the
+/// report of which mechanism holds each limit.
+#[derive(Debug)]
+pub(crate) struct Armed {
+    groups: Vec<Group>,
+    watches: Vec<Watch>,
+    /// Filled while arming, then handed to the spawn.
+    child: ChildLimits,
+    pub(crate) report: LimitsReport,
+}
+
+/// What the sandbox can do for the limits of this call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Situation {
+    /// The command runs in a user namespace of its own.
+    pub(crate) own_user_namespace: bool,
+    /// A tmpfs bounds the temp dir.
+    pub(crate) bounded_temp: bool,
+}
+
+static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+
+impl Armed {
+    /// Makes the call's cgroups (where this host may) and decides the rlimits, and returns what
+    /// the command's first process applies. Never fails: what cannot be set up is reported as
+    /// enforced another way, or not at all.
+    pub(crate) fn arm(limits: &ResourceLimits, situation: Situation) -> (Armed, ChildLimits) {
+        let found = hierarchies();
+        let (pid, start) = owner();
+        let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{PREFIX}{pid}.{start}.{n}");
+        let mut armed = Armed {
+            groups: Vec::new(),
+            watches: Vec::new(),
+            child: ChildLimits {
+                join: Vec::new(),
+                rlimits: Vec::new(),
+            },
+            report: LimitsReport {
+                limits: *limits,
+                processes: Enforcer::NotEnforced,
+                memory: Enforcer::NotEnforced,
+                temp_dir: Enforcer::NotEnforced,
+                open_files: Enforcer::NotEnforced,
+            },
+        };
+        if let Some((parent, pids, memory)) = &found.v2 {
+            if armed
+                .make(parent, &name, &v2_files(limits, *pids, *memory))
+                .is_ok()
+            {
+                if *pids {
+                    armed.report.processes = Enforcer::CgroupV2;
+                }
+                if *memory {
+                    armed.report.memory = Enforcer::CgroupV2;
+                }
+            }
+        }
+        if armed.report.processes == Enforcer::NotEnforced {
+            if let Some(parent) = &found.pids_v1 {
+                if armed.make(parent, &name, &pids_v1_files(limits)).is_ok() {
+                    armed.report.processes = Enforcer::CgroupV1;
+                }
+            }
+        }
+        if armed.report.memory == Enforcer::NotEnforced {
+            if let Some(parent) = &found.memory_v1 {
+                if armed.make(parent, &name, &memory_v1_files(limits)).is_ok() {
+                    armed.report.memory = Enforcer::CgroupV1;
+                }
+            }
+        }
+        armed.decide_rlimits(limits, situation);
+        let child = std::mem::take(&mut armed.child);
+        (armed, child)
+    }
+
+    fn decide_rlimits(&mut self, limits: &ResourceLimits, situation: Situation) {
+        let mut wanted = vec![
+            (Resource::Nofile, u64::from(limits.open_files.get())),
+            (Resource::Core, 0),
+        ];
+        self.report.open_files = Enforcer::ProcessRlimit;
+        if self.report.processes == Enforcer::NotEnforced && situation.own_user_namespace {
+            wanted.push((Resource::Nproc, u64::from(limits.processes.get())));
+            self.report.processes = Enforcer::UserNamespaceRlimit;
+        }
+        if self.report.memory == Enforcer::NotEnforced {
+            wanted.push((Resource::Data, limits.memory.get()));
+            self.report.memory = Enforcer::ProcessRlimit;
+        }
+        if situation.bounded_temp {
+            self.report.temp_dir = Enforcer::Tmpfs;
+        } else {
+            wanted.push((Resource::Fsize, limits.temp_dir.get()));
+            self.report.temp_dir = Enforcer::ProcessRlimit;
+        }
+        // Never above the hard limit the host has: only root may raise one, and a lower limit
+        // already holds ours.
+        self.child.rlimits = wanted
+            .into_iter()
+            .map(|(resource, value)| {
+                let hard = rustix::process::getrlimit(resource).maximum;
+                (resource, hard.map_or(value, |hard| hard.min(value)))
+            })
+            .collect();
+    }
+
+    /// Makes `parent/name`, writes `files` (name, value, required) into it, opens its
+    /// `cgroup.procs` to join and its counters to watch. On failure what was made is removed.
+    fn make(&mut self, parent: &Path, name: &str, files: &CgroupFiles) -> io::Result<()> {
+        let parent = rustix::fs::open(
+            parent,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let cname = CString::new(name).map_err(io::Error::other)?;
+        rustix::fs::mkdirat(&parent, cname.as_c_str(), Mode::from_raw_mode(0o755))?;
+        let group = Group {
+            parent,
+            name: cname,
+        };
+        let dir = match rustix::fs::openat(
+            &group.parent,
+            group.name.as_c_str(),
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        ) {
+            Ok(dir) => dir,
+            Err(e) => {
+                group.remove();
+                return Err(e.into());
+            }
+        };
+        let set_up = (|| -> io::Result<(OwnedFd, Vec<Watch>)> {
+            for (file, value, required) in &files.limits {
+                match write_at(&dir, file, value) {
+                    Ok(()) => {}
+                    Err(e) if !required && e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let procs = open_at(&dir, "cgroup.procs", OFlags::WRONLY)?;
+            let mut watches = Vec::new();
+            for (limit, file, key) in &files.watch {
+                let file = open_at(&dir, file, OFlags::RDONLY)?;
+                watches.push(Watch {
+                    limit: *limit,
+                    file,
+                    key,
+                });
+            }
+            Ok((procs, watches))
+        })();
+        match set_up {
+            Ok((procs, watches)) => {
+                self.child.join.push(procs);
+                self.watches.extend(watches);
+                self.groups.push(group);
+                Ok(())
+            }
+            Err(e) => {
+                group.remove();
+                Err(e)
+            }
+        }
+    }
+
+    /// The first limit the kernel counted a hit of, if any.
+    pub(crate) fn hit(&self) -> Option<LimitHit> {
+        self.watches.iter().find_map(|w| {
+            (read_counter(&w.file, w.key) > 0).then(|| LimitHit {
+                limit: w.limit,
+                value: self.report.limits.value(w.limit),
+            })
+        })
+    }
+
+    /// Whether `signal` (the main process's) is the kernel's answer to a file larger than the
+    /// temp dir's limit where only `RLIMIT_FSIZE` bounds it.
+    pub(crate) fn hit_by_signal(&self, signal: Option<i32>) -> Option<LimitHit> {
+        (signal == Some(libc::SIGXFSZ) && self.report.temp_dir == Enforcer::ProcessRlimit).then(
+            || LimitHit {
+                limit: Limit::TempDir,
+                value: self.report.limits.temp_dir.get(),
+            },
+        )
+    }
+}
+
+impl Drop for Armed {
+    /// Removes the call's cgroups: the tree is gone by now (its last processes may still be
+    /// leaving the cgroup for a moment, hence the few retries; the sweep of a later host takes
+    /// what is left).
+    fn drop(&mut self) {
+        for group in self.groups.drain(..) {
+            group.remove();
+        }
+    }
+}
+
+impl Group {
+    fn remove(self) {
+        for attempt in 0..20 {
+            match rustix::fs::unlinkat(
+                &self.parent,
+                self.name.as_c_str(),
+                rustix::fs::AtFlags::REMOVEDIR,
+            ) {
+                Err(rustix::io::Errno::BUSY) if attempt < 19 => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+/// What one cgroup gets: limit files (name, value, whether it must exist) and counters to watch
+/// (limit, file, key).
+struct CgroupFiles {
+    limits: Vec<(&'static str, String, bool)>,
+    watch: Vec<(Limit, &'static str, &'static str)>,
+}
+
+fn v2_files(limits: &ResourceLimits, pids: bool, memory: bool) -> CgroupFiles {
+    let mut files = CgroupFiles {
+        limits: Vec::new(),
+        watch: Vec::new(),
+    };
+    if pids {
+        files
+            .limits
+            .push(("pids.max", limits.processes.to_string(), true));
+        files.watch.push((Limit::Processes, "pids.events", "max"));
+    }
+    if memory {
+        files
+            .limits
+            .push(("memory.max", limits.memory.to_string(), true));
+        // No swap: the limit is what the tree holds, not what it pushes onto the disk.
+        files
+            .limits
+            .push(("memory.swap.max", "0".to_owned(), false));
+        files
+            .limits
+            .push(("memory.oom.group", "1".to_owned(), false));
+        files
+            .watch
+            .push((Limit::Memory, "memory.events", "oom_kill"));
+    }
+    files
+}
+
+fn pids_v1_files(limits: &ResourceLimits) -> CgroupFiles {
+    CgroupFiles {
+        limits: vec![("pids.max", limits.processes.to_string(), true)],
+        watch: vec![(Limit::Processes, "pids.events", "max")],
+    }
+}
+
+fn memory_v1_files(limits: &ResourceLimits) -> CgroupFiles {
+    let bytes = limits.memory.to_string();
+    CgroupFiles {
+        limits: vec![
+            ("memory.limit_in_bytes", bytes.clone(), true),
+            // Memory plus swap, where the kernel accounts swap: the same bound.
+            ("memory.memsw.limit_in_bytes", bytes, false),
+        ],
+        watch: vec![(Limit::Memory, "memory.oom_control", "oom_kill")],
+    }
+}
+
+fn open_at(dir: &OwnedFd, name: &str, flags: OFlags) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )?)
+}
+
+fn write_at(dir: &OwnedFd, name: &str, value: &str) -> io::Result<()> {
+    let fd = open_at(dir, name, OFlags::WRONLY)?;
+    rustix::io::write(&fd, value.as_bytes())?;
+    Ok(())
+}
+
+/// The value of `key` in a `key value` counter file, read from its start; 0 if unreadable.
+fn read_counter(file: &OwnedFd, key: &str) -> u64 {
+    let mut buf = [0u8; 512];
+    let Ok(n) = rustix::io::pread(file, &mut buf, 0) else {
+        return 0;
+    };
+    counter_value(&String::from_utf8_lossy(&buf[..n]), key)
+}
+
+/// The value of `key` in `text` (`key value` lines); 0 when absent.
+pub(crate) fn counter_value(text: &str, key: &str) -> u64 {
+    text.lines()
+        .filter_map(|line| line.split_once(' '))
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether `fd` (an `O_PATH` descriptor of the call's temp dir as the command sees it) is a
+/// tmpfs with no free block left: the temp dir is full (LIM-2).
+// `f_type`'s C type differs between targets.
+#[allow(clippy::useless_conversion)]
+pub(crate) fn temp_dir_full(fd: &OwnedFd) -> bool {
+    rustix::fs::fstatfs(fd).is_ok_and(|s| {
+        i64::from(s.f_type) == i64::from(libc::TMPFS_MAGIC) && s.f_blocks > 0 && s.f_bavail == 0
+    })
+}
+
+/// Opens the call's temp dir as the process `pid` (a live member of the call's tree) sees it —
+/// in its mount namespace, where the tmpfs covers it — to watch how full it is. `None` when the
+/// process is gone or the path is not a directory there.
+pub(crate) fn open_temp_dir_of(pid: u32, temp: &Path) -> Option<OwnedFd> {
+    let mut path = PathBuf::from(format!("/proc/{pid}/root"));
+    path.push(temp.strip_prefix("/").ok()?);
+    rustix::fs::open(
+        &path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
+}
+
+/// For `doctor`: which mechanisms a call here gets, by default limits, without making anything.
+pub fn describe() -> String {
+    let found = hierarchies();
+    let mut parts = Vec::new();
+    match &found.v2 {
+        Some((p, pids, memory)) => parts.push(format!(
+            "cgroup v2 under {} (pids: {}, memory: {})",
+            p.display(),
+            if *pids { "yes" } else { "no" },
+            if *memory { "yes" } else { "no" }
+        )),
+        None => parts.push("no delegated cgroup v2 subtree".to_owned()),
+    }
+    for (name, parent) in [("pids", &found.pids_v1), ("memory", &found.memory_v1)] {
+        if let Some(p) = parent {
+            let writable = rustix::fs::access(p, rustix::fs::Access::WRITE_OK).is_ok();
+            parts.push(format!(
+                "cgroup v1 {name} under {}{}",
+                p.display(),
+                if writable {
+                    ""
+                } else {
+                    " (not writable: rlimits instead)"
+                }
+            ));
+        }
+    }
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_mounts_are_found_with_their_controllers() {
+        let text = "\
+35 25 0:30 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+36 25 0:31 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+37 25 0:32 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+38 25 0:33 / /mnt/with\\040space rw - cgroup2 cgroup2 rw
+39 25 0:34 / /proc rw - proc proc rw
+garbage line";
+        let mounts = parse_cgroup_mounts(text);
+        assert_eq!(mounts.len(), 4);
+        assert_eq!(mounts[0].0, Path::new("/sys/fs/cgroup/memory"));
+        assert!(mounts[0].1.as_ref().unwrap().contains(&"memory".to_owned()));
+        assert_eq!(mounts[2].1, None);
+        assert_eq!(mounts[3].0, Path::new("/mnt/with space"));
+    }
+
+    #[test]
+    fn own_cgroup_lines_give_controllers_and_paths() {
+        let own = parse_own_cgroups("8:pids:/\n4:memory:/a/b\n0::/user.slice\nbad\n");
+        assert_eq!(
+            own,
+            [
+                ("pids".to_owned(), "/".to_owned()),
+                ("memory".to_owned(), "/a/b".to_owned()),
+                (String::new(), "/user.slice".to_owned())
+            ]
+        );
+        assert_eq!(
+            join_cgroup(Path::new("/sys/fs/cgroup/memory"), "/a/../b"),
+            Path::new("/sys/fs/cgroup/memory/a/b")
+        );
+    }
+
+    #[test]
+    fn only_names_of_the_calls_own_shape_are_swept() {
+        assert_eq!(parse_name("agent-exec.12.345.6"), Some((12, 345)));
+        for other in [
+            "agent-exec-host",
+            "agent-exec.12.345",
+            "agent-exec.12.345.6.7",
+            "agent-exec.x.345.6",
+            "user.slice",
+        ] {
+            assert_eq!(parse_name(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn counters_are_read_by_key() {
+        let v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n";
+        assert_eq!(counter_value(v1, "oom_kill"), 2);
+        assert_eq!(counter_value("max 0\n", "max"), 0);
+        assert_eq!(
+            counter_value("low 0\nhigh 0\nmax 5\noom 1\n", "oom_kill"),
+            0
+        );
+        assert_eq!(counter_value("max 17", "max"), 17);
+    }
+}

@@ -1,0 +1,379 @@
+//! Per-call resource limits (SPEC LIM-1, LIM-2): how many processes, how much memory (the whole
+//! tree), how large the temp dir, how many open files — and how each was enforced.
+//!
+//! **Owns:** the limit values and their defaults, the report of which mechanism held each limit
+//! ([`LimitsReport`]) and the name of a limit a call hit ([`LimitHit`]). The mechanisms live in
+//! the platform code (Linux: module `cgroup` — cgroup v2 where a delegated subtree exists,
+//! cgroup v1 `pids`/`memory` where the host may write them, rlimits otherwise; the temp dir's
+//! tmpfs in `linux_sandbox`).
+//!
+//! **Refuses:** to weaken the sandbox for a limit. A limit that cannot be enforced here is
+//! reported as such (`not enforced`), never faked; the sandbox itself is unaffected.
+//!
+//! # Defaults, and why
+//! | limit | `command`, `run_command`, `background_command` | `run` |
+//! |---|---|---|
+//! | processes (threads count) | 1024 | 64 |
+//! | memory, the whole tree | half the machine's RAM, at most 8 GiB | 1 GiB |
+//! | temp dir (`HOME` and `TMPDIR`) | a quarter of RAM, 256 MiB … 4 GiB | 256 MiB |
+//! | open files per process | 65 536 | 1024 |
+//!
+//! 1024 processes is four times what `make -j` on a 64-core machine runs, and a fork bomb
+//! stops there. Half the RAM leaves the user's desktop and the host alive when a call
+//! misbehaves; 8 GiB is more than any test suite an agent runs needs. The temp dir is memory
+//! (a tmpfs), so it is a part of the memory limit, not an addition. 65 536 files is what Java
+//! build tools and file watchers ask for. A host changes any of them with
+//! [`ResourceLimits`]'s fields (`SandboxSpec::resources`).
+
+use std::fmt;
+use std::num::{NonZeroU32, NonZeroU64};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// The limits of one call. Zero is not a value any limit can take (the types say so): a call
+/// that may not start its own process cannot run at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// Processes and threads alive at once in the call's tree, its first process included.
+    pub processes: NonZeroU32,
+    /// Bytes of memory the whole tree may use (resident memory, page cache it dirties, the
+    /// temp dir's tmpfs, kernel memory charged to it).
+    pub memory: NonZeroU64,
+    /// Bytes the call's temp dir (its `HOME` and `TMPDIR`) may hold.
+    pub temp_dir: NonZeroU64,
+    /// Descriptors each process may hold open (`RLIMIT_NOFILE`, soft and hard).
+    pub open_files: NonZeroU32,
+}
+
+impl ResourceLimits {
+    /// The defaults of a shell-kind call (`command`, `run_command`, `background_command`): see
+    /// the module documentation.
+    pub fn for_command() -> ResourceLimits {
+        let ram = total_ram();
+        ResourceLimits {
+            processes: nz32(1024),
+            memory: nz64((ram / 2).clamp(256 * MIB, 8 * GIB)),
+            temp_dir: nz64((ram / 4).clamp(256 * MIB, 4 * GIB)),
+            open_files: nz32(65_536),
+        }
+    }
+
+    /// The stricter fixed limits of `run` (one program: awk, sort, wc, diff on the mirror).
+    pub fn for_run() -> ResourceLimits {
+        ResourceLimits {
+            processes: nz32(64),
+            memory: nz64(GIB),
+            temp_dir: nz64(256 * MIB),
+            open_files: nz32(1024),
+        }
+    }
+
+    /// The value of one limit, in its unit (a count or bytes).
+    pub fn value(&self, limit: Limit) -> u64 {
+        match limit {
+            Limit::Processes => u64::from(self.processes.get()),
+            Limit::Memory => self.memory.get(),
+            Limit::TempDir => self.temp_dir.get(),
+            Limit::OpenFiles => u64::from(self.open_files.get()),
+        }
+    }
+}
+
+fn nz32(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN)
+}
+
+fn nz64(n: u64) -> NonZeroU64 {
+    NonZeroU64::new(n).unwrap_or(NonZeroU64::MIN)
+}
+
+/// The machine's RAM in bytes (0 if the kernel does not say).
+fn total_ram() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: an all-zero sysinfo is a valid value of this plain C struct, filled by the
+        // kernel.
+        let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+        // SAFETY: a writable sysinfo.
+        if unsafe { libc::sysinfo(&mut info) } == 0 {
+            // `totalram` is a C `unsigned long`: 32 bits on some targets.
+            #[allow(clippy::useless_conversion)]
+            return u64::from(info.totalram).saturating_mul(u64::from(info.mem_unit.max(1)));
+        }
+        0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        8 * GIB
+    }
+}
+
+/// One of the limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Limit {
+    /// [`ResourceLimits::processes`].
+    Processes,
+    /// [`ResourceLimits::memory`].
+    Memory,
+    /// [`ResourceLimits::temp_dir`].
+    TempDir,
+    /// [`ResourceLimits::open_files`].
+    OpenFiles,
+}
+
+impl Limit {
+    /// The name results use: `processes`, `memory`, `tempDir`, `openFiles`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::Processes => "processes",
+            Limit::Memory => "memory",
+            Limit::TempDir => "tempDir",
+            Limit::OpenFiles => "openFiles",
+        }
+    }
+
+    fn is_bytes(self) -> bool {
+        matches!(self, Limit::Memory | Limit::TempDir)
+    }
+}
+
+/// A limit a call hit, with the value it had: ends the run with
+/// [`End::LimitExceeded`](crate::End::LimitExceeded) (LIM-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitHit {
+    /// Which limit.
+    pub limit: Limit,
+    /// Its value (a count or bytes).
+    pub value: u64,
+}
+
+impl LimitHit {
+    /// The sentence results carry: what was hit, that the tree was stopped, what to do, and
+    /// the stable code.
+    pub fn explain(&self) -> String {
+        format!(
+            "the command hit its {} limit ({self}), so everything it started was stopped; {} \
+             ({})",
+            self.limit.name(),
+            self.advice(),
+            toolscope::ErrorCode::ExecLimitExceeded.as_str()
+        )
+    }
+
+    /// What the agent should do about it, in one sentence.
+    pub fn advice(&self) -> &'static str {
+        match self.limit {
+            Limit::Processes => {
+                "start fewer processes at once (a lower -j, fewer workers) or ask the user to \
+                 raise the limit"
+            }
+            Limit::Memory => {
+                "use less memory (smaller inputs or batches, fewer parallel jobs) or ask the user \
+                 to raise the limit"
+            }
+            Limit::TempDir => {
+                "write large files into the workspace instead of HOME or TMPDIR, or ask the user \
+                 to raise the limit"
+            }
+            Limit::OpenFiles => "close files you no longer need or open fewer at once",
+        }
+    }
+}
+
+impl fmt::Display for LimitHit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.limit.name())?;
+        if self.limit.is_bytes() {
+            write!(f, "{}", Bytes(self.value))
+        } else {
+            write!(f, "{}", self.value)
+        }
+    }
+}
+
+/// Bytes as people write them: `8 GiB`, `512 MiB`, `1000 bytes`.
+struct Bytes(u64);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0;
+        if n >= GIB {
+            let tenths = n.saturating_mul(10) / GIB;
+            if n % GIB == 0 {
+                write!(f, "{} GiB", n / GIB)
+            } else {
+                write!(f, "{}.{} GiB", tenths / 10, tenths % 10)
+            }
+        } else if n >= MIB {
+            write!(f, "{} MiB", n / MIB)
+        } else {
+            write!(f, "{n} bytes")
+        }
+    }
+}
+
+/// How one limit was enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Enforcer {
+    /// A cgroup v2 child of a delegated subtree: the whole tree, and a hit is seen.
+    CgroupV2,
+    /// A cgroup v1 `pids` or `memory` controller (a root host): the whole tree, and a hit is
+    /// seen.
+    CgroupV1,
+    /// A tmpfs of that size (the temp dir).
+    Tmpfs,
+    /// `RLIMIT_NPROC` counted inside the call's own user namespace: the whole tree, but a hit
+    /// cannot be seen from outside (forks fail with `EAGAIN`).
+    UserNamespaceRlimit,
+    /// A per-process rlimit (`RLIMIT_DATA` for memory, `RLIMIT_FSIZE` for the temp dir's
+    /// files, `RLIMIT_NOFILE`): each process, not the tree.
+    ProcessRlimit,
+    /// Nothing on this machine could enforce it.
+    NotEnforced,
+}
+
+impl Enforcer {
+    fn name(self) -> &'static str {
+        match self {
+            Enforcer::CgroupV2 => "cgroup v2",
+            Enforcer::CgroupV1 => "cgroup v1",
+            Enforcer::Tmpfs => "tmpfs",
+            Enforcer::UserNamespaceRlimit => "rlimit in the call's user namespace",
+            Enforcer::ProcessRlimit => "rlimit per process",
+            Enforcer::NotEnforced => "not enforced",
+        }
+    }
+
+    /// Whether this holds the limit as documented (the whole tree; the temp dir as a whole;
+    /// open files are a per-process limit by definition).
+    fn is_full(self, limit: Limit) -> bool {
+        match self {
+            Enforcer::CgroupV2 | Enforcer::CgroupV1 | Enforcer::Tmpfs => true,
+            Enforcer::UserNamespaceRlimit => limit == Limit::Processes,
+            Enforcer::ProcessRlimit => limit == Limit::OpenFiles,
+            Enforcer::NotEnforced => false,
+        }
+    }
+}
+
+/// Which mechanism held each limit of one call (like the sandbox's enforcement report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitsReport {
+    /// The values.
+    pub limits: ResourceLimits,
+    /// How the process limit held.
+    pub processes: Enforcer,
+    /// How the memory limit held.
+    pub memory: Enforcer,
+    /// How the temp dir's size held.
+    pub temp_dir: Enforcer,
+    /// How the open-files limit held.
+    pub open_files: Enforcer,
+}
+
+/// Fully, partially or not enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitsStatus {
+    /// Every limit held as documented.
+    Fully,
+    /// Some held per process only, or not at all.
+    Partially,
+    /// None held.
+    Not,
+}
+
+impl LimitsReport {
+    fn each(&self) -> [(Limit, Enforcer); 4] {
+        [
+            (Limit::Processes, self.processes),
+            (Limit::Memory, self.memory),
+            (Limit::TempDir, self.temp_dir),
+            (Limit::OpenFiles, self.open_files),
+        ]
+    }
+
+    /// Fully, partially or not enforced.
+    pub fn status(&self) -> LimitsStatus {
+        let each = self.each();
+        if each.iter().all(|(l, e)| e.is_full(*l)) {
+            LimitsStatus::Fully
+        } else if each.iter().all(|(_, e)| *e == Enforcer::NotEnforced) {
+            LimitsStatus::Not
+        } else {
+            LimitsStatus::Partially
+        }
+    }
+}
+
+impl fmt::Display for LimitsReport {
+    /// `limits fully enforced (processes 1024: cgroup v1; memory 8 GiB: cgroup v1; …)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status = match self.status() {
+            LimitsStatus::Fully => "fully",
+            LimitsStatus::Partially => "partially",
+            LimitsStatus::Not => "not",
+        };
+        write!(f, "limits {status} enforced (")?;
+        for (i, (limit, enforcer)) in self.each().into_iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            let hit = LimitHit {
+                limit,
+                value: self.limits.value(limit),
+            };
+            write!(f, "{}", hit.to_string().replacen(": ", " ", 1))?;
+            write!(f, ": {}", enforcer.name())?;
+        }
+        f.write_str(")")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hit_names_the_limit_and_its_value_in_units_people_read() {
+        let hit = |limit, value| LimitHit { limit, value }.to_string();
+        assert_eq!(hit(Limit::Memory, 8 * GIB), "memory: 8 GiB");
+        assert_eq!(hit(Limit::Memory, 3 * GIB / 2), "memory: 1.5 GiB");
+        assert_eq!(hit(Limit::TempDir, 256 * MIB), "tempDir: 256 MiB");
+        assert_eq!(hit(Limit::Processes, 1024), "processes: 1024");
+        assert_eq!(hit(Limit::OpenFiles, 65_536), "openFiles: 65536");
+    }
+
+    #[test]
+    fn defaults_stay_within_their_documented_bounds() {
+        let c = ResourceLimits::for_command();
+        assert_eq!(c.processes.get(), 1024);
+        assert!(c.memory.get() <= 8 * GIB && c.memory.get() >= 256 * MIB);
+        assert!(c.temp_dir.get() <= 4 * GIB && c.temp_dir.get() >= 256 * MIB);
+        let r = ResourceLimits::for_run();
+        assert!(r.processes < c.processes && r.open_files < c.open_files);
+    }
+
+    #[test]
+    fn a_report_is_full_only_when_the_tree_limits_hold_for_the_tree() {
+        let mut report = LimitsReport {
+            limits: ResourceLimits::for_run(),
+            processes: Enforcer::CgroupV1,
+            memory: Enforcer::CgroupV1,
+            temp_dir: Enforcer::Tmpfs,
+            open_files: Enforcer::ProcessRlimit,
+        };
+        assert_eq!(report.status(), LimitsStatus::Fully);
+        report.memory = Enforcer::ProcessRlimit;
+        assert_eq!(report.status(), LimitsStatus::Partially);
+        assert!(
+            report
+                .to_string()
+                .contains("memory 1 GiB: rlimit per process"),
+            "{report}"
+        );
+        report.processes = Enforcer::UserNamespaceRlimit;
+        report.temp_dir = Enforcer::ProcessRlimit;
+        assert_eq!(report.status(), LimitsStatus::Partially);
+    }
+}
