@@ -652,7 +652,21 @@ pub(crate) fn open_temp_dir_of(pid: u32, temp: &Path) -> Option<OwnedFd> {
     .ok()
 }
 
-/// For `doctor`: which mechanisms a call here gets, by default limits, without making anything.
+/// For `doctor`: how `limits` would be enforced for a shell-kind call here, found the way a
+/// call finds it (its cgroups are made and removed again; nothing runs). `bounded_temp`: whether
+/// the command would get a private mount namespace (and so the temp dir's tmpfs).
+pub fn report_here(limits: &ResourceLimits, bounded_temp: bool) -> LimitsReport {
+    let (armed, _child) = Armed::arm(
+        limits,
+        Situation {
+            own_user_namespace: crate::linux::launch().own_user_namespace,
+            bounded_temp,
+        },
+    );
+    armed.report
+}
+
+/// For `doctor`: the cgroup hierarchies this host would use, in words.
 pub fn describe() -> String {
     let found = hierarchies();
     let mut parts = Vec::new();

@@ -89,7 +89,7 @@ mod backend;
 
 pub use calltemp::{CallTemp, CallTempError};
 #[cfg(target_os = "linux")]
-pub use cgroup::describe as describe_limit_mechanisms;
+pub use cgroup::{describe as describe_limit_mechanisms, report_here as limits_report_here};
 pub use job::{End, ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir};
 pub use limits::{Enforcer, Limit, LimitHit, LimitsReport, LimitsStatus, ResourceLimits};
 pub use open_error::open_error_code;

@@ -46,10 +46,22 @@ pub struct ResourceLimits {
     pub open_files: NonZeroU32,
 }
 
+/// The host's environment variable that changes the shell-kind defaults (module docs).
+pub const LIMITS_ENV: &str = "AGENT_EXEC_LIMITS";
+
 impl ResourceLimits {
     /// The defaults of a shell-kind call (`command`, `run_command`, `background_command`): see
-    /// the module documentation.
+    /// the module documentation, changed by [`LIMITS_ENV`] where the host set it (a malformed
+    /// value leaves the defaults here; [`host_overrides`] refuses the call).
     pub fn for_command() -> ResourceLimits {
+        match host_overrides() {
+            Ok(Some(limits)) => limits,
+            _ => ResourceLimits::builtin_command(),
+        }
+    }
+
+    /// The documented shell-kind defaults, before [`LIMITS_ENV`].
+    pub fn builtin_command() -> ResourceLimits {
         let ram = total_ram();
         ResourceLimits {
             processes: nz32(1024),
@@ -57,6 +69,42 @@ impl ResourceLimits {
             temp_dir: nz64((ram / 4).clamp(256 * MIB, 4 * GIB)),
             open_files: nz32(65_536),
         }
+    }
+
+    /// `base` with the overrides of `text` (`name=value,…`; module docs) applied.
+    ///
+    /// # Errors
+    /// [`LimitsError`] naming the first entry that is not `processes`, `memory`, `tempDir` or
+    /// `openFiles` with a positive value in range.
+    pub fn with_overrides(mut self, text: &str) -> Result<ResourceLimits, LimitsError> {
+        for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let bad = |why: &str| LimitsError(format!("{entry:?}: {why}"));
+            let (name, value) = entry
+                .split_once('=')
+                .ok_or_else(|| bad("write name=value"))?;
+            let (name, value) = (name.trim(), value.trim());
+            match name {
+                "processes" => self.processes = parse_count(value).map_err(|w| bad(&w))?,
+                "openFiles" => self.open_files = parse_count(value).map_err(|w| bad(&w))?,
+                "memory" => self.memory = parse_bytes(value).map_err(|w| bad(&w))?,
+                "tempDir" => self.temp_dir = parse_bytes(value).map_err(|w| bad(&w))?,
+                _ => {
+                    return Err(bad(
+                        "the names are processes, memory, tempDir and openFiles",
+                    ));
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    /// The overrides text that gives these limits from any base: what
+    /// [`with_overrides`](ResourceLimits::with_overrides) reads.
+    pub fn to_overrides(&self) -> String {
+        format!(
+            "processes={},memory={},tempDir={},openFiles={}",
+            self.processes, self.memory, self.temp_dir, self.open_files
+        )
     }
 
     /// The stricter fixed limits of `run` (one program: awk, sort, wc, diff on the mirror).
@@ -78,6 +126,61 @@ impl ResourceLimits {
             Limit::OpenFiles => u64::from(self.open_files.get()),
         }
     }
+}
+
+/// A [`LIMITS_ENV`] value that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{LIMITS_ENV} is malformed at {0}; set it like \"processes=512,memory=2GiB,tempDir=1GiB,openFiles=4096\" \
+     (any subset) or unset it"
+)]
+pub struct LimitsError(String);
+
+/// The shell-kind limits as the host's [`LIMITS_ENV`] sets them: `Ok(None)` when it is unset,
+/// read once per process.
+///
+/// # Errors
+/// The parse error of a malformed value (the runner refuses shell-kind calls with it).
+pub fn host_overrides() -> Result<Option<ResourceLimits>, LimitsError> {
+    static READ: std::sync::OnceLock<Result<Option<ResourceLimits>, LimitsError>> =
+        std::sync::OnceLock::new();
+    READ.get_or_init(|| match std::env::var(LIMITS_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(LimitsError("a value that is not UTF-8".to_owned()))
+        }
+        Ok(text) => ResourceLimits::builtin_command()
+            .with_overrides(&text)
+            .map(Some),
+    })
+    .clone()
+}
+
+fn parse_count(value: &str) -> Result<NonZeroU32, String> {
+    value
+        .parse::<NonZeroU32>()
+        .map_err(|_| format!("{value:?} is not a whole number from 1 to {}", u32::MAX))
+}
+
+fn parse_bytes(value: &str) -> Result<NonZeroU64, String> {
+    let digits = value.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = value[digits.len()..].trim_start();
+    let shift = match unit {
+        "" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        "T" | "TiB" => 40,
+        _ => return Err(format!("unit {unit:?}: use bytes, KiB, MiB, GiB or TiB")),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("{value:?} is not a size (e.g. 2GiB)"))?;
+    let bytes = n
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{value:?} is too large"))?;
+    NonZeroU64::new(bytes).ok_or_else(|| "a limit of 0 would let nothing run".to_owned())
 }
 
 fn nz32(n: u32) -> NonZeroU32 {
@@ -352,6 +455,56 @@ mod tests {
         assert!(c.temp_dir.get() <= 4 * GIB && c.temp_dir.get() >= 256 * MIB);
         let r = ResourceLimits::for_run();
         assert!(r.processes < c.processes && r.open_files < c.open_files);
+    }
+
+    #[test]
+    fn overrides_change_only_what_they_name_and_bad_ones_say_what_to_write() {
+        let base = ResourceLimits::for_run();
+        let l = base
+            .with_overrides("processes=512, memory=2GiB,tempDir=100M")
+            .unwrap();
+        assert_eq!(l.processes.get(), 512);
+        assert_eq!(l.memory.get(), 2 * GIB);
+        assert_eq!(l.temp_dir.get(), 100 * MIB);
+        assert_eq!(l.open_files, base.open_files);
+        assert_eq!(base.with_overrides("").unwrap(), base);
+        for bad in [
+            "processes",
+            "processes=0",
+            "memory=0",
+            "memory=2PB",
+            "memory=99999999999T",
+            "cpu=2",
+            "openFiles=-1",
+            "processes=1.5",
+        ] {
+            let e = base.with_overrides(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(LIMITS_ENV) && e.contains("processes=512"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn overrides_round_trip(
+            p in 1u32.., m in 1u64.., t in 1u64.., f in 1u32..,
+            base in proptest::sample::select(vec![ResourceLimits::for_run(), ResourceLimits::builtin_command()])
+        ) {
+            let want = ResourceLimits {
+                processes: nz32(p),
+                memory: nz64(m),
+                temp_dir: nz64(t),
+                open_files: nz32(f),
+            };
+            proptest::prop_assert_eq!(base.with_overrides(&want.to_overrides()).unwrap(), want);
+        }
+
+        #[test]
+        fn overrides_never_panic(text in ".{0,64}") {
+            let _ = ResourceLimits::for_run().with_overrides(&text);
+        }
     }
 
     #[test]

@@ -83,6 +83,12 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
             _ => CancelReason::Requested,
         })
     })?;
+    // A host whose limits setting is malformed runs no shell-kind call until it is fixed: the
+    // limits it asked for would not be the ones applied.
+    if job.sandbox.may_spawn() {
+        crate::limits::host_overrides()
+            .map_err(|e| ExecError::SandboxUnavailable(e.to_string()))?;
+    }
     let lease = job.workdir.lease.clone();
     lease.verify().map_err(ExecError::LeaseLost)?;
     let prepared = crate::backend::prepare(&job.sandbox)?;

@@ -188,7 +188,29 @@ pub fn report() -> Value {
             "pidNamespace": pid_ns,
         },
         "systemSet": system_set(),
+        "limits": limits(namespaces),
         "runCommand": default_run_command(),
+    })
+}
+
+/// The per-call resource limits (LIM-1): the values, how each is held here, and the host's
+/// `AGENT_EXEC_LIMITS` setting.
+#[cfg(target_os = "linux")]
+fn limits(namespaces: bool) -> Value {
+    let host = match exec::limits::host_overrides() {
+        Ok(Some(_)) => json!({"set": true, "ok": true}),
+        Ok(None) => json!({"set": false}),
+        Err(e) => json!({"set": true, "ok": false, "error": e.to_string()}),
+    };
+    let command = exec::ResourceLimits::for_command();
+    let run = exec::ResourceLimits::for_run();
+    json!({
+        "command": exec::limits_report_here(&command, namespaces).to_string(),
+        // `run` is a single program: no private /dev/shm or temp tmpfs (RLIMIT_FSIZE).
+        "run": exec::limits_report_here(&run, false).to_string(),
+        "cgroups": exec::describe_limit_mechanisms(),
+        "hostSetting": host,
+        "env": exec::limits::LIMITS_ENV,
     })
 }
 
