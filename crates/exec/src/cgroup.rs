@@ -56,6 +56,10 @@ struct Hierarchies {
     pids_v1: Option<PathBuf>,
     /// The v1 `memory` parent.
     memory_v1: Option<PathBuf>,
+    /// The v1 `cpu` parent: each call is a scheduling group of its own, so a call of 900
+    /// busy processes gets one group's share of the CPU, not 900 processes' (the host and other
+    /// calls stay responsive; no limit, only fairness).
+    cpu_v1: Option<PathBuf>,
 }
 
 fn hierarchies() -> &'static Hierarchies {
@@ -66,6 +70,7 @@ fn hierarchies() -> &'static Hierarchies {
         parents.extend(found.v2.as_ref().map(|(p, ..)| p.as_path()));
         parents.extend(found.pids_v1.as_deref());
         parents.extend(found.memory_v1.as_deref());
+        parents.extend(found.cpu_v1.as_deref());
         for parent in parents {
             sweep(parent);
         }
@@ -89,7 +94,7 @@ fn find() -> io::Result<Hierarchies> {
             }
             continue;
         };
-        for wanted in ["pids", "memory"] {
+        for wanted in ["pids", "memory", "cpu"] {
             if !controllers.iter().any(|c| c == wanted) {
                 continue;
             }
@@ -101,7 +106,8 @@ fn find() -> io::Result<Hierarchies> {
             if base.is_dir() {
                 match wanted {
                     "pids" => found.pids_v1 = Some(base),
-                    _ => found.memory_v1 = Some(base),
+                    "memory" => found.memory_v1 = Some(base),
+                    _ => found.cpu_v1 = Some(base),
                 }
             }
         }
@@ -196,7 +202,7 @@ fn v2_parent(base: &Path) -> Option<(PathBuf, bool, bool)> {
             .collect()
     };
     let available = words("cgroup.controllers");
-    let wanted: Vec<&str> = ["pids", "memory"]
+    let wanted: Vec<&str> = ["pids", "memory", "cpu"]
         .into_iter()
         .filter(|c| available.iter().any(|a| a == c))
         .collect();
@@ -339,6 +345,10 @@ pub(crate) struct Situation {
     pub(crate) own_user_namespace: bool,
     /// A tmpfs bounds the temp dir.
     pub(crate) bounded_temp: bool,
+    /// A single program (`run`): `RLIMIT_DATA` is set even where a memory cgroup holds the
+    /// tree, because programs such as GNU `sort` size their buffers from it (and from the
+    /// machine's RAM otherwise, which the cgroup would then kill them for).
+    pub(crate) single_program: bool,
 }
 
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
@@ -394,6 +404,11 @@ impl Armed {
                 }
             }
         }
+        // Fairness only: a failure changes no limit (v2's `cpu`, where delegated, comes with
+        // the v2 cgroup above).
+        if let Some(parent) = &found.cpu_v1 {
+            let _ = armed.make(parent, &name, &CgroupFiles::default());
+        }
         armed.decide_rlimits(limits, situation);
         let child = std::mem::take(&mut armed.child);
         (armed, child)
@@ -412,6 +427,8 @@ impl Armed {
         if self.report.memory == Enforcer::NotEnforced {
             wanted.push((Resource::Data, limits.memory.get()));
             self.report.memory = Enforcer::ProcessRlimit;
+        } else if situation.single_program {
+            wanted.push((Resource::Data, limits.memory.get()));
         }
         if situation.bounded_temp {
             self.report.temp_dir = Enforcer::Tmpfs;
@@ -428,6 +445,34 @@ impl Armed {
                 (resource, hard.map_or(value, |hard| hard.min(value)))
             })
             .collect();
+        // The report names the values applied: a lower hard limit of the host's holds instead.
+        for &(resource, applied) in &self.child.rlimits {
+            let limits = &mut self.report.limits;
+            let narrow = |v: u64| u32::try_from(v).ok().and_then(std::num::NonZeroU32::new);
+            match resource {
+                Resource::Nofile => {
+                    if let Some(n) = narrow(applied) {
+                        limits.open_files = limits.open_files.min(n);
+                    }
+                }
+                Resource::Nproc if self.report.processes == Enforcer::UserNamespaceRlimit => {
+                    if let Some(n) = narrow(applied) {
+                        limits.processes = limits.processes.min(n);
+                    }
+                }
+                Resource::Data if self.report.memory == Enforcer::ProcessRlimit => {
+                    if let Some(n) = std::num::NonZeroU64::new(applied) {
+                        limits.memory = limits.memory.min(n);
+                    }
+                }
+                Resource::Fsize if self.report.temp_dir == Enforcer::ProcessRlimit => {
+                    if let Some(n) = std::num::NonZeroU64::new(applied) {
+                        limits.temp_dir = limits.temp_dir.min(n);
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Makes `parent/name`, writes `files` (name, value, required) into it, opens its
@@ -464,7 +509,12 @@ impl Armed {
                     Err(e) => return Err(e),
                 }
             }
-            let procs = open_at(&dir, "cgroup.procs", OFlags::WRONLY)?;
+            // Above the supervisor's plumbing (0-4, and what it moves there): the hook keeps it
+            // open at its number.
+            let procs = rustix::io::fcntl_dupfd_cloexec(
+                open_at(&dir, "cgroup.procs", OFlags::WRONLY)?,
+                10,
+            )?;
             let mut watches = Vec::new();
             for (limit, file, key) in &files.watch {
                 let file = open_at(&dir, file, OFlags::RDONLY)?;
@@ -542,6 +592,7 @@ impl Group {
 
 /// What one cgroup gets: limit files (name, value, whether it must exist) and counters to watch
 /// (limit, file, key).
+#[derive(Default)]
 struct CgroupFiles {
     limits: Vec<(&'static str, String, bool)>,
     watch: Vec<(Limit, &'static str, &'static str)>,
@@ -661,6 +712,7 @@ pub fn report_here(limits: &ResourceLimits, bounded_temp: bool) -> LimitsReport 
         Situation {
             own_user_namespace: crate::linux::launch().own_user_namespace,
             bounded_temp,
+            single_program: !bounded_temp,
         },
     );
     armed.report

@@ -14,8 +14,8 @@
 //! | limit | `command`, `run_command`, `background_command` | `run` |
 //! |---|---|---|
 //! | processes (threads count) | 1024 | 64 |
-//! | memory, the whole tree | half the machine's RAM, at most 8 GiB | 1 GiB |
-//! | temp dir (`HOME` and `TMPDIR`) | a quarter of RAM, 256 MiB … 4 GiB | 256 MiB |
+//! | memory, the whole tree | half the machine's RAM, at most 8 GiB | a quarter, 512 MiB … 2 GiB |
+//! | temp dir (`HOME` and `TMPDIR`; the private `/dev/shm` is no larger) | a quarter of RAM, 256 MiB … 4 GiB | 2 GiB per file |
 //! | open files per process | 65 536 | 1024 |
 //!
 //! 1024 processes is four times what `make -j` on a 64-core machine runs, and a fork bomb
@@ -107,12 +107,15 @@ impl ResourceLimits {
         )
     }
 
-    /// The stricter fixed limits of `run` (one program: awk, sort, wc, diff on the mirror).
+    /// The stricter fixed limits of `run` (one program: awk, sort, wc, diff on the mirror):
+    /// memory a quarter of the RAM, 512 MiB … 2 GiB (`sort` of a large file sizes its buffer
+    /// from `RLIMIT_DATA`, set to this, and spills the rest into its temp dir), temp files of at
+    /// most 2 GiB each.
     pub fn for_run() -> ResourceLimits {
         ResourceLimits {
             processes: nz32(64),
-            memory: nz64(GIB),
-            temp_dir: nz64(256 * MIB),
+            memory: nz64((total_ram() / 4).clamp(512 * MIB, 2 * GIB)),
+            temp_dir: nz64(2 * GIB),
             open_files: nz32(1024),
         }
     }
@@ -337,8 +340,13 @@ pub enum Enforcer {
 }
 
 impl Enforcer {
-    fn name(self) -> &'static str {
+    fn name(self, limit: Limit) -> &'static str {
         match self {
+            // RLIMIT_DATA counts private memory only: shared mappings, memfd and SysV shm are
+            // not in it (issue 20 attack 1).
+            Enforcer::ProcessRlimit if limit == Limit::Memory => {
+                "rlimit per process, private memory only"
+            }
             Enforcer::CgroupV2 => "cgroup v2",
             Enforcer::CgroupV1 => "cgroup v1",
             Enforcer::Tmpfs => "tmpfs",
@@ -427,7 +435,7 @@ impl fmt::Display for LimitsReport {
                 value: self.limits.value(limit),
             };
             write!(f, "{}", hit.to_string().replacen(": ", " ", 1))?;
-            write!(f, ": {}", enforcer.name())?;
+            write!(f, ": {}", enforcer.name(limit))?;
         }
         f.write_str(")")
     }
@@ -510,7 +518,10 @@ mod tests {
     #[test]
     fn a_report_is_full_only_when_the_tree_limits_hold_for_the_tree() {
         let mut report = LimitsReport {
-            limits: ResourceLimits::for_run(),
+            limits: ResourceLimits {
+                memory: nz64(GIB),
+                ..ResourceLimits::for_run()
+            },
             processes: Enforcer::CgroupV1,
             memory: Enforcer::CgroupV1,
             temp_dir: Enforcer::Tmpfs,
@@ -522,7 +533,7 @@ mod tests {
         assert!(
             report
                 .to_string()
-                .contains("memory 1 GiB: rlimit per process"),
+                .contains("memory 1 GiB: rlimit per process, private memory only"),
             "{report}"
         );
         report.processes = Enforcer::UserNamespaceRlimit;

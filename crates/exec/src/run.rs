@@ -102,6 +102,7 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         crate::cgroup::Situation {
             own_user_namespace: crate::linux::launch().own_user_namespace,
             bounded_temp,
+            single_program: !job.sandbox.may_spawn(),
         },
     );
     let limits_report = armed.report.to_string();

@@ -280,3 +280,33 @@ async fn ordinary_work_runs_under_the_default_limits_and_the_report_names_them()
 fn every_test_also_holds_unprivileged() {
     testkit::rerun_suite_as_nobody(UNPRIVILEGED_ENV, "every_test_also_holds_unprivileged", 1);
 }
+
+#[tokio::test]
+async fn dev_shm_is_no_larger_than_the_temp_dir_and_empty_files_are_bounded_too() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    let script = "head -c 64M /dev/zero > /dev/shm/x; echo shm=$?; rm -f /dev/shm/x; \
+                  cd \"$TMPDIR\" && i=0; while [ $i -lt 20000 ] && printf '' 2>/dev/null > f$i; do i=$((i+1)); done; echo files=$i";
+    let out = run(job(&f, script, small(), Duration::from_secs(60))).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.limits.contains("tempDir 32 MiB: tmpfs") {
+        eprintln!("skipped: no private mount namespace here ({})", out.limits);
+        return;
+    }
+    assert!(stdout.contains("shm=1"), "64 MiB fit in /dev/shm: {stdout}");
+    let files: u32 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("files="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "{stdout} {:?} {}",
+                out.end,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    // One inode per 16 KiB, at least 4096 (the root directory takes one).
+    assert!((4000..=4096).contains(&files), "{stdout}");
+}

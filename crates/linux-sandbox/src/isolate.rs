@@ -596,9 +596,10 @@ impl NewRoot {
 pub(crate) struct World {
     /// Landlock rights on the private `/proc` (read); `None`: no private `/proc`.
     pub(crate) proc_rights: Option<u64>,
-    /// The `size=` of the private `/dev/shm` (bytes, NUL-terminated) and the Landlock rights on
-    /// it (read, write, create and remove files); `None`: no private `/dev/shm`.
-    pub(crate) shm: Option<(CString, u64)>,
+    /// The `size=` and `nr_inodes=` of the private `/dev/shm` (NUL-terminated) and the
+    /// Landlock rights on it (read, write, create and remove files); `None`: no private
+    /// `/dev/shm`.
+    pub(crate) shm: Option<((CString, CString), u64)>,
     /// Landlock rights on a private `devpts` instance at `/dev/pts` (`/dev/ptmx` a link to its
     /// `ptmx`), so a command can open a pseudo-terminal of its own (`script`, Python's `pty`)
     /// and sees no other; mounted only in a new root (issue 16 §1 devices). `None`: none.
@@ -607,9 +608,9 @@ pub(crate) struct World {
     /// host's root (no user namespace of its own), which reads those root-only tables as their
     /// owner although it holds no capability.
     pub(crate) mask_proc: bool,
-    /// The call's temp dir (canonical path), the `size=` of the tmpfs that covers it and the
-    /// Landlock rights on that tmpfs (LIM-1); `None`: not covered.
-    pub(crate) temp: Option<(CString, CString, u64)>,
+    /// The call's temp dir (canonical path), the `size=` and `nr_inodes=` of the tmpfs that
+    /// covers it and the Landlock rights on that tmpfs (LIM-1); `None`: not covered.
+    pub(crate) temp: Option<(CString, (CString, CString), u64)>,
 }
 
 /// `/proc` files a root host's command would read as their owner (mode 0400, or listing what
@@ -1598,22 +1599,30 @@ fn private_proc() -> Result<i32, i32> {
     )
 }
 
-/// A fresh, empty tmpfs of at most `size` bytes, detached: mode 1777, no set-id, no devices, no
+/// A fresh, empty tmpfs of at most `size` bytes and `nr_inodes` files, detached: mode 1777, no set-id, no devices, no
 /// execution.
-fn private_shm(size: &std::ffi::CStr) -> Result<i32, i32> {
+fn private_shm((size, inodes): &(CString, CString)) -> Result<i32, i32> {
     new_mount(
         c"tmpfs",
-        &[(c"size", size.to_bytes_with_nul()), (c"mode", b"1777\0")],
+        &[
+            (c"size", size.to_bytes_with_nul()),
+            (c"nr_inodes", inodes.to_bytes_with_nul()),
+            (c"mode", b"1777\0"),
+        ],
         libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC,
     )
 }
 
 /// A fresh, empty tmpfs of at most `size` bytes for the call's temp dir, detached: mode 0700
 /// (its owner is the command's user), no set-id, no devices; programs built there run.
-fn private_temp(size: &std::ffi::CStr) -> Result<i32, i32> {
+fn private_temp((size, inodes): &(CString, CString)) -> Result<i32, i32> {
     new_mount(
         c"tmpfs",
-        &[(c"size", size.to_bytes_with_nul()), (c"mode", b"0700\0")],
+        &[
+            (c"size", size.to_bytes_with_nul()),
+            (c"nr_inodes", inodes.to_bytes_with_nul()),
+            (c"mode", b"0700\0"),
+        ],
         libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
     )
 }

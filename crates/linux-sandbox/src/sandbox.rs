@@ -429,15 +429,14 @@ impl Policy {
         // TMPDIR run).
         let temp = self.bounded_temp.as_ref().and_then(|(path, bytes)| {
             let path = CString::new(path.as_os_str().as_bytes()).ok()?;
-            let size = CString::new(bytes.to_string()).ok()?;
             let rights = fs_rights(Access::READ | Access::WRITE | Access::EXECUTE, abi, true);
-            Some((path, size, rights.bits()))
+            Some((path, tmpfs_bounds(*bytes), rights.bits()))
         });
         isolate::World {
             temp,
             mask_proc: proc_rights.is_some() && root && !self.launch.own_user_namespace,
             proc_rights,
-            shm: shm_is_dir.then(|| (shm_size().to_owned(), shm_rights.bits())),
+            shm: shm_is_dir.then(|| (self.shm_size(), shm_rights.bits())),
             pts: Some(pts_rights.bits()),
         }
     }
@@ -1064,6 +1063,33 @@ pub(crate) fn add_path_rule(
     .map_err(|errno| SandboxError::LandlockRule {
         source: std::io::Error::from_raw_os_error(errno.into_raw()),
     })
+}
+
+impl Policy {
+    /// The bounds of the private `/dev/shm` (see [`shm_size`]), no larger than the call's temp
+    /// dir where the policy bounds that (LIM-1: both are the call's files in memory).
+    fn shm_size(&self) -> (CString, CString) {
+        let default = shm_size().to_str().ok().and_then(|s| s.parse::<u64>().ok());
+        let bytes = match (default, &self.bounded_temp) {
+            (Some(d), Some((_, temp))) => d.min(*temp),
+            (Some(d), None) => d,
+            (None, Some((_, temp))) => *temp,
+            (None, None) => 64 << 20,
+        };
+        tmpfs_bounds(bytes)
+    }
+}
+
+/// A tmpfs's `size=` and `nr_inodes=` for `bytes` (NUL-terminated): one inode per 16 KiB, at
+/// least 4096. Why inodes too: an empty file takes no block, so `size=` alone lets a command
+/// pin kernel memory with millions of empty files (each inode and dentry is kernel memory,
+/// outside every limit where no memory cgroup charges it; issue 20 attack 2).
+fn tmpfs_bounds(bytes: u64) -> (CString, CString) {
+    let inodes = (bytes / (16 << 10)).max(4096);
+    (
+        CString::new(bytes.to_string()).unwrap_or_default(),
+        CString::new(inodes.to_string()).unwrap_or_default(),
+    )
 }
 
 /// The size bound of a private `/dev/shm`, as tmpfs's `size=` option: a quarter of the
