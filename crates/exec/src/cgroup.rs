@@ -286,12 +286,32 @@ struct Group {
     name: CString,
 }
 
-/// A counter the kernel keeps of one limit's hits.
+/// A counter the kernel keeps of one limit's hits, and what confirms a hit was this cgroup's own
+/// limit and not an enclosing one's (a container's `pids.max`, a systemd `MemoryMax`, the whole
+/// machine out of memory): v1 counts a fork refused by an ancestor in the task's own
+/// `pids.events`, and `oom_kill` counts every kill of a member, whoever's limit caused it.
 #[derive(Debug)]
 struct Watch {
     limit: Limit,
     file: OwnedFd,
     key: &'static str,
+    /// Any one of them confirms; none opened (a kernel without them): unconfirmed, counted as
+    /// the call's own.
+    confirm: Vec<(OwnedFd, Confirm)>,
+}
+
+/// How a [`Watch`]'s hit is confirmed as this cgroup's own.
+#[derive(Debug, Clone, Copy)]
+enum Confirm {
+    /// The file holds one number that reached the call's limit (`pids.peak`).
+    ReachedLimit,
+    /// The file holds a byte count that reached the call's limit as the kernel keeps it, in
+    /// whole pages (v1's `memory.max_usage_in_bytes`; its `failcnt` stays 0 when the memory +
+    /// swap counter is the one that refused).
+    ReachedLimitPages,
+    /// The `key value` file counts the cgroup's own limit hits under `key` (`memory.events`
+    /// `max`), or holds one such count (v1's `memory.failcnt`).
+    Counted(&'static str),
 }
 
 /// The rlimits the command's first process sets, and the cgroups it joins (all prepared in the
@@ -516,12 +536,23 @@ impl Armed {
                 10,
             )?;
             let mut watches = Vec::new();
-            for (limit, file, key) in &files.watch {
+            for (limit, file, key, confirm) in &files.watch {
                 let file = open_at(&dir, file, OFlags::RDONLY)?;
+                // A kernel without the confirming files (`pids.peak` is Linux 6.1+) leaves
+                // the hit unconfirmed: counted as the call's own.
+                let confirm = confirm
+                    .iter()
+                    .filter_map(|(name, how)| {
+                        open_at(&dir, name, OFlags::RDONLY)
+                            .ok()
+                            .map(|fd| (fd, *how))
+                    })
+                    .collect();
                 watches.push(Watch {
                     limit: *limit,
                     file,
                     key,
+                    confirm,
                 });
             }
             Ok((procs, watches))
@@ -543,9 +574,16 @@ impl Armed {
     /// The first limit the kernel counted a hit of, if any.
     pub(crate) fn hit(&self) -> Option<LimitHit> {
         self.watches.iter().find_map(|w| {
-            (read_counter(&w.file, w.key) > 0).then(|| LimitHit {
+            let value = self.report.limits.value(w.limit);
+            let own = w.confirm.is_empty()
+                || w.confirm.iter().any(|(fd, how)| match how {
+                    Confirm::ReachedLimit => read_number(fd) >= value,
+                    Confirm::ReachedLimitPages => read_number(fd) >= value & !4095,
+                    Confirm::Counted(key) => read_counter(fd, key) > 0 || read_number(fd) > 0,
+                });
+            (read_counter(&w.file, w.key) > 0 && own).then_some(LimitHit {
                 limit: w.limit,
-                value: self.report.limits.value(w.limit),
+                value,
             })
         })
     }
@@ -595,8 +633,23 @@ impl Group {
 #[derive(Default)]
 struct CgroupFiles {
     limits: Vec<(&'static str, String, bool)>,
-    watch: Vec<(Limit, &'static str, &'static str)>,
+    watch: Vec<WatchFile>,
 }
+
+/// (limit, counter file, key, what confirms a hit as the cgroup's own).
+type WatchFile = (
+    Limit,
+    &'static str,
+    &'static str,
+    &'static [(&'static str, Confirm)],
+);
+
+const PIDS_WATCH: WatchFile = (
+    Limit::Processes,
+    "pids.events",
+    "max",
+    &[("pids.peak", Confirm::ReachedLimit)],
+);
 
 fn v2_files(limits: &ResourceLimits, pids: bool, memory: bool) -> CgroupFiles {
     let mut files = CgroupFiles {
@@ -607,7 +660,7 @@ fn v2_files(limits: &ResourceLimits, pids: bool, memory: bool) -> CgroupFiles {
         files
             .limits
             .push(("pids.max", limits.processes.to_string(), true));
-        files.watch.push((Limit::Processes, "pids.events", "max"));
+        files.watch.push(PIDS_WATCH);
     }
     if memory {
         files
@@ -620,9 +673,12 @@ fn v2_files(limits: &ResourceLimits, pids: bool, memory: bool) -> CgroupFiles {
         files
             .limits
             .push(("memory.oom.group", "1".to_owned(), false));
-        files
-            .watch
-            .push((Limit::Memory, "memory.events", "oom_kill"));
+        files.watch.push((
+            Limit::Memory,
+            "memory.events",
+            "oom_kill",
+            &[("memory.events", Confirm::Counted("max"))],
+        ));
     }
     files
 }
@@ -630,7 +686,7 @@ fn v2_files(limits: &ResourceLimits, pids: bool, memory: bool) -> CgroupFiles {
 fn pids_v1_files(limits: &ResourceLimits) -> CgroupFiles {
     CgroupFiles {
         limits: vec![("pids.max", limits.processes.to_string(), true)],
-        watch: vec![(Limit::Processes, "pids.events", "max")],
+        watch: vec![PIDS_WATCH],
     }
 }
 
@@ -642,7 +698,18 @@ fn memory_v1_files(limits: &ResourceLimits) -> CgroupFiles {
             // Memory plus swap, where the kernel accounts swap: the same bound.
             ("memory.memsw.limit_in_bytes", bytes, false),
         ],
-        watch: vec![(Limit::Memory, "memory.oom_control", "oom_kill")],
+        watch: vec![(
+            Limit::Memory,
+            "memory.oom_control",
+            "oom_kill",
+            &[
+                ("memory.max_usage_in_bytes", Confirm::ReachedLimitPages),
+                (
+                    "memory.memsw.max_usage_in_bytes",
+                    Confirm::ReachedLimitPages,
+                ),
+            ],
+        )],
     }
 }
 
@@ -668,6 +735,18 @@ fn read_counter(file: &OwnedFd, key: &str) -> u64 {
         return 0;
     };
     counter_value(&String::from_utf8_lossy(&buf[..n]), key)
+}
+
+/// The one number a file holds (`pids.peak`, `memory.failcnt`); 0 if unreadable.
+fn read_number(file: &OwnedFd) -> u64 {
+    let mut buf = [0u8; 64];
+    let Ok(n) = rustix::io::pread(file, &mut buf, 0) else {
+        return 0;
+    };
+    String::from_utf8_lossy(&buf[..n])
+        .trim()
+        .parse()
+        .unwrap_or(0)
 }
 
 /// The value of `key` in `text` (`key value` lines); 0 when absent.
