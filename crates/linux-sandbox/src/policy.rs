@@ -145,6 +145,9 @@ pub struct Policy {
     pub(crate) namespaces: bool,
     /// Whether unix sockets may be made where the view holds only the grants (issue 16 review).
     pub(crate) unix_in_view: bool,
+    /// Whether a policy that may spawn is refused where a shell would get out
+    /// ([`Policy::refuse_uncontained_shell`], issue 20).
+    pub(crate) refuse_uncontained: bool,
 }
 
 impl Default for Policy {
@@ -169,6 +172,7 @@ impl Policy {
             launch: Launch::default(),
             namespaces: true,
             unix_in_view: true,
+            refuse_uncontained: false,
         }
     }
 
