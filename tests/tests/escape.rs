@@ -1297,6 +1297,58 @@ async fn a_hidden_state_directory_in_the_scope_cannot_be_read_renamed_or_forged(
     assert!(processes_in(w.base.path()).is_empty());
 }
 
+// ---- issue 20: the host's cap on the Landlock ABI ----------------------------------------------
+
+const ABI_MAX_VAR: &str = linux_sandbox::LANDLOCK_ABI_MAX_VAR;
+const MALFORMED_CAP: &str = "v3";
+
+#[tokio::test]
+async fn a_malformed_landlock_abi_cap_refuses_every_call_naming_the_variable() {
+    let name = "a_malformed_landlock_abi_cap_refuses_every_call_naming_the_variable";
+    match std::env::var(ABI_MAX_VAR) {
+        Ok(value) if value == MALFORMED_CAP => {}
+        Ok(value) => {
+            eprintln!("{ABI_MAX_VAR}={value} is this run's level; checked where it is unset");
+            return;
+        }
+        Err(_) => {
+            if !sandbox_available() {
+                return;
+            }
+            // The probe reads the environment once per process: a copy of this binary with a
+            // malformed value checks the refusal.
+            let out = Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", name, "--nocapture", "--test-threads=1"])
+                .env(ABI_MAX_VAR, MALFORMED_CAP)
+                .output()
+                .unwrap();
+            let text = format!("{}{}", text(&out.stdout), text(&out.stderr));
+            assert!(out.status.success() && text.contains("1 passed"), "{text}");
+            return;
+        }
+    }
+    let w = World::new();
+    let (ctx, _cancel) = CallContext::standalone();
+    let err = exec::run(w.sh_job("echo ran"), &ctx).await.unwrap_err();
+    assert_eq!(
+        err.code(),
+        toolscope::ErrorCode::ExecSandboxUnavailable,
+        "{err}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!("{ABI_MAX_VAR}=\"{MALFORMED_CAP}\""))
+            && message.contains("a number from 1 to 255"),
+        "{message}"
+    );
+    assert!(processes_in(w.base.path()).is_empty());
+    let report = linux_sandbox::probe().to_string();
+    assert!(
+        report.contains("sandbox: UNAVAILABLE") && report.contains(ABI_MAX_VAR),
+        "{report}"
+    );
+}
+
 // ---- the same suite as an unprivileged user ---------------------------------------------------
 
 #[test]

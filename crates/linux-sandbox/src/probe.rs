@@ -179,45 +179,9 @@ fn errno_text(errno: i32) -> String {
     std::io::Error::from_raw_os_error(errno).to_string()
 }
 
-impl fmt::Display for Availability {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.landlock {
-            LandlockSupport::Available { abi } => {
-                let used = self.landlock_abi().unwrap_or(0);
-                write!(f, "landlock: available, ABI {abi}")?;
-                match &self.abi_cap {
-                    Ok(Some(cap)) => write!(
-                        f,
-                        " (used as ABI {used}: {LANDLOCK_ABI_MAX_VAR}={cap} caps it)"
-                    )?,
-                    Ok(None) if u32::from(used) != abi => write!(f, " (used as ABI {used})")?,
-                    Ok(None) => {}
-                    Err(why) => write!(f, " (not used: {why})")?,
-                }
-                let mut features = vec!["filesystem"];
-                if used >= 4 {
-                    features.push("tcp");
-                }
-                if used >= 6 {
-                    features.push("signal and abstract-socket scopes");
-                }
-                if used >= 9 {
-                    features.push("pathname unix sockets");
-                }
-                if used >= 10 {
-                    features.push("udp");
-                }
-                writeln!(f, ": {}", features.join(", "))?;
-            }
-            LandlockSupport::NotEnabled => writeln!(
-                f,
-                "landlock: built in but not enabled (add landlock to the lsm= boot parameter)"
-            )?,
-            LandlockSupport::NotImplemented => writeln!(
-                f,
-                "landlock: not available (needs Linux 5.13+ with Landlock)"
-            )?,
-        }
+impl Availability {
+    /// The probe's report after its Landlock line.
+    fn fmt_after_landlock(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.seccomp {
             Ok(()) => writeln!(f, "seccomp: filter mode available")?,
             Err(errno) => writeln!(f, "seccomp: not available ({})", errno_text(errno))?,
@@ -234,8 +198,9 @@ impl fmt::Display for Availability {
             )?,
             Err(errno) => writeln!(
                 f,
-                "private namespaces: not available ({}); metadata of files outside the \
-                 writable paths is not protected, host IPC is refused by seccomp",
+                "private namespaces: not available ({}); shells are refused (metadata of \
+                 files outside the writable paths could change), a single program runs with \
+                 host IPC refused by seccomp",
                 errno_text(errno)
             )?,
         }
@@ -264,6 +229,52 @@ impl fmt::Display for Availability {
                 "sandbox: UNAVAILABLE (commands are refused with AGENT_EXEC_SANDBOX_UNAVAILABLE)"
             )
         }
+    }
+}
+
+impl fmt::Display for Availability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.landlock {
+            LandlockSupport::Available { abi } => {
+                let used = self.landlock_abi().unwrap_or(0);
+                write!(f, "landlock: available, ABI {abi}")?;
+                match &self.abi_cap {
+                    Ok(Some(cap)) => write!(
+                        f,
+                        " (used as ABI {used}: {LANDLOCK_ABI_MAX_VAR}={cap} caps it)"
+                    )?,
+                    Ok(None) if u32::from(used) != abi => write!(f, " (used as ABI {used})")?,
+                    Ok(None) => {}
+                    Err(why) => {
+                        writeln!(f, " (not used: {why})")?;
+                        return self.fmt_after_landlock(f);
+                    }
+                }
+                let mut features = vec!["filesystem"];
+                if used >= 4 {
+                    features.push("tcp");
+                }
+                if used >= 6 {
+                    features.push("signal and abstract-socket scopes");
+                }
+                if used >= 9 {
+                    features.push("pathname unix sockets");
+                }
+                if used >= 10 {
+                    features.push("udp");
+                }
+                writeln!(f, ": {}", features.join(", "))?;
+            }
+            LandlockSupport::NotEnabled => writeln!(
+                f,
+                "landlock: built in but not enabled (add landlock to the lsm= boot parameter)"
+            )?,
+            LandlockSupport::NotImplemented => writeln!(
+                f,
+                "landlock: not available (needs Linux 5.13+ with Landlock)"
+            )?,
+        }
+        self.fmt_after_landlock(f)
     }
 }
 

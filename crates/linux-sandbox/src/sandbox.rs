@@ -1487,4 +1487,43 @@ mod tests {
         policy.prepare().unwrap();
         assert!(cached(&system).is_none());
     }
+
+    #[test]
+    fn a_shell_policy_that_refuses_uncontained_runs_is_refused_below_abi_6_without_a_pid_namespace()
+    {
+        if !probe().can_sandbox() {
+            eprintln!("skipped: no sandbox here:\n{}", probe());
+            return;
+        }
+        let launch = crate::Launch {
+            own_user_namespace: true,
+            own_pid_namespace: false,
+        };
+        let err = Policy::new()
+            .refuse_uncontained_shell()
+            .launch(launch)
+            .limit_landlock_abi(5)
+            .prepare()
+            .unwrap_err();
+        assert!(
+            matches!(err, SandboxError::ShellUncontained { .. }),
+            "{err}"
+        );
+        assert!(err.is_unavailable(), "{err}");
+        // A single program keeps running there, its gaps reported.
+        let single = Policy::single_program("/usr/bin/true")
+            .refuse_uncontained_shell()
+            .launch(launch)
+            .limit_landlock_abi(5);
+        assert!(single.prepare().is_ok());
+        // Without the opt-in the gap is reported, not refused (the crate's own callers).
+        let gaps = Policy::new()
+            .launch(launch)
+            .limit_landlock_abi(5)
+            .prepare()
+            .map(|p| p.enforcement().gaps());
+        if let Ok(gaps) = gaps {
+            assert!(gaps.contains(Gaps::SIGNAL_SCOPE));
+        }
+    }
 }
