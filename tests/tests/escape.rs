@@ -21,6 +21,8 @@ use exec::{Job, Limits, OnCap, Outcome, SandboxSpec, WorkDir};
 use fsguard::{RelPath, RootLease};
 use toolscope::CallContext;
 
+mod common;
+
 const UNPRIVILEGED_ENV: &str = "AGENT_EXEC_ESCAPE_UNPRIVILEGED";
 
 /// A scope to work in, the call's temp dir, and things outside both: a fake home with a
@@ -235,7 +237,7 @@ fn failed(out: &Outcome) -> bool {
 
 #[tokio::test]
 async fn reading_etc_shadow_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available() || common::shell_refused_here("reading_etc_shadow_is_denied").await {
         return;
     }
     let w = World::new();
@@ -246,7 +248,9 @@ async fn reading_etc_shadow_is_denied() {
 
 #[tokio::test]
 async fn reading_a_secret_in_the_home_directory_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("reading_a_secret_in_the_home_directory_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -261,7 +265,9 @@ async fn reading_a_secret_in_the_home_directory_is_denied() {
 
 #[tokio::test]
 async fn writing_outside_through_an_absolute_path_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("writing_outside_through_an_absolute_path_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -276,7 +282,9 @@ async fn writing_outside_through_an_absolute_path_is_denied() {
 
 #[tokio::test]
 async fn writing_outside_through_dot_dot_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("writing_outside_through_dot_dot_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -289,7 +297,10 @@ async fn writing_outside_through_dot_dot_is_denied() {
 
 #[tokio::test]
 async fn writing_through_a_symlink_made_inside_the_scope_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("writing_through_a_symlink_made_inside_the_scope_is_denied")
+            .await
+    {
         return;
     }
     let w = World::new();
@@ -304,7 +315,9 @@ async fn writing_through_a_symlink_made_inside_the_scope_is_denied() {
 
 #[tokio::test]
 async fn writing_through_proc_self_root_and_cwd_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("writing_through_proc_self_root_and_cwd_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -323,7 +336,8 @@ async fn writing_through_proc_self_root_and_cwd_is_denied() {
 
 #[tokio::test]
 async fn writing_through_dev_fd_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available() || common::shell_refused_here("writing_through_dev_fd_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -342,7 +356,9 @@ async fn writing_through_dev_fd_is_denied() {
 
 #[tokio::test]
 async fn hard_linking_an_outside_file_in_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("hard_linking_an_outside_file_in_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -363,7 +379,9 @@ async fn hard_linking_an_outside_file_in_is_denied() {
 
 #[tokio::test]
 async fn hard_linking_inside_the_scope_is_denied_too() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("hard_linking_inside_the_scope_is_denied_too").await
+    {
         return;
     }
     let w = World::new();
@@ -374,7 +392,9 @@ async fn hard_linking_inside_the_scope_is_denied_too() {
 
 #[tokio::test]
 async fn renaming_an_outside_file_in_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("renaming_an_outside_file_in_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -389,7 +409,9 @@ async fn renaming_an_outside_file_in_is_denied() {
 
 #[tokio::test]
 async fn tcp_connect_to_a_loopback_listener_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("tcp_connect_to_a_loopback_listener_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -407,7 +429,9 @@ async fn tcp_connect_to_a_loopback_listener_is_denied() {
 
 #[tokio::test]
 async fn udp_send_to_a_loopback_socket_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("udp_send_to_a_loopback_socket_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -429,7 +453,9 @@ async fn udp_send_to_a_loopback_socket_is_denied() {
 
 #[tokio::test]
 async fn connecting_to_an_abstract_unix_socket_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("connecting_to_an_abstract_unix_socket_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -448,7 +474,9 @@ async fn connecting_to_an_abstract_unix_socket_is_denied() {
 
 #[tokio::test]
 async fn signalling_a_process_outside_the_sandbox_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("signalling_a_process_outside_the_sandbox_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -467,7 +495,7 @@ async fn signalling_a_process_outside_the_sandbox_is_denied() {
 
 #[tokio::test]
 async fn ptrace_of_a_sibling_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available() || common::shell_refused_here("ptrace_of_a_sibling_is_denied").await {
         return;
     }
     let w = World::new();
@@ -482,7 +510,7 @@ async fn ptrace_of_a_sibling_is_denied() {
 
 #[tokio::test]
 async fn io_uring_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available() || common::shell_refused_here("io_uring_is_denied").await {
         return;
     }
     let w = World::new();
@@ -497,7 +525,7 @@ async fn io_uring_is_denied() {
 
 #[tokio::test]
 async fn mount_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available() || common::shell_refused_here("mount_is_denied").await {
         return;
     }
     let w = World::new();
@@ -509,7 +537,9 @@ async fn mount_is_denied() {
 
 #[tokio::test]
 async fn unshare_into_a_user_namespace_is_denied() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("unshare_into_a_user_namespace_is_denied").await
+    {
         return;
     }
     let w = World::new();
@@ -565,7 +595,9 @@ async fn awk_print_to_a_file_outside_the_mirror_is_denied() {
 
 #[tokio::test]
 async fn ordinary_programs_still_run_in_the_scope() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("ordinary_programs_still_run_in_the_scope").await
+    {
         return;
     }
     let w = World::new();
@@ -581,7 +613,9 @@ async fn ordinary_programs_still_run_in_the_scope() {
 
 #[tokio::test]
 async fn git_init_and_status_run_in_the_scope() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("git_init_and_status_run_in_the_scope").await
+    {
         return;
     }
     let w = World::new();
@@ -594,7 +628,9 @@ async fn git_init_and_status_run_in_the_scope() {
 
 #[tokio::test]
 async fn awk_may_write_a_file_in_the_mirror() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("awk_may_write_a_file_in_the_mirror").await
+    {
         return;
     }
     let w = World::new();
@@ -634,7 +670,12 @@ impl World {
 
 #[tokio::test]
 async fn chmod_touch_chown_and_xattrs_on_an_outside_file_change_nothing() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here(
+            "chmod_touch_chown_and_xattrs_on_an_outside_file_change_nothing",
+        )
+        .await
+    {
         return;
     }
     let w = World::new();
@@ -654,7 +695,10 @@ async fn chmod_touch_chown_and_xattrs_on_an_outside_file_change_nothing() {
 
 #[tokio::test]
 async fn a_setuid_binary_cannot_be_made_outside_or_inside_the_scope() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("a_setuid_binary_cannot_be_made_outside_or_inside_the_scope")
+            .await
+    {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -688,7 +732,9 @@ async fn a_setuid_binary_cannot_be_made_outside_or_inside_the_scope() {
 
 #[tokio::test]
 async fn the_immutable_flag_and_file_setattr_are_refused() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("the_immutable_flag_and_file_setattr_are_refused").await
+    {
         return;
     }
     let w = World::new();
@@ -724,7 +770,9 @@ async fn the_immutable_flag_and_file_setattr_are_refused() {
 
 #[tokio::test]
 async fn chmod_touch_tar_and_cp_keep_working_inside_the_scope() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("chmod_touch_tar_and_cp_keep_working_inside_the_scope").await
+    {
         return;
     }
     let w = World::new();
@@ -747,7 +795,12 @@ async fn chmod_touch_tar_and_cp_keep_working_inside_the_scope() {
 
 #[tokio::test]
 async fn no_inherited_descriptor_reaches_a_host_file_whose_metadata_could_change() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here(
+            "no_inherited_descriptor_reaches_a_host_file_whose_metadata_could_change",
+        )
+        .await
+    {
         return;
     }
     use std::os::unix::fs::MetadataExt;
@@ -879,7 +932,12 @@ impl Drop for HostIpc {
 
 #[tokio::test]
 async fn the_hosts_ipc_objects_are_out_of_reach_and_nothing_outlives_the_call() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here(
+            "the_hosts_ipc_objects_are_out_of_reach_and_nothing_outlives_the_call",
+        )
+        .await
+    {
         return;
     }
     let w = World::new();
@@ -930,7 +988,9 @@ async fn the_hosts_ipc_objects_are_out_of_reach_and_nothing_outlives_the_call() 
 
 #[tokio::test]
 async fn the_command_holds_no_capability_at_all() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("the_command_holds_no_capability_at_all").await
+    {
         return;
     }
     let w = World::new();
@@ -955,7 +1015,9 @@ async fn the_command_holds_no_capability_at_all() {
 
 #[tokio::test]
 async fn socket_ioctls_cannot_reconfigure_the_hosts_network() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("socket_ioctls_cannot_reconfigure_the_hosts_network").await
+    {
         return;
     }
     let w = World::new();
@@ -988,7 +1050,12 @@ async fn socket_ioctls_cannot_reconfigure_the_hosts_network() {
 
 #[tokio::test]
 async fn the_supervisor_cannot_be_limited_reniced_or_pinned_and_the_command_itself_can() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here(
+            "the_supervisor_cannot_be_limited_reniced_or_pinned_and_the_command_itself_can",
+        )
+        .await
+    {
         return;
     }
     let w = World::new();
@@ -1024,7 +1091,12 @@ async fn the_supervisor_cannot_be_limited_reniced_or_pinned_and_the_command_itse
 
 #[tokio::test]
 async fn system_calls_newer_than_the_filter_are_enosys_and_new_mount_calls_eperm() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here(
+            "system_calls_newer_than_the_filter_are_enosys_and_new_mount_calls_eperm",
+        )
+        .await
+    {
         return;
     }
     let w = World::new();
@@ -1069,7 +1141,10 @@ fn race_goes_on(attempts: usize, ran: usize, started: std::time::Instant) -> boo
 
 #[tokio::test]
 async fn an_extra_path_swapped_for_a_symlink_never_grants_its_target() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("an_extra_path_swapped_for_a_symlink_never_grants_its_target")
+            .await
+    {
         return;
     }
     let w = World::new();
@@ -1110,7 +1185,10 @@ async fn an_extra_path_swapped_for_a_symlink_never_grants_its_target() {
 
 #[tokio::test]
 async fn a_scope_swapped_for_a_symlink_never_exposes_its_target() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here("a_scope_swapped_for_a_symlink_never_exposes_its_target")
+            .await
+    {
         return;
     }
     let w = World::new();
@@ -1171,7 +1249,12 @@ async fn a_scope_swapped_for_a_symlink_never_exposes_its_target() {
 
 #[tokio::test]
 async fn a_hidden_state_directory_in_the_scope_cannot_be_read_renamed_or_forged() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || common::shell_refused_here(
+            "a_hidden_state_directory_in_the_scope_cannot_be_read_renamed_or_forged",
+        )
+        .await
+    {
         return;
     }
     let w = World::new();
@@ -1212,6 +1295,58 @@ async fn a_hidden_state_directory_in_the_scope_cannot_be_read_renamed_or_forged(
         }
     }
     assert!(processes_in(w.base.path()).is_empty());
+}
+
+// ---- issue 20: the host's cap on the Landlock ABI ----------------------------------------------
+
+const ABI_MAX_VAR: &str = linux_sandbox::LANDLOCK_ABI_MAX_VAR;
+const MALFORMED_CAP: &str = "v3";
+
+#[tokio::test]
+async fn a_malformed_landlock_abi_cap_refuses_every_call_naming_the_variable() {
+    let name = "a_malformed_landlock_abi_cap_refuses_every_call_naming_the_variable";
+    match std::env::var(ABI_MAX_VAR) {
+        Ok(value) if value == MALFORMED_CAP => {}
+        Ok(value) => {
+            eprintln!("{ABI_MAX_VAR}={value} is this run's level; checked where it is unset");
+            return;
+        }
+        Err(_) => {
+            if !sandbox_available() {
+                return;
+            }
+            // The probe reads the environment once per process: a copy of this binary with a
+            // malformed value checks the refusal.
+            let out = Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", name, "--nocapture", "--test-threads=1"])
+                .env(ABI_MAX_VAR, MALFORMED_CAP)
+                .output()
+                .unwrap();
+            let text = format!("{}{}", text(&out.stdout), text(&out.stderr));
+            assert!(out.status.success() && text.contains("1 passed"), "{text}");
+            return;
+        }
+    }
+    let w = World::new();
+    let (ctx, _cancel) = CallContext::standalone();
+    let err = exec::run(w.sh_job("echo ran"), &ctx).await.unwrap_err();
+    assert_eq!(
+        err.code(),
+        toolscope::ErrorCode::ExecSandboxUnavailable,
+        "{err}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!("{ABI_MAX_VAR}=\"{MALFORMED_CAP}\""))
+            && message.contains("a number from 1 to 255"),
+        "{message}"
+    );
+    assert!(processes_in(w.base.path()).is_empty());
+    let report = linux_sandbox::probe().to_string();
+    assert!(
+        report.contains("sandbox: UNAVAILABLE") && report.contains(ABI_MAX_VAR),
+        "{report}"
+    );
 }
 
 // ---- the same suite as an unprivileged user ---------------------------------------------------

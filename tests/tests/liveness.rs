@@ -41,6 +41,42 @@ fn agent_exec() -> PathBuf {
 // Skips loudly, or fails where `AGENT_EXEC_REQUIRE` names what is missing (issue 17).
 use testkit::sandbox_available;
 
+mod common;
+
+/// The liveness tests that need unix sockets (`socket(AF_UNIX)`), which a shell gets only with
+/// Landlock's abstract-socket scope (ABI 6, `common::unix_sockets_here`): below it they end
+/// with the documented refusal instead ("unix sockets refused" in the result's `sandbox`).
+const NEEDS_UNIX_SOCKETS: &[&str] = &[
+    "a_unix_socket_server_and_client_in_the_workspace_talk",
+    // `multiprocessing.Manager` listens on a unix socket.
+    "python_multiprocessing_manager_and_shared_memory_work",
+];
+
+/// Whether this capability level cannot give what `test` needs (`cargo xtask matrix`): at a
+/// level that refuses every shell (`common::shell_refusal`), or below ABI 6 for
+/// [`NEEDS_UNIX_SOCKETS`]. Then one call shows the documented refusal, a
+/// `refused as expected:` line says so, and the caller returns; a level that refuses something
+/// else fails the test as before.
+fn refused_here(test: &str) -> bool {
+    if let Some(reason) = common::shell_refusal() {
+        let out = Ws::new().call("echo ran");
+        assert_eq!(out["code"], "AGENT_EXEC_SANDBOX_UNAVAILABLE", "{out:#}");
+        let message = out["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&reason), "{out:#}\nexpected: {reason}");
+        eprintln!("{} {test}: {message}", common::REFUSED_MARK);
+        return true;
+    }
+    if NEEDS_UNIX_SOCKETS.contains(&test) && !common::unix_sockets_here() {
+        let out = Ws::new().call("python3 -c 'import socket; socket.socket(socket.AF_UNIX)'");
+        assert_ne!(out["exitCode"], 0, "{out:#}");
+        let sandbox = out["sandbox"].as_str().unwrap_or_default();
+        assert!(sandbox.contains("unix sockets refused"), "{out:#}");
+        eprintln!("{} {test}: {sandbox}", common::REFUSED_MARK);
+        return true;
+    }
+    false
+}
+
 /// Whether `program` exists on the sandbox's `PATH` (what the command will find); prints why a
 /// test is skipped when it does not.
 fn have(program: &str) -> bool {
@@ -143,7 +179,11 @@ fn assert_ran(out: &Value, wanted: &[&str]) {
 
 #[test]
 fn c_with_make_headers_libm_and_pthreads_builds_and_its_tests_run() {
-    if !sandbox_available() || !have("cc") || !have("make") {
+    if !sandbox_available()
+        || !have("cc")
+        || !have("make")
+        || refused_here("c_with_make_headers_libm_and_pthreads_builds_and_its_tests_run")
+    {
         return;
     }
     let ws = Ws::new();
@@ -170,7 +210,7 @@ fn c_with_make_headers_libm_and_pthreads_builds_and_its_tests_run() {
 
 #[test]
 fn cpp_compiles_and_runs() {
-    if !sandbox_available() || !have("g++") {
+    if !sandbox_available() || !have("g++") || refused_here("cpp_compiles_and_runs") {
         return;
     }
     let ws = Ws::new();
@@ -185,7 +225,10 @@ fn cpp_compiles_and_runs() {
 
 #[test]
 fn python_pytest_sqlite_and_multiprocessing_pools_work() {
-    if !sandbox_available() || !have("python3") {
+    if !sandbox_available()
+        || !have("python3")
+        || refused_here("python_pytest_sqlite_and_multiprocessing_pools_work")
+    {
         return;
     }
     let ws = Ws::new();
@@ -228,7 +271,10 @@ fn python_pytest_sqlite_and_multiprocessing_pools_work() {
 
 #[test]
 fn python_multiprocessing_manager_and_shared_memory_work() {
-    if !sandbox_available() || !have("python3") {
+    if !sandbox_available()
+        || !have("python3")
+        || refused_here("python_multiprocessing_manager_and_shared_memory_work")
+    {
         return;
     }
     let ws = Ws::new();
@@ -247,7 +293,10 @@ fn python_multiprocessing_manager_and_shared_memory_work() {
 
 #[test]
 fn python_venv_with_pip_is_created_and_runs() {
-    if !sandbox_available() || !have("python3") {
+    if !sandbox_available()
+        || !have("python3")
+        || refused_here("python_venv_with_pip_is_created_and_runs")
+    {
         return;
     }
     if !Command::new("python3")
@@ -265,7 +314,10 @@ fn python_venv_with_pip_is_created_and_runs() {
 
 #[test]
 fn a_unix_socket_server_and_client_in_the_workspace_talk() {
-    if !sandbox_available() || !have("python3") {
+    if !sandbox_available()
+        || !have("python3")
+        || refused_here("a_unix_socket_server_and_client_in_the_workspace_talk")
+    {
         return;
     }
     let ws = Ws::new();
@@ -298,7 +350,11 @@ fn a_unix_socket_server_and_client_in_the_workspace_talk() {
 
 #[test]
 fn node_runs_npm_test_and_loads_https() {
-    if !sandbox_available() || !have("node") || !have("npm") {
+    if !sandbox_available()
+        || !have("node")
+        || !have("npm")
+        || refused_here("node_runs_npm_test_and_loads_https")
+    {
         return;
     }
     let ws = Ws::new();
@@ -317,7 +373,11 @@ fn node_runs_npm_test_and_loads_https() {
 
 #[test]
 fn java_compiles_and_runs() {
-    if !sandbox_available() || !have("javac") || !have("java") {
+    if !sandbox_available()
+        || !have("javac")
+        || !have("java")
+        || refused_here("java_compiles_and_runs")
+    {
         return;
     }
     let ws = Ws::new();
@@ -331,7 +391,7 @@ fn java_compiles_and_runs() {
 
 #[test]
 fn every_git_on_path_inits_commits_and_logs() {
-    if !sandbox_available() {
+    if !sandbox_available() || refused_here("every_git_on_path_inits_commits_and_logs") {
         return;
     }
     let gits: Vec<&str> = ["/usr/local/bin/git", "/usr/bin/git"]
@@ -356,7 +416,10 @@ fn every_git_on_path_inits_commits_and_logs() {
 
 #[test]
 fn ps_shows_only_the_commands_own_processes() {
-    if !sandbox_available() || !have("ps") {
+    if !sandbox_available()
+        || !have("ps")
+        || refused_here("ps_shows_only_the_commands_own_processes")
+    {
         return;
     }
     // A process of the host's with a recognisable command line, alive during the call.
@@ -407,7 +470,9 @@ fn user_rust() -> Option<(PathBuf, PathBuf)> {
 
 #[test]
 fn cargo_test_offline_runs_through_approved_read_only_extra_paths() {
-    if !sandbox_available() {
+    if !sandbox_available()
+        || refused_here("cargo_test_offline_runs_through_approved_read_only_extra_paths")
+    {
         return;
     }
     let Some((cargo, rustup)) = user_rust() else {
@@ -426,7 +491,10 @@ fn cargo_test_offline_runs_through_approved_read_only_extra_paths() {
 
 #[test]
 fn cargo_test_offline_runs_with_toolchains() {
-    if !sandbox_available() || user_rust().is_none() {
+    if !sandbox_available()
+        || user_rust().is_none()
+        || refused_here("cargo_test_offline_runs_with_toolchains")
+    {
         return;
     }
     let ws = Ws::new();

@@ -5,6 +5,7 @@
 //! first failure, naming the step that failed.
 
 mod bench;
+mod matrix;
 mod soak;
 #[cfg(test)]
 mod tidy;
@@ -15,7 +16,11 @@ use std::process::{Command, ExitCode};
 const TASKS: &[(&str, &str)] = &[
     (
         "ci",
-        "fmt --check, clippy -D warnings, tests (with the escape suite), docs -D warnings",
+        "fmt --check, clippy -D warnings, tests (with the escape suite), the matrix, docs -D warnings",
+    ),
+    (
+        "matrix [--full]",
+        "escape and liveness suites at each capability level (Landlock ABI, userns, root/nobody); a subset without --full",
     ),
     (
         "bench scan [--files N] [--runs N]",
@@ -64,6 +69,7 @@ const DISPATCH: &[(&str, Task)] = &[
     ("ci", |_| ci()),
     ("bench", bench::run),
     ("soak", soak::run),
+    ("matrix", matrix::run),
     ("check-macos", |_| check_macos()),
     ("macos", |_| macos()),
 ];
@@ -207,7 +213,13 @@ fn ci() -> Result<(), String> {
                 "ci step `{name}` failed ({status}); fix it and run `cargo xtask ci` again"
             ));
         }
+        if *name == "test" {
+            println!("xtask ci: step `matrix`: cargo xtask matrix");
+            matrix::ci().map_err(|e| {
+                format!("ci step `matrix` failed: {e}; fix it and run `cargo xtask ci` again")
+            })?;
+        }
     }
-    println!("xtask ci: all steps passed (fmt, clippy, test, doc)");
+    println!("xtask ci: all steps passed (fmt, clippy, test, matrix, doc)");
     Ok(())
 }

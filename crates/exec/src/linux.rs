@@ -63,7 +63,8 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
             let set = crate::sysset::current();
             // The view binds `/etc` whole: a socket anywhere in it would be reachable.
             unix_sockets &= set.etc.sockets.is_empty();
-            let mut p = Policy::new();
+            // Where a shell could change outside metadata or signal outside: refused (issue 20).
+            let mut p = Policy::new().refuse_uncontained_shell();
             // System locations, not user paths: their descriptors are cached by the sandbox
             // crate until something changes what they name (issue 4's spawn cost).
             for tree in &set.trees {

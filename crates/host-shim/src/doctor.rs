@@ -121,7 +121,19 @@ pub fn report() -> Value {
         own_user_namespace: proctree::user_namespace_in_use(),
         own_pid_namespace: pid_ns,
     });
+    // Issue 20: where a shell would get out (no private mount namespace; Landlock below ABI 6
+    // without a PID namespace) `command` and `run_command` are refused, and why.
+    let shells = probe
+        .shell_refusal(linux_sandbox::Launch {
+            own_user_namespace: proctree::user_namespace_in_use(),
+            own_pid_namespace: pid_ns,
+        })
+        .map_or_else(
+            || "run (contained: see the protections)".to_owned(),
+            |why| format!("REFUSED here: {why}"),
+        );
     let protections = json!({
+        "shellCommands": shells,
         "privateNamespaces": namespaces,
         "metadataOutsideWritablePaths": if namespaces {
             "protected: everything but the writable paths is a read-only view (chmod, chown, utimes, xattrs refused)"

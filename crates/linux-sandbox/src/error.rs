@@ -21,6 +21,20 @@ pub enum SandboxError {
         /// What the probe found.
         reason: String,
     },
+    /// The host's cap on the Landlock ABI (`AGENT_EXEC_LANDLOCK_ABI_MAX`) is malformed: which
+    /// ABI it meant is unknown, so nothing runs rather than at a guessed level.
+    #[error("{reason}; commands are not sandboxed until it is fixed")]
+    LandlockAbiCap {
+        /// What is wrong and what to set instead (the probe's words).
+        reason: String,
+    },
+    /// The machine lacks a layer without which this policy's program could get out
+    /// ([`Availability::shell_refusal`](crate::Availability::shell_refusal) names which).
+    #[error("this machine cannot contain a shell: {reason}; nothing ran")]
+    ShellUncontained {
+        /// What is missing and what would give it.
+        reason: String,
+    },
     /// seccomp filter mode is missing.
     #[error(
         "seccomp filters are not available ({reason}); commands cannot be sandboxed on this \
@@ -160,7 +174,10 @@ impl SandboxError {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            SandboxError::LandlockUnavailable { .. } | SandboxError::SeccompUnavailable { .. }
+            SandboxError::LandlockUnavailable { .. }
+                | SandboxError::LandlockAbiCap { .. }
+                | SandboxError::ShellUncontained { .. }
+                | SandboxError::SeccompUnavailable { .. }
         )
     }
 }

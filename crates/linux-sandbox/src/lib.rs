@@ -86,7 +86,7 @@ pub use error::{ApplyError, ApplyStage, SandboxError};
 pub use explain::{Denial, Explainer, Explanation};
 pub use interp::{ElfClass, ElfError, ElfLoad, elf_load};
 pub use policy::{Access, Launch, Network, Policy, Scopes};
-pub use probe::{Availability, LandlockSupport, probe};
+pub use probe::{Availability, LANDLOCK_ABI_MAX_VAR, LandlockSupport, probe};
 pub use sandbox::{Enforcement, EnforcementStatus, Gaps, PreparedSandbox};
 
 #[cfg(test)]

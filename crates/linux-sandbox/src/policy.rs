@@ -147,6 +147,9 @@ pub struct Policy {
     pub(crate) unix_in_view: bool,
     /// A writable grant to cover with a fresh tmpfs of this many bytes (LIM-1).
     pub(crate) bounded_temp: Option<(PathBuf, u64)>,
+    /// Whether a policy that may spawn is refused where a shell would get out
+    /// ([`Policy::refuse_uncontained_shell`], issue 20).
+    pub(crate) refuse_uncontained: bool,
 }
 
 impl Default for Policy {
@@ -172,6 +175,7 @@ impl Policy {
             namespaces: true,
             unix_in_view: true,
             bounded_temp: None,
+            refuse_uncontained: false,
         }
     }
 

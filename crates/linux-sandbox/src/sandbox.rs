@@ -281,6 +281,18 @@ fn push_rule(opened: &mut Vec<OpenedRule>, rule: OpenedRule) {
 }
 
 impl Policy {
+    /// Makes [`prepare`](Policy::prepare) refuse this policy, if it may spawn, where a shell
+    /// could get out (`SandboxError::ShellUncontained`, an unavailable error): with no private
+    /// mount namespace, or below Landlock ABI 6 without a PID namespace of its own
+    /// ([`Availability::shell_refusal`](crate::Availability::shell_refusal) says why). Every
+    /// shell `exec` runs sets it (issue 20: `cargo xtask matrix` showed both holes); without
+    /// it those holes are only reported as [`Gaps`], for callers that run a program they
+    /// trust to make none of those calls.
+    pub fn refuse_uncontained_shell(mut self) -> Self {
+        self.refuse_uncontained = true;
+        self
+    }
+
     /// Validates the policy and builds everything the child will need: opens every path
     /// (`O_PATH`, following symbolic links, so grants land on the real files), builds the
     /// Landlock ruleset at the newest ABI both the kernel and this crate know, and compiles the
@@ -292,6 +304,11 @@ impl Policy {
     /// [`single_program`](Policy::single_program) policy must be a regular file.
     pub fn prepare(&self) -> Result<PreparedSandbox, SandboxError> {
         let availability = probe();
+        if let Err(reason) = availability.landlock_abi_cap() {
+            return Err(SandboxError::LandlockAbiCap {
+                reason: reason.to_owned(),
+            });
+        }
         let kernel_abi =
             availability
                 .landlock_abi()
@@ -308,6 +325,14 @@ impl Policy {
             return Err(SandboxError::LandlockUnavailable {
                 reason: "limited to ABI 0 by the policy".to_owned(),
             });
+        }
+        if self.may_spawn() && self.refuse_uncontained {
+            // At the policy's own ABI limit, which may be below the probe's.
+            let mut at_abi = availability.clone();
+            at_abi.limit_abi(abi);
+            if let Some(reason) = at_abi.shell_refusal(self.launch) {
+                return Err(SandboxError::ShellUncontained { reason });
+            }
         }
 
         let opened = self.open_paths()?;
@@ -1510,5 +1535,44 @@ mod tests {
         std::fs::remove_file(&system).unwrap();
         policy.prepare().unwrap();
         assert!(cached(&system).is_none());
+    }
+
+    #[test]
+    fn a_shell_policy_that_refuses_uncontained_runs_is_refused_below_abi_6_without_a_pid_namespace()
+    {
+        if !probe().can_sandbox() {
+            eprintln!("skipped: no sandbox here:\n{}", probe());
+            return;
+        }
+        let launch = crate::Launch {
+            own_user_namespace: true,
+            own_pid_namespace: false,
+        };
+        let err = Policy::new()
+            .refuse_uncontained_shell()
+            .launch(launch)
+            .limit_landlock_abi(5)
+            .prepare()
+            .unwrap_err();
+        assert!(
+            matches!(err, SandboxError::ShellUncontained { .. }),
+            "{err}"
+        );
+        assert!(err.is_unavailable(), "{err}");
+        // A single program keeps running there, its gaps reported.
+        let single = Policy::single_program("/usr/bin/true")
+            .refuse_uncontained_shell()
+            .launch(launch)
+            .limit_landlock_abi(5);
+        assert!(single.prepare().is_ok());
+        // Without the opt-in the gap is reported, not refused (the crate's own callers).
+        let gaps = Policy::new()
+            .launch(launch)
+            .limit_landlock_abi(5)
+            .prepare()
+            .map(|p| p.enforcement().gaps());
+        if let Ok(gaps) = gaps {
+            assert!(gaps.contains(Gaps::SIGNAL_SCOPE));
+        }
     }
 }

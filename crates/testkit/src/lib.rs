@@ -39,6 +39,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// `linux_sandbox::LANDLOCK_ABI_MAX_VAR`, named here too: testkit builds on every platform.
+const LANDLOCK_ABI_MAX_VAR: &str = "AGENT_EXEC_LANDLOCK_ABI_MAX";
+
 /// A temp dir holding one named, canonical root directory, with room beside it for things that
 /// must stay outside.
 #[derive(Debug)]
@@ -194,7 +197,7 @@ pub fn rerun_suite_as_nobody(env: &str, skip: &str, threads: u32) {
 
 /// Runs this test binary again as uid 65534 with `args` (e.g. `--skip` the caller) and `env`,
 /// asserts it passed, and returns its output. Skips loudly (empty output) without setpriv.
-/// `AGENT_EXEC_REQUIRE` is passed on: a capability missing for the unprivileged user fails
+/// `AGENT_EXEC_REQUIRE` and `AGENT_EXEC_LANDLOCK_ABI_MAX` are passed on: a capability missing for the unprivileged user fails
 /// there too instead of turning the re-run into a row of skips.
 pub fn run_as_nobody(args: &[&str], env: &[(&str, &str)]) -> String {
     let setpriv = Path::new("/usr/bin/setpriv");
@@ -217,6 +220,8 @@ pub fn run_as_nobody(args: &[&str], env: &[(&str, &str)]) -> String {
             .env("TMPDIR", dir.path())
             .env("PATH", "/usr/bin:/bin")
             .env(REQUIRE_VAR, std::env::var(REQUIRE_VAR).unwrap_or_default())
+            // The capability level `cargo xtask matrix` forces holds for the re-run too.
+            .envs(std::env::var_os(LANDLOCK_ABI_MAX_VAR).map(|v| (LANDLOCK_ABI_MAX_VAR, v)))
             .envs(env.iter().copied())
             .output()
             .unwrap()

@@ -33,7 +33,22 @@ impl Call {
     /// Runs `script` with `/bin/sh -c` under the `command` spec; asserts it did not time out
     /// and no process survived.
     pub async fn sh(&self, script: &str) -> Outcome {
-        let job = Job {
+        let (ctx, _cancel) = CallContext::standalone();
+        let out = exec::run(self.sh_job(script), &ctx).await.unwrap();
+        assert_ne!(
+            out.end,
+            exec::End::TimedOut,
+            "the call timed out: {}",
+            show(&out)
+        );
+        let survivors = processes_in(self.base.path());
+        assert!(survivors.is_empty(), "processes survived: {survivors:?}");
+        out
+    }
+
+    /// The job [`Call::sh`] runs.
+    pub fn sh_job(&self, script: &str) -> Job {
+        Job {
             program: "/bin/sh".into(),
             args: vec!["-c".into(), script.into()],
             workdir: WorkDir {
@@ -59,18 +74,7 @@ impl Call {
                 on_cap: OnCap::Truncate,
             },
             merge_stderr: false,
-        };
-        let (ctx, _cancel) = CallContext::standalone();
-        let out = exec::run(job, &ctx).await.unwrap();
-        assert_ne!(
-            out.end,
-            exec::End::TimedOut,
-            "the call timed out: {}",
-            show(&out)
-        );
-        let survivors = processes_in(self.base.path());
-        assert!(survivors.is_empty(), "processes survived: {survivors:?}");
-        out
+        }
     }
 
     /// Writes `script` into the scope and runs it with python3.
@@ -109,4 +113,43 @@ pub fn show(out: &Outcome) -> String {
         text(&out.stderr),
         out.enforcement
     )
+}
+
+/// The line `cargo xtask matrix` counts for a test that its capability level cannot give and
+/// that ended with the documented refusal instead.
+pub const REFUSED_MARK: &str = "refused as expected:";
+
+/// Why this capability level refuses every shell (`AGENT_EXEC_SANDBOX_UNAVAILABLE`): the
+/// sandbox's own rule (`linux_sandbox::Availability::shell_refusal`) for the launch `exec`
+/// uses; `None` where shells run.
+pub fn shell_refusal() -> Option<String> {
+    linux_sandbox::probe().shell_refusal(exec::linux::launch())
+}
+
+/// For a test whose calls are shells: where this level refuses them, runs one, asserts it is
+/// refused with `AGENT_EXEC_SANDBOX_UNAVAILABLE` and the documented reason, prints
+/// [`REFUSED_MARK`] and returns true (the caller returns). Nothing is skipped silently: the
+/// refusal itself is what the test checks there.
+pub async fn shell_refused_here(test: &str) -> bool {
+    let Some(reason) = shell_refusal() else {
+        return false;
+    };
+    let call = Call::new("agent-exec-refused");
+    let (ctx, _cancel) = CallContext::standalone();
+    match exec::run(call.sh_job("echo ran"), &ctx).await {
+        Err(exec::ExecError::SandboxUnavailable(message)) => {
+            assert!(message.contains(&reason), "{message}\nexpected: {reason}");
+            eprintln!("{REFUSED_MARK} {test}: {message}");
+        }
+        other => panic!("this level should refuse a shell ({reason}), but: {other:?}"),
+    }
+    assert!(processes_in(call.base.path()).is_empty());
+    true
+}
+
+/// Whether a shell here may make unix sockets (`Enforcement::unix_sockets`): Landlock's
+/// abstract-socket scope (ABI 6) in a root of the grants, which every shell that runs has.
+/// Below it `socket(AF_UNIX)` is refused and the report says "unix sockets refused".
+pub fn unix_sockets_here() -> bool {
+    linux_sandbox::probe().landlock_abi().unwrap_or(0) >= 6
 }
