@@ -231,12 +231,19 @@ fn v2_parent(base: &Path) -> Option<(PathBuf, bool, bool)> {
                 Err(e)
             }
         });
-        let request: Vec<String> = wanted.iter().map(|c| format!("+{c}")).collect();
-        let moved = made
+        if made
             .and_then(|()| fs::write(leaf.join("cgroup.procs"), &me))
-            .and_then(|()| fs::write(base.join("cgroup.subtree_control"), request.join(" ")));
-        if moved.is_err() {
+            .is_err()
+        {
             return None;
+        }
+        // One at a time: a controller the kernel will not delegate (`cpu` with a realtime
+        // process in the subtree) must not cost the others.
+        for controller in &wanted {
+            let _ = fs::write(
+                base.join("cgroup.subtree_control"),
+                format!("+{controller}"),
+            );
         }
         enabled = delegated(&words("cgroup.subtree_control"));
     }

@@ -147,12 +147,16 @@ fn file_tools_never_touch_outside_when_a_directory_is_swapped_for_a_symlink() {
         // rightly refused and the burst proves nothing).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         let (mut done, mut i) = (0, 0);
-        while i < ATTEMPTS || (done == 0 && std::time::Instant::now() < deadline) {
+        // And on until the swapper ran at all: on a loaded machine its thread may not be
+        // scheduled during the whole burst (then the burst raced nothing).
+        while i < ATTEMPTS
+            || ((done == 0 || swapper.swaps() == 0) && std::time::Instant::now() < deadline)
+        {
             if tool(i) {
                 done += 1;
             }
             i += 1;
-            if i >= ATTEMPTS && done == 0 {
+            if i >= ATTEMPTS && (done == 0 || swapper.swaps() == 0) {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -40,6 +40,8 @@ impl SwapperBuilder {
     pub fn start(self) -> Swapper {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
+        let count = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&count);
         let handle = std::thread::spawn(move || {
             let (mut swaps, mut seed) = (0u64, 0x9e37_79b9_7f4a_7c15_u64);
             let max = u64::try_from(self.pause.as_micros()).unwrap_or(u64::MAX);
@@ -52,7 +54,10 @@ impl SwapperBuilder {
                     rustix::fs::RenameFlags::EXCHANGE,
                 );
                 match done {
-                    Ok(()) => swaps += 1,
+                    Ok(()) => {
+                        swaps += 1;
+                        counted.store(swaps, Ordering::Relaxed);
+                    }
                     Err(_) => {
                         if let Some(target) = &self.remake {
                             if std::fs::symlink_metadata(&self.b).is_err() {
@@ -73,6 +78,7 @@ impl SwapperBuilder {
         });
         Swapper {
             stop,
+            count,
             handle: Some(handle),
         }
     }
@@ -91,6 +97,7 @@ impl SwapperBuilder {
 #[derive(Debug)]
 pub struct Swapper {
     stop: Arc<AtomicBool>,
+    count: Arc<AtomicU64>,
     handle: Option<JoinHandle<u64>>,
 }
 
@@ -104,6 +111,12 @@ impl Swapper {
             pause: Duration::ZERO,
             remake: None,
         }
+    }
+
+    /// How many exchanges it made so far (a race test on a loaded machine goes on until the
+    /// thread got to run at all).
+    pub fn swaps(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
     }
 
     /// Stops the thread; returns how many exchanges it made.
