@@ -25,6 +25,7 @@ pub(crate) const BENCHMARKS: &[(&str, Benchmark)] = &[
     ("stop", stop),
     ("call", call),
     ("micro", micro),
+    ("soak", crate::bench_soak::run),
 ];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {

@@ -5,6 +5,7 @@
 //! first failure, naming the step that failed.
 
 mod bench;
+mod bench_soak;
 mod matrix;
 mod soak;
 #[cfg(test)]
@@ -45,6 +46,10 @@ const TASKS: &[(&str, &str)] = &[
     (
         "bench micro [criterion args]",
         "in-process criterion benchmarks (argv-policy's decide, seatbelt's evaluator); ratios",
+    ),
+    (
+        "bench soak [--calls N] [--concurrency C]",
+        "N mixed calls of every tool (10 000, 16 at once) through one agent-exec mcp: p50/p99, no fd/thread/zombie/temp-dir/RSS growth, no survivors (not in ci)",
     ),
     (
         "soak [--minutes M] [--tasks N]",

@@ -290,7 +290,9 @@ impl Asker for McpAsker {
 
     fn cannot_ask_advice(&self) -> String {
         // The command line's own flags (--yes, --password-fd) mean nothing to an MCP client.
-        "a password is never collected over MCP, and a confirmation only from a client that          supports elicitation; the user can run this call with `agent-exec call run_command`          from a terminal, which asks there"
+        "a password is never collected over MCP, and a confirmation only from a client that \
+         supports elicitation; the user can run this call with `agent-exec call run_command` \
+         from a terminal, which asks there"
             .to_owned()
     }
 }

@@ -745,6 +745,8 @@ fn over_mcp_a_password_is_never_asked_and_the_call_says_where_to_run_it() {
     // The advice is the MCP server's own: a client cannot pass the command line's flags.
     assert!(message.contains("never collected over MCP"), "{result}");
     assert!(!message.contains("--password-fd"), "{result}");
+    // One sentence: a source line once joined without `\` put runs of spaces in it.
+    assert!(!message.contains("  "), "{result}");
     assert!(!f.folder.join("unsandboxed.txt").exists());
 }
 
