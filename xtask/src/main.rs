@@ -5,6 +5,7 @@
 //! first failure, naming the step that failed.
 
 mod bench;
+mod fuzz;
 mod soak;
 #[cfg(test)]
 mod tidy;
@@ -15,7 +16,7 @@ use std::process::{Command, ExitCode};
 const TASKS: &[(&str, &str)] = &[
     (
         "ci",
-        "fmt --check, clippy -D warnings, tests (with the escape suite), docs -D warnings",
+        "fmt --check, clippy -D warnings, tests (with the escape suite), docs -D warnings, fuzz --smoke",
     ),
     (
         "bench scan [--files N] [--runs N]",
@@ -42,6 +43,10 @@ const TASKS: &[(&str, &str)] = &[
         "in-process criterion benchmarks (argv-policy's decide, seatbelt's evaluator); ratios",
     ),
     (
+        "fuzz --smoke | NAME [--seconds N]",
+        "cargo-fuzz targets (nightly): each for 15 s after one build, or one for N s (600); --list",
+    ),
+    (
         "soak [--minutes M] [--tasks N]",
         "background_command soak: N mixed tasks for M min (10, 20); no fd/thread/RSS growth, no survivors (not in ci)",
     ),
@@ -63,6 +68,7 @@ type Task = fn(&[String]) -> Result<(), String>;
 const DISPATCH: &[(&str, Task)] = &[
     ("ci", |_| ci()),
     ("bench", bench::run),
+    ("fuzz", fuzz::run),
     ("soak", soak::run),
     ("check-macos", |_| check_macos()),
     ("macos", |_| macos()),
@@ -208,6 +214,9 @@ fn ci() -> Result<(), String> {
             ));
         }
     }
-    println!("xtask ci: all steps passed (fmt, clippy, test, doc)");
+    // Last: it needs nightly and cargo-fuzz, and skips loudly without them (fuzz.rs).
+    println!("xtask ci: step `fuzz`: cargo xtask fuzz --smoke");
+    fuzz::run(&["--smoke".to_owned()]).map_err(|e| format!("ci step `fuzz` failed: {e}"))?;
+    println!("xtask ci: all steps passed (fmt, clippy, test, doc, fuzz)");
     Ok(())
 }

@@ -187,3 +187,19 @@ fn every_code_has_a_distinct_stable_string() {
         assert!(seen.insert(c.as_str()), "{c} twice");
     }
 }
+
+/// Found by the `sh_script` fuzz target: brush-parser unwraps an I/O number that does not fit
+/// `i32` (`99999999999999999999>f`). The parser's panic is caught and the script refused, with
+/// the advice every unparsable script gets, never a crash of the host.
+#[test]
+fn a_redirection_fd_too_large_for_the_parser_is_refused_as_unparsable() {
+    for script in [
+        "echo x 99999999999999999999> /tmp/f",
+        "cat 2147483648<in",
+        "ls; echo \"$HOME\" 99999999999999999999>&2",
+    ] {
+        let (code, m) = message(&["sh", "-c", script]);
+        assert_eq!(code, RefuseCode::ScriptUnparsable, "{script}: {m}");
+        assert!(m.contains("nothing was run"), "{script}: {m}");
+    }
+}
