@@ -44,7 +44,7 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "fuzz --smoke | NAME [--seconds N]",
-        "cargo-fuzz targets (nightly): each for 15 s after one build, or one for N s (600); --list",
+        "cargo-fuzz targets (nightly): each for 10 s after one build, or one for N s (600); --list",
     ),
     (
         "soak [--minutes M] [--tasks N]",
