@@ -24,7 +24,7 @@ pub const MAX_SCRIPT_BYTES: usize = 64 * 1024;
 /// How deep `$( )` inside `$( )`, nested `sh -c`, `eval` and `trap` may go.
 pub const MAX_DEPTH: usize = 8;
 
-/// How deep compound commands may nest (subshells, `{ }`, `case`, `if`, loops), as [`nesting`]
+/// How deep compound commands may nest (subshells, `{ }`, `case`, `if`, loops), as `nesting`
 /// counts them. brush-parser's grammar backtracks through every way to read a construct that
 /// is not closed, in time exponential in how many are open: 24 unclosed `(` took 7 s, 22
 /// unclosed `case` 12 s, and 52 `(` would take years (found by the `sh_script` fuzz target).
