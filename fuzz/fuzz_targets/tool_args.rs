@@ -107,16 +107,14 @@ fn confine_extra_paths(args: &mut Value, base: &Path) {
     let Some(items) = args.get_mut("extraPaths").and_then(Value::as_array_mut) else {
         return;
     };
-    for item in items {
-        if let Some(p) = item.get_mut("path") {
-            if let Some(s) = p.as_str() {
-                let inside = if s.contains("..") {
-                    base.join("x").display().to_string()
-                } else {
-                    base.join(s.trim_start_matches('/')).display().to_string()
-                };
-                *p = Value::from(inside);
-            }
+    for p in items.iter_mut().filter_map(|item| item.get_mut("path")) {
+        if let Some(s) = p.as_str() {
+            let inside = if s.contains("..") {
+                base.join("x").display().to_string()
+            } else {
+                base.join(s.trim_start_matches('/')).display().to_string()
+            };
+            *p = Value::from(inside);
         }
     }
 }
