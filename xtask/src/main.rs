@@ -6,6 +6,7 @@
 
 mod bench;
 mod bench_soak;
+mod fuzz;
 mod matrix;
 mod soak;
 #[cfg(test)]
@@ -17,7 +18,7 @@ use std::process::{Command, ExitCode};
 const TASKS: &[(&str, &str)] = &[
     (
         "ci",
-        "fmt --check, clippy -D warnings, tests (with the escape suite), the matrix, docs -D warnings",
+        "fmt --check, clippy -D warnings, tests (with the escape suite), the matrix, docs -D warnings, fuzz --smoke",
     ),
     (
         "matrix [--full]",
@@ -52,6 +53,10 @@ const TASKS: &[(&str, &str)] = &[
         "N mixed calls of every tool (10 000, 16 at once) through one agent-exec mcp: p50/p99, no fd/thread/zombie/temp-dir/RSS growth, no survivors (not in ci)",
     ),
     (
+        "fuzz --smoke | NAME [--seconds N]",
+        "cargo-fuzz targets (nightly): each for 10 s after one build, or one for N s (600); --list",
+    ),
+    (
         "soak [--minutes M] [--tasks N]",
         "background_command soak: N mixed tasks for M min (10, 20); no fd/thread/RSS growth, no survivors (not in ci)",
     ),
@@ -73,6 +78,7 @@ type Task = fn(&[String]) -> Result<(), String>;
 const DISPATCH: &[(&str, Task)] = &[
     ("ci", |_| ci()),
     ("bench", bench::run),
+    ("fuzz", fuzz::run),
     ("soak", soak::run),
     ("matrix", matrix::run),
     ("check-macos", |_| check_macos()),
@@ -225,6 +231,9 @@ fn ci() -> Result<(), String> {
             })?;
         }
     }
-    println!("xtask ci: all steps passed (fmt, clippy, test, matrix, doc)");
+    // Last: it needs nightly and cargo-fuzz, and skips loudly without them (fuzz.rs).
+    println!("xtask ci: step `fuzz`: cargo xtask fuzz --smoke");
+    fuzz::run(&["--smoke".to_owned()]).map_err(|e| format!("ci step `fuzz` failed: {e}"))?;
+    println!("xtask ci: all steps passed (fmt, clippy, test, matrix, doc, fuzz)");
     Ok(())
 }

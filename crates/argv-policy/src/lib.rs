@@ -63,7 +63,7 @@ pub use model::{
 };
 pub use policy::{ConfigError, Mode, Policy, ReadOnlyRule};
 pub use private::SHELL_STARTUP_FILES;
-pub use script::{MAX_DEPTH, MAX_SCRIPT_BYTES};
+pub use script::{MAX_DEPTH, MAX_NESTING, MAX_SCRIPT_BYTES};
 pub use watch::MAX_SCRIPT_LEVELS;
 pub use words::METACHARACTERS;
 

@@ -6,7 +6,8 @@
 //! substitutions, `$( )` and backticks (in words, assignments, redirect targets, here-strings
 //! and expanding here-documents). Anything the parser does not accept fully is refused, and so
 //! is a command substitution hidden where this walk does not reach (inside `${…}` or `$((…))`):
-//! fail closed.
+//! fail closed. So is a script nesting more than [`MAX_NESTING`] compound commands, before the
+//! grammar runs: brush's backtracking on unclosed constructs is exponential.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
@@ -22,6 +23,90 @@ pub const MAX_SCRIPT_BYTES: usize = 64 * 1024;
 
 /// How deep `$( )` inside `$( )`, nested `sh -c`, `eval` and `trap` may go.
 pub const MAX_DEPTH: usize = 8;
+
+/// How deep compound commands may nest (subshells, `{ }`, `case`, `if`, loops), as `nesting`
+/// counts them. brush-parser's grammar backtracks through every way to read a construct that
+/// is not closed, in time exponential in how many are open: 24 unclosed `(` took 7 s, 22
+/// unclosed `case` 12 s, and 52 `(` would take years (found by the `sh_script` fuzz target).
+/// At 12 the worst case is a few milliseconds; real scripts nest a handful.
+pub const MAX_NESTING: usize = 12;
+
+/// How deep compound commands nest in brush-parser's own tokens of a script, never less than
+/// its grammar would nest them: quotes, comments, here-documents, `$( )` and `$(( ))` are
+/// inside word tokens already. An opener (`(`, `{`, `case`, `if`, `while`, `until`, `for`,
+/// `select`) counts where a command name may stand; a closer (`)`, `}`, `esac`, `fi`, `done`) ends only the
+/// innermost construct of its own kind, so a `case` pattern's `)` ends nothing.
+fn nesting(tokens: &[brush_parser::Token]) -> usize {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Open {
+        Paren,
+        Brace,
+        Case,
+        If,
+        Loop,
+    }
+    let mut stack: Vec<Open> = Vec::new();
+    let mut most = 0;
+    // Whether the next word may be a command name, where the grammar reads reserved words:
+    // after an operator, a reserved word that starts a command, or an assignment. Erring
+    // towards `true` only over-counts.
+    let mut command_position = true;
+    for token in tokens {
+        let text = token.to_str();
+        let (opens, closes) = match token {
+            brush_parser::Token::Operator(..) => {
+                (text.matches('(').count(), text.matches(')').count())
+            }
+            brush_parser::Token::Word(..) => (0, 0),
+        };
+        for _ in 0..opens {
+            stack.push(Open::Paren);
+        }
+        for _ in 0..closes {
+            if stack.last() == Some(&Open::Paren) {
+                stack.pop();
+            }
+        }
+        let word = matches!(token, brush_parser::Token::Word(..));
+        let (push, pop) = match text {
+            _ if !word || !command_position => (None, None),
+            "{" => (Some(Open::Brace), None),
+            "}" => (None, Some(Open::Brace)),
+            "case" => (Some(Open::Case), None),
+            "esac" => (None, Some(Open::Case)),
+            "if" => (Some(Open::If), None),
+            "fi" => (None, Some(Open::If)),
+            "while" | "until" | "for" | "select" => (Some(Open::Loop), None),
+            "done" => (None, Some(Open::Loop)),
+            _ => (None, None),
+        };
+        if let Some(open) = push {
+            stack.push(open);
+        }
+        if pop.is_some() && stack.last() == pop.as_ref() {
+            stack.pop();
+        }
+        let starts_command = matches!(
+            text,
+            "{" | "}"
+                | "!"
+                | "if"
+                | "then"
+                | "else"
+                | "elif"
+                | "fi"
+                | "while"
+                | "until"
+                | "do"
+                | "done"
+                | "esac"
+                | "time"
+        );
+        command_position = !word || (command_position && (text.contains('=') || starts_command));
+        most = most.max(stack.len());
+    }
+    most
+}
 
 /// A shell word as far as it can be known before running anything.
 #[derive(Debug, Clone)]
@@ -114,8 +199,25 @@ fn parse_program(text: &str) -> Result<ast::Program, Refusal> {
     // brush-parser allows `unwrap` internally; a panic on hostile input must become a refusal,
     // never a crash of the host (house rule 5).
     let opts = options();
+    let tokens = catch_unwind(AssertUnwindSafe(|| {
+        brush_parser::uncached_tokenize_str(text, &opts.tokenizer_options())
+    }));
+    let tokens = match tokens {
+        Ok(Ok(tokens)) => tokens,
+        Ok(Err(e)) => return Err(unparsable(format!("the script does not parse ({e})"))),
+        Err(_) => return Err(unparsable("the script parser failed on this input")),
+    };
+    // Before the grammar runs: its time is exponential in the nesting of unclosed constructs.
+    let nested = nesting(&tokens);
+    if nested > MAX_NESTING {
+        return Err(unparsable(format!(
+            "the script nests {nested} compound commands (subshells, `{{ }}`, `case`, `if`, \
+             loops) inside each other, more than the {MAX_NESTING} this tool parses; close each \
+             one, or nest less deeply"
+        )));
+    }
     let result = catch_unwind(AssertUnwindSafe(|| {
-        brush_parser::Parser::new(std::io::BufReader::new(text.as_bytes()), &opts).parse_program()
+        brush_parser::parse_tokens(&tokens, &opts)
     }));
     match result {
         Ok(Ok(p)) => Ok(p),

@@ -187,3 +187,62 @@ fn every_code_has_a_distinct_stable_string() {
         assert!(seen.insert(c.as_str()), "{c} twice");
     }
 }
+
+/// Found by the `sh_script` fuzz target: brush-parser unwraps an I/O number that does not fit
+/// `i32` (`99999999999999999999>f`). The parser's panic is caught and the script refused, with
+/// the advice every unparsable script gets, never a crash of the host.
+#[test]
+fn a_redirection_fd_too_large_for_the_parser_is_refused_as_unparsable() {
+    for script in [
+        "echo x 99999999999999999999> /tmp/f",
+        "cat 2147483648<in",
+        "ls; echo \"$HOME\" 99999999999999999999>&2",
+    ] {
+        let (code, m) = message(&["sh", "-c", script]);
+        assert_eq!(code, RefuseCode::ScriptUnparsable, "{script}: {m}");
+        assert!(m.contains("nothing was run"), "{script}: {m}");
+    }
+}
+
+/// Found by the `sh_script` fuzz target as a timeout: brush-parser's grammar takes time
+/// exponential in how many constructs are left open (52 unclosed `(` would take years, 22
+/// unclosed `case` took 12 s), so a script nesting more than `MAX_NESTING` compound commands
+/// is refused before the grammar runs. What is inside quotes, comments, here-documents and
+/// arithmetic is text, not nesting; a `case` pattern's `)` closes nothing.
+#[test]
+fn a_script_nesting_too_many_open_constructs_is_refused_before_parsing() {
+    let over = argv_policy::MAX_NESTING + 1;
+    for script in [
+        format!("{} wc -l", "(".repeat(52)),
+        format!("{}wc -l", "( ".repeat(over)),
+        "case x in a) ".repeat(over),
+        "( case x in a) ".repeat(over),
+        format!("{}ls", "if true; then ".repeat(over)),
+        format!("{}ls{}", "{ ".repeat(over), "; }".repeat(over)),
+    ] {
+        let (code, m) = message(&["sh", "-c", &script]);
+        assert_eq!(code, RefuseCode::ScriptUnparsable, "{script}: {m}");
+        assert!(m.contains("compound commands"), "{script}: {m}");
+        assert!(m.contains("nothing was run"), "{script}: {m}");
+    }
+    let n = argv_policy::MAX_NESTING;
+    let deep_but_closed = format!("{}ls{}", "( ".repeat(n), " )".repeat(n));
+    for script in [
+        deep_but_closed.as_str(),
+        "echo '((((((((((((((((((((((((('",
+        "echo \"((((((((((((((((((((((((((\"",
+        "ls # ((((((((((((((((((((((((((",
+        "echo if if if if if if if if if if if if if if if if",
+        "cat <<E\n((((((((((((((((((((((((((\nE",
+    ] {
+        let d = decide(
+            &RunCommandArgs::new(["sh", "-c", script]),
+            &Policy::defaults(Mode::Safe),
+            &ctx(),
+        );
+        assert!(
+            !matches!(&d, Decision::Refuse { message, .. } if message.contains("compound commands")),
+            "{script}: {d:?}"
+        );
+    }
+}

@@ -6,8 +6,9 @@
 //! confined).
 //!
 //! `AGENT_EXEC_REQUIRE` is a comma-separated list of [`Capability`] names (`landlock,seccomp,
-//! userns,pidns,mountns,proc,testuser`); an unknown name fails every test that asks, so a typo cannot
-//! quietly require nothing. Unset or empty: nothing is required and missing facilities skip.
+//! userns,pidns,mountns,proc,testuser`, and `fuzz`, which only `cargo xtask fuzz` reads); an
+//! unknown name fails every test that asks, so a typo cannot quietly require nothing. Unset or
+//! empty: nothing is required and missing facilities skip.
 //!
 //! The answers are the code under test's own probes (`linux_sandbox::probe`,
 //! `proctree::pid_namespace_available`), not a second copy of them: a test skips exactly when
@@ -144,11 +145,19 @@ enum Verdict {
     Fail(String),
 }
 
+/// Names in `AGENT_EXEC_REQUIRE` that tools other than the tests answer: `fuzz` (the nightly
+/// toolchain and cargo-fuzz, checked by `cargo xtask fuzz`). The tests accept and ignore them.
+const OTHER_REQUIREMENTS: &[&str] = &["fuzz"];
+
 /// The capabilities `setting` (the value of `AGENT_EXEC_REQUIRE`) names: comma-separated,
-/// spaces around a name ignored, empty entries ignored.
+/// spaces around a name ignored, empty entries and [`OTHER_REQUIREMENTS`] ignored.
 fn parse_required(setting: &str) -> Result<Vec<Capability>, String> {
     let mut required = Vec::new();
-    for name in setting.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+    for name in setting
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && !OTHER_REQUIREMENTS.contains(n))
+    {
         let Some(capability) = Capability::from_name(name) else {
             let known: Vec<&str> = Capability::ALL.iter().map(|c| c.name()).collect();
             return Err(format!(
@@ -314,6 +323,11 @@ mod tests {
             Ok(Capability::ALL.to_vec())
         );
         assert!(parse_required("Landlock").is_err());
+        // `fuzz` is for `cargo xtask fuzz`, not a capability of the tests.
+        assert_eq!(
+            parse_required("landlock,fuzz"),
+            Ok(vec![Capability::Landlock])
+        );
     }
 
     #[test]

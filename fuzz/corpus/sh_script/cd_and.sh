@@ -1,0 +1,1 @@
+cd sub && git status; echo "$HOME" > /dev/null

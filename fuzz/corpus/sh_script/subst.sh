@@ -1,0 +1,1 @@
+env FOO=1 xargs -n1 echo $(date) `id` <(ls) 2>&1 >out
