@@ -246,3 +246,25 @@ fn a_script_nesting_too_many_open_constructs_is_refused_before_parsing() {
         );
     }
 }
+
+/// Found by the `sh_script` fuzz target: brush-parser's tokenizer grew to 2.7 GB on this 74-byte
+/// script (here-documents among carriage returns). Any `\r` is refused before tokenizing.
+#[test]
+fn a_script_with_a_carriage_return_is_refused_before_the_tokenizer_can_blow_up() {
+    let oom =
+        "0do stb\u{1d}&&YY[````eU<<<<<<<<<><<<<<\r\r git=status; ecCFE\" > /F\"\r<<<<< <><<> ";
+    for script in [oom, "ls\r\n", "echo a\rb"] {
+        let (code, m) = message(&["sh", "-c", script]);
+        assert_eq!(code, RefuseCode::ScriptUnparsable, "{script:?}: {m}");
+        assert!(m.contains("carriage return"), "{script:?}: {m}");
+    }
+    let d = decide(
+        &RunCommandArgs::new(["sh", "-c", "cat <<E\nx\nE\nls"]),
+        &Policy::defaults(Mode::Safe),
+        &ctx(),
+    );
+    assert!(
+        !matches!(&d, Decision::Refuse { message, .. } if message.contains("carriage")),
+        "{d:?}"
+    );
+}

@@ -128,7 +128,7 @@ fn join_cgroup(mount: &Path, path: &str) -> PathBuf {
 
 /// The cgroup mounts of a `mountinfo` text: (mount point, `Some(v1 controllers)` or `None` for
 /// cgroup2). Malformed lines are skipped.
-pub(crate) fn parse_cgroup_mounts(mountinfo: &str) -> Vec<(PathBuf, Option<Vec<String>>)> {
+pub fn parse_cgroup_mounts(mountinfo: &str) -> Vec<(PathBuf, Option<Vec<String>>)> {
     let mut mounts = Vec::new();
     for line in mountinfo.lines() {
         let Some((left, right)) = line.split_once(" - ") else {
@@ -178,7 +178,7 @@ fn unescape_octal(s: &str) -> std::ffi::OsString {
 }
 
 /// The lines of `/proc/self/cgroup`: (controllers, path); v2's line has no controllers.
-pub(crate) fn parse_own_cgroups(text: &str) -> Vec<(String, String)> {
+pub fn parse_own_cgroups(text: &str) -> Vec<(String, String)> {
     text.lines()
         .filter_map(|line| {
             let mut parts = line.splitn(3, ':');
@@ -278,7 +278,7 @@ fn sweep(parent: &Path) {
 }
 
 /// `agent-exec.<pid>.<start>.<n>` → (pid, start).
-pub(crate) fn parse_name(name: &str) -> Option<(u32, u64)> {
+pub fn parse_name(name: &str) -> Option<(u32, u64)> {
     let mut parts = name.strip_prefix(PREFIX)?.split('.');
     let pid = parts.next()?.parse().ok()?;
     let start = parts.next()?.parse().ok()?;
@@ -757,7 +757,7 @@ fn read_number(file: &OwnedFd) -> u64 {
 }
 
 /// The value of `key` in `text` (`key value` lines); 0 when absent.
-pub(crate) fn counter_value(text: &str, key: &str) -> u64 {
+pub fn counter_value(text: &str, key: &str) -> u64 {
     text.lines()
         .filter_map(|line| line.split_once(' '))
         .find(|(k, _)| *k == key)

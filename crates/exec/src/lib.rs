@@ -88,6 +88,15 @@ pub mod sysset;
 mod backend;
 
 pub use calltemp::{CallTemp, CallTempError};
+
+/// For the fuzz targets (`fuzz/fuzz_targets/resource_limits.rs`): the cgroup text parsers, which
+/// read `/proc/self/mountinfo`, `/proc/self/cgroup`, cgroup names anyone with write access to a
+/// hierarchy can make, and counter files. Not an API.
+#[cfg(target_os = "linux")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::cgroup::{counter_value, parse_cgroup_mounts, parse_name, parse_own_cgroups};
+}
 #[cfg(target_os = "linux")]
 pub use cgroup::{describe as describe_limit_mechanisms, report_here as limits_report_here};
 pub use job::{End, ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir};
