@@ -789,6 +789,41 @@ pub(crate) fn open_temp_dir_of(pid: u32, temp: &Path) -> Option<OwnedFd> {
     .ok()
 }
 
+/// The `/proc` the process `pid` (a live member of the call's tree) sees: its PID namespace's,
+/// where the call's processes are all there is. `None` when it is gone.
+pub(crate) fn open_proc_of(pid: u32) -> Option<OwnedFd> {
+    rustix::fs::open(
+        format!("/proc/{pid}/root/proc"),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
+}
+
+/// How many processes a PID namespace's `/proc` (`fd`) lists, its PID 1 (the supervisor, of
+/// the same user in the same user namespace, so counted by `RLIMIT_NPROC` too) included.
+/// Threads are not listed: a tree of threads reaches the limit unseen (forks still fail).
+pub(crate) fn processes_in(fd: &OwnedFd) -> u64 {
+    let Ok(dup) = rustix::fs::openat(
+        fd,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return 0;
+    };
+    let Ok(mut dir) = rustix::fs::Dir::read_from(&dup) else {
+        return 0;
+    };
+    let mut n = 0u64;
+    while let Some(Ok(entry)) = dir.read() {
+        if entry.file_name().to_bytes().iter().all(u8::is_ascii_digit) {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// For `doctor`: how `limits` would be enforced for a shell-kind call here, found the way a
 /// call finds it (its cgroups are made and removed again; nothing runs). `bounded_temp`: whether
 /// the command would get a private mount namespace (and so the temp dir's tmpfs).

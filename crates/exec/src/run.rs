@@ -95,6 +95,7 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
     let enforcement = prepared.enforcement().to_string();
     let view_is_grants_only = prepared.enforcement().private_root();
     let bounded_temp = prepared.enforcement().bounded_temp();
+    let private_proc = prepared.enforcement().private_proc();
     // The call's cgroups (removed when `armed` drops, after the tree: declared before it) and
     // the rlimits its first process sets (LIM-1).
     let (armed, child_limits) = crate::cgroup::Armed::arm(
@@ -128,10 +129,19 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         (Some(temp), true) => crate::cgroup::open_temp_dir_of(tree.main().pid(), temp),
         _ => None,
     };
+    // Where only `RLIMIT_NPROC` holds the process limit, the command's own `/proc` (its PID
+    // namespace) tells when the tree stands at it: forks then fail (LIM-2).
+    let procs_watch = match (armed.report.processes, private_proc) {
+        (crate::Enforcer::UserNamespaceRlimit, true) => {
+            crate::cgroup::open_proc_of(tree.main().pid())
+        }
+        _ => None,
+    };
     let watch = Watch {
         armed: &armed,
         temp: temp_watch.as_ref(),
         temp_limit: job.sandbox.resources.temp_dir.get(),
+        procs: procs_watch.as_ref(),
     };
 
     let over_cap = Notify::new();
@@ -182,6 +192,7 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         .hit()
         .or_else(|| armed.hit_by_signal(status.and_then(|s| s.signal())));
     drop(temp_watch);
+    drop(procs_watch);
 
     // Every writer is dead now: EOF follows at once unless a descriptor escaped the tree.
     let (out, err) = readers.finish(&stop_draining).await;
@@ -222,11 +233,25 @@ struct Watch<'a> {
     armed: &'a crate::cgroup::Armed,
     temp: Option<&'a OwnedFd>,
     temp_limit: u64,
+    procs: Option<&'a OwnedFd>,
 }
 
 #[cfg(target_os = "linux")]
 impl Watch<'_> {
     fn hit(&self) -> Option<crate::LimitHit> {
+        let limit = u64::from(self.armed.report.limits.processes.get());
+        // Within 3 % of it (at least 2): a tree held at its limit keeps losing the processes
+        // whose forks failed, so a sample rarely finds it exactly there.
+        let near = limit.saturating_sub((limit / 32).max(2));
+        if self
+            .procs
+            .is_some_and(|fd| crate::cgroup::processes_in(fd) >= near)
+        {
+            return Some(crate::LimitHit {
+                limit: crate::Limit::Processes,
+                value: limit,
+            });
+        }
         self.armed.hit().or_else(|| {
             self.temp
                 .filter(|fd| crate::cgroup::temp_dir_full(fd))
