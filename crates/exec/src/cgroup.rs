@@ -328,6 +328,9 @@ pub(crate) struct ChildLimits {
     /// `cgroup.procs` of each cgroup to join, opened for writing, close-on-exec.
     join: Vec<OwnedFd>,
     rlimits: Vec<(Resource, u64)>,
+    /// Limits of the command's own user namespace to write (`/proc/sys/user/…`, value), best
+    /// effort: only where it has one (never the host's).
+    namespace_limits: Vec<(CString, Vec<u8>)>,
 }
 
 impl ChildLimits {
@@ -342,6 +345,17 @@ impl ChildLimits {
         for fd in &self.join {
             // "0": the writing process, with everything it will start.
             rustix::io::write(fd, b"0").map_err(|e| e.raw_os_error())?;
+        }
+        for (path, value) in &self.namespace_limits {
+            // Best effort: a kernel without the file, or one that refuses, leaves the host's
+            // per-user limit as the only bound.
+            if let Ok(fd) = rustix::fs::open(
+                path.as_c_str(),
+                OFlags::WRONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) {
+                let _ = rustix::io::write(&fd, value);
+            }
         }
         for &(resource, value) in &self.rlimits {
             let limit = Rlimit {
@@ -392,10 +406,7 @@ impl Armed {
         let mut armed = Armed {
             groups: Vec::new(),
             watches: Vec::new(),
-            child: ChildLimits {
-                join: Vec::new(),
-                rlimits: Vec::new(),
-            },
+            child: ChildLimits::default(),
             report: LimitsReport {
                 limits: *limits,
                 processes: Enforcer::NotEnforced,
@@ -447,6 +458,9 @@ impl Armed {
             (Resource::Core, 0),
         ];
         self.report.open_files = Enforcer::ProcessRlimit;
+        if situation.own_user_namespace {
+            self.child.namespace_limits = shared_per_user_limits();
+        }
         if self.report.processes == Enforcer::NotEnforced && situation.own_user_namespace {
             wanted.push((Resource::Nproc, u64::from(limits.processes.get())));
             self.report.processes = Enforcer::UserNamespaceRlimit;
@@ -787,6 +801,30 @@ pub(crate) fn open_temp_dir_of(pid: u32, temp: &Path) -> Option<OwnedFd> {
         Mode::empty(),
     )
     .ok()
+}
+
+/// Half of each per-user kernel budget the host's user shares with the call (issue 20 attack 4):
+/// inotify instances and watches are counted per user at every user-namespace level, so a call
+/// could take all of the host user's (128 instances by default: the user's IDE and file
+/// watchers then fail). The call's own user namespace gets half of the host's value as its
+/// limit, written by the command's first process while it still holds its capabilities there.
+fn shared_per_user_limits() -> Vec<(CString, Vec<u8>)> {
+    [
+        (
+            "/proc/sys/fs/inotify/max_user_instances",
+            c"/proc/sys/user/max_inotify_instances",
+        ),
+        (
+            "/proc/sys/fs/inotify/max_user_watches",
+            c"/proc/sys/user/max_inotify_watches",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(host, own)| {
+        let value: u64 = fs::read_to_string(host).ok()?.trim().parse().ok()?;
+        Some((own.to_owned(), (value / 2).max(1).to_string().into_bytes()))
+    })
+    .collect()
 }
 
 /// The `/proc` the process `pid` (a live member of the call's tree) sees: its PID namespace's,

@@ -130,7 +130,9 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         _ => None,
     };
     // Where only `RLIMIT_NPROC` holds the process limit, the command's own `/proc` (its PID
-    // namespace) tells when the tree stands at it: forks then fail (LIM-2).
+    // namespace) tells when the tree stands at it: forks then fail (LIM-2). A sample each tick,
+    // so best effort: a tree that keeps losing the processes whose forks failed may be found
+    // below the mark every time, and then runs on to its deadline, still held.
     let procs_watch = match (armed.report.processes, private_proc) {
         (crate::Enforcer::UserNamespaceRlimit, true) => {
             crate::cgroup::open_proc_of(tree.main().pid())
