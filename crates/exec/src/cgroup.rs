@@ -317,7 +317,7 @@ enum Confirm {
     /// swap counter is the one that refused).
     ReachedLimitPages,
     /// The `key value` file counts the cgroup's own limit hits under `key` (`memory.events`
-    /// `max`), or holds one such count (v1's `memory.failcnt`).
+    /// `max`).
     Counted(&'static str),
 }
 
@@ -377,6 +377,10 @@ pub(crate) struct Armed {
     /// Filled while arming, then handed to the spawn.
     child: ChildLimits,
     pub(crate) report: LimitsReport,
+    /// The temp dir's tmpfs as the command sees it ([`watch_tree`](Armed::watch_tree)).
+    temp: Option<OwnedFd>,
+    /// The command's own `/proc`, where only `RLIMIT_NPROC` holds the process limit.
+    procs: Option<OwnedFd>,
 }
 
 /// What the sandbox can do for the limits of this call.
@@ -414,6 +418,8 @@ impl Armed {
                 temp_dir: Enforcer::NotEnforced,
                 open_files: Enforcer::NotEnforced,
             },
+            temp: None,
+            procs: None,
         };
         if let Some((parent, pids, memory)) = &found.v2 {
             if armed
@@ -592,21 +598,62 @@ impl Armed {
         }
     }
 
-    /// The first limit the kernel counted a hit of, if any.
+    /// Starts watching the running tree through `main` (its first process, alive): the temp
+    /// dir's tmpfs `temp` as the command sees it (to tell a full one), and, where only
+    /// `RLIMIT_NPROC` holds the process limit and the command has a `/proc` of its own, that
+    /// `/proc` (forks fail once the tree stands at the limit). A sample each tick, so the second
+    /// is best effort: a tree that keeps losing the processes whose forks failed may be found
+    /// below the mark every time, and then runs on to its deadline, still held.
+    pub(crate) fn watch_tree(&mut self, main: u32, temp: Option<&Path>, private_proc: bool) {
+        if self.report.temp_dir == Enforcer::Tmpfs {
+            self.temp = temp.and_then(|temp| open_temp_dir_of(main, temp));
+        }
+        if self.report.processes == Enforcer::UserNamespaceRlimit && private_proc {
+            self.procs = open_proc_of(main);
+        }
+    }
+
+    /// Stops watching the tree: its tmpfs goes with the last descriptor of it.
+    pub(crate) fn unwatch(&mut self) {
+        self.temp = None;
+        self.procs = None;
+    }
+
+    /// The first limit hit seen: the kernel's counters, the command's `/proc` within 3 % of
+    /// the process limit, a full temp dir.
     pub(crate) fn hit(&self) -> Option<LimitHit> {
-        self.watches.iter().find_map(|w| {
+        let hit = |limit| LimitHit {
+            limit,
+            value: self.report.limits.value(limit),
+        };
+        let processes = self.report.limits.value(Limit::Processes);
+        // Within 3 % (at least 2): a tree held at its limit keeps losing the processes whose
+        // forks failed, so a sample rarely finds it exactly there.
+        let near = processes.saturating_sub((processes / 32).max(2));
+        if self
+            .procs
+            .as_ref()
+            .is_some_and(|fd| processes_in(fd) >= near)
+        {
+            return Some(hit(Limit::Processes));
+        }
+        let counted = self.watches.iter().find(|w| {
             let value = self.report.limits.value(w.limit);
             let own = w.confirm.is_empty()
                 || w.confirm.iter().any(|(fd, how)| match how {
                     Confirm::ReachedLimit => read_number(fd) >= value,
                     Confirm::ReachedLimitPages => read_number(fd) >= value & !4095,
-                    Confirm::Counted(key) => read_counter(fd, key) > 0 || read_number(fd) > 0,
+                    Confirm::Counted(key) => read_counter(fd, key) > 0,
                 });
-            (read_counter(&w.file, w.key) > 0 && own).then_some(LimitHit {
-                limit: w.limit,
-                value,
-            })
-        })
+            read_counter(&w.file, w.key) > 0 && own
+        });
+        if let Some(w) = counted {
+            return Some(hit(w.limit));
+        }
+        self.temp
+            .as_ref()
+            .filter(|fd| temp_dir_full(fd))
+            .map(|_| hit(Limit::TempDir))
     }
 
     /// Whether `signal` (the main process's) is the kernel's answer to a file larger than the
@@ -783,7 +830,7 @@ pub fn counter_value(text: &str, key: &str) -> u64 {
 /// tmpfs with no free block left: the temp dir is full (LIM-2).
 // `f_type`'s C type differs between targets.
 #[allow(clippy::useless_conversion)]
-pub(crate) fn temp_dir_full(fd: &OwnedFd) -> bool {
+fn temp_dir_full(fd: &OwnedFd) -> bool {
     rustix::fs::fstatfs(fd).is_ok_and(|s| {
         i64::from(s.f_type) == i64::from(libc::TMPFS_MAGIC) && s.f_blocks > 0 && s.f_bavail == 0
     })
@@ -792,7 +839,7 @@ pub(crate) fn temp_dir_full(fd: &OwnedFd) -> bool {
 /// Opens the call's temp dir as the process `pid` (a live member of the call's tree) sees it —
 /// in its mount namespace, where the tmpfs covers it — to watch how full it is. `None` when the
 /// process is gone or the path is not a directory there.
-pub(crate) fn open_temp_dir_of(pid: u32, temp: &Path) -> Option<OwnedFd> {
+fn open_temp_dir_of(pid: u32, temp: &Path) -> Option<OwnedFd> {
     let mut path = PathBuf::from(format!("/proc/{pid}/root"));
     path.push(temp.strip_prefix("/").ok()?);
     rustix::fs::open(
@@ -829,7 +876,7 @@ fn shared_per_user_limits() -> Vec<(CString, Vec<u8>)> {
 
 /// The `/proc` the process `pid` (a live member of the call's tree) sees: its PID namespace's,
 /// where the call's processes are all there is. `None` when it is gone.
-pub(crate) fn open_proc_of(pid: u32) -> Option<OwnedFd> {
+fn open_proc_of(pid: u32) -> Option<OwnedFd> {
     rustix::fs::open(
         format!("/proc/{pid}/root/proc"),
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -841,7 +888,7 @@ pub(crate) fn open_proc_of(pid: u32) -> Option<OwnedFd> {
 /// How many processes a PID namespace's `/proc` (`fd`) lists, its PID 1 (the supervisor, of
 /// the same user in the same user namespace, so counted by `RLIMIT_NPROC` too) included.
 /// Threads are not listed: a tree of threads reaches the limit unseen (forks still fail).
-pub(crate) fn processes_in(fd: &OwnedFd) -> u64 {
+fn processes_in(fd: &OwnedFd) -> u64 {
     let Ok(dup) = rustix::fs::openat(
         fd,
         ".",

@@ -98,7 +98,7 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
     let private_proc = prepared.enforcement().private_proc();
     // The call's cgroups (removed when `armed` drops, after the tree: declared before it) and
     // the rlimits its first process sets (LIM-1).
-    let (armed, child_limits) = crate::cgroup::Armed::arm(
+    let (mut armed, child_limits) = crate::cgroup::Armed::arm(
         &job.sandbox.resources,
         crate::cgroup::Situation {
             own_user_namespace: crate::linux::launch().own_user_namespace,
@@ -124,27 +124,12 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
     };
 
     let mut tree = crate::backend::spawn(&job, prepared, cwd, out_tx, err_tx, child_limits)?;
-    // The temp dir as the command sees it (its tmpfs), to tell a full one (LIM-2).
-    let temp_watch = match (&job.sandbox.temp_dir, bounded_temp) {
-        (Some(temp), true) => crate::cgroup::open_temp_dir_of(tree.main().pid(), temp),
-        _ => None,
-    };
-    // Where only `RLIMIT_NPROC` holds the process limit, the command's own `/proc` (its PID
-    // namespace) tells when the tree stands at it: forks then fail (LIM-2). A sample each tick,
-    // so best effort: a tree that keeps losing the processes whose forks failed may be found
-    // below the mark every time, and then runs on to its deadline, still held.
-    let procs_watch = match (armed.report.processes, private_proc) {
-        (crate::Enforcer::UserNamespaceRlimit, true) => {
-            crate::cgroup::open_proc_of(tree.main().pid())
-        }
-        _ => None,
-    };
-    let watch = Watch {
-        armed: &armed,
-        temp: temp_watch.as_ref(),
-        temp_limit: job.sandbox.resources.temp_dir.get(),
-        procs: procs_watch.as_ref(),
-    };
+    // What tells a hit the kernel does not count (LIM-2): the tmpfs full, the command's /proc.
+    armed.watch_tree(
+        tree.main().pid(),
+        job.sandbox.temp_dir.as_deref(),
+        private_proc,
+    );
 
     let over_cap = Notify::new();
     let stop_draining = CancellationToken::new();
@@ -163,7 +148,7 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         End::LeaseLost
     } else {
         readers
-            .alongside(wait(&mut tree, &job, ctx, &over_cap, &lease, &watch))
+            .alongside(wait(&mut tree, &job, ctx, &over_cap, &lease, &armed))
             .await?
     };
 
@@ -190,11 +175,10 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
     let report = report.map_err(|e| ExecError::Io(e.to_string()))?;
     let status = report.main_status.or(status.ok().flatten());
     let lease_lost_after = lease.verify().is_err();
-    let limit_hit = watch
+    let limit_hit = armed
         .hit()
         .or_else(|| armed.hit_by_signal(status.and_then(|s| s.signal())));
-    drop(temp_watch);
-    drop(procs_watch);
+    armed.unwatch();
 
     // Every writer is dead now: EOF follows at once unless a descriptor escaped the tree.
     let (out, err) = readers.finish(&stop_draining).await;
@@ -226,43 +210,6 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         view_is_grants_only,
         limits: limits_report,
     })
-}
-
-/// What the run watches for a limit hit (LIM-2): the cgroups' counters and the temp dir's
-/// tmpfs.
-#[cfg(target_os = "linux")]
-struct Watch<'a> {
-    armed: &'a crate::cgroup::Armed,
-    temp: Option<&'a OwnedFd>,
-    temp_limit: u64,
-    procs: Option<&'a OwnedFd>,
-}
-
-#[cfg(target_os = "linux")]
-impl Watch<'_> {
-    fn hit(&self) -> Option<crate::LimitHit> {
-        let limit = u64::from(self.armed.report.limits.processes.get());
-        // Within 3 % of it (at least 2): a tree held at its limit keeps losing the processes
-        // whose forks failed, so a sample rarely finds it exactly there.
-        let near = limit.saturating_sub((limit / 32).max(2));
-        if self
-            .procs
-            .is_some_and(|fd| crate::cgroup::processes_in(fd) >= near)
-        {
-            return Some(crate::LimitHit {
-                limit: crate::Limit::Processes,
-                value: limit,
-            });
-        }
-        self.armed.hit().or_else(|| {
-            self.temp
-                .filter(|fd| crate::cgroup::temp_dir_full(fd))
-                .map(|_| crate::LimitHit {
-                    limit: crate::Limit::TempDir,
-                    value: self.temp_limit,
-                })
-        })
-    }
 }
 
 /// Runs `job` under Seatbelt (`sandbox-exec`) and returns once its process group is gone.
@@ -353,7 +300,7 @@ async fn wait(
     ctx: &CallContext,
     over_cap: &Notify,
     lease: &RootLease,
-    watch: &Watch<'_>,
+    limits: &crate::cgroup::Armed,
 ) -> Result<End, ExecError> {
     let io = |e: io::Error| ExecError::Io(format!("watching the command failed: {e}"));
     let owned = tree.status_fd().try_clone_to_owned().map_err(io)?;
@@ -396,7 +343,7 @@ async fn wait(
                 if lease.verify().is_err() {
                     return Ok(End::LeaseLost);
                 }
-                if let Some(hit) = watch.hit() {
+                if let Some(hit) = limits.hit() {
                     return Ok(End::LimitExceeded(hit));
                 }
             }

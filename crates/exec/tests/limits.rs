@@ -11,7 +11,7 @@ use std::num::{NonZeroU32, NonZeroU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use exec::{End, Enforcer, Job, Limit, Limits, OnCap, ResourceLimits, SandboxSpec, WorkDir};
+use exec::{End, Job, Limit, Limits, OnCap, ResourceLimits, SandboxSpec, WorkDir};
 use fsguard::{RelPath, RootLease};
 use testkit::{marker, sandbox_available};
 use toolscope::CallContext;
@@ -275,7 +275,63 @@ async fn ordinary_work_runs_under_the_default_limits_and_the_report_names_them()
     for name in ["processes 1024", "memory ", "tempDir ", "openFiles "] {
         assert!(report.contains(name), "{report}");
     }
-    let _ = Enforcer::CgroupV1;
+}
+
+/// `run`'s one program gets `RLIMIT_DATA` even under a memory cgroup: GNU `sort` sizes its
+/// buffer from it (else from the machine's RAM, and the cgroup kills it) and spills the rest
+/// into its temp dir. Found by the attack on issue 20: `sort` of a 333 MB file was killed.
+#[tokio::test]
+async fn sort_of_a_file_larger_than_runs_memory_limit_spills_and_succeeds() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    let data: String = (0..3_000_000u32).rev().map(|n| format!("{n}\n")).collect();
+    std::fs::write(f.work.join("data.txt"), &data).unwrap();
+    let sort = std::path::Path::new("/usr/bin/sort")
+        .canonicalize()
+        .unwrap();
+    let mut sandbox = SandboxSpec::for_run(
+        &sort,
+        &RootLease::acquire(&f.work).unwrap(),
+        &RootLease::acquire(&f.temp).unwrap(),
+    )
+    .unwrap();
+    // Smaller than the file (about 21 MB): the tree must not hold it all.
+    sandbox.resources.memory = NonZeroU64::new(16 * MIB).unwrap();
+    let job = Job {
+        program: sort,
+        args: vec![
+            "-n".into(),
+            "-o".into(),
+            "sorted.txt".into(),
+            "data.txt".into(),
+        ],
+        workdir: WorkDir {
+            lease: Arc::new(RootLease::acquire(&f.work).unwrap()),
+            rel: RelPath::root(),
+        },
+        env: vec![("TMPDIR".into(), f.temp.join("tmp").into_os_string())],
+        sandbox,
+        limits: Limits {
+            timeout: Duration::from_secs(60),
+            stdout_cap: 64 * 1024,
+            stderr_cap: 64 * 1024,
+            on_cap: OnCap::Kill,
+        },
+        merge_stderr: false,
+    };
+    let out = run(job).await;
+    assert_eq!(
+        (out.end.clone(), out.exit_code),
+        (End::Exited, Some(0)),
+        "{} {}",
+        String::from_utf8_lossy(&out.stderr),
+        out.limits
+    );
+    let sorted = std::fs::read_to_string(f.work.join("sorted.txt")).unwrap();
+    assert_eq!(sorted.len(), data.len());
+    assert!(sorted.starts_with("0\n1\n2\n"));
 }
 
 #[test]
