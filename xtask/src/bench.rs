@@ -87,7 +87,7 @@ fn stop(args: &[String]) -> Result<(), String> {
 }
 
 /// Reads `--name value` from `args`, or `default`.
-fn flag(args: &[String], name: &str, default: usize) -> Result<usize, String> {
+pub(crate) fn flag(args: &[String], name: &str, default: usize) -> Result<usize, String> {
     match args.iter().position(|a| a == name) {
         None => Ok(default),
         Some(i) => args

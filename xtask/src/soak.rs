@@ -11,8 +11,8 @@ use std::process::Command;
 use crate::workspace_root;
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let minutes = number(args, "--minutes", 10)?;
-    let tasks = number(args, "--tasks", 20)?;
+    let minutes = crate::bench::flag(args, "--minutes", 10)? as u64;
+    let tasks = crate::bench::flag(args, "--tasks", 20)? as u64;
     let mut json = false;
     let mut rest = args.iter();
     while let Some(a) = rest.next() {
@@ -68,18 +68,6 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         Err(format!(
             "the soak failed ({status}): its table and FAIL lines above say what grew or survived"
         ))
-    }
-}
-
-/// Reads `--name value` (a positive whole number) from `args`, or `default`.
-fn number(args: &[String], name: &str, default: u64) -> Result<u64, String> {
-    match args.iter().position(|a| a == name) {
-        None => Ok(default),
-        Some(i) => args
-            .get(i + 1)
-            .and_then(|v| v.parse().ok())
-            .filter(|v| *v > 0)
-            .ok_or_else(|| format!("{name} needs a positive number, e.g. `{name} 10`")),
     }
 }
 

@@ -297,21 +297,13 @@ const SESSION_LOCK: &str = ".lock";
 
 /// Makes `dir` (0700) and takes its lock (exclusive, for the session's life).
 fn session_lock(dir: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    let lock = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(dir.join(SESSION_LOCK))?;
-    rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
-    Ok(lock)
+    try_lock(&dir.join(SESSION_LOCK))?
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::WouldBlock))
 }
 
 /// Removes the session directories (background logs) that no live session holds: their lock
