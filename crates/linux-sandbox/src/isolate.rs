@@ -1779,56 +1779,115 @@ pub(crate) fn probe_namespaces() -> Result<(), i32> {
 /// partly covered (`mount_too_revealing`: a container that masks `/proc/kcore`), so it is
 /// probed, not assumed. `Err` holds the errno of the step that failed.
 pub(crate) fn probe_private_proc() -> Result<(), i32> {
-    probe_forked(|uid, uid_map, gid_map| {
-        probe_in_child(uid, uid_map, gid_map)?;
+    probe_forked(|uid, uid_map, gid_map, grandchild| {
+        probe_in_child(uid, uid_map, gid_map, grandchild)?;
         // SAFETY: plain flags; the new PID namespace is for the children made below.
         sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWPID) })?;
-        // SAFETY: the grandchild makes raw system calls only, then _exits.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(libc::EAGAIN);
-        }
-        if pid == 0 {
-            let code = match private_proc() {
-                Ok(fd) => {
-                    close(fd);
-                    0
-                }
-                Err(errno) => errno & 0xff,
-            };
-            // SAFETY: ends the forked grandchild.
-            unsafe { libc::_exit(code) };
-        }
-        wait_exit(pid)
+        // The grandchild makes raw system calls only, on its own stack.
+        grandchild.run(&|| {
+            let fd = private_proc()?;
+            close(fd);
+            Ok(())
+        })
     })
 }
 
-/// A probe run in the forked child: given the uid and the uid and gid map lines.
-type ProbeBody = fn(u32, &[u8], &[u8]) -> Result<(), i32>;
+/// A probe run in the child: given the uid, the uid and gid map lines, and a stack for a
+/// grandchild of its own.
+type ProbeBody = fn(u32, &[u8], &[u8], &ProbeStack) -> Result<(), i32>;
 
-/// Runs `body` in a forked child and returns what it returned (an errno fits an exit status).
+/// Runs `body` in a child and returns what it returned (an errno fits an exit status).
+///
+/// The child shares this process's memory (`CLONE_VM | CLONE_VFORK`, posix_spawn-style) instead
+/// of being a `fork` (issue 21): a fork copies the page tables of the whole process and makes
+/// every page copy-on-write, so each later write of the host's threads faults and flushes the
+/// other CPUs' TLBs — measured as the largest share of a one-call process's CPU time. The
+/// calling thread is suspended until the child exits, so the child may use its stack frame's
+/// data; the child makes raw system calls only (no allocation, no locks).
 fn probe_forked(body: ProbeBody) -> Result<(), i32> {
     // SAFETY: geteuid/getegid have no preconditions.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let uid_map = format!("{uid} {uid} 1\n");
     let gid_map = format!("{gid} {gid} 1\n");
-    // SAFETY: the child only makes raw system calls and async-signal-safe libc calls on memory
-    // prepared before the fork, then _exits.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EAGAIN));
-    }
-    if pid == 0 {
-        let code = match body(uid, uid_map.as_bytes(), gid_map.as_bytes()) {
-            Ok(()) => 0,
-            Err(errno) => errno & 0xff,
+    let child = ProbeStack::new()?;
+    let grandchild = ProbeStack::new()?;
+    child.run(&|| body(uid, uid_map.as_bytes(), gid_map.as_bytes(), &grandchild))
+}
+
+/// A stack for a probe's child that shares this process's memory, with a guard page below it.
+pub(crate) struct ProbeStack {
+    base: *mut libc::c_void,
+}
+
+impl ProbeStack {
+    /// Plenty for the probes' few frames of raw system calls; only touched pages cost memory.
+    const SIZE: usize = 256 * 1024;
+    const GUARD: usize = 4096;
+
+    pub(crate) fn new() -> Result<ProbeStack, i32> {
+        // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                Self::SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
         };
-        // SAFETY: ends the forked child.
-        unsafe { libc::_exit(code) };
+        if base == libc::MAP_FAILED {
+            return Err(libc::ENOMEM);
+        }
+        // SAFETY: the lowest page of our own mapping.
+        if unsafe { libc::mprotect(base, Self::GUARD, libc::PROT_NONE) } != 0 {
+            // SAFETY: our own mapping, unused.
+            unsafe { libc::munmap(base, Self::SIZE) };
+            return Err(libc::ENOMEM);
+        }
+        Ok(ProbeStack { base })
     }
-    wait_exit(pid)
+
+    /// Runs `body` in a child on this stack, sharing memory, and returns its errno (or `Ok`).
+    /// The caller is suspended until the child has exited (`CLONE_VFORK`), so `body` may borrow
+    /// from the caller's frame; it must make raw system calls only.
+    pub(crate) fn run(&self, body: &dyn Fn() -> Result<(), i32>) -> Result<(), i32> {
+        extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
+            // SAFETY: `arg` is the `&dyn Fn` below, alive while the parent is suspended.
+            let body = unsafe { &*(arg as *const &dyn Fn() -> Result<(), i32>) };
+            match body() {
+                Ok(()) => 0,
+                Err(errno) => errno & 0xff,
+            }
+        }
+        // SAFETY: the top of our own mapping, 16-byte aligned (the size is a page multiple).
+        let top = unsafe { self.base.cast::<u8>().add(Self::SIZE) };
+        // SAFETY: glibc's clone runs `entry` on the new stack and ends the child with the exit
+        // system call when it returns; CLONE_VFORK keeps `body` and this stack alive until then.
+        let pid = unsafe {
+            libc::clone(
+                entry,
+                top.cast(),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&body as *const &dyn Fn() -> Result<(), i32>)
+                    .cast_mut()
+                    .cast(),
+            )
+        };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EAGAIN));
+        }
+        wait_exit(pid)
+    }
+}
+
+impl Drop for ProbeStack {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; every child that ran on it has exited (`run` waits).
+        unsafe { libc::munmap(self.base, Self::SIZE) };
+    }
 }
 
 /// Waits for the child `pid` and turns its exit status into the errno it carries.
@@ -1871,7 +1930,12 @@ fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> Result<(), i32> {
     }
 }
 
-fn probe_in_child(uid: u32, uid_map: &[u8], gid_map: &[u8]) -> Result<(), i32> {
+fn probe_in_child(
+    uid: u32,
+    uid_map: &[u8],
+    gid_map: &[u8],
+    _grandchild: &ProbeStack,
+) -> Result<(), i32> {
     if uid != 0 {
         // SAFETY: plain flags.
         sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWUSER) })?;

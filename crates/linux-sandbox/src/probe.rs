@@ -380,44 +380,15 @@ fn probe_seccomp() -> Result<(), i32> {
 
 fn probe_user_namespaces() -> Result<(), i32> {
     // `unshare(CLONE_NEWUSER)` fails in a multi-threaded process, and would change this one, so
-    // try it in a forked child that only makes raw syscalls (async-signal-safe) and exits.
-    // SAFETY: fork has no memory-safety preconditions; the child below only calls
-    // async-signal-safe functions (unshare, _exit) before exiting.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(last_errno());
-    }
-    if pid == 0 {
-        // Child: async-signal-safe code only.
-        // SAFETY: raw syscalls on no memory; _exit never returns.
-        unsafe {
-            let code = if libc::unshare(libc::CLONE_NEWUSER) == 0 {
-                0
-            } else {
-                // errno fits in an exit status (all values are < 256 on Linux).
-                *libc::__errno_location()
-            };
-            libc::_exit(code & 0xff);
+    // try it in a child that shares this process's memory (no fork: see `ProbeStack`) and only
+    // makes the one raw system call.
+    crate::isolate::ProbeStack::new()?.run(&|| {
+        // SAFETY: plain flags, no memory.
+        match unsafe { syscalls::syscall!(syscalls::Sysno::unshare, libc::CLONE_NEWUSER) } {
+            Ok(_) => Ok(()),
+            Err(errno) => Err(errno.into_raw()),
         }
-    }
-    let mut status = 0;
-    loop {
-        // SAFETY: waits for our own child; `status` is a valid out-pointer.
-        let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if ret == pid {
-            break;
-        }
-        if last_errno() != libc::EINTR {
-            return Err(last_errno());
-        }
-    }
-    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-        Ok(())
-    } else if libc::WIFEXITED(status) {
-        Err(libc::WEXITSTATUS(status))
-    } else {
-        Err(libc::ECHILD)
-    }
+    })
 }
 
 #[cfg(test)]
