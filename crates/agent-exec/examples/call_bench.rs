@@ -6,7 +6,11 @@
 //!    installed) and bare `sh -c true`; and `agent-exec call run_command` running `["true"]`
 //!    (`--mode allow-all`, so no gate waits for an answer; issue 18), against that `command`
 //!    and bare `true`, reported as ratios;
-//! 2. `agent-exec call run` with `wc -l` on a generated file (200 MB by default), against bare
+//! 2. `tools/call` of `command` running `true` over one `agent-exec mcp` server's stdio, timed
+//!    by this process as a client from writing the request to reading its reply, against the
+//!    same client spawning `sh -c true` itself and waiting for it (issue 21's MCP ratio; no
+//!    interpreter start-up inside the timing);
+//! 3. `agent-exec call run` with `wc -l` on a generated file (200 MB by default), against bare
 //!    `wc -l` on it (issue target: at most 1.1x). `run` is a one-call turn on a `mounted`
 //!    workspace, so this includes mirroring the folder and the write-back check (RUN-11).
 //!
@@ -88,6 +92,104 @@ fn ratio(a: &Column, b: &Column) {
 
 fn find(candidates: &[&str]) -> Option<PathBuf> {
     candidates.iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+/// Section 2: one `agent-exec mcp` server, driven over its stdio.
+struct Mcp {
+    server: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl Mcp {
+    fn start(agent_exec: &Path, state: &Path, workspace: &Path) -> Mcp {
+        let mut server = Command::new(agent_exec)
+            .arg("--state-dir")
+            .arg(state)
+            .args(["mcp", "--workspace"])
+            .arg(workspace)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = server.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(server.stdout.take().unwrap());
+        let mut mcp = Mcp {
+            server,
+            stdin,
+            stdout,
+            next: 1,
+        };
+        let (_, init) = mcp.request(
+            "initialize",
+            r#"{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"call_bench","version":"0"}}"#,
+        );
+        assert!(init.contains("agent-exec"), "{init}");
+        mcp.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        mcp
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends one request; the time to its reply (notifications in between skipped) and the reply.
+    fn request(&mut self, method: &str, params: &str) -> (Duration, String) {
+        use std::io::BufRead;
+        let id = self.next;
+        self.next += 1;
+        let start = Instant::now();
+        self.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#
+        ));
+        let wanted = format!(r#""id":{id}"#);
+        loop {
+            let mut reply = String::new();
+            assert!(
+                self.stdout.read_line(&mut reply).unwrap() > 0,
+                "the server ended"
+            );
+            if reply.contains(&wanted) {
+                return (start.elapsed(), reply);
+            }
+        }
+    }
+
+    /// Closing stdin ends an MCP session; the server exits.
+    fn close(self) {
+        let Mcp {
+            mut server, stdin, ..
+        } = self;
+        drop(stdin);
+        assert!(server.wait().unwrap().success());
+    }
+}
+
+/// Section 2: the MCP round trip of `command true` against a bare spawn by the same client.
+fn mcp_round_trip(agent_exec: &Path, state: &Path, workspace: &Path, sh: &Path, rounds: usize) {
+    let mut mcp = Mcp::start(agent_exec, state, workspace);
+    let call = r#"{"name":"command","arguments":{"command":"true"}}"#;
+    let mut tools_call = Column::new("MCP tools/call command {\"command\":\"true\"}");
+    let mut spawn = Column::new("the same client: spawn sh -c true, wait");
+    // Warm-up: the server's first call walks /etc and probes the kernel.
+    mcp.request("tools/call", call);
+    for _ in 0..rounds.max(30) {
+        let (d, reply) = mcp.request("tools/call", call);
+        assert!(reply.contains(r#"\"exitCode\":0"#), "{reply}");
+        tools_call.samples.push(d);
+        let t = Instant::now();
+        let status = Command::new(sh).args(["-c", "true"]).status().unwrap();
+        assert!(status.success());
+        spawn.samples.push(t.elapsed());
+    }
+    mcp.close();
+    println!("MCP (target <= 1.5x):");
+    tools_call.print();
+    spawn.print();
+    ratio(&tools_call, &spawn);
 }
 
 fn main() {
@@ -198,7 +300,9 @@ fn main() {
     ratio(&run_command, &command);
     ratio(&run_command, &bare_true);
 
-    // 2. wc -l on the big file, whole process each.
+    mcp_round_trip(&agent_exec, &state, &empty, &sh, rounds);
+
+    // 3. wc -l on the big file, whole process each.
     let run_json = r#"{"program":"wc","args":["-l","big.csv"]}"#;
     let mut run = Column::new("agent-exec call run wc -l big.csv (mirror + write-back)");
     let mut bare_wc = Column::new("wc -l big.csv");
