@@ -325,7 +325,7 @@ enum Confirm {
 /// parent; [`ChildLimits::apply`] only makes system calls).
 #[derive(Debug, Default)]
 pub(crate) struct ChildLimits {
-    /// `cgroup.procs` of each cgroup to join, opened for writing, close-on-exec.
+    /// The file of each cgroup to join ([`Join`]), opened for writing, close-on-exec.
     join: Vec<OwnedFd>,
     rlimits: Vec<(Resource, u64)>,
     /// Limits of the command's own user namespace to write (`/proc/sys/user/…`, value), best
@@ -343,7 +343,8 @@ impl ChildLimits {
     /// back; it holds no capability). Async-signal-safe: raw system calls on prepared data.
     pub(crate) fn apply(&self) -> Result<(), i32> {
         for fd in &self.join {
-            // "0": the writing process, with everything it will start.
+            // "0": the writer (v2: its process; v1 `tasks`: its one thread, the whole first
+            // process), with everything it will start.
             rustix::io::write(fd, b"0").map_err(|e| e.raw_os_error())?;
         }
         for (path, value) in &self.namespace_limits {
@@ -423,7 +424,12 @@ impl Armed {
         };
         if let Some((parent, pids, memory)) = &found.v2 {
             if armed
-                .make(parent, &name, &v2_files(limits, *pids, *memory))
+                .make(
+                    parent,
+                    &name,
+                    &v2_files(limits, *pids, *memory),
+                    Join::Process,
+                )
                 .is_ok()
             {
                 if *pids {
@@ -436,14 +442,20 @@ impl Armed {
         }
         if armed.report.processes == Enforcer::NotEnforced {
             if let Some(parent) = &found.pids_v1 {
-                if armed.make(parent, &name, &pids_v1_files(limits)).is_ok() {
+                if armed
+                    .make(parent, &name, &pids_v1_files(limits), Join::Thread)
+                    .is_ok()
+                {
                     armed.report.processes = Enforcer::CgroupV1;
                 }
             }
         }
         if armed.report.memory == Enforcer::NotEnforced {
             if let Some(parent) = &found.memory_v1 {
-                if armed.make(parent, &name, &memory_v1_files(limits)).is_ok() {
+                if armed
+                    .make(parent, &name, &memory_v1_files(limits), Join::Thread)
+                    .is_ok()
+                {
                     armed.report.memory = Enforcer::CgroupV1;
                 }
             }
@@ -451,7 +463,7 @@ impl Armed {
         // Fairness only: a failure changes no limit (v2's `cpu`, where delegated, comes with
         // the v2 cgroup above).
         if let Some(parent) = &found.cpu_v1 {
-            let _ = armed.make(parent, &name, &CgroupFiles::default());
+            let _ = armed.make(parent, &name, &CgroupFiles::default(), Join::Thread);
         }
         armed.decide_rlimits(limits, situation);
         let child = std::mem::take(&mut armed.child);
@@ -522,9 +534,15 @@ impl Armed {
         }
     }
 
-    /// Makes `parent/name`, writes `files` (name, value, required) into it, opens its
-    /// `cgroup.procs` to join and its counters to watch. On failure what was made is removed.
-    fn make(&mut self, parent: &Path, name: &str, files: &CgroupFiles) -> io::Result<()> {
+    /// Makes `parent/name`, writes `files` (name, value, required) into it, opens its `join`
+    /// file (see [`Join`]) and its counters to watch. On failure what was made is removed.
+    fn make(
+        &mut self,
+        parent: &Path,
+        name: &str,
+        files: &CgroupFiles,
+        join: Join,
+    ) -> io::Result<()> {
         let parent = rustix::fs::open(
             parent,
             OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
@@ -558,10 +576,8 @@ impl Armed {
             }
             // Above the supervisor's plumbing (0-4, and what it moves there): the hook keeps it
             // open at its number.
-            let procs = rustix::io::fcntl_dupfd_cloexec(
-                open_at(&dir, "cgroup.procs", OFlags::WRONLY)?,
-                10,
-            )?;
+            let procs =
+                rustix::io::fcntl_dupfd_cloexec(open_at(&dir, join.file(), OFlags::WRONLY)?, 10)?;
             let mut watches = Vec::new();
             for (limit, file, key, confirm) in &files.watch {
                 let file = open_at(&dir, file, OFlags::RDONLY)?;
@@ -697,6 +713,33 @@ impl Group {
 }
 
 /// What one cgroup gets: limit files (name, value, whether it must exist) and counters to watch
+/// How the command's first process joins a cgroup: it writes `0` (itself) into this file.
+#[derive(Debug, Clone, Copy)]
+enum Join {
+    /// v2 `cgroup.procs`: the whole thread group. The kernel takes its global
+    /// `cgroup_threadgroup_rwsem` for writing, which after an idle spell first waits for an RCU
+    /// grace period.
+    Process,
+    /// v1 `tasks`: the writing thread alone — all of the first process, which is a single thread
+    /// (a `CLONE_VM | CLONE_VFORK` child, not a thread of the host), so everything it starts is
+    /// inside. A thread moving itself skips that global lock (kernel
+    /// `cgroup_procs_write_start`: "If we migrate a single thread … we can skip the global
+    /// lock"), so no grace period is waited for. Measured on this machine after 200 ms idle:
+    /// 7–16 ms through `cgroup.procs`, 0.2 ms through `tasks` — the largest single cost of an
+    /// MCP call that comes after the agent thought for a while (issue 21). v2 refuses this
+    /// across domains (`cgroup.threads`), so v2 keeps [`Join::Process`].
+    Thread,
+}
+
+impl Join {
+    fn file(self) -> &'static str {
+        match self {
+            Join::Process => "cgroup.procs",
+            Join::Thread => "tasks",
+        }
+    }
+}
+
 /// (limit, file, key).
 #[derive(Default)]
 struct CgroupFiles {

@@ -128,6 +128,46 @@ async fn a_fork_bomb_is_held_at_the_process_limit_and_stopped() {
     assert_none_alive(&m);
 }
 
+/// The first process joins each v1 cgroup through `tasks` (itself, one thread: no global lock,
+/// issue 21); what it and its children start is inside all the same.
+#[tokio::test]
+async fn every_process_of_a_call_is_in_the_calls_cgroups() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    let m = marker();
+    let script = format!(
+        "cat /proc/self/cgroup; (sleep {m} & cat /proc/self/cgroup; kill $!) | cat; \
+         sh -c 'cat /proc/self/cgroup' & wait"
+    );
+    let out = run(job(&f, &script, small(), Duration::from_secs(30))).await;
+    assert_eq!(out.end, End::Exited, "{:?}", out.end);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for (limit, controller) in [("processes", "pids"), ("memory", "memory")] {
+        if !counted(&out, limit) {
+            eprintln!("{limit}: not a cgroup here ({}), skipped", out.limits);
+            continue;
+        }
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                l.split(':')
+                    .nth(1)
+                    .is_some_and(|c| c.split(',').any(|c| c == controller))
+            })
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        for line in lines {
+            assert!(
+                line.contains("/agent-exec."),
+                "{controller}: {line}\n{text}"
+            );
+        }
+    }
+    assert_none_alive(&m);
+}
+
 #[tokio::test]
 async fn a_20_gib_allocation_is_held_at_the_memory_limit() {
     if !sandbox_available() {
