@@ -73,6 +73,7 @@ mod parse;
 mod pattern;
 mod profiles;
 mod render;
+pub mod sbpl;
 
 pub use ast::{
     Action, Filter, Operation, Profile, Rule, Target, Value, VnodeType, literal, param, prefix,
