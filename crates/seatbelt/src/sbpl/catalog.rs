@@ -314,17 +314,44 @@ pub fn covers(rule_op: &str, op: &str) -> bool {
     }
 }
 
-/// A close catalog name, for "did you mean" messages: same stem before the first `-`.
+/// The catalog operation closest to `name` (edit distance at most 3), for "did you mean".
 pub fn suggest(name: &str) -> Option<&'static str> {
-    let stem = name.split('-').next().unwrap_or(name);
+    OPERATIONS
+        .iter()
+        .map(|(n, _)| (distance(name, n), *n))
+        .filter(|(d, _)| *d <= 3)
+        .min()
+        .map(|(_, n)| n)
+}
+
+/// The filter, operation or `extra` name closest to `name`, for "did you mean".
+pub fn suggest_name(name: &str, extra: &[&'static str]) -> Option<&'static str> {
     OPERATIONS
         .iter()
         .map(|(n, _)| *n)
-        .find(|n| n.starts_with(stem) && n.ends_with('*'))
-        .or_else(|| {
-            OPERATIONS
-                .iter()
-                .map(|(n, _)| *n)
-                .find(|n| n.starts_with(stem))
-        })
+        .chain(MODELLED_FILTERS.iter().copied())
+        .chain(RECOGNISED_FILTERS.iter().copied())
+        .chain(extra.iter().copied())
+        .map(|n| (distance(name, n), n))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, n)| n)
+}
+
+/// Levenshtein distance over characters; names are short, so the quadratic table is fine.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }

@@ -58,7 +58,7 @@
 //! | `file*`: `file-read*` (`file-read-data`, `file-read-metadata`, `file-read-xattr`), `file-write*` (`file-write-acl`, `file-write-create`, `file-write-data`, `file-write-flags`, `file-write-mode`, `file-write-owner`, `file-write-setugid`, `file-write-times`, `file-write-unlink`, `file-write-xattr`), `file-chroot`, `file-clone`, `file-ioctl`, `file-link`, `file-map-executable`, `file-mknod`, `file-mount`, `file-mount-update`, `file-revoke`, `file-search`, `file-test-existence`, `file-unmount` | path | `literal`, `path`, `subpath`, `prefix`, `regex`, `vnode-type` (when the query gives the type) |
 //! | `process-exec*`: `process-exec`, `process-exec-interpreter` | path | the same |
 //! | `process-fork` | nothing | unconditional rules only |
-//! | `signal`, `process-info*` (`process-info-codesignature`, `process-info-dirtycontrol`, `process-info-ledger`, `process-info-listpids`, `process-info-pidfdinfo`, `process-info-pidfileportinfo`, `process-info-pidinfo`, `process-info-rusage`, `process-info-setcontrol`) | `self`, `child`, `same-sandbox`, `other` | `target self`, `target children`, `target same-sandbox` |
+//! | `signal`, `process-info*` (`process-info-codesignature`, `process-info-dirtycontrol`, `process-info-ledger`, `process-info-listpids`, `process-info-pidfdinfo`, `process-info-pidfileportinfo`, `process-info-pidinfo`, `process-info-rusage`, `process-info-setcontrol`) | `self`, `child`, `same-sandbox`, `other` | `target` with `self`, `children`, `same-sandbox` |
 //! | `network*`: `network-outbound`, `network-inbound`, `network-bind` | `[tcp:\|udp:]HOST:PORT` or a socket path | `remote`/`local` with `ip`, `ip4`, `ip6`, `tcp*`, `udp*`, `unix-socket`; `path-literal`, `path-prefix`, `path-regex` and the path filters on socket paths |
 //! | `sysctl*`: `sysctl-read`, `sysctl-write` | sysctl name | `sysctl-name`, `sysctl-name-prefix`, `sysctl-name-regex` |
 //! | `mach-lookup` | global service name | `global-name`, `global-name-prefix`, `global-name-regex`, `local-name` (never a global lookup) |
@@ -85,6 +85,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub mod catalog;
+pub mod cli;
 pub mod decide;
 pub mod policy;
 pub mod reader;

@@ -18,6 +18,9 @@
 //!   `same-sandbox`, `SYS_read`), as SBPL's own bindings make it;
 //! * operation names evaluate to themselves, so they can be stored and passed.
 //!
+//! Everything is evaluated at expansion time — expressions over constants and parameters fold
+//! to their values, so the [`Policy`] holds plain rules.
+//!
 //! Sources of the semantics: R7RS for the Scheme forms; TinyScheme 1.41 for `#f` as the only
 //! false value and `define` inside `when`/`begin` binding in the enclosing frame; Chromium's
 //! `common.sb` for `(param K)` reading an undefined key as `#f` (its `param-defined?` is
@@ -165,6 +168,7 @@ pub(super) fn evaluate(
         steps: 0,
         depth: 0,
         cond: Vec::new(),
+        captured: 0,
         top: Pos::START,
         out: Policy::default(),
     };
@@ -184,6 +188,8 @@ struct Eval<'a, 'p> {
     depth: usize,
     /// The dependencies of the conditions the current form is evaluated under.
     cond: Vec<Deps>,
+    /// The highest frame a function closed over (0: the global frame).
+    captured: usize,
     top: Pos,
     out: Policy,
 }
@@ -269,7 +275,12 @@ impl<'a> Eval<'a, '_> {
         SbplError::new(
             pos,
             K::Unbound,
-            format!("`{s}` is not defined; define it before this line, or check the spelling"),
+            format!(
+                "`{s}` is not defined; define it before this line{}",
+                catalog::suggest_name(s, BUILTINS)
+                    .map(|n| format!(", or did you mean `{n}`?"))
+                    .unwrap_or_else(|| ", or check the spelling".to_owned())
+            ),
         )
     }
 
@@ -325,6 +336,32 @@ impl<'a> Eval<'a, '_> {
     fn bind(&mut self, env: usize, name: &str, value: V<'a>) {
         if let Some(frame) = self.frames.get_mut(env) {
             frame.vars.insert(name.to_owned(), value);
+        }
+    }
+
+    /// A function closing over `env`; that frame (and so its ancestors) must now outlive calls.
+    fn close(
+        &mut self,
+        params: Vec<String>,
+        rest: Option<String>,
+        body: &'a [Datum],
+        env: usize,
+    ) -> V<'a> {
+        self.captured = self.captured.max(env);
+        v(Val::Lambda(Rc::new(Lambda {
+            params,
+            rest,
+            body,
+            env,
+        })))
+    }
+
+    /// Drops `frame` and every frame after it once the call or `let` that made it returns,
+    /// unless a function closed over one of them: memory stays bounded by the nesting depth
+    /// instead of growing with every call the step budget allows.
+    fn release(&mut self, frame: usize) {
+        if self.captured < frame {
+            self.frames.truncate(frame);
         }
     }
 
@@ -410,12 +447,9 @@ impl<'a> Eval<'a, '_> {
             "lambda" => match args {
                 [params, body @ ..] => match &params.kind {
                     DatumKind::List(ps) => self.lambda(ps, body, env, pos),
-                    DatumKind::Symbol(rest) => Ok(v(Val::Lambda(Rc::new(Lambda {
-                        params: Vec::new(),
-                        rest: Some(rest.clone()),
-                        body,
-                        env,
-                    })))),
+                    DatumKind::Symbol(rest) => {
+                        Ok(self.close(Vec::new(), Some(rest.clone()), body, env))
+                    }
                     _ => Err(shape("takes a parameter list: (lambda (a b) body …)")),
                 },
                 [] => Err(shape("takes a parameter list and a body")),
@@ -552,12 +586,7 @@ impl<'a> Eval<'a, '_> {
                 "a function needs a body".into(),
             ));
         }
-        Ok(v(Val::Lambda(Rc::new(Lambda {
-            params: names,
-            rest,
-            body,
-            env,
-        }))))
+        Ok(self.close(names, rest, body, env))
     }
 
     fn let_form(&mut self, name: &str, args: &'a [Datum], env: usize, pos: Pos) -> R<V<'a>> {
@@ -586,12 +615,7 @@ impl<'a> Eval<'a, '_> {
                 return Err(bad("needs a body"));
             }
             let frame = self.new_frame(env);
-            let f = v(Val::Lambda(Rc::new(Lambda {
-                params,
-                rest: None,
-                body,
-                env: frame,
-            })));
+            let f = self.close(params, None, body, frame);
             self.bind(frame, loop_name, f.clone());
             return self.call(&f, vals, pos, env);
         }
@@ -608,7 +632,9 @@ impl<'a> Eval<'a, '_> {
             let value = self.eval(e, scope)?;
             self.bind(frame, n, value);
         }
-        self.body(body, frame)
+        let out = self.body(body, frame)?;
+        self.release(frame);
+        Ok(out)
     }
 
     fn rule(&mut self, name: &str, args: &'a [Datum], env: usize, pos: Pos) -> R<V<'a>> {
@@ -766,6 +792,7 @@ impl<'a> Eval<'a, '_> {
                     self.bind(frame, rest, list);
                 }
                 let mut out = self.under(f.deps.clone(), l.body, frame)?;
+                self.release(frame);
                 out.deps = merge(&out.deps, &f.deps);
                 Ok(out)
             }
