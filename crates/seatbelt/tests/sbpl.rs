@@ -1220,3 +1220,46 @@ fn the_command_checks_decides_and_exits_as_documented() {
         assert!(run.stderr.starts_with("sbpl: "), "{args:?}: {run:?}");
     }
 }
+
+#[test]
+fn recursion_through_every_higher_order_procedure_stops_at_the_depth_bound() {
+    // Each level passes through `map`/`apply`/`for-each` and a filter call, the deepest Rust
+    // frames the evaluator has; a test thread's 2 MiB stack must hold the whole bound.
+    for text in [
+        "(define (f x) (map f (list x))) (f 1)",
+        "(define (f x) (apply f (list x))) (f 1)",
+        "(define (f x) (for-each f (list x))) (f 1)",
+        "(define (f x) (require-any (f x))) (f 1)",
+        "(define (f x) (allow file-read* (f x))) (f 1)",
+        "(define (f x) (string-append (f x))) (f 1)",
+    ] {
+        assert_eq!(error(text).kind, SbplErrorKind::TooDeep, "{text}");
+    }
+}
+
+#[test]
+fn values_built_by_loops_and_sharing_stay_bounded() {
+    let items = (0..300).map(|i| i.to_string()).collect::<Vec<_>>().join(" ");
+    // Nesting grown one level per iteration: the value depth bound, not the stack.
+    for grow in ["(list x)", "(require-not x)"] {
+        let seed = if grow.starts_with("(list") { "'()" } else { "(literal \"/a\")" };
+        let text = format!(
+            "(define x {seed}) (for-each (lambda (i) (set! x {grow})) (list {items}))"
+        );
+        assert_eq!(error(&text).kind, SbplErrorKind::TooDeep, "{grow}");
+    }
+    // Doubling by sharing: one step builds twice the value; using it costs per node.
+    let double = |seed: &str, grow: &str, then: &str| {
+        format!(
+            "(define x {seed}) (define (dbl n) (if (> n 0) (begin (set! x {grow}) (dbl (- n 1)))))
+             (dbl 30) {then}"
+        )
+    };
+    for text in [
+        double("'(1)", "(list x x)", "(equal? x x)"),
+        double("'(1)", "(list x x)", "(allow file-read* (extension x))"),
+        double("(literal \"/a\")", "(require-any x x)", ""),
+    ] {
+        assert_eq!(error(&text).kind, SbplErrorKind::StepBudget, "{text}");
+    }
+}

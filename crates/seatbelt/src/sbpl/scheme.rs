@@ -57,11 +57,15 @@ enum Val<'a> {
     Int(i64),
     Str(Rc<str>),
     Sym(Rc<str>),
-    List(Rc<Vec<V<'a>>>),
+    /// Items, and the nesting depth (1 + the deepest item), bounded by [`Limits::max_depth`]
+    /// so that comparing, converting or dropping a value never recurses deeper.
+    List(Rc<Vec<V<'a>>>, usize),
     Lambda(Rc<Lambda<'a>>),
     Builtin(&'static str),
-    Filter(Rc<FilterValue>),
-    Modifier(Rc<Modifier>),
+    /// A filter and its nesting depth (as for lists).
+    Filter(Rc<FilterValue>, usize),
+    /// A modifier and its nesting depth.
+    Modifier(Rc<Modifier>, usize),
 }
 
 struct Lambda<'a> {
@@ -249,7 +253,7 @@ impl<'a> Eval<'a, '_> {
             DatumKind::Symbol(s) => self.lookup(s, env).ok_or_else(|| self.unbound(s, d.pos)),
             DatumKind::List(items) => {
                 let Some((head, args)) = items.split_first() else {
-                    return Ok(v(Val::List(Rc::new(Vec::new()))));
+                    return Ok(v(Val::List(Rc::new(Vec::new()), 1)));
                 };
                 if let Some(name) = head.as_symbol() {
                     if SPECIAL.contains(&name) && self.lookup_local(name, env).is_none() {
@@ -291,18 +295,48 @@ impl<'a> Eval<'a, '_> {
             DatumKind::Bool(b) => Val::Bool(*b),
             DatumKind::Str(s) | DatumKind::Regex(s) => Val::Str(Rc::from(s.as_str())),
             DatumKind::Symbol(s) => Val::Sym(Rc::from(s.as_str())),
-            DatumKind::Quote(x) => Val::List(Rc::new(vec![
-                v(Val::Sym(Rc::from("quote"))),
-                self.quote(x)?,
-            ])),
+            DatumKind::Quote(x) => {
+                let items = vec![v(Val::Sym(Rc::from("quote"))), self.quote(x)?];
+                self.new_list(items, d.pos)?
+            }
             DatumKind::List(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for i in items {
                     out.push(self.quote(i)?);
                 }
-                Val::List(Rc::new(out))
+                self.new_list(out, d.pos)?
             }
         }))
+    }
+
+    fn new_list(&self, items: Vec<V<'a>>, pos: Pos) -> R<Val<'a>> {
+        let depth = self.nesting(&items, pos)?;
+        Ok(Val::List(Rc::new(items), depth))
+    }
+
+    /// The nesting depth of a list, filter or modifier holding `items`: 1 + the deepest item.
+    /// Bounded, so that converting, comparing, showing or dropping a value built by a loop
+    /// (`(set! x (require-not x))` a million times) never recurses past [`Limits::max_depth`].
+    fn nesting(&self, items: &[V<'a>], pos: Pos) -> R<usize> {
+        let depth = 1 + items
+            .iter()
+            .map(|i| match i.val {
+                Val::List(_, d) | Val::Filter(_, d) | Val::Modifier(_, d) => d,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        if depth > self.limits.max_depth {
+            return Err(SbplError::new(
+                pos,
+                K::TooDeep,
+                format!(
+                    "a value nested deeper than {} levels; flatten it",
+                    self.limits.max_depth
+                ),
+            ));
+        }
+        Ok(depth)
     }
 
     fn lookup_local(&self, name: &str, env: usize) -> Option<V<'a>> {
@@ -720,9 +754,12 @@ impl<'a> Eval<'a, '_> {
                 };
                 rule.operations.push(op);
             }
-            Val::Filter(f) => rule.filters.push((**f).clone()),
-            Val::Modifier(m) => rule.modifiers.push((**m).clone()),
-            Val::List(items) => {
+            Val::Filter(f, _) => {
+                self.charge(filter_size(f), pos)?;
+                rule.filters.push((**f).clone());
+            }
+            Val::Modifier(m, _) => rule.modifiers.push((**m).clone()),
+            Val::List(items, _) => {
                 for i in items.iter() {
                     self.add_to_rule(rule, i, pos)?;
                 }
@@ -737,6 +774,35 @@ impl<'a> Eval<'a, '_> {
             }
         }
         Ok(())
+    }
+
+    /// `equal?`, one step per node compared (shared structure makes values large).
+    fn equal(&mut self, a: &V<'a>, b: &V<'a>, pos: Pos) -> R<bool> {
+        self.charge(1, pos)?;
+        Ok(match (&a.val, &b.val) {
+            (Val::Bool(x), Val::Bool(y)) => x == y,
+            (Val::Int(x), Val::Int(y)) => x == y,
+            (Val::Str(x), Val::Str(y)) | (Val::Sym(x), Val::Sym(y)) => x == y,
+            (Val::List(x, _), Val::List(y, _)) => {
+                if x.len() != y.len() {
+                    return Ok(false);
+                }
+                for (p, q) in x.iter().zip(y.iter()) {
+                    if !self.equal(p, q, pos)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            (Val::Filter(x, _), Val::Filter(y, _)) => {
+                self.charge(filter_size(x), pos)?;
+                x == y
+            }
+            (Val::Builtin(x), Val::Builtin(y)) => x == y,
+            (Val::Lambda(x), Val::Lambda(y)) => Rc::ptr_eq(x, y),
+            (Val::Unspec, Val::Unspec) => true,
+            _ => false,
+        })
     }
 
     fn type_error(&self, pos: Pos, who: &str, want: &str, got: &V<'a>) -> SbplError {
@@ -788,7 +854,7 @@ impl<'a> Eval<'a, '_> {
                     }
                 }
                 if let Some(rest) = &l.rest {
-                    let list = v(Val::List(Rc::new(it.collect())));
+                    let list = v(self.new_list(it.collect(), pos)?);
                     self.bind(frame, rest, list);
                 }
                 let mut out = self.under(f.deps.clone(), l.body, frame)?;
@@ -796,8 +862,56 @@ impl<'a> Eval<'a, '_> {
                 out.deps = merge(&out.deps, &f.deps);
                 Ok(out)
             }
+            Val::Builtin(b @ ("apply" | "map" | "for-each")) => {
+                self.higher_order(b, args, pos, env)
+            }
             Val::Builtin(b) => self.builtin(b, args, pos, env),
             _ => Err(self.type_error(pos, "a call", "a procedure in the first position", f)),
+        }
+    }
+
+    /// `apply`, `map`, `for-each`: the procedures that call back into the evaluator. Kept out of
+    /// [`Eval::builtin`], whose frame is large, so recursion through them costs little stack.
+    fn higher_order(&mut self, name: &str, args: Vec<V<'a>>, pos: Pos, env: usize) -> R<V<'a>> {
+        match name {
+            "apply" => {
+                let Some((f, rest)) = args.split_first() else {
+                    return Err(SbplError::new(
+                        pos,
+                        K::Arity,
+                        "`apply` takes a procedure and a list".into(),
+                    ));
+                };
+                let mut call_args: Vec<V<'a>> = Vec::new();
+                if let Some((last, mid)) = rest.split_last() {
+                    call_args.extend(mid.iter().cloned());
+                    call_args.extend(self.list(last, name, pos)?.iter().cloned());
+                }
+                self.call(f, call_args, pos, env)
+            }
+            _ => {
+                if args.len() != 2 {
+                    return Err(SbplError::new(
+                        pos,
+                        K::Arity,
+                        format!("`{name}` takes a procedure and a list"),
+                    ));
+                }
+                let items = self.list(&args[1], name, pos)?;
+                let mut out = Vec::with_capacity(items.len());
+                for item in items.iter() {
+                    out.push(self.call(&args[0], vec![item.clone()], pos, env)?);
+                }
+                let deps = deps_of(&args);
+                Ok(V {
+                    val: if name == "for-each" {
+                        Val::Unspec
+                    } else {
+                        self.new_list(out, pos)?
+                    },
+                    deps,
+                })
+            }
         }
     }
 
@@ -860,7 +974,7 @@ impl<'a> Eval<'a, '_> {
             }
             "equal?" | "eq?" | "eqv?" => {
                 arity(2)?;
-                Val::Bool(equal(&args[0], &args[1]))
+                Val::Bool(self.equal(&args[0], &args[1], pos)?)
             }
             "string=?" | "string<?" => {
                 arity(2)?;
@@ -958,14 +1072,15 @@ impl<'a> Eval<'a, '_> {
             }
             "list" => {
                 self.charge(args.len() as u64 / 16, pos)?;
-                return Ok(with(Val::List(Rc::new(args))));
+                let list = self.new_list(args, pos)?;
+                return Ok(V { val: list, deps });
             }
             "cons" => {
                 arity(2)?;
                 let mut items = vec![args[0].clone()];
                 items.extend(self.list(&args[1], name, pos)?.iter().cloned());
                 self.charge(items.len() as u64 / 16, pos)?;
-                Val::List(Rc::new(items))
+                self.new_list(items, pos)?
             }
             "car" | "cdr" => {
                 arity(1)?;
@@ -977,7 +1092,7 @@ impl<'a> Eval<'a, '_> {
                             deps: merge(&first.deps, &deps),
                         });
                     }
-                    ("cdr", Some((_, rest))) => Val::List(Rc::new(rest.to_vec())),
+                    ("cdr", Some((_, rest))) => self.new_list(rest.to_vec(), pos)?,
                     _ => {
                         return Err(SbplError::new(
                             pos,
@@ -993,7 +1108,7 @@ impl<'a> Eval<'a, '_> {
                     items.extend(self.list(a, name, pos)?.iter().cloned());
                 }
                 self.charge(items.len() as u64 / 16, pos)?;
-                Val::List(Rc::new(items))
+                self.new_list(items, pos)?
             }
             "length" => {
                 arity(1)?;
@@ -1004,43 +1119,15 @@ impl<'a> Eval<'a, '_> {
                 arity(1)?;
                 let a = &args[0].val;
                 Val::Bool(match name {
-                    "null?" => matches!(a, Val::List(l) if l.is_empty()),
-                    "pair?" => matches!(a, Val::List(l) if !l.is_empty()),
-                    "list?" => matches!(a, Val::List(_)),
+                    "null?" => matches!(a, Val::List(l, _) if l.is_empty()),
+                    "pair?" => matches!(a, Val::List(l, _) if !l.is_empty()),
+                    "list?" => matches!(a, Val::List(..)),
                     "string?" => matches!(a, Val::Str(_)),
                     "symbol?" => matches!(a, Val::Sym(_)),
                     "number?" => matches!(a, Val::Int(_)),
                     "boolean?" => matches!(a, Val::Bool(_)),
                     _ => matches!(a, Val::Lambda(_) | Val::Builtin(_)),
                 })
-            }
-            "apply" => {
-                let Some((f, rest)) = args.split_first() else {
-                    return Err(SbplError::new(
-                        pos,
-                        K::Arity,
-                        "`apply` takes a procedure and a list".into(),
-                    ));
-                };
-                let mut call_args: Vec<V<'a>> = Vec::new();
-                if let Some((last, mid)) = rest.split_last() {
-                    call_args.extend(mid.iter().cloned());
-                    call_args.extend(self.list(last, name, pos)?.iter().cloned());
-                }
-                return self.call(f, call_args, pos, env);
-            }
-            "map" | "for-each" => {
-                arity(2)?;
-                let items = self.list(&args[1], name, pos)?;
-                let mut out = Vec::with_capacity(items.len());
-                for item in items.iter() {
-                    out.push(self.call(&args[0], vec![item.clone()], pos, env)?);
-                }
-                if name == "for-each" {
-                    Val::Unspec
-                } else {
-                    Val::List(Rc::new(out))
-                }
             }
             "=" | "<" | ">" | "<=" | ">=" => {
                 if args.len() < 2 {
@@ -1106,21 +1193,23 @@ impl<'a> Eval<'a, '_> {
                         first,
                     ));
                 };
+                let depth = self.nesting(rest, pos)?;
                 let mut margs = Vec::new();
                 for a in rest {
                     margs.push(self.arg(a, pos)?);
                 }
-                Val::Modifier(Rc::new(Modifier {
+                let modifier = Modifier {
                     name: m.to_string(),
                     args: margs,
                     pos,
-                }))
+                };
+                Val::Modifier(Rc::new(modifier), depth)
             }
             // `_IO`, `_IOR`, `_IOW`, `_IOWR`: kept as the call itself, for unmodelled filters.
             _ => {
                 let mut items = vec![v(Val::Sym(Rc::from(name)))];
                 items.extend(args);
-                Val::List(Rc::new(items))
+                self.new_list(items, pos)?
             }
         };
         Ok(with(val))
@@ -1148,19 +1237,25 @@ impl<'a> Eval<'a, '_> {
 
     fn list(&self, a: &V<'a>, who: &str, pos: Pos) -> R<Rc<Vec<V<'a>>>> {
         match &a.val {
-            Val::List(l) => Ok(Rc::clone(l)),
+            Val::List(l, _) => Ok(Rc::clone(l)),
             _ => Err(self.type_error(pos, &format!("`{who}`"), "a list", a)),
         }
     }
 
-    fn arg(&self, a: &V<'a>, pos: Pos) -> R<Arg> {
+    /// Converts a value into a filter argument, one step per node: values share structure
+    /// (`(set! l (list l l))` doubles a list in one step), the converted tree does not.
+    fn arg(&mut self, a: &V<'a>, pos: Pos) -> R<Arg> {
+        self.charge(1, pos)?;
         Ok(match &a.val {
             Val::Str(s) => Arg::Str(s.to_string()),
             Val::Sym(s) => Arg::Symbol(s.to_string()),
             Val::Int(n) => Arg::Int(*n),
             Val::Bool(b) => Arg::Bool(*b),
-            Val::Filter(f) => Arg::Filter((**f).clone()),
-            Val::List(items) => {
+            Val::Filter(f, _) => {
+                self.charge(filter_size(f), pos)?;
+                Arg::Filter((**f).clone())
+            }
+            Val::List(items, _) => {
                 let mut out = Vec::with_capacity(items.len());
                 for i in items.iter() {
                     out.push(self.arg(i, pos)?);
@@ -1181,11 +1276,12 @@ impl<'a> Eval<'a, '_> {
     /// Builds a filter value, checking the shape of the modelled ones.
     fn filter(&mut self, name: &'static str, args: Vec<V<'a>>, pos: Pos) -> R<V<'a>> {
         let deps = deps_of(&args);
+        let depth = self.nesting(&args, pos)?;
         let mut out = Vec::with_capacity(args.len());
         // `require-*` take filters; lists of filters (from `list`/`map`) are spliced in.
         for a in &args {
             match (&a.val, name.starts_with("require-")) {
-                (Val::List(items), true) => {
+                (Val::List(items, _), true) => {
                     for i in items.iter() {
                         out.push(self.arg(i, pos)?);
                     }
@@ -1246,7 +1342,7 @@ impl<'a> Eval<'a, '_> {
             params: names(&deps),
         };
         Ok(V {
-            val: Val::Filter(Rc::new(value)),
+            val: Val::Filter(Rc::new(value), depth),
             deps,
         })
     }
@@ -1266,20 +1362,16 @@ fn truthy(x: &V<'_>) -> bool {
     !matches!(x.val, Val::Bool(false))
 }
 
-fn equal(a: &V<'_>, b: &V<'_>) -> bool {
-    match (&a.val, &b.val) {
-        (Val::Bool(x), Val::Bool(y)) => x == y,
-        (Val::Int(x), Val::Int(y)) => x == y,
-        (Val::Str(x), Val::Str(y)) | (Val::Sym(x), Val::Sym(y)) => x == y,
-        (Val::List(x), Val::List(y)) => {
-            x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| equal(p, q))
+/// Nodes in a filter tree: what cloning or comparing it costs, in steps.
+fn filter_size(f: &FilterValue) -> u64 {
+    fn arg_size(a: &Arg) -> u64 {
+        match a {
+            Arg::Filter(f) => filter_size(f),
+            Arg::List(items) => 1 + items.iter().map(arg_size).sum::<u64>(),
+            _ => 1,
         }
-        (Val::Filter(x), Val::Filter(y)) => x == y,
-        (Val::Builtin(x), Val::Builtin(y)) => x == y,
-        (Val::Lambda(x), Val::Lambda(y)) => Rc::ptr_eq(x, y),
-        (Val::Unspec, Val::Unspec) => true,
-        _ => false,
     }
+    1 + f.args.iter().map(arg_size).sum::<u64>()
 }
 
 fn show(x: &V<'_>) -> String {
@@ -1295,11 +1387,11 @@ fn show(x: &V<'_>) -> String {
         Val::Int(n) => n.to_string(),
         Val::Str(s) => format!("{s:?}"),
         Val::Sym(s) => format!("the symbol `{s}`"),
-        Val::List(l) => format!("a list of {}", l.len()),
+        Val::List(l, _) => format!("a list of {}", l.len()),
         Val::Lambda(_) => "a function".to_owned(),
         Val::Builtin(b) => format!("the procedure `{b}`"),
-        Val::Filter(f) => format!("the filter {f}"),
-        Val::Modifier(m) => format!("the modifier {m}"),
+        Val::Filter(f, _) => format!("the filter {f}"),
+        Val::Modifier(m, _) => format!("the modifier {m}"),
     };
     if s.len() > 120 {
         let cut = (0..=120)
