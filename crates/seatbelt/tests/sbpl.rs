@@ -1239,13 +1239,19 @@ fn recursion_through_every_higher_order_procedure_stops_at_the_depth_bound() {
 
 #[test]
 fn values_built_by_loops_and_sharing_stay_bounded() {
-    let items = (0..300).map(|i| i.to_string()).collect::<Vec<_>>().join(" ");
+    let items = (0..300)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
     // Nesting grown one level per iteration: the value depth bound, not the stack.
     for grow in ["(list x)", "(require-not x)"] {
-        let seed = if grow.starts_with("(list") { "'()" } else { "(literal \"/a\")" };
-        let text = format!(
-            "(define x {seed}) (for-each (lambda (i) (set! x {grow})) (list {items}))"
-        );
+        let seed = if grow.starts_with("(list") {
+            "'()"
+        } else {
+            "(literal \"/a\")"
+        };
+        let text =
+            format!("(define x {seed}) (for-each (lambda (i) (set! x {grow})) (list {items}))");
         assert_eq!(error(&text).kind, SbplErrorKind::TooDeep, "{grow}");
     }
     // Doubling by sharing: one step builds twice the value; using it costs per node.

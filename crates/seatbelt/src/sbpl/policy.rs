@@ -187,7 +187,13 @@ fn write_form(f: &mut fmt::Formatter<'_>, head: &str, args: &[Arg]) -> fmt::Resu
 
 impl fmt::Display for FilterValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_form(f, self.name, &self.args)
+        // Patterns read best as the `#"…"` literals they are usually written as.
+        match self.args.as_slice() {
+            [Arg::Str(p)] if self.name.ends_with("regex") && !p.contains(['"', '\n']) => {
+                write!(f, "({} #\"{p}\")", self.name)
+            }
+            _ => write_form(f, self.name, &self.args),
+        }
     }
 }
 
