@@ -1269,3 +1269,17 @@ fn values_built_by_loops_and_sharing_stay_bounded() {
         assert_eq!(error(&text).kind, SbplErrorKind::StepBudget, "{text}");
     }
 }
+
+#[test]
+fn an_error_inside_a_function_names_the_call_that_led_there() {
+    let e = error(
+        "(define (home p)\n  (subpath (string-append (param \"HOME\") p)))\n(deny default)\n(allow file-read* (home \"/x\"))",
+    );
+    assert_eq!((e.kind, e.pos.line), (SbplErrorKind::Type, 2), "{e}");
+    assert!(
+        e.message
+            .contains("while evaluating the form at line 4, column 1"),
+        "{e}"
+    );
+    assert!(e.message.contains("pass -D HOME=VALUE"), "{e}");
+}

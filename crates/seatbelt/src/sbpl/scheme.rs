@@ -178,7 +178,16 @@ pub(super) fn evaluate(
     };
     for form in forms {
         ev.top = form.pos;
-        ev.eval(form, 0)?;
+        ev.eval(form, 0).map_err(|mut e| {
+            // An error inside a function names the call that led there too.
+            if e.pos.line != form.pos.line {
+                e.message.push_str(&format!(
+                    " (while evaluating the form at line {}, column {})",
+                    form.pos.line, form.pos.column
+                ));
+            }
+            e
+        })?;
     }
     ev.out.steps = ev.steps;
     Ok(ev.out)
