@@ -1,5 +1,6 @@
 //! Parsing SBPL text back into a [`Profile`]: everything the renderer emits, and nothing the AST
 //! cannot hold (no `define`, no `import`, no `(allow default)`, no unknown operation or filter).
+//! Profiles written by others go through [`crate::sbpl`] instead, which reads them all.
 //!
 //! Two stages: a reader turns text into S-expressions (strings with the renderer's escapes, `#"…"`
 //! raw strings, atoms, lists, `;` comments), then each form is checked into the typed AST. Bad
@@ -33,7 +34,7 @@ pub enum ParseErrorKind {
     Syntax(&'static str),
     /// A well-formed form this crate does not model.
     #[error(
-        "{what} `{name}` is not supported by this crate; use one of the forms the renderer emits"
+        "{what} `{name}` is outside the typed profile language (the forms the renderer emits); read other profiles with seatbelt::sbpl::expand"
     )]
     Unsupported {
         /// What kind of thing (operation, filter, form …).
