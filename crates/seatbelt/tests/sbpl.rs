@@ -1283,3 +1283,32 @@ fn an_error_inside_a_function_names_the_call_that_led_there() {
     );
     assert!(e.message.contains("pass -D HOME=VALUE"), "{e}");
 }
+
+#[test]
+fn copying_big_strings_and_keeping_scopes_cost_budget() {
+    // A 64 KiB string copied into rule after rule: the bytes are paid for.
+    let hundred = (0..100)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let text = format!(
+        "(define (grow s n) (if (> n 0) (grow (string-append s s) (- n 1)) s))
+         (define big (grow \"/aaaaaaaaaaaaaaa\" 12))
+         (define l (list {hundred}))
+         (for-each (lambda (i) (for-each (lambda (j) (allow file-read* (literal big))) l)) l)"
+    );
+    let text = text.as_str();
+    assert_eq!(error(text).kind, SbplErrorKind::StepBudget);
+    // Functions kept in a list keep their scopes alive: capped.
+    let few = Limits {
+        max_frames: 50,
+        ..Limits::default()
+    };
+    let text = "(define keep '()) (define (mk i) (lambda () i))
+        (for-each (lambda (i) (set! keep (cons (mk i) keep))) (list 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30))";
+    let e = sbpl::expand(text, &BTreeMap::new(), &few).unwrap_err();
+    assert_eq!(e.kind, SbplErrorKind::TooLarge, "{e}");
+    // A parameter name is a short key.
+    let long = format!("(param \"{}\")", "K".repeat(300));
+    assert_eq!(error(&long).kind, SbplErrorKind::BadValue);
+}

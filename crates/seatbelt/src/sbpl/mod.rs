@@ -125,6 +125,8 @@ pub struct Limits {
     pub max_string: usize,
     /// The most rules a profile may expand to.
     pub max_rules: usize,
+    /// The most scopes (function calls, `let`s) alive at once.
+    pub max_frames: usize,
 }
 
 impl Default for Limits {
@@ -136,6 +138,7 @@ impl Default for Limits {
             max_steps: 2_000_000,
             max_string: 64 << 10,
             max_rules: 100_000,
+            max_frames: 100_000,
         }
     }
 }

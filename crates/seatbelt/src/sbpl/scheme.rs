@@ -27,10 +27,15 @@
 //! `(string? (param str))`).
 //!
 //! **Refuses:** `import` (the imported file is not here: inline it), anything that could run
-//! unboundedly. A profile is untrusted input: every evaluation costs a step (strings cost one per
-//! 64 bytes more), nesting is bounded ([`Limits::max_eval_depth`]), strings and the rule count
-//! are capped, and frames live in an arena (no reference cycles, no stack growth beyond the depth
-//! bound). Every refusal is an [`SbplError`] with a stable kind and the form's position.
+//! unboundedly. A profile is untrusted input: every evaluation costs a step, and so does every
+//! 16 bytes of string built or copied and every node of a value converted, compared or cloned
+//! (values share structure, copies do not); evaluation nesting is bounded
+//! ([`Limits::max_eval_depth`]) and so is the nesting of values ([`Limits::max_depth`], so no
+//! later recursion over them can overflow the stack); strings, rules and live scopes are capped
+//! ([`Limits`]); frames live in an arena (no reference cycles) and are released when a call
+//! returns unless a function closed over them; a value remembers at most 32 parameters and a
+//! parameter name is at most 256 bytes. Every refusal is an [`SbplError`] with a stable kind and
+//! the form's position.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
@@ -41,7 +46,15 @@ use super::reader::{Datum, DatumKind};
 use super::{Limits, Pos, SbplError, SbplErrorKind as K};
 use crate::ast::Action;
 
-type Deps = Option<Rc<BTreeSet<String>>>;
+/// The parameters a value was computed from: shared, cheap to clone, at most [`MAX_DEPS`].
+type Deps = Option<Rc<BTreeSet<Rc<str>>>>;
+
+/// A value remembers at most this many parameters (the first in order); explanations of
+/// absurd profiles lose the rest rather than costing unbounded time and memory.
+const MAX_DEPS: usize = 32;
+
+/// Parameter names are at most this long (`sandbox-exec` keys are short words).
+const MAX_PARAM_KEY: usize = 256;
 
 #[derive(Clone)]
 struct V<'a> {
@@ -144,7 +157,8 @@ fn merge(a: &Deps, b: &Deps) -> Deps {
     match (a, b) {
         (None, x) | (x, None) => x.clone(),
         (Some(x), Some(y)) if Rc::ptr_eq(x, y) => a.clone(),
-        (Some(x), Some(y)) => Some(Rc::new(x.union(y).cloned().collect())),
+        (Some(x), Some(y)) if y.is_subset(x) => a.clone(),
+        (Some(x), Some(y)) => Some(Rc::new(x.union(y).take(MAX_DEPS).cloned().collect())),
     }
 }
 
@@ -153,7 +167,14 @@ fn deps_of<'a>(args: &[V<'a>]) -> Deps {
 }
 
 fn names(d: &Deps) -> BTreeSet<String> {
-    d.as_deref().cloned().unwrap_or_default()
+    d.iter()
+        .flat_map(|d| d.iter())
+        .map(|k| k.to_string())
+        .collect()
+}
+
+fn deps_len(d: &Deps) -> u64 {
+    d.as_ref().map_or(0, |d| d.len() as u64)
 }
 
 /// Evaluates `forms` into a [`Policy`].
@@ -408,12 +429,22 @@ impl<'a> Eval<'a, '_> {
         }
     }
 
-    fn new_frame(&mut self, parent: usize) -> usize {
+    fn new_frame(&mut self, parent: usize, pos: Pos) -> R<usize> {
+        if self.frames.len() >= self.limits.max_frames {
+            return Err(SbplError::new(
+                pos,
+                K::TooLarge,
+                format!(
+                    "more than {} scopes alive at once (functions kept in a loop?); simplify the profile or raise Limits::max_frames",
+                    self.limits.max_frames
+                ),
+            ));
+        }
         self.frames.push(Frame {
             vars: HashMap::new(),
             parent: Some(parent),
         });
-        self.frames.len() - 1
+        Ok(self.frames.len() - 1)
     }
 
     fn body(&mut self, body: &'a [Datum], env: usize) -> R<V<'a>> {
@@ -657,7 +688,7 @@ impl<'a> Eval<'a, '_> {
             if body.is_empty() {
                 return Err(bad("needs a body"));
             }
-            let frame = self.new_frame(env);
+            let frame = self.new_frame(env, pos)?;
             let f = self.close(params, None, body, frame);
             self.bind(frame, loop_name, f.clone());
             return self.call(&f, vals, pos, env);
@@ -668,7 +699,7 @@ impl<'a> Eval<'a, '_> {
         let DatumKind::List(bs) = &bindings.kind else {
             return Err(bad("takes a list of (name value) bindings"));
         };
-        let frame = self.new_frame(env);
+        let frame = self.new_frame(env, pos)?;
         for b in bs {
             let (n, e) = binding(b).ok_or_else(|| bad("bindings are (name value)"))?;
             let scope = if name == "let*" { frame } else { env };
@@ -724,6 +755,7 @@ impl<'a> Eval<'a, '_> {
         for c in &self.cond {
             deps = merge(&deps, c);
         }
+        self.charge(deps_len(&deps), pos)?;
         rule.params = names(&deps);
         for f in &rule.filters {
             rule.params.extend(f.params.iter().cloned());
@@ -767,7 +799,10 @@ impl<'a> Eval<'a, '_> {
                 self.charge(filter_size(f), pos)?;
                 rule.filters.push((**f).clone());
             }
-            Val::Modifier(m, _) => rule.modifiers.push((**m).clone()),
+            Val::Modifier(m, _) => {
+                self.charge(m.args.iter().map(arg_size).sum::<u64>(), pos)?;
+                rule.modifiers.push((**m).clone());
+            }
             Val::List(items, _) => {
                 for i in items.iter() {
                     self.add_to_rule(rule, i, pos)?;
@@ -815,11 +850,11 @@ impl<'a> Eval<'a, '_> {
     }
 
     fn type_error(&self, pos: Pos, who: &str, want: &str, got: &V<'a>) -> SbplError {
-        let missing: Vec<&String> = got
+        let missing: Vec<&Rc<str>> = got
             .deps
             .iter()
             .flat_map(|d| d.iter())
-            .filter(|k| self.out.params_missing.contains(*k))
+            .filter(|k| self.out.params_missing.contains(&***k))
             .collect();
         let hint = match missing.as_slice() {
             [] => String::new(),
@@ -855,7 +890,7 @@ impl<'a> Eval<'a, '_> {
                         ),
                     ));
                 }
-                let frame = self.new_frame(l.env);
+                let frame = self.new_frame(l.env, pos)?;
                 let mut it = args.into_iter();
                 for p in &l.params {
                     if let Some(a) = it.next() {
@@ -948,9 +983,20 @@ impl<'a> Eval<'a, '_> {
             "param" => {
                 arity(1)?;
                 let key = self.string(&args[0], name, pos)?;
+                if key.len() > MAX_PARAM_KEY {
+                    return Err(SbplError::new(
+                        pos,
+                        K::BadValue,
+                        format!(
+                            "a parameter name longer than {MAX_PARAM_KEY} bytes; use a short KEY"
+                        ),
+                    ));
+                }
                 self.out.params_read.insert(key.to_string());
-                let mut d = names(&deps);
-                d.insert(key.to_string());
+                let mut d: BTreeSet<Rc<str>> = deps.as_deref().cloned().unwrap_or_default();
+                if d.len() < MAX_DEPS {
+                    d.insert(Rc::clone(&key));
+                }
                 let val = match self.params.get(&*key) {
                     Some(value) => Val::Str(Rc::from(value.as_str())),
                     None => {
@@ -1006,7 +1052,7 @@ impl<'a> Eval<'a, '_> {
                         ));
                     }
                 }
-                self.charge(s.len() as u64 / 64, pos)?;
+                self.charge(s.len() as u64 / 16, pos)?;
                 Val::Str(Rc::from(s))
             }
             "string-length" => {
@@ -1024,7 +1070,7 @@ impl<'a> Eval<'a, '_> {
                 }
                 let s = self.string(&args[0], name, pos)?;
                 let chars: Vec<char> = s.chars().collect();
-                self.charge(chars.len() as u64 / 64, pos)?;
+                self.charge(chars.len() as u64 / 16, pos)?;
                 let start = self.index(&args[1], name, pos)?;
                 let end = match args.get(2) {
                     Some(e) => self.index(e, name, pos)?,
@@ -1076,7 +1122,7 @@ impl<'a> Eval<'a, '_> {
                     }
                     out.push(c);
                 }
-                self.charge(out.len() as u64 / 64, pos)?;
+                self.charge(out.len() as u64 / 16, pos)?;
                 Val::Str(Rc::from(out))
             }
             "list" => {
@@ -1256,7 +1302,10 @@ impl<'a> Eval<'a, '_> {
     fn arg(&mut self, a: &V<'a>, pos: Pos) -> R<Arg> {
         self.charge(1, pos)?;
         Ok(match &a.val {
-            Val::Str(s) => Arg::Str(s.to_string()),
+            Val::Str(s) => {
+                self.charge(s.len() as u64 / 16, pos)?;
+                Arg::Str(s.to_string())
+            }
             Val::Sym(s) => Arg::Symbol(s.to_string()),
             Val::Int(n) => Arg::Int(*n),
             Val::Bool(b) => Arg::Bool(*b),
@@ -1371,16 +1420,19 @@ fn truthy(x: &V<'_>) -> bool {
     !matches!(x.val, Val::Bool(false))
 }
 
-/// Nodes in a filter tree: what cloning or comparing it costs, in steps.
+/// Nodes in a filter tree (strings count a node per 16 bytes, parameters one each): what
+/// cloning or comparing it costs, in steps.
 fn filter_size(f: &FilterValue) -> u64 {
-    fn arg_size(a: &Arg) -> u64 {
-        match a {
-            Arg::Filter(f) => filter_size(f),
-            Arg::List(items) => 1 + items.iter().map(arg_size).sum::<u64>(),
-            _ => 1,
-        }
+    1 + f.params.len() as u64 + f.args.iter().map(arg_size).sum::<u64>()
+}
+
+fn arg_size(a: &Arg) -> u64 {
+    match a {
+        Arg::Filter(f) => filter_size(f),
+        Arg::List(items) => 1 + items.iter().map(arg_size).sum::<u64>(),
+        Arg::Str(s) => 1 + s.len() as u64 / 16,
+        _ => 1,
     }
-    1 + f.args.iter().map(arg_size).sum::<u64>()
 }
 
 fn show(x: &V<'_>) -> String {
