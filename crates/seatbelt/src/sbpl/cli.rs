@@ -23,7 +23,7 @@ macro_rules! say {
         let _ = writeln!($out, $($arg)*);
     }};
 }
-use super::{Limits, Outcome, Query, expand};
+use super::{Limits, Outcome, Policy, Query, expand};
 use crate::ast::Action;
 use std::collections::BTreeMap;
 
@@ -107,8 +107,63 @@ fn add_param(params: &mut BTreeMap<String, String>, def: &str) -> Result<(), Str
     Ok(())
 }
 
+/// `check`: what the profile expands to.
+fn check(args: &Args, policy: &Policy, out: &mut String) {
+    let allow = policy
+        .rules
+        .iter()
+        .filter(|r| r.action == Action::Allow)
+        .count();
+    say!(
+        out,
+        "{}: parsed: {} rules ({allow} allow, {} deny)",
+        args.file,
+        policy.rules.len(),
+        policy.rules.len() - allow
+    );
+    match policy.default_rule() {
+        Some((_, r)) => say!(out, "default: {r} at line {}", r.pos.line),
+        None => say!(out, "default: none stated"),
+    }
+    if !policy.params_read.is_empty() {
+        let read: Vec<&str> = policy.params_read.iter().map(String::as_str).collect();
+        say!(out, "parameters read: {}", read.join(", "));
+    }
+    if !policy.params_missing.is_empty() {
+        let missing: Vec<&str> = policy.params_missing.iter().map(String::as_str).collect();
+        say!(
+            out,
+            "parameters not defined (read as #f): {}",
+            missing.join(", ")
+        );
+    }
+    for (d, pos) in &policy.debug {
+        say!(out, "line {}: {d}", pos.line);
+    }
+    if args.list_rules {
+        for r in &policy.rules {
+            say!(out, "{:>5}:{:<3} {r}", r.pos.line, r.pos.column);
+        }
+    }
+}
+
 fn run_inner(args: Vec<String>, out: &mut String) -> Result<u8, String> {
     let args = parse_args(args)?;
+    // The question is checked before the profile, so a typo in it is reported as such.
+    let query = if args.command == "decide" {
+        let [op, object] = args.rest.as_slice() else {
+            return Err(format!("decide needs OP and OBJECT\n{USAGE}"));
+        };
+        let query = Query::parse(op, object)?;
+        Some(match &args.vnode_type {
+            Some(t) => query.with_vnode_type(t)?,
+            None => query,
+        })
+    } else if args.rest.is_empty() {
+        None
+    } else {
+        return Err(format!("check takes no OP/OBJECT\n{USAGE}"));
+    };
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| format!("cannot read {}: {e}", args.file))?;
     let policy = expand(&text, &args.params, &Limits::default()).map_err(|e| {
@@ -121,55 +176,10 @@ fn run_inner(args: Vec<String>, out: &mut String) -> Result<u8, String> {
             e.message
         )
     })?;
-    if args.command == "check" {
-        if !args.rest.is_empty() {
-            return Err(format!("check takes no OP/OBJECT\n{USAGE}"));
-        }
-        let allow = policy
-            .rules
-            .iter()
-            .filter(|r| r.action == Action::Allow)
-            .count();
-        say!(
-            out,
-            "{}: parsed: {} rules ({allow} allow, {} deny)",
-            args.file,
-            policy.rules.len(),
-            policy.rules.len() - allow
-        );
-        match policy.default_rule() {
-            Some((_, r)) => say!(out, "default: {r} at line {}", r.pos.line),
-            None => say!(out, "default: none stated"),
-        }
-        if !policy.params_read.is_empty() {
-            let read: Vec<&str> = policy.params_read.iter().map(String::as_str).collect();
-            say!(out, "parameters read: {}", read.join(", "));
-        }
-        if !policy.params_missing.is_empty() {
-            let missing: Vec<&str> = policy.params_missing.iter().map(String::as_str).collect();
-            say!(
-                out,
-                "parameters not defined (read as #f): {}",
-                missing.join(", ")
-            );
-        }
-        for (d, pos) in &policy.debug {
-            say!(out, "line {}: {d}", pos.line);
-        }
-        if args.list_rules {
-            for r in &policy.rules {
-                say!(out, "{:>5}:{:<3} {r}", r.pos.line, r.pos.column);
-            }
-        }
+    let Some(query) = query else {
+        check(&args, &policy, out);
         return Ok(0);
-    }
-    let [op, object] = args.rest.as_slice() else {
-        return Err(format!("decide needs OP and OBJECT\n{USAGE}"));
     };
-    let mut query = Query::parse(op, object)?;
-    if let Some(t) = &args.vnode_type {
-        query = query.with_vnode_type(t)?;
-    }
     let decided = policy.decide(&query, &args.params);
     say!(out, "{decided}");
     Ok(match decided.outcome {
