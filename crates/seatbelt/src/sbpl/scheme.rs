@@ -269,6 +269,7 @@ impl<'a> Eval<'a, '_> {
             if let Some(found) = self.lookup(s, env) {
                 return Ok(found);
             }
+            self.charge(s.len() as u64 / 16, d.pos)?;
             return Ok(v(Val::Sym(Rc::from(s.as_str()))));
         }
         self.eval(d, env)
@@ -278,9 +279,17 @@ impl<'a> Eval<'a, '_> {
         match &d.kind {
             DatumKind::Int(n) => Ok(v(Val::Int(*n))),
             DatumKind::Bool(b) => Ok(v(Val::Bool(*b))),
-            DatumKind::Str(s) | DatumKind::Regex(s) => Ok(v(Val::Str(Rc::from(s.as_str())))),
+            DatumKind::Str(s) | DatumKind::Regex(s) => {
+                // A literal is copied each time it is evaluated: pay for the bytes.
+                self.charge(s.len() as u64 / 16, d.pos)?;
+                Ok(v(Val::Str(Rc::from(s.as_str()))))
+            }
             DatumKind::Quote(x) => self.quote(x),
-            DatumKind::Symbol(s) => self.lookup(s, env).ok_or_else(|| self.unbound(s, d.pos)),
+            DatumKind::Symbol(s) => {
+                // Looking a name up hashes it: long names cost like long strings.
+                self.charge(s.len() as u64 / 16, d.pos)?;
+                self.lookup(s, env).ok_or_else(|| self.unbound(s, d.pos))
+            }
             DatumKind::List(items) => {
                 let Some((head, args)) = items.split_first() else {
                     return Ok(v(Val::List(Rc::new(Vec::new()), 1)));
@@ -319,7 +328,11 @@ impl<'a> Eval<'a, '_> {
     }
 
     fn quote(&mut self, d: &'a Datum) -> R<V<'a>> {
-        self.charge(1, d.pos)?;
+        let bytes = match &d.kind {
+            DatumKind::Str(s) | DatumKind::Regex(s) | DatumKind::Symbol(s) => s.len(),
+            _ => 0,
+        };
+        self.charge(1 + bytes as u64 / 16, d.pos)?;
         Ok(v(match &d.kind {
             DatumKind::Int(n) => Val::Int(*n),
             DatumKind::Bool(b) => Val::Bool(*b),
