@@ -10,6 +10,13 @@
 //! `/usr/bin/sandbox-exec` (`BoundProfile::command`, compiled only on macOS) is the only
 //! macOS-only code.
 //!
+//! For profiles other teams write — TinyScheme programs such as Chromium's, operation lists such
+//! as Codex's — [`sbpl`] reads the whole SBPL syntax, evaluates its Scheme layer with `-D`
+//! parameters under a step budget, and decides accesses with the rule, position and parameters
+//! that decided, or says "not modelled"; `cargo run -p seatbelt --example sbpl -- check FILE`
+//! and `… decide FILE OP OBJECT` put that in front of people. The typed [`Profile`] below stays
+//! the narrow language our own tools render.
+//!
 //! **Refuses to know:** tools, their arguments, `exec`'s `SandboxSpec` (exec translates it into a
 //! [`ProfileSpec`]), processes other than the one it launches, and the file system: paths are
 //! validated lexically and never touched.
@@ -52,7 +59,7 @@
 //! for `awk`, `wc`, `sort`, `diff` and `/bin/sh`; whether programs need `file-read-metadata` on
 //! the ancestors of a root (not granted); and that Seatbelt matches the case the kernel reports.
 //!
-//! # Grammar (what the renderer emits and the parser accepts)
+//! # Grammar (what the renderer emits and [`Profile::parse`] accepts; [`sbpl`] reads more)
 //!
 //! ```text
 //! profile := "(version 1)" "(deny default)" rule*
@@ -73,6 +80,7 @@ mod parse;
 mod pattern;
 mod profiles;
 mod render;
+pub mod sbpl;
 
 pub use ast::{
     Action, Filter, Operation, Profile, Rule, Target, Value, VnodeType, literal, param, prefix,

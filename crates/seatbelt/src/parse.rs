@@ -1,5 +1,6 @@
 //! Parsing SBPL text back into a [`Profile`]: everything the renderer emits, and nothing the AST
 //! cannot hold (no `define`, no `import`, no `(allow default)`, no unknown operation or filter).
+//! Profiles written by others go through [`crate::sbpl`] instead, which reads them all.
 //!
 //! Two stages: a reader turns text into S-expressions (strings with the renderer's escapes, `#"…"`
 //! raw strings, atoms, lists, `;` comments), then each form is checked into the typed AST. Bad
@@ -33,7 +34,7 @@ pub enum ParseErrorKind {
     Syntax(&'static str),
     /// A well-formed form this crate does not model.
     #[error(
-        "{what} `{name}` is not supported by this crate; use one of the forms the renderer emits"
+        "{what} `{name}` is outside the typed profile language (the forms the renderer emits); read other profiles with seatbelt::sbpl::expand"
     )]
     Unsupported {
         /// What kind of thing (operation, filter, form …).
@@ -181,37 +182,17 @@ impl Reader<'_> {
             match self.bump() {
                 None => return Err((start, ParseErrorKind::Syntax("unterminated string"))),
                 Some('"') => return Ok(s),
-                Some('\\') => match self.bump() {
-                    Some('\\') => s.push('\\'),
-                    Some('"') => s.push('"'),
-                    Some('n') => s.push('\n'),
-                    Some('t') => s.push('\t'),
-                    Some('r') => s.push('\r'),
-                    Some('x') => {
-                        let hex = self.text.get(self.pos..self.pos + 2).unwrap_or("");
-                        let byte = u8::from_str_radix(hex, 16)
-                            .ok()
-                            .filter(|b| b.is_ascii() && hex.bytes().all(|h| h.is_ascii_hexdigit()));
-                        let Some(byte) = byte else {
-                            return Err((
-                                at,
-                                ParseErrorKind::Syntax(
-                                    "`\\x` takes two hex digits of an ASCII byte",
-                                ),
-                            ));
-                        };
-                        self.pos += 2;
-                        s.push(char::from(byte));
+                Some('\\') => {
+                    let next = self.bump();
+                    let rest = self.text.get(self.pos..).unwrap_or("");
+                    match crate::sbpl::reader::unescape(next, rest) {
+                        Ok((c, used)) => {
+                            self.pos += used;
+                            s.push(c);
+                        }
+                        Err(message) => return Err((at, ParseErrorKind::Syntax(message))),
                     }
-                    _ => {
-                        return Err((
-                            at,
-                            ParseErrorKind::Syntax(
-                                "unknown escape; use \\\\ \\\" \\n \\t \\r or \\xHH",
-                            ),
-                        ));
-                    }
-                },
+                }
                 Some(c) => s.push(c),
             }
         }

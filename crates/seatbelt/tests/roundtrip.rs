@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use proptest::prelude::*;
+use seatbelt::sbpl::{self, Datum, DatumKind, Limits, Pos};
 use seatbelt::{
     Action, Filter, Operation, Pattern, Profile, ProfileSpec, Rule, Target, Value, VnodeType,
 };
@@ -151,8 +152,96 @@ fn mutate(text: &str, edits: &[(usize, u8, usize)]) -> String {
     chars.into_iter().collect()
 }
 
+/// Trees of the `sbpl` reader: every node kind, symbols that read back as symbols, hostile
+/// strings, regex literals with anything but `"`.
+fn datum() -> impl Strategy<Value = Datum> {
+    let node = |kind| Datum {
+        pos: Pos::START,
+        kind,
+    };
+    let symbol = prop_oneof![
+        prop::sample::select(vec![
+            "allow",
+            "file-read*",
+            "string=?",
+            "->",
+            "+",
+            "-",
+            "...",
+            ".",
+            "a.b",
+            "<=",
+            "_IO",
+            "x#y",
+            "param-true?",
+            "é",
+            "-x",
+            "+x",
+            "1st?"
+        ])
+        .prop_map(str::to_owned),
+        "[a-zA-Z*!?<>=/+_.-][a-zA-Z0-9*!?<>=/+_.#-]{0,8}",
+    ]
+    .prop_filter("reads as a symbol", |s| sbpl::reader::is_symbol_text(s));
+    let leaf = prop_oneof![
+        symbol.prop_map(move |s| node(DatumKind::Symbol(s))),
+        hostile_string().prop_map(move |s| node(DatumKind::Str(s))),
+        "[^\"]{0,12}".prop_map(move |s| node(DatumKind::Regex(s))),
+        any::<i64>().prop_map(move |n| node(DatumKind::Int(n))),
+        any::<bool>().prop_map(move |b| node(DatumKind::Bool(b))),
+    ];
+    leaf.prop_recursive(5, 48, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(move |v| node(DatumKind::List(v))),
+            inner.prop_map(move |d| node(DatumKind::Quote(Box::new(d)))),
+        ]
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_sbpl_reader_reads_back_what_datum_display_writes(forms in prop::collection::vec(datum(), 0..4)) {
+        let text = forms.iter().map(|d| format!("{d}\n; comment\n")).collect::<String>();
+        let read = sbpl::read(&text, &Limits::default());
+        prop_assert_eq!(read.as_deref(), Ok(forms.as_slice()), "{}", text);
+        // Each top-level form starts its own line, column 1.
+        for (i, d) in read.unwrap().iter().enumerate() {
+            prop_assert_eq!(d.pos.column, 1);
+            prop_assert!(d.pos.line as usize > i);
+        }
+    }
+
+    #[test]
+    fn the_sbpl_reader_reads_every_rendered_profile(p in profile()) {
+        let forms = sbpl::read(&p.render(), &Limits::default()).unwrap();
+        prop_assert_eq!(forms.len(), p.rules.len() + 2);
+    }
+
+    #[test]
+    fn the_sbpl_layer_never_panics_on_mutated_profiles(
+        base in prop::sample::select(vec![
+            include_str!("sbpl/helper.sb"),
+            include_str!("sbpl/tool.sb"),
+            include_str!("golden/run.sb"),
+        ]),
+        edits in prop::collection::vec((any::<usize>(), any::<u8>(), any::<usize>()), 1..6),
+    ) {
+        let text = mutate(base, &edits);
+        let params = [("HOME_DIR", "/Users/a"), ("APP_DIR", "/A"), ("OS_VERSION", "1400"),
+            ("BROWSER_PID", "7"), ("QUIET", "TRUE"), ("DEBUG", "FALSE"),
+            ("WRITABLE_ROOT_0", "/w"), ("PROGRAM", "/bin/x"), ("READ_WRITE_0", "/m"),
+            ("READ_WRITE_1", "/t")]
+            .iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        if let Ok(policy) = sbpl::expand(&text, &params, &Limits::default()) {
+            for (op, object) in [("file-read-data", "/A/x"), ("mach-lookup", "x"),
+                ("network-outbound", "tcp:localhost:1"), ("signal", "self"), ("iokit-open", "-")] {
+                let d = policy.decide(&sbpl::Query::parse(op, object).unwrap(), &params);
+                prop_assert!(!d.to_string().is_empty());
+            }
+        }
+    }
 
     #[test]
     fn parse_of_render_is_identity(p in profile()) {
