@@ -1862,23 +1862,38 @@ impl ProbeStack {
         }
         // SAFETY: the top of our own mapping, 16-byte aligned (the size is a page multiple).
         let top = unsafe { self.base.cast::<u8>().add(Self::SIZE) };
-        // SAFETY: glibc's clone runs `entry` on the new stack and ends the child with the exit
-        // system call when it returns; CLONE_VFORK keeps `body` and this stack alive until then.
-        let pid = unsafe {
-            libc::clone(
-                entry,
-                top.cast(),
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                (&body as *const &dyn Fn() -> Result<(), i32>)
-                    .cast_mut()
-                    .cast(),
-            )
-        };
-        if pid < 0 {
-            return Err(std::io::Error::last_os_error()
+        // No exit signal (0, not SIGCHLD): a host started with SIGCHLD ignored (it survives
+        // `execve`) would have the kernel reap a SIGCHLD child itself, and the probe would read
+        // ECHILD as "the kernel refused" (attack of issue 21). `wait_exit` waits with `__WALL`.
+        // A clone refused for a moment (EAGAIN: the user's process count near its limit) is
+        // tried again before the answer is cached for the process.
+        let mut tries = 0;
+        let pid = loop {
+            // SAFETY: glibc's clone runs `entry` on the new stack and ends the child with the
+            // exit system call when it returns; CLONE_VFORK keeps `body` and this stack alive
+            // until then.
+            let pid = unsafe {
+                libc::clone(
+                    entry,
+                    top.cast(),
+                    libc::CLONE_VM | libc::CLONE_VFORK,
+                    (&body as *const &dyn Fn() -> Result<(), i32>)
+                        .cast_mut()
+                        .cast(),
+                )
+            };
+            if pid >= 0 {
+                break pid;
+            }
+            let errno = std::io::Error::last_os_error()
                 .raw_os_error()
-                .unwrap_or(libc::EAGAIN));
-        }
+                .unwrap_or(libc::EAGAIN);
+            tries += 1;
+            if errno != libc::EAGAIN || tries >= 5 {
+                return Err(errno);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20 * tries));
+        };
         wait_exit(pid)
     }
 }
@@ -1894,8 +1909,8 @@ impl Drop for ProbeStack {
 fn wait_exit(pid: libc::pid_t) -> Result<(), i32> {
     let mut status = 0;
     loop {
-        // SAFETY: our own child; a local status.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        // SAFETY: our own child; a local status. `__WALL`: the child has no exit signal.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
         if r == pid {
             break;
         }

@@ -211,6 +211,39 @@ fn doctor_prints_the_sandbox_facts_as_json() {
     }
 }
 
+/// A parent that ignores SIGCHLD hands that on through `execve`; the kernel then reaps a child
+/// whose exit signal is SIGCHLD by itself. The probes' children have none, so the facts are the
+/// same (attack of issue 21: every probe read ECHILD as "not available").
+#[test]
+fn the_kernel_facts_are_the_same_when_the_parent_ignores_sigchld() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let ignoring = Command::new("python3")
+        .args([
+            "-c",
+            "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); \
+             os.execv(sys.argv[1], sys.argv[1:])",
+            env!("CARGO_BIN_EXE_agent-exec"),
+            "doctor",
+        ])
+        .stderr(Stdio::inherit())
+        .output();
+    let Ok(ignoring) = ignoring else {
+        eprintln!("skipped: python3 is not installed (it sets SIGCHLD to ignored before exec)");
+        return;
+    };
+    let ignoring: serde_json::Value = serde_json::from_slice(&ignoring.stdout).unwrap();
+    let normal = agent_exec(&["doctor"], None);
+    assert_eq!(ignoring["cleanup"], normal.json["cleanup"]);
+    assert_eq!(
+        ignoring["sandbox"]["summary"], normal.json["sandbox"]["summary"],
+        "{}",
+        ignoring["sandbox"]["summary"]
+    );
+    assert_eq!(ignoring["userNamespaces"], normal.json["userNamespaces"]);
+}
+
 #[test]
 fn run_writes_the_mirror_back_after_success_and_keeps_it_after_failure() {
     // SPEC RUN-11 through `agent-exec call run` (a one-call turn).

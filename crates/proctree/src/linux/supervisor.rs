@@ -335,7 +335,9 @@ pub(crate) unsafe fn clone_probe(
         libc::clone(
             entry,
             stack_top as *mut c_void,
-            flags | libc::CLONE_VM | libc::SIGCHLD,
+            // No exit signal: a host that ignores SIGCHLD would have a SIGCHLD child reaped by
+            // the kernel before the probe's wait (`__WALL`) reads its status.
+            flags | libc::CLONE_VM,
             arg,
         )
     };

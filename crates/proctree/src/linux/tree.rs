@@ -580,7 +580,7 @@ impl Command {
             other => {
                 // The supervisor reports, sweeps and exits; collect it so no zombie remains.
                 let _ = channel.drain_blocking(Duration::from_secs(30));
-                if wait_for(pid).is_none() {
+                if wait_for(pid, 0).is_none() {
                     stacks.keep_forever();
                 }
                 Err(match other {
@@ -637,13 +637,14 @@ fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Reaps our direct child `pid` (the supervisor), and only it: the host's other children and
+/// Reaps our direct child `pid` (the supervisor, or a probe with `__WALL`: it has no exit
+/// signal), and only it: the host's other children and
 /// their `waitpid` callers are never disturbed.
-fn wait_for(pid: libc::pid_t) -> Option<ExitStatus> {
+fn wait_for(pid: libc::pid_t, options: libc::c_int) -> Option<ExitStatus> {
     loop {
         let mut status = 0;
         // SAFETY: waitpid on one specific child, status into a local.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        let r = unsafe { libc::waitpid(pid, &mut status, options) };
         if r == pid {
             return Some(ExitStatus::from_raw(status));
         }
@@ -675,7 +676,7 @@ fn pid_namespace_flags() -> Option<(libc::c_int, bool)> {
             // SAFETY: the probe runs on `stacks` and reads `maps`; both outlive it because it
             // is reaped right here (or the stacks are kept forever).
             match unsafe { supervisor::clone_probe(maps.as_ref(), stacks.main_top(), flags) } {
-                Ok(pid) => match wait_for(pid) {
+                Ok(pid) => match wait_for(pid, libc::__WALL) {
                     Some(status) => status.success(),
                     None => {
                         stacks.keep_forever();
@@ -1198,7 +1199,7 @@ impl ProcessTree {
         }
         let reaped = libc::pid_t::try_from(self.supervisor.pid())
             .ok()
-            .and_then(wait_for)
+            .and_then(|pid| wait_for(pid, 0))
             .is_some();
         if !reaped {
             // Somebody else reaped it, or waiting failed: it may still run on our stacks.
