@@ -103,7 +103,7 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -716,7 +716,11 @@ impl Mirror {
             sys::reopen_dir(self.source.as_fd()).map_err(io_err("open", Path::new(".")))?;
         let dst_root =
             sys::reopen_dir(self.mirror.as_fd()).map_err(io_err("open", Path::new(".")))?;
-        let copied = copy::copy_tree(src_root, dst_root, self.mirror.id(), since, reuse)?;
+        let mut copied = copy::copy_tree(src_root, dst_root, self.mirror.id(), since, reuse)?;
+        // Sorted by bytes first: building a map from sorted pairs takes one `Path` comparison
+        // per entry, from the walk's order a sort's worth of them.
+        sort_in_path_order(&mut copied.baseline);
+        sort_in_path_order(&mut copied.copies);
         self.baseline = copied.baseline.into_iter().collect();
         self.copies = copied.copies.into_iter().collect();
         let mut dir_modes = copied.dir_modes;
@@ -1483,58 +1487,102 @@ fn open_regular(root: BorrowedFd<'_>, rel: &Path) -> Result<Option<(File, Meta)>
 /// sorted, a directory right before its contents: exactly the order of a
 /// `BTreeMap<PathBuf, _>`, so `changes` can merge instead of look up). Entries named `.git` in
 /// any case are listed but not descended. Nothing is read: `changes` decides from metadata
-/// first. Open directories are held only along the current path.
+/// first. The directories are listed and their entries `stat`-ed on the crate's worker pool
+/// (one job per directory, relative to its open fd); the result is sorted once at the end.
 fn snapshot_tree(root: BorrowedFd<'_>) -> Result<Vec<(PathBuf, Meta)>, MirrorError> {
-    struct Frame {
-        fd: OwnedFd,
+    /// A directory to list, opened only when taken (relative to its parent's fd): a waiting
+    /// job holds only its parent open, so the open fds stay near the tree's depth.
+    struct Dir {
+        parent: Option<std::sync::Arc<OwnedFd>>,
         rel: PathBuf,
-        names: std::vec::IntoIter<OsString>,
     }
-    let mut buf = Vec::new();
-    let mut frame = |fd: OwnedFd, rel: PathBuf| -> Result<Frame, MirrorError> {
-        let mut names = Vec::new();
-        sys::for_each_entry(fd.as_fd(), &mut buf, |name, _| {
-            names.push(OsStr::from_bytes(name.to_bytes()).to_os_string());
-            Ok(())
-        })
-        .map_err(io_err("list", &rel))?;
-        names.sort_unstable();
-        Ok(Frame {
-            fd,
-            rel,
-            names: names.into_iter(),
-        })
+    #[derive(Default)]
+    struct Found {
+        entries: Vec<(PathBuf, Meta)>,
+        buf: Vec<u8>,
+    }
+    let root = std::sync::Arc::new(sys::reopen_dir(root).map_err(io_err("open", Path::new("")))?);
+    let first = Dir {
+        parent: None,
+        rel: PathBuf::new(),
     };
-    let root_fd = sys::reopen_dir(root).map_err(io_err("open", Path::new("")))?;
-    let mut stack = vec![frame(root_fd, PathBuf::new())?];
-    let mut out = Vec::new();
-    while let Some(top) = stack.last_mut() {
-        let Some(name) = top.names.next() else {
-            stack.pop();
-            continue;
-        };
-        let child = top.rel.join(&name);
-        let meta = match sys::stat_at(top.fd.as_fd(), name.as_os_str()) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io_err("stat", &child)(e)),
-        };
-        // A `.git` entry is listed so finalize can refuse it by name; never descended.
-        let descend = meta.kind == Kind::Dir && !is_git_name(name.as_bytes());
-        let opened = if descend {
-            Some(
-                sys::open_dir_child(top.fd.as_fd(), name.as_os_str())
-                    .map_err(io_err("open", &child))?,
-            )
-        } else {
-            None
-        };
-        out.push((child.clone(), meta));
-        if let Some(fd) = opened {
-            stack.push(frame(fd, child)?);
-        }
-    }
+    let parts = crate::pool::run(
+        walk_threads(),
+        vec![first],
+        |dir: Dir, jobs: &mut Vec<Dir>, found: &mut Found| {
+            let fd = match (&dir.parent, dir.rel.file_name()) {
+                (Some(parent), Some(name)) => std::sync::Arc::new(
+                    sys::open_dir_child(parent.as_fd(), name).map_err(io_err("open", &dir.rel))?,
+                ),
+                _ => std::sync::Arc::clone(&root),
+            };
+            let mut names = Vec::new();
+            sys::for_each_entry(fd.as_fd(), &mut found.buf, |name, _| {
+                names.push(OsStr::from_bytes(name.to_bytes()).to_os_string());
+                Ok(())
+            })
+            .map_err(io_err("list", &dir.rel))?;
+            for name in names {
+                let child = dir.rel.join(&name);
+                let meta = match sys::stat_at(fd.as_fd(), name.as_os_str()) {
+                    Ok(m) => m,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(io_err("stat", &child)(e)),
+                };
+                // A `.git` entry is listed so finalize can refuse it by name; never descended.
+                if meta.kind == Kind::Dir && !is_git_name(name.as_bytes()) {
+                    jobs.push(Dir {
+                        parent: Some(std::sync::Arc::clone(&fd)),
+                        rel: child.clone(),
+                    });
+                }
+                found.entries.push((child, meta));
+            }
+            Ok(())
+        },
+    )?;
+    let mut out: Vec<(PathBuf, Meta)> = parts.into_iter().flat_map(|f| f.entries).collect();
+    sort_in_path_order(&mut out);
     Ok(out)
+}
+
+/// How many threads the crate's tree walks use: every core, at most [`MAX_WALK_THREADS`].
+pub(crate) fn walk_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_WALK_THREADS)
+}
+
+/// At most this many threads walk a tree, whatever the machine has: past that the file
+/// system's own locks, not the CPUs, are the limit.
+const MAX_WALK_THREADS: usize = 8;
+
+/// Sorts `(path, _)` pairs into `Path` order (the order of a `BTreeMap<PathBuf, _>`) by
+/// comparing bytes, with the separator below every other byte — the same order for the
+/// normalized relative paths the walks build (components joined by one `/`), without
+/// `Path`'s component parsing on every comparison.
+pub(crate) fn sort_in_path_order<T>(entries: &mut [(PathBuf, T)]) {
+    entries.sort_unstable_by(|a, b| path_order(&a.0, &b.0));
+}
+
+/// `a.cmp(b)` for normalized relative paths, by bytes (see [`sort_in_path_order`]).
+fn path_order(a: &Path, b: &Path) -> Ordering {
+    let (a, b) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n && a[i..i + 8] == b[i..i + 8] {
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    // The end of a path sorts first, then the separator, then every other byte.
+    let key = |s: &[u8]| match s.get(i) {
+        None => 0u16,
+        Some(b'/') => 1,
+        Some(&c) => u16::from(c) + 2,
+    };
+    key(a).cmp(&key(b))
 }
 
 /// Copies `from` to `to` without looking at the bytes. On Linux `std::io::copy` between two
@@ -1652,6 +1700,36 @@ mod tests {
         assert!(walked.contains(&PathBuf::from("b/.git")));
         assert!(!walked.contains(&PathBuf::from("b/.git/h")));
         assert_eq!(walked.len(), 15, "{walked:?}");
+    }
+
+    /// The byte comparison the walks sort with is `Path`'s own order on their paths.
+    #[test]
+    fn the_byte_order_of_walked_paths_is_path_order() {
+        let names = [
+            "a",
+            "a/x",
+            "a/x/0",
+            "a/x-y",
+            "a-b",
+            "a-b/z",
+            "a.b",
+            "a0",
+            "A",
+            "ab/c/d/e/f/g/h/i",
+            "ab/c/d/e/f/g/h",
+            "\u{e9}",
+            "\u{e9}/x",
+            "node_modules/p-1/lib/f.js",
+            "node_modules/p-1/lib.js",
+            "node_modules/p-1/lib/f",
+            "node_modules/p-10",
+        ];
+        for a in names {
+            for b in names {
+                let (a, b) = (Path::new(a), Path::new(b));
+                assert_eq!(path_order(a, b), a.cmp(b), "{a:?} {b:?}");
+            }
+        }
     }
 
     /// Where the mirror's clock cannot be seen to tick (a coarse-grained file system), the

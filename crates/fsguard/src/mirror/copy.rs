@@ -20,6 +20,7 @@
 //! copied is removed from the mirror, and a file is kept instead of copied only when the
 //! [`Reuse`] record proves both sides unchanged since it was copied.
 
+use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
@@ -45,9 +46,24 @@ use crate::sys::{self, Kind, Meta};
 /// directory of a few hundred files is shared between cores.
 const FILES_PER_JOB: usize = 64;
 
-/// At most this many threads copy, whatever the machine has: past that the file system's own
-/// locks, not the CPUs, are the limit.
-const MAX_THREADS: usize = 8;
+/// What the mirror already has at a name the folder's directory lists (refresh; a new
+/// mirror is empty), from the mirror directory's own listing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InMirror {
+    Absent,
+    Dir,
+    /// A file, anything else, or a type the listing did not say.
+    Other,
+}
+
+impl InMirror {
+    fn of(kind: Option<Kind>) -> InMirror {
+        match kind {
+            Some(Kind::Dir) => InMirror::Dir,
+            _ => InMirror::Other,
+        }
+    }
+}
 
 enum Job {
     /// A directory already open on both sides, to list.
@@ -62,13 +78,14 @@ enum Job {
         rel: PathBuf,
         src_parent: Arc<OwnedFd>,
         dst_parent: Arc<OwnedFd>,
+        in_mirror: InMirror,
     },
     /// Files of one listed directory to copy.
     Files {
         dir: PathBuf,
         src: Arc<OwnedFd>,
         dst: Arc<OwnedFd>,
-        names: Vec<OsString>,
+        names: Vec<(OsString, InMirror)>,
     },
 }
 
@@ -118,9 +135,7 @@ pub(super) fn copy_tree(
     since: Time,
     reuse: Option<&Reuse>,
 ) -> Result<Copied, MirrorError> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(MAX_THREADS);
+    let threads = super::walk_threads();
     let shared = Shared {
         own,
         since,
@@ -170,7 +185,8 @@ fn run(
             rel,
             src_parent,
             dst_parent,
-        } => match open_pair(shared, &rel, &src_parent, &dst_parent, out)? {
+            in_mirror,
+        } => match open_pair(shared, &rel, &src_parent, &dst_parent, in_mirror, out)? {
             Some((src, dst)) => list(shared, &rel, &Arc::new(src), &Arc::new(dst), buf, jobs, out),
             None => Ok(()),
         },
@@ -180,9 +196,9 @@ fn run(
             dst,
             names,
         } => {
-            for name in names {
+            for (name, in_mirror) in names {
                 let rel = dir.join(&name);
-                copy_file(shared, src.as_fd(), dst.as_fd(), &name, rel, out)?;
+                copy_file(shared, src.as_fd(), dst.as_fd(), &name, in_mirror, rel, out)?;
             }
             Ok(())
         }
@@ -190,7 +206,10 @@ fn run(
 }
 
 /// Lists `rel` (open as `src`, its mirror as `dst`): subdirectories become `Open` jobs, files
-/// `Files` batches (pushed last, so taken first), anything else is recorded here.
+/// `Files` batches (pushed last, so taken first), anything else is recorded here. When
+/// refreshing, the mirror's directory is listed too: what the folder's lacks (and any `.git`)
+/// is removed here, and each job is told what the mirror has at its name, so nothing is
+/// created that exists or removed that does not.
 fn list(
     shared: &Shared<'_>,
     rel: &Path,
@@ -206,11 +225,28 @@ fn list(
         Ok(())
     })
     .map_err(io_err("list", rel))?;
-    let mut files: Vec<OsString> = Vec::new();
-    for (name, kind) in entries {
-        if is_git_name(name.as_bytes()) {
-            continue;
+    entries.retain(|(name, _)| !is_git_name(name.as_bytes()));
+    let mut in_dst: HashMap<OsString, InMirror> = HashMap::new();
+    if shared.reuse.is_some() {
+        let wanted: HashSet<&OsStr> = entries.iter().map(|(n, _)| n.as_os_str()).collect();
+        let mut stale = Vec::new();
+        sys::for_each_entry(dst.as_fd(), buf, |name, kind| {
+            let name = OsStr::from_bytes(name.to_bytes());
+            if wanted.contains(name) {
+                in_dst.insert(name.to_os_string(), InMirror::of(kind));
+            } else {
+                stale.push(name.to_os_string());
+            }
+            Ok(())
+        })
+        .map_err(io_err("list", rel))?;
+        for name in stale {
+            remove_at(dst.as_fd(), &name).map_err(io_err("remove", &rel.join(&name)))?;
         }
+    }
+    let mut files: Vec<(OsString, InMirror)> = Vec::new();
+    for (name, kind) in entries {
+        let in_mirror = in_dst.get(&name).copied().unwrap_or(InMirror::Absent);
         let kind = match kind {
             Some(k @ (Kind::File | Kind::Dir)) => k,
             // Links, special files and `DT_UNKNOWN`: what the entry is decides, so `stat` it.
@@ -219,16 +255,16 @@ fn list(
                 match sys::stat_at(src.as_fd(), name.as_os_str()) {
                     Ok(m) if matches!(m.kind, Kind::File | Kind::Dir) => m.kind,
                     Ok(m) => {
-                        clear(shared, dst.as_fd(), &name, &child)?;
+                        clear(in_mirror, dst.as_fd(), &name, &child)?;
                         out.record(child, EntryKind::from_kind(m.kind), Some(&m));
                         continue;
                     }
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                        clear(shared, dst.as_fd(), &name, &child)?;
+                        clear(in_mirror, dst.as_fd(), &name, &child)?;
                         continue;
                     }
                     Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                        clear(shared, dst.as_fd(), &name, &child)?;
+                        clear(in_mirror, dst.as_fd(), &name, &child)?;
                         out.record(child, EntryKind::Unreadable, None);
                         continue;
                     }
@@ -241,8 +277,9 @@ fn list(
                 rel: rel.join(&name),
                 src_parent: Arc::clone(src),
                 dst_parent: Arc::clone(dst),
+                in_mirror,
             }),
-            _ => files.push(name),
+            _ => files.push((name, in_mirror)),
         }
     }
     while !files.is_empty() {
@@ -265,12 +302,13 @@ fn open_pair(
     rel: &Path,
     src_parent: &OwnedFd,
     dst_parent: &OwnedFd,
+    in_mirror: InMirror,
     out: &mut Copied,
 ) -> Result<Option<(OwnedFd, OwnedFd)>, MirrorError> {
     let name = rel.file_name().unwrap_or_default();
     let src = sys::open_dir_child(src_parent.as_fd(), name);
     if src.is_err() {
-        clear(shared, dst_parent.as_fd(), name, rel)?;
+        clear(in_mirror, dst_parent.as_fd(), name, rel)?;
     }
     let src = match src {
         Ok(fd) => fd,
@@ -300,19 +338,53 @@ fn open_pair(
     }) == shared.own
     {
         // The mirror lives inside the folder: never copy it into itself.
-        clear(shared, dst_parent.as_fd(), name, rel)?;
+        clear(in_mirror, dst_parent.as_fd(), name, rel)?;
         return Ok(None);
     }
-    match rustix::fs::mkdirat(dst_parent.as_fd(), name, Mode::from_raw_mode(0o700)) {
-        Ok(()) => {}
-        // Refresh: the pruned mirror kept this directory (emptied of what the folder lacks).
-        Err(rustix::io::Errno::EXIST) if shared.reuse.is_some() => {}
-        Err(e) => return Err(io_err("create", rel)(e.into())),
-    }
-    let dst = sys::open_dir_child(dst_parent.as_fd(), name).map_err(io_err("open", rel))?;
+    let dst = match in_mirror {
+        // Refresh: the mirror has this directory already; what the folder's lacks goes when
+        // it is listed. It must be ours to fill: owner rwx, as a new one is.
+        InMirror::Dir => open_own_dir(dst_parent.as_fd(), name, rel)?,
+        InMirror::Absent | InMirror::Other => {
+            clear(in_mirror, dst_parent.as_fd(), name, rel)?;
+            rustix::fs::mkdirat(dst_parent.as_fd(), name, Mode::from_raw_mode(0o700))
+                .map_err(|e| io_err("create", rel)(e.into()))?;
+            let fd = sys::open_dir_child(dst_parent.as_fd(), name).map_err(io_err("open", rel))?;
+            (fd, 0o700)
+        }
+    };
     out.record(rel.to_path_buf(), EntryKind::Dir, Some(&meta));
-    out.dir_modes.push((rel.to_path_buf(), meta.mode));
-    Ok(Some((src, dst)))
+    // Directory modes are set last (a read-only one must be filled first), and only where
+    // the mirror's differs: a kept directory usually has the folder's mode already.
+    if dst.1 != meta.mode & 0o1777 {
+        out.dir_modes.push((rel.to_path_buf(), meta.mode));
+    }
+    Ok(Some((src, dst.0)))
+}
+
+/// Opens the mirror's existing directory `name` for a refresh, with the mode it has now made
+/// owner-`rwx` (a failed turn may have left it read-only or unreadable); returns that mode.
+fn open_own_dir(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    rel: &Path,
+) -> Result<(OwnedFd, u32), MirrorError> {
+    let fd = match sys::open_dir_child(dir, name) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            sys::chmod_dir_child(dir, name, Mode::from_raw_mode(0o700))
+                .map_err(io_err("chmod", rel))?;
+            sys::open_dir_child(dir, name).map_err(io_err("open", rel))?
+        }
+        Err(e) => return Err(io_err("open", rel)(e)),
+    };
+    let mode = sys::fstat(&fd).map_err(io_err("stat", rel))?.mode & 0o7777;
+    if mode & 0o700 == 0o700 {
+        return Ok((fd, mode));
+    }
+    let mode = (mode | 0o700) & 0o1777;
+    rustix::fs::fchmod(&fd, sys::perm(mode)).map_err(|e| io_err("chmod", rel)(e.into()))?;
+    Ok((fd, mode))
 }
 
 /// Copies one file (or records what it turned out to be). `meta` is taken before the first
@@ -323,13 +395,17 @@ fn copy_file(
     src_dir: BorrowedFd<'_>,
     dst_dir: BorrowedFd<'_>,
     name: &OsStr,
+    in_mirror: InMirror,
     rel: PathBuf,
     out: &mut Copied,
 ) -> Result<(), MirrorError> {
     let since = shared.since;
+    if in_mirror == InMirror::Other && keep_copy(shared, src_dir, dst_dir, name, &rel, out) {
+        return Ok(());
+    }
     let fd = sys::open_file_child(src_dir, name);
     if fd.is_err() {
-        clear(shared, dst_dir, name, &rel)?;
+        clear(in_mirror, dst_dir, name, &rel)?;
     }
     let fd = match fd {
         Ok(fd) => fd,
@@ -380,7 +456,7 @@ fn copy_file(
                 return Ok(());
             }
         }
-        clear(shared, dst_dir, name, &rel)?;
+        clear(in_mirror, dst_dir, name, &rel)?;
     }
     if meta.kind != Kind::File {
         if meta.kind == Kind::Dir {
@@ -418,14 +494,51 @@ fn copy_file(
     Ok(())
 }
 
-/// Refresh only: removes whatever the mirror has at `name` (nothing to do for a new mirror).
-fn clear(
+/// Refresh: keeps the mirror's copy of the folder's file `name` without opening either, when
+/// the [`Reuse`] record proves both sides unchanged since it was copied (the `refresh` module
+/// docs). The folder's side is `stat`-ed fresh (on a network file system from the server, as
+/// the `open` of the slow path would make it); a file with more than one link, a recent one,
+/// or any other doubt takes the slow path, which opens it and decides on its descriptor.
+fn keep_copy(
     shared: &Shared<'_>,
+    src_dir: BorrowedFd<'_>,
+    dst_dir: BorrowedFd<'_>,
+    name: &OsStr,
+    rel: &Path,
+    out: &mut Copied,
+) -> bool {
+    let Some(reuse) = shared.reuse else {
+        return false;
+    };
+    if shared.refused.load(Ordering::Relaxed) {
+        return false;
+    }
+    let Ok(meta) = sys::stat_fresh(src_dir, name) else {
+        return false;
+    };
+    if meta.kind != Kind::File || meta.nlink != 1 || is_recent(&meta, shared.since) {
+        return false;
+    }
+    let Some(stamp) = reuse.reusable(rel, &meta, dst_dir, name) else {
+        return false;
+    };
+    out.copies.push((rel.to_path_buf(), stamp));
+    out.baseline.push((
+        rel.to_path_buf(),
+        BaselineEntry::recorded(EntryKind::File, Some(&meta), None),
+    ));
+    true
+}
+
+/// Refresh only: removes whatever the mirror has at `name` (nothing there in a new mirror, or
+/// where the mirror's listing had nothing).
+fn clear(
+    in_mirror: InMirror,
     dst_dir: BorrowedFd<'_>,
     name: &OsStr,
     rel: &Path,
 ) -> Result<(), MirrorError> {
-    if shared.reuse.is_some() {
+    if in_mirror != InMirror::Absent {
         remove_at(dst_dir, name).map_err(io_err("remove", rel))?;
     }
     Ok(())
