@@ -1557,12 +1557,52 @@ pub(crate) fn walk_threads() -> usize {
 /// system's own locks, not the CPUs, are the limit.
 const MAX_WALK_THREADS: usize = 8;
 
-/// Sorts `(path, _)` pairs into `Path` order (the order of a `BTreeMap<PathBuf, _>`) by
-/// comparing bytes, with the separator below every other byte — the same order for the
-/// normalized relative paths the walks build (components joined by one `/`), without
-/// `Path`'s component parsing on every comparison.
-pub(crate) fn sort_in_path_order<T>(entries: &mut [(PathBuf, T)]) {
-    entries.sort_unstable_by(|a, b| path_order(&a.0, &b.0));
+/// Puts `(path, _)` pairs of a walk into `Path` order (the order of a `BTreeMap<PathBuf, _>`)
+/// without sorting them as a whole: `Path` order is the depth-first order of the tree with
+/// each directory's names sorted by bytes, so the entries are bucketed by parent directory,
+/// each bucket's names sorted, and the tree walked once. A walk lists every parent before
+/// its entries; if some entry's parent is missing anyway, everything is sorted instead.
+pub(crate) fn sort_in_path_order<T>(entries: &mut Vec<(PathBuf, T)>) {
+    let order = {
+        let bytes = |i: usize| entries[i].0.as_os_str().as_bytes();
+        let split =
+            |b: &'_ [u8]| -> usize { b.iter().rposition(|&c| c == b'/').map_or(0, |i| i + 1) };
+        let mut buckets: std::collections::HashMap<&[u8], Vec<usize>> =
+            std::collections::HashMap::new();
+        for i in 0..entries.len() {
+            let b = bytes(i);
+            let parent = &b[..split(b).saturating_sub(1)];
+            buckets.entry(parent).or_default().push(i);
+        }
+        for bucket in buckets.values_mut() {
+            bucket.sort_unstable_by(|&a, &b| {
+                let (a, b) = (bytes(a), bytes(b));
+                a[split(a)..].cmp(&b[split(b)..])
+            });
+        }
+        let mut order = Vec::with_capacity(entries.len());
+        let mut stack: Vec<std::slice::Iter<'_, usize>> = Vec::new();
+        if let Some(top) = buckets.get(&b""[..]) {
+            stack.push(top.iter());
+        }
+        while let Some(level) = stack.last_mut() {
+            let Some(&i) = level.next() else {
+                stack.pop();
+                continue;
+            };
+            order.push(i);
+            if let Some(children) = buckets.get(bytes(i)) {
+                stack.push(children.iter());
+            }
+        }
+        order
+    };
+    if order.len() != entries.len() {
+        entries.sort_unstable_by(|a, b| path_order(&a.0, &b.0));
+        return;
+    }
+    let mut slots: Vec<Option<(PathBuf, T)>> = entries.drain(..).map(Some).collect();
+    entries.extend(order.into_iter().filter_map(|i| slots[i].take()));
 }
 
 /// `a.cmp(b)` for normalized relative paths, by bytes (see [`sort_in_path_order`]).
@@ -1702,34 +1742,68 @@ mod tests {
         assert_eq!(walked.len(), 15, "{walked:?}");
     }
 
+    /// Paths as the walks build them, in no particular order.
+    const WALKED: [&str; 20] = [
+        "a",
+        "a/x",
+        "a/x/0",
+        "a/x/1",
+        "a/x-y",
+        "a-b",
+        "a-b/z",
+        "a.b",
+        "a0",
+        "A",
+        "ab/c/d/e/f/g/h/i",
+        "ab/c/d/e/f/g/h",
+        "ab/c/d/e/f/g",
+        "ab/c/d/e/f",
+        "ab/c/d/e",
+        "ab/c/d",
+        "ab/c",
+        "ab",
+        "\u{e9}",
+        "\u{e9}/x",
+    ];
+
     /// The byte comparison the walks sort with is `Path`'s own order on their paths.
     #[test]
     fn the_byte_order_of_walked_paths_is_path_order() {
-        let names = [
-            "a",
-            "a/x",
-            "a/x/0",
-            "a/x-y",
-            "a-b",
-            "a-b/z",
-            "a.b",
-            "a0",
-            "A",
-            "ab/c/d/e/f/g/h/i",
-            "ab/c/d/e/f/g/h",
-            "\u{e9}",
-            "\u{e9}/x",
-            "node_modules/p-1/lib/f.js",
-            "node_modules/p-1/lib.js",
-            "node_modules/p-1/lib/f",
-            "node_modules/p-10",
-        ];
-        for a in names {
-            for b in names {
+        let more = ["n/p-1/lib/f.js", "n/p-1/lib.js", "n/p-1/lib/f", "n/p-10"];
+        for a in WALKED.iter().chain(&more) {
+            for b in WALKED.iter().chain(&more) {
                 let (a, b) = (Path::new(a), Path::new(b));
                 assert_eq!(path_order(a, b), a.cmp(b), "{a:?} {b:?}");
             }
         }
+    }
+
+    /// The walks' results come out of `sort_in_path_order` exactly as `Path` sorts them,
+    /// whatever order the workers produced them in, and nothing is lost.
+    #[test]
+    fn walk_results_are_put_in_path_order() {
+        let names = WALKED;
+        let mut sorted: Vec<PathBuf> = names.iter().map(PathBuf::from).collect();
+        sorted.sort();
+        let mut entries: Vec<(PathBuf, usize)> = names
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(i, n)| (PathBuf::from(n), i))
+            .collect();
+        sort_in_path_order(&mut entries);
+        assert_eq!(
+            entries.iter().map(|e| e.0.clone()).collect::<Vec<_>>(),
+            sorted
+        );
+        // An entry without its parent: still all there, still in order.
+        let mut orphan: Vec<(PathBuf, ())> = ["b/c", "a", "b/c/d"]
+            .iter()
+            .map(|n| (PathBuf::from(n), ()))
+            .collect();
+        sort_in_path_order(&mut orphan);
+        let got: Vec<&Path> = orphan.iter().map(|e| e.0.as_path()).collect();
+        assert_eq!(got, [Path::new("a"), Path::new("b/c"), Path::new("b/c/d")]);
     }
 
     /// Where the mirror's clock cannot be seen to tick (a coarse-grained file system), the

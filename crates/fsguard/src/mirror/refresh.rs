@@ -35,6 +35,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::fs;
+use std::hash::BuildHasherDefault;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -81,14 +82,53 @@ impl Stamp {
     }
 }
 
-/// What the copy walk of a refresh may keep, by path (its bytes: the record's paths are the
-/// normalized ones the walks build).
+/// What the copy walk of a refresh may keep: the record's bytes, and where each path's entry
+/// starts in them, by a hash of the path's bytes (the record's paths are the normalized ones
+/// the walks build). Nothing is allocated per entry; an entry is parsed when it is looked up.
+/// Two paths with the same hash are both left out, so both are copied again: a collision
+/// costs a copy, never a wrong reuse (the path's bytes are compared on every lookup too).
 #[derive(Debug, Default)]
 pub(super) struct Reuse {
-    files: HashMap<Vec<u8>, Recorded>,
+    bytes: Vec<u8>,
+    at: HashMap<u64, usize, BuildHasherDefault<Prehashed>>,
+}
+
+/// The entry of a path both of whose records share a hash: not used.
+const COLLIDED: usize = usize::MAX;
+
+/// FNV-1a of a path's bytes: the key of [`Reuse`]'s index.
+fn path_hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A hasher for keys that are hashes already.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl std::hash::Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = path_hash(bytes) ^ self.0.rotate_left(5);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 impl Reuse {
+    /// The record of `rel`, if there is exactly one.
+    fn get(&self, rel: &Path) -> Option<Recorded> {
+        let key = rel.as_os_str().as_bytes();
+        let at = *self.at.get(&path_hash(key))?;
+        let mut r = Reader(self.bytes.get(at..)?);
+        let (path, rec) = r.entry()?;
+        (path == key).then_some(rec)
+    }
+
     /// The copy's stamp when the mirror's file at `name` may stand for the folder's file
     /// (`meta`, fstat-ed from the open descriptor, not recent) without copying it.
     pub(super) fn reusable(
@@ -98,7 +138,7 @@ impl Reuse {
         dst_dir: BorrowedFd<'_>,
         name: &OsStr,
     ) -> Option<CopyStamp> {
-        let rec = self.files.get(rel.as_os_str().as_bytes())?;
+        let rec = self.get(rel)?;
         if rec.hashed || !rec.trusted || !rec.src.equals(meta) {
             return None;
         }
@@ -170,7 +210,7 @@ pub fn record_path(mirror: &Path) -> Option<PathBuf> {
 struct Record {
     source: FileId,
     mirror: FileId,
-    files: HashMap<Vec<u8>, Recorded>,
+    files: Reuse,
 }
 
 fn put_stamp(out: &mut Vec<u8>, s: &Stamp) {
@@ -190,7 +230,10 @@ fn encode<'p>(
     mirror: FileId,
     files: impl Iterator<Item = (&'p Path, Recorded)>,
 ) -> Vec<u8> {
-    let mut out = MAGIC.to_vec();
+    // About what an entry takes (a path, two stamps): one allocation, no regrowth copies.
+    let entries = files.size_hint().1.unwrap_or(0);
+    let mut out = Vec::with_capacity(MAGIC.len() + 72 + entries.saturating_mul(160));
+    out.extend_from_slice(MAGIC);
     for id in [source, mirror] {
         out.extend_from_slice(&id.dev.to_le_bytes());
         out.extend_from_slice(&id.ino.to_le_bytes());
@@ -234,6 +277,31 @@ impl<'a> Reader<'a> {
     fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
+    /// One file's entry: its path (relative, normal components joined by one `/`, none named
+    /// `.git`: a record that says otherwise is not one this module wrote) and its record.
+    fn entry(&mut self) -> Option<(&'a [u8], Recorded)> {
+        let len = usize::try_from(self.u64()?).ok()?;
+        let path = self.take(len)?;
+        let normal = path
+            .split(|&b| b == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b".." && !is_git_name(c));
+        if !normal {
+            return None;
+        }
+        let src = self.stamp()?;
+        let copy = self.stamp()?;
+        let flags = self.take(1)?[0];
+        Some((
+            path,
+            Recorded {
+                src,
+                hashed: flags & 1 != 0,
+                copy,
+                trusted: flags & 2 != 0,
+            },
+        ))
+    }
+
     fn stamp(&mut self) -> Option<Stamp> {
         Some(Stamp {
             dev: self.u64()?,
@@ -247,7 +315,7 @@ impl<'a> Reader<'a> {
 }
 
 /// `None` for anything but a complete, intact record.
-fn decode(bytes: &[u8]) -> Option<Record> {
+fn decode(mut bytes: Vec<u8>) -> Option<Record> {
     let body_len = bytes.len().checked_sub(32)?;
     let (body, sum) = bytes.split_at(body_len);
     if blake3::hash(body).as_bytes() != sum {
@@ -266,38 +334,25 @@ fn decode(bytes: &[u8]) -> Option<Record> {
         ino: r.u64()?,
     };
     let count = r.u64()?;
-    let mut files = HashMap::with_capacity(usize::try_from(count.min(1 << 20)).ok()?);
+    let mut at = HashMap::with_capacity_and_hasher(
+        usize::try_from(count.min(1 << 20)).ok()?,
+        BuildHasherDefault::<Prehashed>::default(),
+    );
     for _ in 0..count {
-        let len = usize::try_from(r.u64()?).ok()?;
-        let path = r.take(len)?;
-        // Only relative paths of normal components joined by one `/`, none named `.git`: a
-        // record that says otherwise is not one this module wrote.
-        let normal = path
-            .split(|&b| b == b'/')
-            .all(|c| !c.is_empty() && c != b"." && c != b".." && !is_git_name(c));
-        if !normal {
-            return None;
-        }
-        let src = r.stamp()?;
-        let copy = r.stamp()?;
-        let flags = r.take(1)?[0];
-        files.insert(
-            path.to_vec(),
-            Recorded {
-                src,
-                hashed: flags & 1 != 0,
-                copy,
-                trusted: flags & 2 != 0,
-            },
-        );
+        let offset = body_len - r.0.len();
+        let (path, _) = r.entry()?;
+        at.entry(path_hash(path))
+            .and_modify(|o| *o = COLLIDED)
+            .or_insert(offset);
     }
     if !r.0.is_empty() {
         return None;
     }
+    bytes.truncate(body_len);
     Some(Record {
         source,
         mirror,
-        files,
+        files: Reuse { bytes, at },
     })
 }
 
@@ -350,7 +405,7 @@ impl Mirror {
                 io::ErrorKind::InvalidInput,
             )));
         };
-        let record = fs::read(&record_file).ok().and_then(|b| decode(&b));
+        let record = fs::read(&record_file).ok().and_then(decode);
         match fs::remove_file(&record_file) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -376,9 +431,7 @@ impl Mirror {
             remove_tree(dst)?;
             return Mirror::create_with(source.as_ref(), dst, options);
         };
-        let reuse = Reuse {
-            files: record.files,
-        };
+        let reuse = record.files;
         let mut this = Mirror {
             source: source_lease,
             mirror,
