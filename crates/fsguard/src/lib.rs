@@ -63,9 +63,9 @@ pub use checked::{
 };
 pub use lease::{FileId, LeaseError, RootLease, kernel_path};
 pub use mirror::{
-    BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport, Mirror,
-    MirrorError, MirrorOptions, NotCopied, RACY_WINDOW, WRITE_BACK_SETTLE, record_path,
-    remove_mirror, remove_tree, set_mirror_aside,
+    BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport,
+    Journaling, Mirror, MirrorError, MirrorOptions, NotCopied, RACY_WINDOW, WRITE_BACK_SETTLE,
+    record_path, remove_mirror, remove_tree, set_mirror_aside,
 };
 pub use relpath::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, OpenError, RelPath, RelPathError};
 pub use scan::{

@@ -34,8 +34,8 @@ use rustix::fs::{Mode, OFlags};
 
 use super::refresh::{Reuse, remove_at};
 use super::{
-    BaselineEntry, CopyStamp, EntryKind, MirrorError, Time, copy_hashing, copy_plain, io_err,
-    is_recent,
+    BaselineEntry, CopyStamp, EntryKind, Journals, MirrorError, Time, copy_hashing, copy_plain,
+    io_err, is_recent,
 };
 use crate::lease::FileId;
 use crate::relpath::is_git_name;
@@ -49,7 +49,7 @@ const FILES_PER_JOB: usize = 64;
 /// What the mirror already has at a name the folder's directory lists (refresh; a new
 /// mirror is empty), from the mirror directory's own listing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum InMirror {
+pub(super) enum InMirror {
     Absent,
     Dir,
     /// A file, anything else, or a type the listing did not say.
@@ -65,7 +65,7 @@ impl InMirror {
     }
 }
 
-enum Job {
+pub(super) enum Job {
     /// A directory already open on both sides, to list.
     List {
         rel: PathBuf,
@@ -93,24 +93,32 @@ enum Job {
 /// the hard-linked files it refused to copy.
 #[derive(Default)]
 pub(super) struct Copied {
-    pub(super) baseline: Vec<(PathBuf, BaselineEntry)>,
-    pub(super) copies: Vec<(PathBuf, CopyStamp)>,
+    /// Every entry's baseline and, for a copied file, its copy's stamp.
+    pub(super) entries: Vec<(PathBuf, (BaselineEntry, Option<CopyStamp>))>,
     pub(super) dir_modes: Vec<(PathBuf, u32)>,
     /// Paths relative to the folder, in walk order (the caller sorts).
     pub(super) hard_links: Vec<HardLink>,
+    /// Files a refresh kept instead of copying.
+    pub(super) kept: usize,
 }
 
 impl Copied {
     fn record(&mut self, rel: PathBuf, kind: EntryKind, meta: Option<&Meta>) {
-        self.baseline
-            .push((rel, BaselineEntry::recorded(kind, meta, None)));
+        self.entries
+            .push((rel, (BaselineEntry::recorded(kind, meta, None), None)));
+    }
+
+    /// A copied (or kept) file: the folder's side as `meta` and `hash` say, the copy's stamp.
+    fn file(&mut self, rel: PathBuf, meta: &Meta, hash: Option<[u8; 32]>, copy: CopyStamp) {
+        let base = BaselineEntry::recorded(EntryKind::File, Some(meta), hash);
+        self.entries.push((rel, (base, Some(copy))));
     }
 
     fn append(&mut self, other: Copied) {
-        self.baseline.extend(other.baseline);
-        self.copies.extend(other.copies);
+        self.entries.extend(other.entries);
         self.dir_modes.extend(other.dir_modes);
         self.hard_links.extend(other.hard_links);
+        self.kept += other.kept;
     }
 }
 
@@ -125,6 +133,8 @@ struct Shared<'r> {
     /// A hard-linked file was found: the mirror will be removed, so copy nothing more and only
     /// look for the other hard links.
     refused: AtomicBool,
+    /// Each directory is watched here before it is listed.
+    journals: &'r Journals,
 }
 
 /// Copies the folder open at `src_root` into the empty mirror open at `dst_root`.
@@ -134,6 +144,24 @@ pub(super) fn copy_tree(
     own: FileId,
     since: Time,
     reuse: Option<&Reuse>,
+    journals: &Journals,
+) -> Result<Copied, MirrorError> {
+    let root = Job::List {
+        rel: PathBuf::new(),
+        src: Arc::new(src_root),
+        dst: Arc::new(dst_root),
+    };
+    walk(vec![root], Copied::default(), own, since, reuse, journals)
+}
+
+/// Runs the copy walk from `jobs` (the root's, or [`subtree_jobs`]), adding to `copied`.
+pub(super) fn walk(
+    jobs: Vec<Job>,
+    mut copied: Copied,
+    own: FileId,
+    since: Time,
+    reuse: Option<&Reuse>,
+    journals: &Journals,
 ) -> Result<Copied, MirrorError> {
     let threads = super::walk_threads();
     let shared = Shared {
@@ -141,18 +169,13 @@ pub(super) fn copy_tree(
         since,
         reuse,
         refused: AtomicBool::new(false),
-    };
-    let root = Job::List {
-        rel: PathBuf::new(),
-        src: Arc::new(src_root),
-        dst: Arc::new(dst_root),
+        journals,
     };
     // The first error stops the walk (the pool drops what is queued); the caller removes the
     // half-made mirror.
-    let parts = crate::pool::run(threads, vec![root], |job, jobs, local: &mut Local| {
+    let parts = crate::pool::run(threads, jobs, |job, jobs, local: &mut Local| {
         run(&shared, job, &mut local.buf, jobs, &mut local.copied)
     })?;
-    let mut copied = Copied::default();
     for part in parts {
         copied.append(part.copied);
     }
@@ -219,6 +242,12 @@ fn list(
     jobs: &mut Vec<Job>,
     out: &mut Copied,
 ) -> Result<(), MirrorError> {
+    if let Some(journal) = &shared.journals.source {
+        journal.watch(src.as_fd(), rel);
+    }
+    if let Some(journal) = &shared.journals.mirror {
+        journal.watch(dst.as_fd(), rel);
+    }
     let mut entries: Vec<(OsString, Option<Kind>)> = Vec::new();
     sys::for_each_entry(src.as_fd(), buf, |name, kind| {
         entries.push((OsStr::from_bytes(name.to_bytes()).to_os_string(), kind));
@@ -247,41 +276,85 @@ fn list(
     let mut files: Vec<(OsString, InMirror)> = Vec::new();
     for (name, kind) in entries {
         let in_mirror = in_dst.get(&name).copied().unwrap_or(InMirror::Absent);
-        let kind = match kind {
-            Some(k @ (Kind::File | Kind::Dir)) => k,
-            // Links, special files and `DT_UNKNOWN`: what the entry is decides, so `stat` it.
-            _ => {
-                let child = rel.join(&name);
-                match sys::stat_at(src.as_fd(), name.as_os_str()) {
-                    Ok(m) if matches!(m.kind, Kind::File | Kind::Dir) => m.kind,
-                    Ok(m) => {
-                        clear(in_mirror, dst.as_fd(), &name, &child)?;
-                        out.record(child, EntryKind::from_kind(m.kind), Some(&m));
-                        continue;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                        clear(in_mirror, dst.as_fd(), &name, &child)?;
-                        continue;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                        clear(in_mirror, dst.as_fd(), &name, &child)?;
-                        out.record(child, EntryKind::Unreadable, None);
-                        continue;
-                    }
-                    Err(e) => return Err(io_err("stat", &child)(e)),
-                }
-            }
+        let entry = Entry {
+            name,
+            kind,
+            in_mirror,
         };
-        match kind {
-            Kind::Dir => jobs.push(Job::Open {
-                rel: rel.join(&name),
-                src_parent: Arc::clone(src),
-                dst_parent: Arc::clone(dst),
-                in_mirror,
-            }),
-            _ => files.push((name, in_mirror)),
-        }
+        dispatch(rel, src, dst, entry, jobs, &mut files, out)?;
     }
+    push_files(rel, src, dst, files, jobs);
+    Ok(())
+}
+
+/// One name of a listed directory: what the folder's listing says it is (`None`: not said,
+/// so it is `stat`-ed) and what the mirror has there.
+struct Entry {
+    name: OsString,
+    kind: Option<Kind>,
+    in_mirror: InMirror,
+}
+
+/// Sends one entry of the directory `rel` (open as `src`, its mirror as `dst`) where it goes:
+/// a directory becomes an `Open` job, a file joins `files`, anything else is recorded here.
+fn dispatch(
+    rel: &Path,
+    src: &Arc<OwnedFd>,
+    dst: &Arc<OwnedFd>,
+    entry: Entry,
+    jobs: &mut Vec<Job>,
+    files: &mut Vec<(OsString, InMirror)>,
+    out: &mut Copied,
+) -> Result<(), MirrorError> {
+    let Entry {
+        name,
+        kind,
+        in_mirror,
+    } = entry;
+    let kind = match kind {
+        Some(k @ (Kind::File | Kind::Dir)) => k,
+        // Links, special files and `DT_UNKNOWN`: what the entry is decides, so `stat` it.
+        _ => {
+            let child = rel.join(&name);
+            match sys::stat_at(src.as_fd(), name.as_os_str()) {
+                Ok(m) if matches!(m.kind, Kind::File | Kind::Dir) => m.kind,
+                Ok(m) => {
+                    clear(in_mirror, dst.as_fd(), &name, &child)?;
+                    out.record(child, EntryKind::from_kind(m.kind), Some(&m));
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return clear(in_mirror, dst.as_fd(), &name, &child);
+                }
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    clear(in_mirror, dst.as_fd(), &name, &child)?;
+                    out.record(child, EntryKind::Unreadable, None);
+                    return Ok(());
+                }
+                Err(e) => return Err(io_err("stat", &child)(e)),
+            }
+        }
+    };
+    match kind {
+        Kind::Dir => jobs.push(Job::Open {
+            rel: rel.join(&name),
+            src_parent: Arc::clone(src),
+            dst_parent: Arc::clone(dst),
+            in_mirror,
+        }),
+        _ => files.push((name, in_mirror)),
+    }
+    Ok(())
+}
+
+/// The files of the directory `rel` as `Files` jobs, in batches.
+fn push_files(
+    rel: &Path,
+    src: &Arc<OwnedFd>,
+    dst: &Arc<OwnedFd>,
+    mut files: Vec<(OsString, InMirror)>,
+    jobs: &mut Vec<Job>,
+) {
     while !files.is_empty() {
         let rest = files.split_off(files.len().saturating_sub(FILES_PER_JOB));
         jobs.push(Job::Files {
@@ -291,7 +364,64 @@ fn list(
             names: rest,
         });
     }
-    Ok(())
+}
+
+/// The jobs that bring the subtrees at `roots` (relative; none the root itself) of the mirror
+/// open at `dst_root` up to date with the folder open at `src_root`, as the whole walk would
+/// (a journaled refresh, [`super::refresh`]). `None` when a root's parent directory cannot be
+/// opened on either side: then only the whole walk can say what is there. Each root's mirror
+/// parent is made owner-`rwx` for the walk and gets the folder's mode (`parent_modes`) back
+/// at the end.
+pub(super) fn subtree_jobs(
+    src_root: BorrowedFd<'_>,
+    dst_root: BorrowedFd<'_>,
+    roots: &[PathBuf],
+    parent_mode: impl Fn(&Path) -> Option<u32>,
+    out: &mut Copied,
+) -> Result<Option<Vec<Job>>, MirrorError> {
+    let mut jobs = Vec::new();
+    for root in roots {
+        let (Some(name), Some(parent)) = (root.file_name(), root.parent()) else {
+            return Ok(None);
+        };
+        let (Ok(src), Ok(dst)) = (
+            super::open_rel_dir(src_root, parent),
+            super::open_rel_dir(dst_root, parent),
+        ) else {
+            return Ok(None);
+        };
+        if !parent.as_os_str().is_empty() {
+            let Some(mode) = parent_mode(parent) else {
+                return Ok(None);
+            };
+            let now = sys::fstat(&dst).map_err(io_err("stat", parent))?.mode & 0o7777;
+            if now & 0o700 != 0o700 {
+                rustix::fs::fchmod(&dst, sys::perm((now | 0o700) & 0o1777))
+                    .map_err(|e| io_err("chmod", parent)(e.into()))?;
+                out.dir_modes.push((parent.to_path_buf(), mode));
+            }
+        }
+        let in_mirror = match sys::stat_at(dst.as_fd(), name) {
+            Ok(m) => InMirror::of(Some(m.kind)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => InMirror::Absent,
+            Err(e) => return Err(io_err("stat", root)(e)),
+        };
+        let (src, dst) = (Arc::new(src), Arc::new(dst));
+        if is_git_name(name.as_bytes()) {
+            // Never copied; whatever the mirror has there goes, as a listing would remove it.
+            clear(in_mirror, dst.as_fd(), name, root)?;
+            continue;
+        }
+        let mut files = Vec::new();
+        let entry = Entry {
+            name: name.to_os_string(),
+            kind: None,
+            in_mirror,
+        };
+        dispatch(parent, &src, &dst, entry, &mut jobs, &mut files, out)?;
+        push_files(parent, &src, &dst, files, &mut jobs);
+    }
+    Ok(Some(jobs))
 }
 
 /// Opens the directory `rel` in the folder and creates and opens its mirror; `None` when it
@@ -448,11 +578,8 @@ fn copy_file(
     if let Some(reuse) = shared.reuse {
         if meta.kind == Kind::File && !is_recent(&meta, since) {
             if let Some(stamp) = reuse.reusable(&rel, &meta, dst_dir, name) {
-                out.copies.push((rel.clone(), stamp));
-                out.baseline.push((
-                    rel,
-                    BaselineEntry::recorded(EntryKind::File, Some(&meta), None),
-                ));
+                out.kept += 1;
+                out.file(rel, &meta, None, stamp);
                 return Ok(());
             }
         }
@@ -486,11 +613,7 @@ fn copy_file(
     rustix::fs::fchmod(&to, sys::perm(meta.mode & 0o1777))
         .map_err(|e| io_err("chmod", &rel)(e.into()))?;
     let copied = sys::fstat(&to).map_err(io_err("stat", &rel))?;
-    out.copies.push((rel.clone(), CopyStamp::of(&copied)));
-    out.baseline.push((
-        rel,
-        BaselineEntry::recorded(EntryKind::File, Some(&meta), hash),
-    ));
+    out.file(rel, &meta, hash, CopyStamp::of(&copied));
     Ok(())
 }
 
@@ -522,11 +645,8 @@ fn keep_copy(
     let Some(stamp) = reuse.reusable(rel, &meta, dst_dir, name) else {
         return false;
     };
-    out.copies.push((rel.to_path_buf(), stamp));
-    out.baseline.push((
-        rel.to_path_buf(),
-        BaselineEntry::recorded(EntryKind::File, Some(&meta), None),
-    ));
+    out.kept += 1;
+    out.file(rel.to_path_buf(), &meta, None, stamp);
     true
 }
 

@@ -26,6 +26,15 @@
 //! is made owner-`rwx` if it is not (a failed turn may have left one unreadable) and gets the
 //! folder's mode back at the end, as `create` does; one that has it already is left alone.
 //!
+//! **Journaled refresh.** [`Mirror::refresh_journaled`] (a mirror a long-lived process kept,
+//! with [`Journaling::Both`](super::Journaling::Both)) runs the same walk over only the
+//! subtrees its change journals name, after forgetting what it recorded there (and offering
+//! that back as the record, so an unchanged file is still kept). It trusts its in-memory state
+//! only while the record file beside the mirror is the one it last wrote, and it does not
+//! delete the record first: a record older than the mirror is safe (a changed copy no longer
+//! matches it and is copied again), and [`Mirror::save_record`] writes nothing when nothing
+//! recorded changed and the file is still its own.
+//!
 //! **Cost.** A kept file costs one `statx` on each side and no open: the folder's side with
 //! `AT_STATX_FORCE_SYNC` (a network file system asks its server, as the `open` a copy makes
 //! would), the mirror's plain. Each directory costs a listing and an open on each side. The
@@ -45,7 +54,6 @@ use rustix::fs::{AtFlags, Mode};
 
 use super::{CopyStamp, EntryKind, Mirror, MirrorError, MirrorOptions, Time, Trust, io_err};
 use crate::lease::{FileId, LeaseError, RootLease};
-use crate::relpath::is_git_name;
 use crate::sys::{self, Kind, Meta};
 
 const MAGIC: &[u8] = b"fsguard mirror record 1\n";
@@ -89,8 +97,11 @@ impl Stamp {
 /// costs a copy, never a wrong reuse (the path's bytes are compared on every lookup too).
 #[derive(Debug, Default)]
 pub(super) struct Reuse {
+    /// The whole record, checksum included.
     bytes: Vec<u8>,
     at: HashMap<u64, usize, BuildHasherDefault<Prehashed>>,
+    /// How many files it records.
+    count: usize,
 }
 
 /// The entry of a path both of whose records share a hash: not used.
@@ -277,17 +288,12 @@ impl<'a> Reader<'a> {
     fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
-    /// One file's entry: its path (relative, normal components joined by one `/`, none named
-    /// `.git`: a record that says otherwise is not one this module wrote) and its record.
+    /// One file's entry: its path and its record. The path is not checked: it is only ever
+    /// compared with a path the walk built (relative, normal, no `.git`), so one that is not
+    /// such a path matches nothing and is never used.
     fn entry(&mut self) -> Option<(&'a [u8], Recorded)> {
         let len = usize::try_from(self.u64()?).ok()?;
         let path = self.take(len)?;
-        let normal = path
-            .split(|&b| b == b'/')
-            .all(|c| !c.is_empty() && c != b"." && c != b".." && !is_git_name(c));
-        if !normal {
-            return None;
-        }
         let src = self.stamp()?;
         let copy = self.stamp()?;
         let flags = self.take(1)?[0];
@@ -315,7 +321,7 @@ impl<'a> Reader<'a> {
 }
 
 /// `None` for anything but a complete, intact record.
-fn decode(mut bytes: Vec<u8>) -> Option<Record> {
+fn decode(bytes: Vec<u8>) -> Option<Record> {
     let body_len = bytes.len().checked_sub(32)?;
     let (body, sum) = bytes.split_at(body_len);
     if blake3::hash(body).as_bytes() != sum {
@@ -348,12 +354,29 @@ fn decode(mut bytes: Vec<u8>) -> Option<Record> {
     if !r.0.is_empty() {
         return None;
     }
-    bytes.truncate(body_len);
+    let count = usize::try_from(count).ok()?;
     Some(Record {
         source,
         mirror,
-        files: Reuse { bytes, at },
+        files: Reuse { bytes, at, count },
     })
+}
+
+/// What the record says of a copied file: its baseline and its copy's stamp.
+fn recorded(base: &super::BaselineEntry, copy: &CopyStamp) -> Recorded {
+    Recorded {
+        src: Stamp {
+            dev: base.dev,
+            ino: base.ino,
+            size: base.size,
+            mode: base.mode,
+            mtime: base.mtime,
+            ctime: base.ctime,
+        },
+        hashed: base.hash.is_some(),
+        copy: stamp_of_copy(copy),
+        trusted: copy.trust == Trust::Trusted,
+    }
 }
 
 fn stamp_of_copy(c: &CopyStamp) -> Stamp {
@@ -431,13 +454,16 @@ impl Mirror {
             remove_tree(dst)?;
             return Mirror::create_with(source.as_ref(), dst, options);
         };
-        let reuse = record.files;
+        let mut reuse = record.files;
         let mut this = Mirror {
             source: source_lease,
             mirror,
             baseline: BTreeMap::new(),
             copies: BTreeMap::new(),
             options: options.clone(),
+            journals: super::Journals::default(),
+            record: None,
+            saved: Saved::default(),
         };
         let refreshed = (|| {
             let root = sys::reopen_dir(this.mirror.as_fd()).map_err(io_err("open", dst))?;
@@ -446,13 +472,137 @@ impl Mirror {
             drop(root);
             // One walk of both trees: what the folder lacks is removed as each directory is
             // listed (the copy walk's refresh mode), the rest kept or copied.
-            this.copy_all_with(Some(&reuse))?;
+            let kept = this.copy_all_with(Some(&reuse))?;
+            // Every recorded file kept and nothing else copied: the record read is exactly
+            // the one `save_record` would write now.
+            if kept == reuse.count && kept == this.copies.len() {
+                this.record = Some(std::mem::take(&mut reuse.bytes));
+            }
             this.settle_copies()
         })();
         match refreshed {
             Ok(()) => Ok(this),
             Err(e) => Err(this.discard(e)),
         }
+    }
+
+    /// Brings a mirror this process kept since its last turn (made or refreshed with
+    /// [`Journaling::Both`](super::Journaling::Both), finalized, its record saved) back to an
+    /// exact copy of the folder, looking only at the paths its two change journals name —
+    /// what changed in the folder or in the mirror since the last walk or journaled refresh
+    /// (module docs of `mirror`, "Change journals"). The result is what
+    /// [`refresh`](Mirror::refresh) would make, at a cost in proportion to the changes.
+    ///
+    /// Whenever the journals cannot vouch — none was kept, the kernel dropped events, a watch
+    /// failed or went away, either root was replaced, the record beside the mirror is not the
+    /// one this mirror last wrote (another process took the mirror in between), or so much
+    /// changed that one walk is cheaper — it does exactly what `refresh` does instead.
+    ///
+    /// # Errors
+    /// As [`refresh`](Mirror::refresh); the half-refreshed mirror is removed.
+    pub fn refresh_journaled(mut self) -> Result<Mirror, MirrorError> {
+        match self.refresh_in_place() {
+            Ok(true) => Ok(self),
+            Ok(false) => {
+                let source = self.source.path().to_path_buf();
+                let mirror = self.mirror.path().to_path_buf();
+                let options = self.options.clone();
+                drop(self);
+                Mirror::refresh_with(source, mirror, &options)
+            }
+            Err(e) => Err(self.discard(e)),
+        }
+    }
+
+    /// The journaled refresh; `false` when the journals cannot vouch (nothing was changed).
+    fn refresh_in_place(&mut self) -> Result<bool, MirrorError> {
+        let record_file = record_path(self.mirror.path());
+        if self.source.verify().is_err()
+            || self.mirror.verify().is_err()
+            || !record_file.is_some_and(|r| self.saved.is_ours(&r))
+        {
+            return Ok(false);
+        }
+        let (Some(source), Some(mirror)) = (&self.journals.source, &self.journals.mirror) else {
+            return Ok(false);
+        };
+        // Taken: what happens from here on is collected for the next turn.
+        let (Some(mut roots), Some(more)) = (source.take(), mirror.take()) else {
+            return Ok(false);
+        };
+        roots.extend(more);
+        let roots = super::outermost(roots);
+        if roots.is_empty() {
+            return Ok(true);
+        }
+        if roots.iter().any(|r| r.as_os_str().is_empty())
+            || roots.len() > (self.baseline.len() / 8).max(64)
+        {
+            return Ok(false);
+        }
+        // What the roots cover is forgotten, and offered back to the walk as a record: a file
+        // whose both sides still match it is kept, as in a full refresh.
+        let mut forgotten = Vec::new();
+        for root in &roots {
+            let under = |p: &PathBuf| p.starts_with(root);
+            let paths: Vec<PathBuf> = self
+                .baseline
+                .range::<Path, _>((
+                    std::ops::Bound::Included(root.as_path()),
+                    std::ops::Bound::Unbounded,
+                ))
+                .map(|(p, _)| p)
+                .take_while(|p| under(p))
+                .cloned()
+                .collect();
+            for path in paths {
+                let base = self.baseline.remove(&path);
+                let copy = self.copies.remove(&path);
+                if let (Some(base), Some(copy)) = (base, copy) {
+                    if base.kind == EntryKind::File {
+                        forgotten.push((path, recorded(&base, &copy)));
+                    }
+                }
+            }
+        }
+        self.record = None;
+        self.saved.changed();
+        let reuse = decode(encode(
+            self.source.id(),
+            self.mirror.id(),
+            forgotten.iter().map(|(p, r)| (p.as_path(), r.clone())),
+        ))
+        .map(|r| r.files)
+        .unwrap_or_default();
+        let mut copied = super::copy::Copied::default();
+        let modes = |p: &Path| self.baseline.get(p).map(|b| b.mode);
+        let Some(jobs) = super::copy::subtree_jobs(
+            self.source.as_fd(),
+            self.mirror.as_fd(),
+            &roots,
+            modes,
+            &mut copied,
+        )?
+        else {
+            return Ok(false);
+        };
+        let since = super::recent_since(self.options.racy_window);
+        let copied = super::copy::walk(
+            jobs,
+            copied,
+            self.mirror.id(),
+            since,
+            Some(&reuse),
+            &self.journals,
+        )?;
+        let mut entries = copied.entries;
+        super::sort_in_path_order(&mut entries);
+        let (baseline, copies) = super::split_entries(entries);
+        self.baseline.extend(baseline);
+        self.copies.extend(copies);
+        super::set_dir_modes(self.mirror.as_fd(), copied.dir_modes)?;
+        self.settle_copies()?;
+        Ok(true)
     }
 
     /// Writes the record a later [`refresh`](Mirror::refresh) needs (every copied file's
@@ -466,6 +616,13 @@ impl Mirror {
                 io::ErrorKind::InvalidInput,
             )));
         };
+        if self.saved.is_current(&path) {
+            return Ok(path);
+        }
+        // Debug builds (every test) check the shortcut against what it saves.
+        if let (Some(bytes), false) = (&self.record, cfg!(debug_assertions)) {
+            return self.saved.wrote(write_record(&path, bytes));
+        }
         // The copies and the baseline are both in path order: one merge, no lookups.
         let mut baseline = self.baseline.iter().peekable();
         let files = self.copies.iter().filter_map(|(rel, copy)| {
@@ -474,36 +631,84 @@ impl Mirror {
                 .is_some()
             {}
             let (_, base) = baseline.next_if(|(p, _)| *p == rel)?;
-            (base.kind == EntryKind::File).then(|| {
-                (
-                    rel.as_path(),
-                    Recorded {
-                        src: Stamp {
-                            dev: base.dev,
-                            ino: base.ino,
-                            size: base.size,
-                            mode: base.mode,
-                            mtime: base.mtime,
-                            ctime: base.ctime,
-                        },
-                        hashed: base.hash.is_some(),
-                        copy: stamp_of_copy(copy),
-                        trusted: copy.trust == Trust::Trusted,
-                    },
-                )
-            })
+            (base.kind == EntryKind::File).then(|| (rel.as_path(), recorded(base, copy)))
         });
         let bytes = encode(self.source.id(), self.mirror.id(), files);
-        let mut tmp = path.clone().into_os_string();
-        tmp.push(format!(".tmp-{}", std::process::id()));
-        let tmp = PathBuf::from(tmp);
-        fs::write(&tmp, &bytes).map_err(io_err("write", &tmp))?;
-        fs::rename(&tmp, &path).map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            io_err("write", &path)(e)
-        })?;
+        if let Some(kept) = &self.record {
+            assert!(
+                *kept == bytes,
+                "a refresh that kept everything read another record"
+            );
+        }
+        self.saved.wrote(write_record(&path, &bytes))
+    }
+}
+
+/// The record file's identity and times as this mirror last wrote it (see `Mirror::saved`).
+#[derive(Debug, Default)]
+pub(super) struct Saved {
+    /// `None` until written; then what `stat` said right after.
+    file: std::sync::Mutex<Option<Meta>>,
+    /// Something recorded changed since it was written.
+    changed: std::sync::atomic::AtomicBool,
+}
+
+impl Saved {
+    pub(super) fn changed(&self) {
+        self.changed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the record at `path` is the one last written and nothing changed since.
+    fn is_current(&self, path: &Path) -> bool {
+        self.is_ours(path) && !self.changed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the record at `path` is the file this mirror last wrote, untouched.
+    pub(super) fn is_ours(&self, path: &Path) -> bool {
+        let file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(ours) = file.as_ref() else {
+            return false;
+        };
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        let Ok(dir) = fs::File::open(dir) else {
+            return false;
+        };
+        sys::stat_at(dir.as_fd(), name).is_ok_and(|now| now == *ours)
+    }
+
+    fn wrote(&self, written: Result<PathBuf, MirrorError>) -> Result<PathBuf, MirrorError> {
+        let path = written?;
+        let meta = path.parent().zip(path.file_name()).and_then(|(dir, name)| {
+            let dir = fs::File::open(dir).ok()?;
+            sys::stat_at(dir.as_fd(), name).ok()
+        });
+        *self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = meta;
+        self.changed
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         Ok(path)
     }
+}
+
+/// Writes `bytes` to the record file `path` atomically (a temporary beside it, renamed).
+fn write_record(path: &Path, bytes: &[u8]) -> Result<PathBuf, MirrorError> {
+    let mut tmp = path.as_os_str().to_os_string();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    fs::write(&tmp, bytes).map_err(io_err("write", &tmp))?;
+    fs::rename(&tmp, path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_err("write", path)(e)
+    })?;
+    Ok(path.to_path_buf())
 }
 
 /// Removes the mirror at `path` (absolute) and the record [`Mirror::save_record`] keeps beside
