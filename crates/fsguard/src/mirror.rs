@@ -1824,9 +1824,13 @@ fn snapshot_below(top: OwnedFd, top_rel: PathBuf) -> Result<Vec<(PathBuf, Meta)>
 
 /// How many threads the crate's tree walks use: every core, at most [`MAX_WALK_THREADS`].
 pub(crate) fn walk_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(MAX_WALK_THREADS)
+    // Asked once per process: the answer reads the cgroup's CPU quota files each time.
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_WALK_THREADS)
+    })
 }
 
 /// At most this many threads walk a tree, whatever the machine has: past that the file
@@ -1838,15 +1842,25 @@ const MAX_WALK_THREADS: usize = 8;
 /// normalized relative paths the walks build (components joined by one `/`), without
 /// `Path`'s component parsing on every comparison. Indices are sorted, then the entries moved
 /// once: they are large.
-pub(crate) fn sort_in_path_order<T>(entries: &mut Vec<(PathBuf, T)>) {
+pub(crate) fn sort_in_path_order<T>(entries: &mut [(PathBuf, T)]) {
     let mut order: Vec<u32> = (0..u32::try_from(entries.len()).unwrap_or(u32::MAX)).collect();
     if order.len() != entries.len() {
         entries.sort_unstable_by(|a, b| path_order(&a.0, &b.0));
         return;
     }
     order.sort_unstable_by(|&a, &b| path_order(&entries[a as usize].0, &entries[b as usize].0));
-    let mut slots: Vec<Option<(PathBuf, T)>> = entries.drain(..).map(Some).collect();
-    entries.extend(order.into_iter().filter_map(|i| slots[i as usize].take()));
+    // In place, cycle by cycle: position `i` takes the entry `order[i]` names; no second
+    // vector of the (large) entries.
+    for start in 0..order.len() {
+        let mut i = start;
+        while order[i] as usize != start {
+            let next = order[i] as usize;
+            entries.swap(i, next);
+            order[i] = i as u32;
+            i = next;
+        }
+        order[i] = i as u32;
+    }
 }
 
 /// `a.cmp(b)` for normalized relative paths, by bytes (see [`sort_in_path_order`]).

@@ -20,7 +20,6 @@
 //! copied is removed from the mirror, and a file is kept instead of copied only when the
 //! [`Reuse`] record proves both sides unchanged since it was copied.
 
-use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
@@ -255,27 +254,31 @@ fn list(
     })
     .map_err(io_err("list", rel))?;
     entries.retain(|(name, _)| !is_git_name(name.as_bytes()));
-    let mut in_dst: HashMap<OsString, InMirror> = HashMap::new();
+    let mut in_dst = vec![InMirror::Absent; entries.len()];
     if shared.reuse.is_some() {
-        let wanted: HashSet<&OsStr> = entries.iter().map(|(n, _)| n.as_os_str()).collect();
-        let mut stale = Vec::new();
+        // Both listings sorted by name and merged: what the mirror has at each of the
+        // folder's names, and what it has that the folder lacks (removed now).
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut theirs: Vec<(OsString, Option<Kind>)> = Vec::new();
         sys::for_each_entry(dst.as_fd(), buf, |name, kind| {
-            let name = OsStr::from_bytes(name.to_bytes());
-            if wanted.contains(name) {
-                in_dst.insert(name.to_os_string(), InMirror::of(kind));
-            } else {
-                stale.push(name.to_os_string());
-            }
+            theirs.push((OsStr::from_bytes(name.to_bytes()).to_os_string(), kind));
             Ok(())
         })
         .map_err(io_err("list", rel))?;
-        for name in stale {
-            remove_at(dst.as_fd(), &name).map_err(io_err("remove", &rel.join(&name)))?;
+        theirs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut ours = entries.iter().enumerate().peekable();
+        for (name, kind) in theirs {
+            while ours.next_if(|(_, (n, _))| *n < name).is_some() {}
+            match ours.next_if(|(_, (n, _))| *n == name) {
+                Some((i, _)) => in_dst[i] = InMirror::of(kind),
+                None => {
+                    remove_at(dst.as_fd(), &name).map_err(io_err("remove", &rel.join(&name)))?;
+                }
+            }
         }
     }
     let mut files: Vec<(OsString, InMirror)> = Vec::new();
-    for (name, kind) in entries {
-        let in_mirror = in_dst.get(&name).copied().unwrap_or(InMirror::Absent);
+    for ((name, kind), in_mirror) in entries.into_iter().zip(in_dst) {
         let entry = Entry {
             name,
             kind,

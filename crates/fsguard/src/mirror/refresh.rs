@@ -107,11 +107,23 @@ pub(super) struct Reuse {
 /// The entry of a path both of whose records share a hash: not used.
 const COLLIDED: usize = usize::MAX;
 
-/// FNV-1a of a path's bytes: the key of [`Reuse`]'s index.
+/// A hash of a path's bytes, eight at a time (a multiply-rotate mix; not keyed: a collision
+/// an adversary arranges only costs a copy): the key of [`Reuse`]'s index.
 fn path_hash(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut h = (bytes.len() as u64).wrapping_mul(K);
+    for c in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(c);
+        h = (h ^ u64::from_le_bytes(word))
+            .wrapping_mul(K)
+            .rotate_left(29);
+    }
+    let mut word = [0u8; 8];
+    word[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = (h ^ u64::from_le_bytes(word)).wrapping_mul(K);
+    h ^ (h >> 32)
 }
 
 /// A hasher for keys that are hashes already.
@@ -223,6 +235,9 @@ struct Record {
     mirror: FileId,
     files: Reuse,
 }
+
+/// What [`put_stamp`] writes: three `u64`, a `u32`, two times of an `i64` and a `u32`.
+const STAMP_BYTES: usize = 3 * 8 + 4 + 2 * (8 + 4);
 
 fn put_stamp(out: &mut Vec<u8>, s: &Stamp) {
     for v in [s.dev, s.ino, s.size] {
@@ -346,7 +361,10 @@ fn decode(bytes: Vec<u8>) -> Option<Record> {
     );
     for _ in 0..count {
         let offset = body_len - r.0.len();
-        let (path, _) = r.entry()?;
+        let len = usize::try_from(r.u64()?).ok()?;
+        let path = r.take(len)?;
+        // Two stamps and the flags, read when looked up.
+        r.take(2 * STAMP_BYTES + 1)?;
         at.entry(path_hash(path))
             .and_modify(|o| *o = COLLIDED)
             .or_insert(offset);
@@ -617,6 +635,12 @@ impl Mirror {
             )));
         };
         if self.saved.is_current(&path) {
+            return Ok(path);
+        }
+        // A mirror kept warm between turns leaves its own, older record in place: still safe
+        // (a changed copy no longer matches it), and rewriting it would cost the whole
+        // record at every turn. A process that takes the mirror next copies what changed.
+        if self.options.journaling == super::Journaling::Both && self.saved.is_ours(&path) {
             return Ok(path);
         }
         // Debug builds (every test) check the shortcut against what it saves.
