@@ -201,6 +201,13 @@ fn run(
     jobs: &mut Vec<Job>,
     out: &mut Copied,
 ) -> Result<(), MirrorError> {
+    // A refresh knows about how many entries to expect: room for a worker's share at once,
+    // instead of growing (and copying) the list of large entries as it fills.
+    if out.entries.capacity() == 0 {
+        let expected = shared.reuse.map_or(0, |r| r.len());
+        out.entries
+            .reserve(expected / super::walk_threads() + expected / 8);
+    }
     match job {
         Job::List { rel, src, dst } => list(shared, &rel, &src, &dst, buf, jobs, out),
         Job::Open {

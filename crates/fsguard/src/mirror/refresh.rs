@@ -143,6 +143,11 @@ impl std::hash::Hasher for Prehashed {
 }
 
 impl Reuse {
+    /// How many files the record names.
+    pub(super) fn len(&self) -> usize {
+        self.count
+    }
+
     /// The record of `rel`, if there is exactly one.
     fn get(&self, rel: &Path) -> Option<Recorded> {
         let key = rel.as_os_str().as_bytes();
@@ -493,7 +498,7 @@ impl Mirror {
             let kept = this.copy_all_with(Some(&reuse))?;
             // Every recorded file kept and nothing else copied: the record read is exactly
             // the one `save_record` would write now.
-            if kept == reuse.count && kept == this.copies.len() {
+            if kept == reuse.len() && kept == this.copies.len() {
                 this.record = Some(std::mem::take(&mut reuse.bytes));
             }
             this.settle_copies()
