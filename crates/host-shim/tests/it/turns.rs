@@ -322,7 +322,7 @@ fn a_session_kept_warm_sees_the_folder_as_it_is_now_at_every_turn() {
     assert_eq!(report.mirror.unwrap().applied, ["deep/er/still/new.txt"]);
     assert_eq!(f.read("deep/er/still/new.txt"), "agent\n");
     for round in 0..3 {
-        f.write("deep/er/still/b.txt", &format!("b{round}\n"));
+        f.write("deep/er/still/b.txt", format!("b{round}\n"));
         let (from, to) = if round % 2 == 0 {
             ("dir", "moved")
         } else {
