@@ -62,8 +62,8 @@
 //! paths may have changed at all, so a turn looks at those and no others
 //! ([`MirrorOptions::journaling`]):
 //!
-//! - **The mirror's, during a turn** (the default, [`Journaling::Mirror`]): the walk that makes
-//!   or refreshes the mirror watches each mirror directory before it lists it, so
+//! - **The mirror's, during a turn** (the default, [`Journaling::Mirror`]): the walk that
+//!   refreshes the mirror watches each mirror directory before it lists it, so
 //!   [`Mirror::changes`] — and with it [`Mirror::finalize`] — compares only the paths the
 //!   journal names with the baseline; every other path is exactly as the walk recorded it. The
 //!   arguments above decide those paths as before.
@@ -295,8 +295,9 @@ pub struct MirrorOptions {
 pub enum Journaling {
     /// None: every [`Mirror::changes`] walks the whole mirror.
     Off,
-    /// The mirror's, from the walk that made or refreshed it: [`Mirror::changes`] (and so
-    /// [`Mirror::finalize`]) looks only at what changed in the mirror during the turn.
+    /// The mirror's, from the walk that refreshed it: [`Mirror::changes`] (and so
+    /// [`Mirror::finalize`]) looks only at what changed in the mirror during the turn. (A new
+    /// mirror has none: its own copies would name every path.)
     #[default]
     Mirror,
     /// The mirror's and the folder's, kept across turns by a reader thread: for a mirror a
@@ -911,7 +912,13 @@ impl Mirror {
             sys::reopen_dir(self.mirror.as_fd()).map_err(io_err("open", Path::new(".")))?;
         // Journals start with the walk: each directory is watched before it is listed, so what
         // the walk records is covered (module `journal`).
-        self.journals = Journals::start(self.options.journaling);
+        // A new mirror's own copies would name every path in its journal: the first turn's
+        // `changes` walks it all in any case, so only a refresh (or a kept mirror) watches.
+        let journaling = match (self.options.journaling, reuse) {
+            (Journaling::Mirror, None) => Journaling::Off,
+            (journaling, _) => journaling,
+        };
+        self.journals = Journals::start(journaling);
         let mut copied = copy::copy_tree(
             src_root,
             dst_root,
