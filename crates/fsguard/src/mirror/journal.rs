@@ -37,7 +37,7 @@
 //! already leaves out (module docs of `mirror`).
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -150,12 +150,11 @@ impl Journal {
 }
 
 impl Drop for Journal {
+    /// The reader is told to stop and left to: it notices within one poll interval, and the
+    /// watches go when it lets go of the inotify descriptor. Nobody waits for it.
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        if let Some(reader) = self.reader.take() {
-            // The reader waits at most one poll interval.
-            let _ = reader.join();
-        }
+        drop(self.reader.take());
     }
 }
 
@@ -204,7 +203,9 @@ mod imp {
 
     use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
-    use super::{AsFd, AsRawFd, BorrowedFd, Lost, OwnedFd, State};
+    use std::os::fd::AsRawFd;
+
+    use super::{AsFd, BorrowedFd, Lost, OwnedFd, State};
 
     /// Every event that says an entry changed (module docs); not opens, reads or closes after
     /// reading.
