@@ -14,6 +14,10 @@
 //!    `wc -l` on it (issue target: at most 1.1x). `run` is a one-call turn on a `mounted`
 //!    workspace, so this includes mirroring the folder and the write-back check (RUN-11).
 //!
+//! 3. `agent-exec call run` on a generated 50 000-file `node_modules`-like tree, warm, against
+//!    `find` stat-ing every file (issue 21: at most 2.5x), and a long-lived server's turn after
+//!    one change (the journaled refresh) against a full refresh.
+//!
 //! Prints min/median/max per column and the ratios of the medians. What `cargo xtask bench call`
 //! would run:
 //!
@@ -370,4 +374,107 @@ fn main() {
         bare_wc.name,
         rest.as_secs_f64() / bare_wc.median().as_secs_f64()
     );
+
+    large_workspace(&agent_exec, &base, rounds);
+}
+
+/// Issue 21: `run` on a large workspace. Builds a `node_modules`-like tree (500 packages of
+/// 100 small files: 50 000 files, ~200 MB, and `data.txt`), then, alternating, a warm
+/// `agent-exec call run wc -l data.txt` (its persistent mirror refreshed: the target is at
+/// most 2.5x) against `find TREE -type f -printf '%s %T@\n'` (one stat per file: the least a
+/// metadata check can do); and, in process, the turn a long-lived server makes after an idle
+/// period in which one file changed (`Mirror::refresh_journaled` + finalize + record, the
+/// change journals kept between turns), against a full refresh of the same mirror.
+fn large_workspace(agent_exec: &Path, base: &Path, rounds: usize) {
+    let tree = base.join("node_modules-like");
+    let blob: Vec<u8> = b"module.exports = function () { return 42; };\n"
+        .iter()
+        .copied()
+        .cycle()
+        .take(4000)
+        .collect();
+    for p in 0..500 {
+        let pkg = tree.join("node_modules").join(format!("pkg-{p:03}"));
+        std::fs::create_dir_all(pkg.join("lib")).unwrap();
+        for f in 0..100 {
+            let dir = if f < 20 { pkg.clone() } else { pkg.join("lib") };
+            std::fs::write(dir.join(format!("file-{f:03}.js")), &blob).unwrap();
+        }
+    }
+    std::fs::write(tree.join("data.txt"), "a\nb\nc\n").unwrap();
+    // Files younger than the racy window are hashed at every call; a workspace's are older.
+    std::thread::sleep(fsguard::RACY_WINDOW + std::time::Duration::from_millis(200));
+    let state = base.join("state-large");
+    let run_json = r#"{"program":"wc","args":["-l","data.txt"]}"#;
+    let call = || {
+        let mut cmd = Command::new(agent_exec);
+        cmd.arg("--state-dir")
+            .arg(&state)
+            .args(["call", "run", "--workspace"])
+            .arg(&tree)
+            .args(["--json", run_json]);
+        cmd
+    };
+    let find = find(&["/usr/bin/find", "/bin/find"]).unwrap();
+    let find_cmd = || {
+        let mut cmd = Command::new(&find);
+        cmd.arg(&tree).args(["-type", "f", "-printf", "%s %T@\n"]);
+        cmd
+    };
+    let mut warm = Column::new("agent-exec call run wc -l data.txt (warm, 50 000 files)");
+    let mut walk = Column::new("find TREE -type f -printf '%s %T@\\n'");
+    // The first call copies the tree; the second finds its files older than the racy window.
+    timed(&mut call());
+    timed(&mut find_cmd());
+    let (_, out) = timed(&mut call());
+    assert!(out.contains("\"ok\":true"), "{out}");
+    for _ in 0..rounds.clamp(3, 11) {
+        let (d, out) = timed(&mut call());
+        assert!(out.contains("\"ok\":true"), "{out}");
+        warm.samples.push(d);
+        let (d, _) = timed(&mut find_cmd());
+        walk.samples.push(d);
+    }
+    println!("run on a 50 000-file workspace (target <= 2.5x):");
+    warm.print();
+    walk.print();
+    ratio(&warm, &walk);
+
+    // A long-lived server's turn after an idle period: one file changed.
+    let kept = base.join("bench-journaled-mirror");
+    let options = fsguard::MirrorOptions::new().journaling(fsguard::Journaling::Both);
+    let mut mirror = fsguard::Mirror::create_with(&tree, &kept, &options).unwrap();
+    mirror.finalize().unwrap();
+    mirror.save_record().unwrap();
+    let mut journaled = Column::new("  server turn after one change: journaled refresh + finalize");
+    let mut full = Column::new("  the same turn with a full refresh (no journal kept)");
+    let changed = tree.join("node_modules/pkg-123/lib/file-045.js");
+    let change = |i: usize| {
+        std::fs::write(&changed, format!("{i:04}{}", "x".repeat(3996))).unwrap();
+    };
+    // Warm-up: the creating walk's own copies are all in the mirror's journal once.
+    mirror = mirror.refresh_journaled().unwrap();
+    mirror.finalize().unwrap();
+    mirror.save_record().unwrap();
+    let turns = rounds.clamp(3, 11);
+    for i in 0..turns {
+        change(i);
+        let t = Instant::now();
+        mirror = mirror.refresh_journaled().unwrap();
+        mirror.finalize().unwrap();
+        mirror.save_record().unwrap();
+        journaled.samples.push(t.elapsed());
+    }
+    drop(mirror);
+    for i in 0..turns {
+        change(turns + i);
+        let t = Instant::now();
+        let mut other = fsguard::Mirror::refresh_with(&tree, &kept, &options).unwrap();
+        other.finalize().unwrap();
+        other.save_record().unwrap();
+        full.samples.push(t.elapsed());
+    }
+    journaled.print();
+    full.print();
+    ratio(&journaled, &full);
 }

@@ -350,6 +350,8 @@ impl McpServer {
     /// runs (the module docs say how). A session whose events were taken by someone else does
     /// not serve the three: nobody here would hear its tasks.
     pub fn add_session(&mut self, session: &Session) -> Vec<String> {
+        // One process, many turns: the workspace's mirror stays warm between them (issue 21).
+        session.keep_mirror_warm();
         let mut skipped = Vec::new();
         let mut added_background = Vec::new();
         let registry = session.host().registry();

@@ -16,7 +16,10 @@
 //! - [`TextFile`] / [`read_text`]: too large, denied, binary or text (FILE-3).
 //! - [`Mirror`]: a private copy of a folder, written back only where the folder still matches
 //!   the baseline (RUN-11); a folder holding a hard-linked file is not mirrored at all (the
-//!   rule of CMD-9 and FILE-1, checked on the descriptor each file is copied from).
+//!   rule of CMD-9 and FILE-1, checked on the descriptor each file is copied from). Change
+//!   journals (inotify, [`Journaling`]) let a turn look only at what changed in the mirror,
+//!   and a mirror a long-lived process keeps only at what changed on either side since its
+//!   last turn; whenever a journal cannot vouch, the whole tree is walked.
 //!
 //! What it refuses to know: tools, sandboxes, processes, error codes of the agent protocol
 //! (callers map these errors to `AGENT_EXEC_*`), and anything about who is asking. Every
@@ -63,9 +66,9 @@ pub use checked::{
 };
 pub use lease::{FileId, LeaseError, RootLease, kernel_path};
 pub use mirror::{
-    BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport, Mirror,
-    MirrorError, MirrorOptions, NotCopied, RACY_WINDOW, WRITE_BACK_SETTLE, record_path,
-    remove_mirror, remove_tree, set_mirror_aside,
+    BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport,
+    Journaling, Mirror, MirrorError, MirrorOptions, NotCopied, RACY_WINDOW, WRITE_BACK_SETTLE,
+    record_path, remove_mirror, remove_tree, set_mirror_aside,
 };
 pub use relpath::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, OpenError, RelPath, RelPathError};
 pub use scan::{

@@ -55,6 +55,41 @@
 //! files open) are not safe targets of a write-back in any case: the rename leaves them writing
 //! to the old inode.
 //!
+//! # Change journals
+//!
+//! Metadata decides "unchanged" without reading a file, but still costs a `stat` of every file
+//! on each side at every turn. A change journal (module `journal`: inotify on Linux) says which
+//! paths may have changed at all, so a turn looks at those and no others
+//! ([`MirrorOptions::journaling`]):
+//!
+//! - **The mirror's, during a turn** (the default, [`Journaling::Mirror`]): the walk that
+//!   refreshes the mirror watches each mirror directory before it lists it, so
+//!   [`Mirror::changes`] — and with it [`Mirror::finalize`] — compares only the paths the
+//!   journal names with the baseline; every other path is exactly as the walk recorded it. The
+//!   arguments above decide those paths as before.
+//! - **Both trees, between turns** ([`Journaling::Both`], for a process that keeps the mirror,
+//!   such as an MCP server): the folder's directories are watched too, by the same walk, and a
+//!   reader thread keeps the kernel's queue drained while the process idles.
+//!   [`Mirror::refresh_journaled`] then brings the mirror up to date by walking only the
+//!   subtrees either journal names — as [`Mirror::refresh`] walks the whole tree, keeping a
+//!   file whose both sides still match what was recorded — so a turn costs what changed since
+//!   the last one, not the size of the folder.
+//!
+//! **Why no change is missed.** Every path the journal does not name was recorded by the walk
+//! *after* its directory's watch was in place, and the kernel queues an event inside every
+//! system call that creates, removes, renames, writes, truncates or re-modes an entry of a
+//! watched directory, before the call returns; a directory made later was itself an event,
+//! and everything below a named path is looked at. So a path without an event is unchanged
+//! since it was recorded, whatever its timestamps' granularity. Where the journal cannot say
+//! that — the kernel dropped events, a watch could not be placed (the per-user inotify limits
+//! are shared with the user's other watchers and with commands), a watch or a root went away,
+//! the record beside the mirror is no longer the one this mirror wrote (another process took
+//! the mirror in between) — it says so and the whole walk runs, as without a journal. The one
+//! thing it does not see is a write through a shared writable mapping before the file is
+//! closed: in the mirror, `run`'s programs have exited before the turn's changes are read; in
+//! the folder, such a writer is assumption (4)'s (module `journal` spells this out). Debug
+//! builds check every journaled [`Mirror::changes`] against the full walk.
+//!
 //! # A save during the write-back
 //!
 //! Checking a file right before replacing it leaves a window: a user's save between the check
@@ -103,9 +138,10 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
+use std::ops::Bound;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -120,6 +156,7 @@ use crate::scan::HardLink;
 use crate::sys::{self, Kind, Meta};
 
 mod copy;
+mod journal;
 mod refresh;
 mod settle;
 
@@ -247,6 +284,26 @@ pub struct MirrorOptions {
     /// Files whose mtime or ctime is within this of the snapshot are hashed (module docs,
     /// "Racily clean files"). Default [`RACY_WINDOW`].
     pub racy_window: Duration,
+    /// Which trees get a change journal (module docs, "Change journals"). Default
+    /// [`Journaling::Mirror`].
+    pub journaling: Journaling,
+}
+
+/// Which trees a mirror keeps a change journal of (module docs, "Change journals").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Journaling {
+    /// None: every [`Mirror::changes`] walks the whole mirror.
+    Off,
+    /// The mirror's, from the walk that refreshed it: [`Mirror::changes`] (and so
+    /// [`Mirror::finalize`]) looks only at what changed in the mirror during the turn. (A new
+    /// mirror has none: its own copies would name every path.)
+    #[default]
+    Mirror,
+    /// The mirror's and the folder's, kept across turns by a reader thread: for a mirror a
+    /// long-lived process keeps, so [`Mirror::refresh_journaled`] brings it up to date by
+    /// looking only at what changed on either side since the last turn.
+    Both,
 }
 
 impl MirrorOptions {
@@ -254,7 +311,15 @@ impl MirrorOptions {
     pub fn new() -> MirrorOptions {
         MirrorOptions {
             racy_window: RACY_WINDOW,
+            journaling: Journaling::Mirror,
         }
+    }
+
+    /// Sets [`journaling`](Self::journaling).
+    #[must_use]
+    pub fn journaling(mut self, journaling: Journaling) -> MirrorOptions {
+        self.journaling = journaling;
+        self
     }
 
     /// Sets [`racy_window`](Self::racy_window). A shorter window hashes fewer files and is
@@ -287,6 +352,56 @@ fn recent_since(window: Duration) -> Time {
         }
         Err(_) => (i64::MIN, 0),
     }
+}
+
+/// The outermost of `paths` (none below another), sorted, each cut after its first `.git`
+/// component: nothing below a `.git` is ever copied or walked.
+fn outermost(paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut cut: Vec<PathBuf> = paths
+        .into_iter()
+        .map(|r| {
+            let mut kept = PathBuf::new();
+            for c in r.components() {
+                kept.push(c);
+                if is_git_name(c.as_os_str().as_bytes()) {
+                    break;
+                }
+            }
+            kept
+        })
+        .collect();
+    cut.sort();
+    cut.dedup_by(|later, earlier| later.starts_with(&*earlier));
+    cut
+}
+
+/// The walk's entries as the baseline's and the copies' pairs, in the order given.
+type Split = (Vec<(PathBuf, BaselineEntry)>, Vec<(PathBuf, CopyStamp)>);
+
+fn split_entries(entries: Vec<(PathBuf, (BaselineEntry, Option<CopyStamp>))>) -> Split {
+    let mut copies = Vec::with_capacity(entries.len());
+    let baseline = entries
+        .into_iter()
+        .map(|(path, (base, copy))| {
+            if let Some(copy) = copy {
+                copies.push((path.clone(), copy));
+            }
+            (path, base)
+        })
+        .collect();
+    (baseline, copies)
+}
+
+/// Gives the directories under `root` their modes (set-id bits left out), deepest first: a
+/// read-only directory must be filled before it becomes read-only.
+fn set_dir_modes(root: BorrowedFd<'_>, mut modes: Vec<(PathBuf, u32)>) -> Result<(), MirrorError> {
+    modes.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
+    for (rel, mode) in modes {
+        let fd = open_rel_dir(root, &rel).map_err(io_err("open", &rel))?;
+        rustix::fs::fchmod(&fd, crate::sys::perm(mode & 0o1777))
+            .map_err(|e| io_err("chmod", &rel)(e.into()))?;
+    }
+    Ok(())
 }
 
 fn is_recent(m: &Meta, since: Time) -> bool {
@@ -552,6 +667,47 @@ pub struct Mirror {
     /// The mirror side of every copied file, by the same relative path.
     copies: BTreeMap<PathBuf, CopyStamp>,
     options: MirrorOptions,
+    /// The change journals the last walk started ([`MirrorOptions::journaling`]).
+    journals: Journals,
+    /// The bytes of a record that describes this mirror as recorded now — the one a refresh
+    /// read, when it kept every file it names and copied nothing — so `save_record` writes
+    /// them as they are; `None` once anything recorded changes.
+    record: Option<Vec<u8>>,
+    /// The record file as [`save_record`](Mirror::save_record) last left it, and whether
+    /// anything recorded changed since: a save with nothing new to say writes nothing, and a
+    /// journaled refresh trusts its state only while the record is still the one it wrote
+    /// (another process that took the mirror in between writes its own).
+    saved: refresh::Saved,
+}
+
+/// A mirror's change journals (module `journal`): `None` where not asked for or not available.
+#[derive(Debug, Default)]
+pub(crate) struct Journals {
+    pub(crate) source: Option<journal::Journal>,
+    pub(crate) mirror: Option<journal::Journal>,
+}
+
+impl Journals {
+    fn start(journaling: Journaling) -> Journals {
+        let (source, mirror) = match journaling {
+            Journaling::Off => (false, false),
+            Journaling::Mirror => (false, true),
+            Journaling::Both => (true, true),
+        };
+        let mut journals = Journals {
+            source: source.then(journal::Journal::start).flatten(),
+            mirror: mirror.then(journal::Journal::start).flatten(),
+        };
+        if journaling == Journaling::Both {
+            for j in [&mut journals.source, &mut journals.mirror]
+                .into_iter()
+                .flatten()
+            {
+                j.keep_reading();
+            }
+        }
+        journals
+    }
 }
 
 /// At most this many hard-linked files are named in [`MirrorError::HardLinked`]'s message (all
@@ -575,6 +731,24 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Mir
         op,
         path: path.to_path_buf(),
         source,
+    }
+}
+
+impl Drop for Mirror {
+    /// A large mirror's maps are freed on a thread of their own: a hundred thousand
+    /// allocations a caller that is about to exit (a one-shot call) need not wait for.
+    fn drop(&mut self) {
+        if self.baseline.len() < 4096 {
+            return;
+        }
+        let maps = (
+            std::mem::take(&mut self.baseline),
+            std::mem::take(&mut self.copies),
+        );
+        // If no thread can be had, the closure (and the maps) are dropped right here.
+        let _ = std::thread::Builder::new()
+            .name("fsguard-free".into())
+            .spawn(move || drop(maps));
     }
 }
 
@@ -622,8 +796,11 @@ impl Mirror {
             baseline: BTreeMap::new(),
             copies: BTreeMap::new(),
             options: options.clone(),
+            journals: Journals::default(),
+            record: None,
+            saved: refresh::Saved::default(),
         };
-        match this.copy_all().and_then(|()| this.settle_copies()) {
+        match this.copy_all().and_then(|_| this.settle_copies()) {
             Ok(()) => Ok(this),
             Err(e) => Err(this.discard(e)),
         }
@@ -639,6 +816,20 @@ impl Mirror {
             let _ = refresh::remove_tree(self.mirror.path());
         }
         err
+    }
+
+    /// Whether this mirror's change journals ([`MirrorOptions::journaling`]) can vouch for
+    /// everything that changed since its last walk: no events dropped, every watch in place.
+    /// When they cannot, [`changes`](Mirror::changes) and
+    /// [`refresh_journaled`](Mirror::refresh_journaled) walk everything instead.
+    pub fn journals_vouch(&self) -> bool {
+        let vouches =
+            |j: &Option<journal::Journal>| j.as_ref().is_some_and(|j| j.dirty().is_some());
+        match self.options.journaling {
+            Journaling::Off => false,
+            Journaling::Mirror => vouches(&self.journals.mirror),
+            Journaling::Both => vouches(&self.journals.source) && vouches(&self.journals.mirror),
+        }
     }
 
     /// The folder's path.
@@ -705,30 +896,51 @@ impl Mirror {
         }
     }
 
-    fn copy_all(&mut self) -> Result<(), MirrorError> {
+    fn copy_all(&mut self) -> Result<usize, MirrorError> {
         self.copy_all_with(None)
     }
 
-    /// The copy walk; `reuse` when refreshing an existing, pruned mirror.
-    fn copy_all_with(&mut self, reuse: Option<&refresh::Reuse>) -> Result<(), MirrorError> {
+    /// The copy walk; `reuse` when refreshing an existing mirror. Returns how many files
+    /// were kept as they were.
+    fn copy_all_with(&mut self, reuse: Option<&refresh::Reuse>) -> Result<usize, MirrorError> {
+        self.record = None;
+        self.saved.changed();
         let since = recent_since(self.options.racy_window);
         let src_root =
             sys::reopen_dir(self.source.as_fd()).map_err(io_err("open", Path::new(".")))?;
         let dst_root =
             sys::reopen_dir(self.mirror.as_fd()).map_err(io_err("open", Path::new(".")))?;
-        let copied = copy::copy_tree(src_root, dst_root, self.mirror.id(), since, reuse)?;
-        self.baseline = copied.baseline.into_iter().collect();
-        self.copies = copied.copies.into_iter().collect();
-        let mut dir_modes = copied.dir_modes;
-        // Directory modes last, deepest first: a read-only directory must be filled before it
-        // becomes read-only.
-        dir_modes.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
-        for (rel, mode) in dir_modes {
-            let fd = open_rel_dir(self.mirror.as_fd(), &rel).map_err(io_err("open", &rel))?;
-            rustix::fs::fchmod(&fd, crate::sys::perm(mode & 0o1777))
-                .map_err(|e| io_err("chmod", &rel)(e.into()))?;
-        }
-        Ok(())
+        // Journals start with the walk: each directory is watched before it is listed, so what
+        // the walk records is covered (module `journal`).
+        // A new mirror's own copies would name every path in its journal: the first turn's
+        // `changes` walks it all in any case, so only a refresh (or a kept mirror) watches.
+        let journaling = match (self.options.journaling, reuse) {
+            (Journaling::Mirror, None) => Journaling::Off,
+            (journaling, _) => journaling,
+        };
+        self.journals = Journals::start(journaling);
+        let mut copied = copy::copy_tree(
+            src_root,
+            dst_root,
+            self.mirror.id(),
+            since,
+            reuse,
+            &self.journals,
+        )?;
+        // Sorted by bytes first: building a map from sorted pairs takes one `Path` comparison
+        // per entry, from the walk's order a sort's worth of them.
+        sort_in_path_order(&mut copied.entries);
+        let (baseline, copies) = split_entries(std::mem::take(&mut copied.entries));
+        // The two maps are built side by side: each is a pass over 50 000 large entries.
+        let (baseline, copies) = std::thread::scope(|s| {
+            let copies = s.spawn(|| copies.into_iter().collect::<BTreeMap<_, _>>());
+            let baseline: BTreeMap<_, _> = baseline.into_iter().collect();
+            (baseline, copies.join())
+        });
+        self.baseline = baseline;
+        self.copies = copies.unwrap_or_else(|p| std::panic::resume_unwind(p));
+        set_dir_modes(self.mirror.as_fd(), copied.dir_modes)?;
+        Ok(copied.kept)
     }
 
     /// Marks the copies recorded so far as trusted once the mirror file system's clock has
@@ -782,13 +994,82 @@ impl Mirror {
 
     /// Lists how the mirror differs from the baseline, sorted by path (a `Deleted` before an
     /// `Added` at the same path). A `.git` entry the mirror gained is listed, not descended.
+    ///
+    /// With the mirror's change journal vouching (module docs, "Change journals"), only the
+    /// paths it names are looked at: everything else is as the walk that started it recorded
+    /// it. Otherwise the whole mirror is walked.
     pub fn changes(&self) -> Result<Vec<Change>, MirrorError> {
+        let journaled = self.journaled_changes()?;
+        // Debug builds (every test) check the journal against the walk it saves.
+        let journaled = match journaled {
+            Some(out) if !cfg!(debug_assertions) => return Ok(out),
+            other => other,
+        };
         let now = snapshot_tree(self.mirror.as_fd())?;
         let mut out = Vec::new();
+        self.diff(self.baseline.iter(), self.copies.iter(), &now, &mut out)?;
+        out.sort_by(|a, b| a.path.cmp(&b.path).then(b.kind.cmp(&a.kind)));
+        if let Some(journaled) = journaled {
+            assert_eq!(journaled, out, "the mirror's journal missed a change");
+        }
+        Ok(out)
+    }
+
+    /// [`changes`](Mirror::changes) from the journal's paths; `None` when it cannot say.
+    fn journaled_changes(&self) -> Result<Option<Vec<Change>>, MirrorError> {
+        let mut out = Vec::new();
+        match self.journaled_roots() {
+            Some(roots) => {
+                for root in roots {
+                    let Some(now) = snapshot_under(self.mirror.as_fd(), &root)? else {
+                        return Ok(None);
+                    };
+                    let base = self
+                        .baseline
+                        .range::<Path, _>((Bound::Included(root.as_path()), Bound::Unbounded))
+                        .take_while(|(p, _)| p.starts_with(&root));
+                    let copies = self
+                        .copies
+                        .range::<Path, _>((Bound::Included(root.as_path()), Bound::Unbounded))
+                        .take_while(|(p, _)| p.starts_with(&root));
+                    self.diff(base, copies, &now, &mut out)?;
+                }
+            }
+            None => return Ok(None),
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path).then(b.kind.cmp(&a.kind)));
+        Ok(Some(out))
+    }
+
+    /// The paths the mirror's journal says may have changed, outermost only, each cut at its
+    /// first `.git` component (never descended); `None` when there is no journal, it cannot
+    /// vouch, or so much changed that one walk is cheaper than looking path by path.
+    fn journaled_roots(&self) -> Option<Vec<PathBuf>> {
+        let roots = self.journals.mirror.as_ref()?.dirty()?;
+        if roots.len() > (self.baseline.len() / 8).max(64) {
+            return None;
+        }
+        let cut = outermost(roots);
+        // The root itself dirty (never from events; be safe): the whole walk.
+        if cut.iter().any(|r| r.as_os_str().is_empty()) {
+            return None;
+        }
+        Some(cut)
+    }
+
+    /// Appends how the mirror's entries `now` differ from the baseline entries `base` (and
+    /// the copies' stamps `copies`): the same paths' parts of each, all in path order.
+    fn diff<'m>(
+        &self,
+        base: impl Iterator<Item = (&'m PathBuf, &'m BaselineEntry)>,
+        copies: impl Iterator<Item = (&'m PathBuf, &'m CopyStamp)>,
+        now: &[(PathBuf, Meta)],
+        out: &mut Vec<Change>,
+    ) -> Result<(), MirrorError> {
         // A merge of three lists in the same path order (the baseline, the copies, the
         // mirror's walk): one pass, no lookups.
-        let mut copies = self.copies.iter().peekable();
-        let mut base_it = self.baseline.iter().peekable();
+        let mut copies = copies.peekable();
+        let mut base_it = base.peekable();
         let mut now_it = now.iter().peekable();
         loop {
             let order = match (base_it.peek(), now_it.peek()) {
@@ -837,8 +1118,7 @@ impl Mirror {
                 }
             }
         }
-        out.sort_by(|a, b| a.path.cmp(&b.path).then(b.kind.cmp(&a.kind)));
-        Ok(out)
+        Ok(())
     }
 
     /// Whether the mirror's file at `rel` (metadata `cur`) holds other content than was copied.
@@ -969,16 +1249,15 @@ impl Mirror {
                 }
             }
         }
-        dir_modes.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
-        for (rel, mode) in dir_modes {
-            let fd = open_rel_dir(self.source.as_fd(), &rel).map_err(io_err("open", &rel))?;
-            rustix::fs::fchmod(&fd, crate::sys::perm(mode & 0o1777))
-                .map_err(|e| io_err("chmod", &rel)(e.into()))?;
-        }
+        set_dir_modes(self.source.as_fd(), dir_modes)?;
         // What was written is the new baseline: the folder's side (recent by construction, so
         // hashed — whatever the options promised about the folder at create, these files were
         // changed just now) and the mirror's side (the copy as it was read for the write-back).
         let since = recent_since(self.options.racy_window.max(RACY_WINDOW));
+        if !report.applied.is_empty() {
+            self.record = None;
+            self.saved.changed();
+        }
         for c in &report.applied {
             match source_state(self.source.as_fd(), &c.path, |m| is_recent(m, since))? {
                 SourceState::Present(now) => {
@@ -1483,58 +1762,188 @@ fn open_regular(root: BorrowedFd<'_>, rel: &Path) -> Result<Option<(File, Meta)>
 /// sorted, a directory right before its contents: exactly the order of a
 /// `BTreeMap<PathBuf, _>`, so `changes` can merge instead of look up). Entries named `.git` in
 /// any case are listed but not descended. Nothing is read: `changes` decides from metadata
-/// first. Open directories are held only along the current path.
+/// first. The directories are listed and their entries `stat`-ed on the crate's worker pool
+/// (one job per directory, relative to its open fd); the result is sorted once at the end.
 fn snapshot_tree(root: BorrowedFd<'_>) -> Result<Vec<(PathBuf, Meta)>, MirrorError> {
-    struct Frame {
-        fd: OwnedFd,
-        rel: PathBuf,
-        names: std::vec::IntoIter<OsString>,
-    }
-    let mut buf = Vec::new();
-    let mut frame = |fd: OwnedFd, rel: PathBuf| -> Result<Frame, MirrorError> {
-        let mut names = Vec::new();
-        sys::for_each_entry(fd.as_fd(), &mut buf, |name, _| {
-            names.push(OsStr::from_bytes(name.to_bytes()).to_os_string());
-            Ok(())
-        })
-        .map_err(io_err("list", &rel))?;
-        names.sort_unstable();
-        Ok(Frame {
-            fd,
-            rel,
-            names: names.into_iter(),
-        })
+    let root = sys::reopen_dir(root).map_err(io_err("open", Path::new("")))?;
+    let mut out = snapshot_below(root, PathBuf::new())?;
+    sort_in_path_order(&mut out);
+    Ok(out)
+}
+
+/// The mirror's entry at `rel` (if any) and, for a directory not named `.git`, everything
+/// below it, as [`snapshot_tree`] lists them. `None` when the parent directory cannot be
+/// opened: a journal's root always has one (its parent was not dirty, so it is the directory
+/// the walk watched), so the caller no longer trusts the journal and walks everything.
+fn snapshot_under(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+) -> Result<Option<Vec<(PathBuf, Meta)>>, MirrorError> {
+    let Ok((dir, name)) = open_rel_parent(root, rel) else {
+        return Ok(None);
     };
-    let root_fd = sys::reopen_dir(root).map_err(io_err("open", Path::new("")))?;
-    let mut stack = vec![frame(root_fd, PathBuf::new())?];
-    let mut out = Vec::new();
-    while let Some(top) = stack.last_mut() {
-        let Some(name) = top.names.next() else {
-            stack.pop();
-            continue;
+    let meta = match sys::stat_at(dir.as_fd(), name) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Some(Vec::new())),
+        Err(e) => return Err(io_err("stat", rel)(e)),
+    };
+    let mut out = vec![(rel.to_path_buf(), meta)];
+    if meta.kind == Kind::Dir && !is_git_name(name.as_bytes()) {
+        let fd = sys::open_dir_child(dir.as_fd(), name).map_err(io_err("open", rel))?;
+        out.extend(snapshot_below(fd, rel.to_path_buf())?);
+    }
+    sort_in_path_order(&mut out);
+    Ok(Some(out))
+}
+
+/// Every entry below the directory open as `top` (at `top_rel`), in no particular order: the
+/// directories are listed and their entries `stat`-ed on the crate's worker pool.
+fn snapshot_below(top: OwnedFd, top_rel: PathBuf) -> Result<Vec<(PathBuf, Meta)>, MirrorError> {
+    /// A directory to list, opened only when taken (relative to its parent's fd): a waiting
+    /// job holds only its parent open, so the open fds stay near the tree's depth.
+    struct Dir {
+        parent: Option<std::sync::Arc<OwnedFd>>,
+        rel: PathBuf,
+    }
+    #[derive(Default)]
+    struct Found {
+        entries: Vec<(PathBuf, Meta)>,
+        buf: Vec<u8>,
+    }
+    let top = std::sync::Arc::new(top);
+    let first = Dir {
+        parent: None,
+        rel: top_rel,
+    };
+    let parts = crate::pool::run(
+        walk_threads(),
+        vec![first],
+        |dir: Dir, jobs: &mut Vec<Dir>, found: &mut Found| {
+            let fd = match (&dir.parent, dir.rel.file_name()) {
+                (Some(parent), Some(name)) => std::sync::Arc::new(
+                    sys::open_dir_child(parent.as_fd(), name).map_err(io_err("open", &dir.rel))?,
+                ),
+                _ => std::sync::Arc::clone(&top),
+            };
+            let mut names = Vec::new();
+            sys::for_each_entry(fd.as_fd(), &mut found.buf, |name, _| {
+                names.push(OsStr::from_bytes(name.to_bytes()).to_os_string());
+                Ok(())
+            })
+            .map_err(io_err("list", &dir.rel))?;
+            for name in names {
+                let child = dir.rel.join(&name);
+                let meta = match sys::stat_at(fd.as_fd(), name.as_os_str()) {
+                    Ok(m) => m,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(io_err("stat", &child)(e)),
+                };
+                // A `.git` entry is listed so finalize can refuse it by name; never descended.
+                if meta.kind == Kind::Dir && !is_git_name(name.as_bytes()) {
+                    jobs.push(Dir {
+                        parent: Some(std::sync::Arc::clone(&fd)),
+                        rel: child.clone(),
+                    });
+                }
+                found.entries.push((child, meta));
+            }
+            Ok(())
+        },
+    )?;
+    Ok(parts.into_iter().flat_map(|f| f.entries).collect())
+}
+
+/// How many threads the crate's tree walks use: every core, at most [`MAX_WALK_THREADS`].
+pub(crate) fn walk_threads() -> usize {
+    // Asked once per process: the answer reads the cgroup's CPU quota files each time.
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_WALK_THREADS)
+    })
+}
+
+/// At most this many threads walk a tree, whatever the machine has: past that the file
+/// system's own locks, not the CPUs, are the limit.
+const MAX_WALK_THREADS: usize = 8;
+
+/// Sorts `(path, _)` pairs into `Path` order (the order of a `BTreeMap<PathBuf, _>`) by
+/// comparing bytes, with the separator below every other byte — the same order for the
+/// normalized relative paths the walks build (components joined by one `/`), without
+/// `Path`'s component parsing on every comparison. Indices are sorted, then the entries moved
+/// once: they are large.
+pub(crate) fn sort_in_path_order<T: Sync>(entries: &mut [(PathBuf, T)]) {
+    let mut order: Vec<u32> = (0..u32::try_from(entries.len()).unwrap_or(u32::MAX)).collect();
+    if order.len() != entries.len() {
+        entries.sort_unstable_by(|a, b| path_order(&a.0, &b.0));
+        return;
+    }
+    let by_path = |a: &u32, b: &u32| path_order(&entries[*a as usize].0, &entries[*b as usize].0);
+    // A large list: two halves sorted side by side (the walk ran on every core; this need
+    // not run on one), then merged.
+    let half = if order.len() < 4096 {
+        0
+    } else {
+        order.len() / 2
+    };
+    let (left, right) = order.split_at_mut(half);
+    std::thread::scope(|s| {
+        if !left.is_empty() {
+            s.spawn(|| left.sort_unstable_by(by_path));
+        }
+        right.sort_unstable_by(by_path);
+    });
+    let mut merged = Vec::with_capacity(order.len());
+    let (mut l, mut r) = (
+        order[..half].iter().peekable(),
+        order[half..].iter().peekable(),
+    );
+    loop {
+        let next = match (l.peek(), r.peek()) {
+            (Some(a), Some(b)) if by_path(a, b) != Ordering::Greater => l.next(),
+            (Some(_), Some(_)) => r.next(),
+            (Some(_), None) => l.next(),
+            (None, _) => r.next(),
         };
-        let child = top.rel.join(&name);
-        let meta = match sys::stat_at(top.fd.as_fd(), name.as_os_str()) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io_err("stat", &child)(e)),
-        };
-        // A `.git` entry is listed so finalize can refuse it by name; never descended.
-        let descend = meta.kind == Kind::Dir && !is_git_name(name.as_bytes());
-        let opened = if descend {
-            Some(
-                sys::open_dir_child(top.fd.as_fd(), name.as_os_str())
-                    .map_err(io_err("open", &child))?,
-            )
-        } else {
-            None
-        };
-        out.push((child.clone(), meta));
-        if let Some(fd) = opened {
-            stack.push(frame(fd, child)?);
+        match next {
+            Some(&i) => merged.push(i),
+            None => break,
         }
     }
-    Ok(out)
+    let mut order = merged;
+    // In place, cycle by cycle: position `i` takes the entry `order[i]` names; no second
+    // vector of the (large) entries.
+    for start in 0..order.len() {
+        let mut i = start;
+        while order[i] as usize != start {
+            let next = order[i] as usize;
+            entries.swap(i, next);
+            order[i] = i as u32;
+            i = next;
+        }
+        order[i] = i as u32;
+    }
+}
+
+/// `a.cmp(b)` for normalized relative paths, by bytes (see [`sort_in_path_order`]).
+fn path_order(a: &Path, b: &Path) -> Ordering {
+    let (a, b) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n && a[i..i + 8] == b[i..i + 8] {
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    // The end of a path sorts first, then the separator, then every other byte.
+    let key = |s: &[u8]| match s.get(i) {
+        None => 0u16,
+        Some(b'/') => 1,
+        Some(&c) => u16::from(c) + 2,
+    };
+    key(a).cmp(&key(b))
 }
 
 /// Copies `from` to `to` without looking at the bytes. On Linux `std::io::copy` between two
@@ -1652,6 +2061,95 @@ mod tests {
         assert!(walked.contains(&PathBuf::from("b/.git")));
         assert!(!walked.contains(&PathBuf::from("b/.git/h")));
         assert_eq!(walked.len(), 15, "{walked:?}");
+    }
+
+    /// Paths as the walks build them, in no particular order.
+    const WALKED: [&str; 20] = [
+        "a",
+        "a/x",
+        "a/x/0",
+        "a/x/1",
+        "a/x-y",
+        "a-b",
+        "a-b/z",
+        "a.b",
+        "a0",
+        "A",
+        "ab/c/d/e/f/g/h/i",
+        "ab/c/d/e/f/g/h",
+        "ab/c/d/e/f/g",
+        "ab/c/d/e/f",
+        "ab/c/d/e",
+        "ab/c/d",
+        "ab/c",
+        "ab",
+        "\u{e9}",
+        "\u{e9}/x",
+    ];
+
+    /// The byte comparison the walks sort with is `Path`'s own order on their paths.
+    #[test]
+    fn the_byte_order_of_walked_paths_is_path_order() {
+        let more = ["n/p-1/lib/f.js", "n/p-1/lib.js", "n/p-1/lib/f", "n/p-10"];
+        for a in WALKED.iter().chain(&more) {
+            for b in WALKED.iter().chain(&more) {
+                let (a, b) = (Path::new(a), Path::new(b));
+                assert_eq!(path_order(a, b), a.cmp(b), "{a:?} {b:?}");
+            }
+        }
+    }
+
+    /// The walks' results come out of `sort_in_path_order` exactly as `Path` sorts them,
+    /// whatever order the workers produced them in, and nothing is lost.
+    #[test]
+    fn walk_results_are_put_in_path_order() {
+        let names = WALKED;
+        let mut sorted: Vec<PathBuf> = names.iter().map(PathBuf::from).collect();
+        sorted.sort();
+        let mut entries: Vec<(PathBuf, usize)> = names
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(i, n)| (PathBuf::from(n), i))
+            .collect();
+        sort_in_path_order(&mut entries);
+        assert_eq!(
+            entries.iter().map(|e| e.0.clone()).collect::<Vec<_>>(),
+            sorted
+        );
+        // An entry without its parent: still all there, still in order.
+        let mut orphan: Vec<(PathBuf, ())> = ["b/c", "a", "b/c/d"]
+            .iter()
+            .map(|n| (PathBuf::from(n), ()))
+            .collect();
+        sort_in_path_order(&mut orphan);
+        let got: Vec<&Path> = orphan.iter().map(|e| e.0.as_path()).collect();
+        assert_eq!(got, [Path::new("a"), Path::new("b/c"), Path::new("b/c/d")]);
+    }
+
+    /// A list long enough to be sorted in two halves and merged comes out the same.
+    #[test]
+    fn a_long_walk_result_is_put_in_path_order_too() {
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for d in 0..60 {
+            paths.push(PathBuf::from(format!("d{d}")));
+            for f in 0..90 {
+                paths.push(PathBuf::from(format!("d{d}/f-{f}")));
+                paths.push(PathBuf::from(format!("d{d}-x/f.{f}")));
+            }
+        }
+        let mut sorted = paths.clone();
+        sorted.sort();
+        // A fixed shuffle: what the workers give back is in no order.
+        let mut entries: Vec<(PathBuf, usize)> = paths.into_iter().zip(0..).collect();
+        let mut seed = 0x2545_f491_u64;
+        for i in (1..entries.len()).rev() {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            entries.swap(i, (seed >> 33) as usize % (i + 1));
+        }
+        sort_in_path_order(&mut entries);
+        assert!(entries.len() > 4096);
+        assert_eq!(entries.into_iter().map(|e| e.0).collect::<Vec<_>>(), sorted);
     }
 
     /// Where the mirror's clock cannot be seen to tick (a coarse-grained file system), the

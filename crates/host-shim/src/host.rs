@@ -277,6 +277,7 @@ impl Host {
             run_command: Arc::default(),
             background: Arc::default(),
             id: Arc::from(session_id().as_str()),
+            warm: Arc::default(),
         })
     }
 }
@@ -370,6 +371,17 @@ pub struct Session {
     background: Arc<OnceLock<SessionBackground>>,
     /// Unique on this machine: names the session's directory under the state directory.
     id: Arc<str>,
+    /// The workspace's persistent mirror between turns, for a long-lived front end (issue 21).
+    warm: Arc<WarmMirror>,
+}
+
+/// The persistent mirror a long-lived session keeps between turns ([`Session::keep_mirror_warm`]),
+/// with its change journals, so the next turn brings it up to date at the cost of what changed
+/// ([`Mirror::refresh_journaled`]).
+#[derive(Debug, Default)]
+struct WarmMirror {
+    keep: std::sync::atomic::AtomicBool,
+    mirror: Mutex<Option<Mirror>>,
 }
 
 static MIRROR_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -379,6 +391,15 @@ fn io_failed(what: impl std::fmt::Display) -> ToolError {
 }
 
 impl Session {
+    /// For a front end that serves many turns in one process (the MCP server): the
+    /// workspace's persistent mirror stays in memory between turns with change journals of
+    /// the folder and the mirror, and each turn looks only at what changed since the last
+    /// one; whenever the journals cannot vouch (fsguard's `Mirror::refresh_journaled`), the
+    /// turn walks everything as a one-shot call does.
+    pub fn keep_mirror_warm(&self) {
+        self.warm.keep.store(true, Ordering::Relaxed);
+    }
+
     /// The session's background events (BG-*): the delivery target without which
     /// `background_command` is refused (BG-7). Makes the session's tasks, with their logs in
     /// `<state>/sessions/<session>/background`; `config` may change the limit, count the host's
@@ -650,7 +671,7 @@ impl Session {
     /// The workspace's copy for a turn, under `right`.
     fn mount(&self, dir: &Path, right: CopyRight) -> Result<Workspace, ToolError> {
         let (mirror, persistent, call_dir, slot) = match right {
-            CopyRight::Persistent(p) => (p.take(&self.folder)?, Some(p), None, None),
+            CopyRight::Persistent(p) => (p.take(&self.folder, &self.warm)?, Some(p), None, None),
             CopyRight::Temporary(slot) => {
                 let (mirror, call_dir) = self.temporary_mirror(dir)?;
                 (mirror, None, call_dir, slot)
@@ -927,13 +948,29 @@ impl PersistentMirror {
 
     /// The mirror for this turn: the persistent one refreshed, or — when that fails — removed
     /// and created anew. Its record is saved for the next turn.
-    fn take(&self, folder: &Path) -> Result<Mirror, ToolError> {
+    fn take(&self, folder: &Path, warm: &WarmMirror) -> Result<Mirror, ToolError> {
         let dest = self.path();
-        let mirror = match Mirror::refresh(folder, &dest) {
+        let journaling = if warm.keep.load(Ordering::Relaxed) {
+            fsguard::Journaling::Both
+        } else {
+            fsguard::Journaling::Mirror
+        };
+        let options = fsguard::MirrorOptions::new().journaling(journaling);
+        let kept = warm
+            .mirror
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .filter(|m| m.mirror_path() == dest && m.source_path() == folder);
+        let refreshed = match kept {
+            Some(kept) => kept.refresh_journaled(),
+            None => Mirror::refresh_with(folder, &dest, &options),
+        };
+        let mirror = match refreshed {
             Ok(m) => m,
             Err(_) => {
                 let _ = fsguard::remove_mirror(&dest);
-                Mirror::create(folder, &dest).map_err(|e| {
+                Mirror::create_with(folder, &dest, &options).map_err(|e| {
                     let _ = fsguard::remove_mirror(&dest);
                     run_tool::mirror_error(e)
                 })?
@@ -1334,6 +1371,11 @@ impl Turn {
                 report.kept = false;
                 if let Err(e) = mirror.save_record() {
                     report.error = Some(format!("could not record the mirror: {e}"));
+                }
+                // A long-lived session keeps it, journals and all, for its next turn.
+                let warm = &self.session.warm;
+                if warm.keep.load(Ordering::Relaxed) && report.error.is_none() {
+                    *warm.mirror.lock().unwrap_or_else(PoisonError::into_inner) = Some(mirror);
                 }
             }
             (Some(persistent), false) => {

@@ -8,6 +8,7 @@
 mod atomic;
 mod checked;
 mod hard_links;
+mod journal;
 mod lease;
 mod mirror;
 mod races;

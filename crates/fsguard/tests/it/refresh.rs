@@ -15,7 +15,7 @@ fn settled() -> MirrorOptions {
 }
 
 /// Every entry below `root` with its kind, mode and content (or link target): byte for byte.
-fn tree(root: &Path) -> Vec<String> {
+pub(crate) fn tree(root: &Path) -> Vec<String> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
         for e in fs::read_dir(dir).unwrap().flatten() {
             let p = e.path();
@@ -39,7 +39,7 @@ fn tree(root: &Path) -> Vec<String> {
 }
 
 /// What a fresh `create` of the folder makes, for comparison (in `fresh/`, then removed).
-fn fresh_tree(fx: &Fixture) -> (Vec<String>, Vec<BaseRow>) {
+pub(crate) fn fresh_tree(fx: &Fixture) -> (Vec<String>, Vec<BaseRow>) {
     let m = Mirror::create_with(fx.join("src"), fx.join("fresh"), &settled()).unwrap();
     let t = tree(&fx.join("fresh"));
     let base = baseline_of(&m);
@@ -49,9 +49,9 @@ fn fresh_tree(fx: &Fixture) -> (Vec<String>, Vec<BaseRow>) {
 }
 
 /// A baseline entry's path, kind, mode and inode.
-type BaseRow = (String, fsguard::EntryKind, u32, u64);
+pub(crate) type BaseRow = (String, fsguard::EntryKind, u32, u64);
 
-fn baseline_of(m: &Mirror) -> Vec<BaseRow> {
+pub(crate) fn baseline_of(m: &Mirror) -> Vec<BaseRow> {
     m.baseline()
         .iter()
         .map(|(p, b)| (p.display().to_string(), b.kind, b.mode, b.ino))

@@ -288,6 +288,61 @@ fn the_next_turn_sees_the_folder_as_it_is_now() {
     });
 }
 
+/// A long-lived front end (the MCP server) keeps the workspace's mirror warm between turns,
+/// with change journals (issue 21): every turn still sees the folder exactly as it is, edits
+/// deep down and renamed directories included, and its writes still reach the folder.
+#[test]
+fn a_session_kept_warm_sees_the_folder_as_it_is_now_at_every_turn() {
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    f.write("deep/er/still/b.txt", "b\n");
+    f.write("dir/c.txt", "c\n");
+    let host = f.host();
+    let s = host
+        .session(
+            PLUGIN.parse().unwrap(),
+            f.config("mounted", &["read", "write"]),
+        )
+        .unwrap();
+    s.keep_mirror_warm();
+    let opts = CallOptions::default();
+    let read = |turn: &host_shim::Turn, id: &str, p: &str| {
+        rt().block_on(turn.call(id, "read", json!({ "path": p }), &opts))
+    };
+    let first = s.begin_turn().unwrap();
+    assert_eq!(read(&first, "1", "a.txt").unwrap()["content"], "one\n");
+    rt().block_on(first.call(
+        "2",
+        "write",
+        json!({"path": "deep/er/still/new.txt", "content": "agent\n"}),
+        &opts,
+    ))
+    .unwrap();
+    let report = first.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
+    assert_eq!(report.mirror.unwrap().applied, ["deep/er/still/new.txt"]);
+    assert_eq!(f.read("deep/er/still/new.txt"), "agent\n");
+    for round in 0..3 {
+        f.write("deep/er/still/b.txt", format!("b{round}\n"));
+        let (from, to) = if round % 2 == 0 {
+            ("dir", "moved")
+        } else {
+            ("moved", "dir")
+        };
+        std::fs::rename(f.folder.join(from), f.folder.join(to)).unwrap();
+        let turn = s.begin_turn().unwrap();
+        assert_eq!(
+            read(&turn, "1", "deep/er/still/b.txt").unwrap()["content"],
+            format!("b{round}\n")
+        );
+        assert_eq!(
+            read(&turn, "2", &format!("{to}/c.txt")).unwrap()["content"],
+            "c\n"
+        );
+        assert!(read(&turn, "3", &format!("{from}/c.txt")).is_err());
+        turn.finish(TurnEnd::Succeeded, KeepMirror::WhenNeeded);
+    }
+}
+
 /// A failed turn's mirror is kept for diagnosis under a name of its own, never reused: the
 /// next turn starts from a fresh copy of the folder (RUN-11).
 #[test]
