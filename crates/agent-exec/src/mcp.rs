@@ -350,8 +350,9 @@ impl McpServer {
     /// runs (the module docs say how). A session whose events were taken by someone else does
     /// not serve the three: nobody here would hear its tasks.
     pub fn add_session(&mut self, session: &Session) -> Vec<String> {
-        // One process, many turns: the workspace's mirror stays warm between them (issue 21).
-        session.keep_mirror_warm();
+        // Not `Session::keep_mirror_warm`: its folder journal misses changes it cannot hear
+        // (an attack of issue 21: writes through a hard link made elsewhere, remote or FUSE
+        // edits, mounts), so every turn refreshes by the walk, one `statx` per file.
         let mut skipped = Vec::new();
         let mut added_background = Vec::new();
         let registry = session.host().registry();

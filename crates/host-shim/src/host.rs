@@ -391,11 +391,22 @@ fn io_failed(what: impl std::fmt::Display) -> ToolError {
 }
 
 impl Session {
-    /// For a front end that serves many turns in one process (the MCP server): the
-    /// workspace's persistent mirror stays in memory between turns with change journals of
-    /// the folder and the mirror, and each turn looks only at what changed since the last
-    /// one; whenever the journals cannot vouch (fsguard's `Mirror::refresh_journaled`), the
-    /// turn walks everything as a one-shot call does.
+    /// For a front end that serves many turns in one process: the workspace's persistent
+    /// mirror stays in memory between turns with change journals of the folder and the
+    /// mirror, and each turn looks only at what changed since the last one; whenever the
+    /// journals know they cannot vouch (fsguard's `Mirror::refresh_journaled`), the turn walks
+    /// everything as a one-shot call does.
+    ///
+    /// **Not safe for folders others change in ways inotify does not hear, and not used by
+    /// `agent-exec mcp`** (attack of issue 21). Missed: a write or `chmod` through a hard link
+    /// to a folder file made outside the folder (no event in the folder's directories; the
+    /// turn serves the old content and applies output derived from it, where the walk would
+    /// refuse the linked file); edits by another machine or below a FUSE, NFS or SMB mount;
+    /// mounts made or removed inside the folder (an unmounted tree's files are still served);
+    /// and watches of directories moved out of the folder are never removed. Until the
+    /// journal covers these (file watches or a `statfs` allow-list, a `mountinfo` poll,
+    /// watches dropped with their trees), only a host that knows its folder is a local
+    /// directory changed through its own names should call this.
     pub fn keep_mirror_warm(&self) {
         self.warm.keep.store(true, Ordering::Relaxed);
     }

@@ -2,7 +2,7 @@
 //! each of its directories was first looked at, so a turn re-examines those and no others
 //! (issue 21). Linux: inotify; elsewhere there is none and every turn walks the whole tree.
 //!
-//! **Why it cannot miss a change.** A watch is placed on every directory of the tree by the
+//! **Why it misses no change made through the tree's own names, on this machine.** A watch is placed on every directory of the tree by the
 //! walk that records the tree's state, on the directory's open descriptor, *before* the walk
 //! lists that directory or looks at any of its entries; so whatever the walk recorded for an
 //! entry was read after its directory's watch was in place. From then on the kernel queues an
@@ -35,6 +35,17 @@
 //! changes are read. In the folder, a process that keeps a file mapped for writing across
 //! turns can change it unseen until it closes it — the writers the mirror's assumption (4)
 //! already leaves out (module docs of `mirror`).
+//!
+//! **What it cannot hear at all** (an attack of issue 21), so the folder's journal
+//! ([`Journaling::Both`](crate::Journaling)) is not used by the shipped server: a write,
+//! truncation or `chmod` through another hard link to a file of the tree, made outside it (the
+//! event goes to the directory of the name used; a full walk would refuse the linked file);
+//! changes made by another machine or below a FUSE, NFS or SMB mount (inotify hears only this
+//! kernel's local calls); mounts made or removed inside the tree (no event; an unmounted
+//! tree's files stay recorded, and one directory reached at two paths has one watch); and
+//! watches of directories moved out of the tree stay placed. The mirror's journal, alive only
+//! during a turn on a private directory only the call's program writes to, is not exposed to
+//! these.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
