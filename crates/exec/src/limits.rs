@@ -23,7 +23,9 @@
 //! misbehaves; 8 GiB is more than any test suite an agent runs needs. The temp dir is memory
 //! (a tmpfs), so it is a part of the memory limit, not an addition. 65 536 files is what Java
 //! build tools and file watchers ask for. A host changes any of them with
-//! [`ResourceLimits`]'s fields (`SandboxSpec::resources`).
+//! [`ResourceLimits`]'s fields (`SandboxSpec::resources`), down to the minimums
+//! ([`MIN_MEMORY`], [`MIN_TEMP_DIR`], [`MIN_OPEN_FILES`]) below which a call would fail in a way
+//! that names neither the limit nor the fix; a call with less is refused before anything starts.
 
 use std::fmt;
 use std::num::{NonZeroU32, NonZeroU64};
@@ -48,6 +50,16 @@ pub struct ResourceLimits {
 
 /// The host's environment variable that changes the shell-kind defaults (module docs).
 pub const LIMITS_ENV: &str = "AGENT_EXEC_LIMITS";
+
+/// The least memory a call may be given: below it the first `execve` itself fails for want of
+/// memory, and the command reports exit 127 ("not found") rather than a limit it hit.
+pub const MIN_MEMORY: u64 = 16 * MIB;
+/// The least temp dir a call may be given (a tmpfs smaller than this holds no useful file).
+pub const MIN_TEMP_DIR: u64 = MIB;
+/// The fewest open files a call may be given: the sandbox's own set-up in the first process
+/// opens descriptors after the limit is set, and a shell needs its three, its pipes and
+/// redirections besides.
+pub const MIN_OPEN_FILES: u32 = 32;
 
 impl ResourceLimits {
     /// The defaults of a shell-kind call (`command`, `run_command`, `background_command`): see
@@ -94,8 +106,39 @@ impl ResourceLimits {
                     ));
                 }
             }
+            self.check().map_err(|w| bad(&w))?;
         }
         Ok(self)
+    }
+
+    /// Whether every limit is at least its minimum ([`MIN_MEMORY`], [`MIN_TEMP_DIR`],
+    /// [`MIN_OPEN_FILES`]; one process is enough for a command that starts none): a smaller
+    /// limit would make the call fail in a way that names neither the limit nor the fix.
+    ///
+    /// # Errors
+    /// A sentence naming the first limit below its minimum and the minimum.
+    pub fn check(&self) -> Result<(), String> {
+        if self.memory.get() < MIN_MEMORY {
+            return Err(format!(
+                "a memory of {} is below the {} a call needs to start its first program",
+                Bytes(self.memory.get()),
+                Bytes(MIN_MEMORY)
+            ));
+        }
+        if self.temp_dir.get() < MIN_TEMP_DIR {
+            return Err(format!(
+                "a tempDir of {} is below the minimum {}",
+                Bytes(self.temp_dir.get()),
+                Bytes(MIN_TEMP_DIR)
+            ));
+        }
+        if self.open_files.get() < MIN_OPEN_FILES {
+            return Err(format!(
+                "openFiles={} is below the {MIN_OPEN_FILES} the sandbox's set-up and a shell need",
+                self.open_files
+            ));
+        }
+        Ok(())
     }
 
     /// The overrides text that gives these limits from any base: what
@@ -485,6 +528,10 @@ mod tests {
             "cpu=2",
             "openFiles=-1",
             "processes=1.5",
+            "memory=1",
+            "memory=15MiB",
+            "tempDir=4KiB",
+            "openFiles=8",
         ] {
             let e = base.with_overrides(bad).unwrap_err().to_string();
             assert!(
@@ -494,10 +541,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_limit_below_its_minimum_is_refused_with_the_minimum() {
+        let base = ResourceLimits::builtin_command();
+        for (text, says) in [
+            ("memory=1", "a memory of 1 bytes is below the 16 MiB"),
+            (
+                "tempDir=1000",
+                "a tempDir of 1000 bytes is below the minimum 1 MiB",
+            ),
+            ("openFiles=31", "openFiles=31 is below the 32"),
+        ] {
+            let e = base.with_overrides(text).unwrap_err().to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        let least = format!(
+            "processes=1,memory={MIN_MEMORY},tempDir={MIN_TEMP_DIR},openFiles={MIN_OPEN_FILES}"
+        );
+        assert!(base.with_overrides(&least).is_ok());
+    }
+
     proptest::proptest! {
         #[test]
         fn overrides_round_trip(
-            p in 1u32.., m in 1u64.., t in 1u64.., f in 1u32..,
+            p in 1u32.., m in MIN_MEMORY.., t in MIN_TEMP_DIR.., f in MIN_OPEN_FILES..,
             base in proptest::sample::select(vec![ResourceLimits::for_run(), ResourceLimits::builtin_command()])
         ) {
             let want = ResourceLimits {

@@ -89,6 +89,13 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         crate::limits::host_overrides()
             .map_err(|e| ExecError::SandboxUnavailable(e.to_string()))?;
     }
+    // A library host sets the limits itself: one below its minimum would fail as something
+    // else (exit 127, a refused set-up), so it is refused here, naming the limit.
+    job.sandbox.resources.check().map_err(|why| {
+        ExecError::SandboxUnavailable(format!(
+            "the call's resource limits are too small: {why}; raise SandboxSpec::resources"
+        ))
+    })?;
     let lease = job.workdir.lease.clone();
     lease.verify().map_err(ExecError::LeaseLost)?;
     let prepared = crate::backend::prepare(&job.sandbox)?;

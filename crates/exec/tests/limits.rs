@@ -130,6 +130,41 @@ async fn a_fork_bomb_is_held_at_the_process_limit_and_stopped() {
 
 /// The first process joins each v1 cgroup through `tasks` (itself, one thread: no global lock,
 /// issue 21); what it and its children start is inside all the same.
+/// A limit below its minimum (`exec::limits::MIN_MEMORY`, …) would fail as something else
+/// — one byte of memory made the shell "exit 127", eight files a refused set-up — so nothing
+/// starts and the error names the limit (rule 5).
+#[tokio::test]
+async fn a_limit_below_its_minimum_is_refused_before_anything_starts() {
+    let f = fixture();
+    let m = marker();
+    for (resources, says) in [
+        (
+            ResourceLimits {
+                memory: NonZeroU64::new(1).unwrap(),
+                ..small()
+            },
+            "a memory of 1 bytes",
+        ),
+        (
+            ResourceLimits {
+                open_files: NonZeroU32::new(8).unwrap(),
+                ..small()
+            },
+            "openFiles=8",
+        ),
+    ] {
+        let script = format!("echo {m} > started");
+        let (ctx, _cancel) = CallContext::standalone();
+        let e = exec::run(job(&f, &script, resources, Duration::from_secs(5)), &ctx)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), toolscope::ErrorCode::ExecSandboxUnavailable);
+        assert!(e.to_string().contains(says), "{e}");
+        assert!(!f.work.join("started").exists());
+    }
+    assert_none_alive(&m);
+}
+
 #[tokio::test]
 async fn every_process_of_a_call_is_in_the_calls_cgroups() {
     if !sandbox_available() {
