@@ -34,7 +34,7 @@ use toolscope::{ErrorCode, ToolError};
 
 use crate::config::ToolName;
 use crate::registry::{ToolEnv, ToolFuture, ToolHandler, to_value};
-use crate::run_command::RunCommandSetup;
+use crate::run_command::Setup;
 
 /// What a background tool gets for one call.
 pub struct BackgroundEnv<'a> {
@@ -77,7 +77,7 @@ fn tasks<'a>(env: &ToolEnv<'a>) -> Result<&'a BackgroundTasks, ToolError> {
 /// The registered `background_command`, with run_command's setup (policy, asker, protected).
 #[derive(Debug)]
 pub(crate) struct BackgroundCommandTool {
-    pub(crate) setup: RunCommandSetup,
+    pub(crate) setup: Setup,
 }
 
 impl ToolHandler for BackgroundCommandTool {
@@ -93,7 +93,7 @@ impl ToolHandler for BackgroundCommandTool {
         Box::pin(async move {
             let args = BackgroundArgs::from_json(&args)?;
             let tasks = tasks(&env)?;
-            let options = self.setup.options(env.hidden)?;
+            let options = self.setup.get().options(env.hidden)?;
             let origin = match &args.group {
                 // A named group is its own origin, which has ended once its call returned.
                 Some(g) if env.background.origin_state == OriginState::Ended => Origin {
@@ -104,8 +104,8 @@ impl ToolHandler for BackgroundCommandTool {
             };
             let launch = Launch {
                 workdir: env.root,
-                policy: &self.setup.policy,
-                asker: &*self.setup.asker,
+                policy: &self.setup.get().policy,
+                asker: &*self.setup.get().asker,
                 state: Arc::clone(env.background.state),
                 options,
                 time_limit: None,

@@ -18,7 +18,7 @@ use toolscope::{CallContext, ErrorCode, ToolError};
 use crate::approve::{CallApprover, DebugApprover};
 use crate::background_tools::{BackgroundCancelTool, BackgroundCommandTool, BackgroundStatusTool};
 use crate::config::{ToolName, WorkspaceKind};
-use crate::run_command::{RunCommandSetup, RunCommandTool};
+use crate::run_command::{RunCommandSetup, RunCommandTool, Setup};
 
 /// The boxed future a handler returns.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
@@ -141,10 +141,10 @@ impl Default for Registry {
                     approver: DebugApprover(Arc::new(command_tool::DenyAll)),
                 }),
                 Arc::new(RunCommandTool {
-                    setup: RunCommandSetup::default(),
+                    setup: Setup::Default,
                 }),
                 Arc::new(BackgroundCommandTool {
-                    setup: RunCommandSetup::default(),
+                    setup: Setup::Default,
                 }),
                 Arc::new(BackgroundStatusTool),
                 Arc::new(BackgroundCancelTool),
@@ -171,9 +171,11 @@ impl Registry {
     pub fn with_run_command(mut self, setup: RunCommandSetup) -> Self {
         // background_command runs what run_command would, by the same rules and asker.
         self.register(Arc::new(BackgroundCommandTool {
-            setup: setup.clone(),
+            setup: Setup::Given(setup.clone()),
         }));
-        self.register(Arc::new(RunCommandTool { setup }));
+        self.register(Arc::new(RunCommandTool {
+            setup: Setup::Given(setup),
+        }));
         self
     }
 

@@ -88,6 +88,27 @@ impl Default for RunCommandSetup {
     }
 }
 
+/// A tool's [`RunCommandSetup`]: the host's, or the default one built at its first use. The
+/// default parses the shipped lists (about 0.6 ms), which a process that never runs
+/// `run_command` — `agent-exec call command` — should not pay for (issue 21); the registry's
+/// `run_command` and `background_command` share the one built.
+#[derive(Debug, Clone)]
+pub(crate) enum Setup {
+    Given(RunCommandSetup),
+    Default,
+}
+
+impl Setup {
+    pub(crate) fn get(&self) -> &RunCommandSetup {
+        static DEFAULT: std::sync::LazyLock<RunCommandSetup> =
+            std::sync::LazyLock::new(RunCommandSetup::default);
+        match self {
+            Setup::Given(setup) => setup,
+            Setup::Default => &DEFAULT,
+        }
+    }
+}
+
 impl fmt::Debug for RunCommandSetup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunCommandSetup")
@@ -126,7 +147,7 @@ pub fn run_command_policy(file: Option<&Path>, mode: Option<Mode>) -> Result<Pol
 /// The registered `run_command`.
 #[derive(Debug)]
 pub(crate) struct RunCommandTool {
-    pub(crate) setup: RunCommandSetup,
+    pub(crate) setup: Setup,
 }
 
 /// The user's home directory for run_command's sandbox and rules: `$HOME`, absolute.
@@ -160,12 +181,12 @@ impl ToolHandler for RunCommandTool {
                     .unwrap_or(ErrorCode::RunCommandArgumentsInvalid);
                 ToolError::new(code, refusal.message)
             })?;
-            let options = self.setup.options(env.hidden)?;
+            let options = self.setup.get().options(env.hidden)?;
             let out = run_command_tool::run_command(
                 args,
                 env.root,
-                &self.setup.policy,
-                &*self.setup.asker,
+                &self.setup.get().policy,
+                &*self.setup.get().asker,
                 env.run_command,
                 &options,
                 &env.ctx,
