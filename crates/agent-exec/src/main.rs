@@ -661,6 +661,9 @@ fn call(state_dir: Option<&Path>, args: CallArgs, password: Option<std::fs::File
     if args.workspace.is_none() && args.config.is_none() {
         return usage("call needs --workspace DIR (or --config FILE); see agent-exec call --help");
     }
+    // One call, then exit: its blocking work runs on this thread (exec::blocking).
+    #[cfg(target_os = "linux")]
+    exec::blocking::one_call_process();
     let tool_args = match read_args(args.json.clone()) {
         Ok(v) => v,
         Err(e) => return fail(&e),

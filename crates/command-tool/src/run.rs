@@ -207,7 +207,7 @@ pub async fn command_with(
         Some(home) => {
             let home = home.clone();
             let hidden = options.hidden.clone();
-            tokio::task::spawn_blocking(move || crate::toolchains::resolve(&home, &hidden))
+            exec::blocking::off_async(move || crate::toolchains::resolve(&home, &hidden))
                 .await
                 .unwrap_or_default()
         }
@@ -260,7 +260,7 @@ pub async fn command_with(
         Err(_) => Vec::new(),
     };
     // Removing a large temp dir is file-system work: keep it off the async threads.
-    let _ = tokio::task::spawn_blocking(move || temp.remove()).await;
+    let _ = exec::blocking::off_async(move || temp.remove()).await;
     interpret(outcome?, denials)
 }
 
@@ -280,7 +280,7 @@ async fn denials(
     } else {
         exec::denials::View::Host
     };
-    tokio::task::spawn_blocking(move || exec::denials::explain(&sandbox, &cwd, view, &mentions))
+    exec::blocking::off_async(move || exec::denials::explain(&sandbox, &cwd, view, &mentions))
         .await
         .unwrap_or_default()
         .into_iter()
@@ -360,7 +360,7 @@ fn scan_error(e: ScanError) -> ToolError {
 async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), ToolError> {
     let scope = Arc::clone(scope);
     let writable: Vec<Extra> = extra.iter().filter(|e| e.write()).cloned().collect();
-    let found = tokio::task::spawn_blocking(move || -> Result<Vec<PathBuf>, ToolError> {
+    let found = exec::blocking::off_async(move || -> Result<Vec<PathBuf>, ToolError> {
         // Mounts below the scope are inside the sandbox's grant too, so they are scanned.
         let options = ScanOptions::new().cross_mounts(true);
         let mut found: Vec<PathBuf> = scan_hard_links_in(&scope, &options)

@@ -55,6 +55,7 @@
 //! for the async wait and cancellation; `rustix` for pipes and `poll`.
 #![deny(missing_docs)]
 
+pub mod blocking;
 mod calltemp;
 mod capture;
 #[cfg(target_os = "linux")]

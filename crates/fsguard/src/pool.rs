@@ -23,8 +23,15 @@ struct Shared<J, E> {
     ready: Condvar,
 }
 
+/// Jobs the caller runs alone before the other workers start. A walk that ends within them (a
+/// one-call workspace of a few directories) starts no thread: starting and joining one cost
+/// more than such a walk — 0.5–2 ms of a one-directory hard-link scan on a 2-core machine
+/// whose cores were busy, for a scan of microseconds (issue 21).
+const ALONE_FIRST: usize = 32;
+
 /// Runs `jobs` and every job they push on `threads` threads (the caller's included; 0 or 1
-/// runs everything on the caller's thread) and returns each worker's state, the caller's first.
+/// runs everything on the caller's thread) and returns each worker's state, the caller's first:
+/// one state when the walk ended within the caller's [`ALONE_FIRST`] jobs, else `threads`.
 ///
 /// # Errors
 /// The first error a job returned; the walk stopped there.
@@ -35,23 +42,48 @@ where
     E: Send,
     W: Fn(J, &mut Vec<J>, &mut S) -> Result<(), E> + Sync,
 {
-    let shared = Shared {
+    let mut shared = Shared {
         queue: Mutex::new(Queue {
-            jobs,
+            jobs: Vec::new(),
             busy: 0,
             error: None,
         }),
         ready: Condvar::new(),
     };
+    // The caller alone first: a small walk ends before any thread is started.
+    let mut first = S::default();
+    if threads > 1 {
+        let mut stack = jobs;
+        let mut pushed = Vec::new();
+        for _ in 0..ALONE_FIRST {
+            let Some(job) = stack.pop() else {
+                return Ok(vec![first]);
+            };
+            work(job, &mut pushed, &mut first)?;
+            // Depth first, as the workers go: the job pushed last is popped next.
+            stack.append(&mut pushed);
+        }
+        shared
+            .queue
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .jobs = stack;
+    } else {
+        shared
+            .queue
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .jobs = jobs;
+    }
     let states = if threads <= 1 {
-        vec![worker(&shared, &work)]
+        vec![worker(&shared, &work, first)]
     } else {
         std::thread::scope(|s| {
             let handles: Vec<_> = (1..threads)
-                .map(|_| s.spawn(|| worker(&shared, &work)))
+                .map(|_| s.spawn(|| worker(&shared, &work, S::default())))
                 .collect();
             let mut states = Vec::with_capacity(threads);
-            states.push(worker(&shared, &work));
+            states.push(worker(&shared, &work, first));
             for h in handles {
                 // A worker only panics on a bug; resuming the panic keeps it visible.
                 states.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
@@ -69,12 +101,10 @@ where
     }
 }
 
-fn worker<J, S, E, W>(shared: &Shared<J, E>, work: &W) -> S
+fn worker<J, S, E, W>(shared: &Shared<J, E>, work: &W, mut state: S) -> S
 where
-    S: Default,
     W: Fn(J, &mut Vec<J>, &mut S) -> Result<(), E>,
 {
-    let mut state = S::default();
     let mut pushed: Vec<J> = Vec::new();
     let mut next: Option<J> = None;
     loop {
@@ -141,6 +171,7 @@ mod tests {
                     Ok::<(), ()>(())
                 })
                 .unwrap();
+            // More than ALONE_FIRST jobs: every worker started.
             assert_eq!(states.len(), threads.max(1), "one state per worker");
             let mut all: Vec<u32> = states.into_iter().flatten().collect();
             all.sort_unstable();
@@ -173,6 +204,23 @@ mod tests {
     fn no_jobs_is_an_empty_walk() {
         let states: Vec<u32> =
             run(3, Vec::<u8>::new(), |_, _, _: &mut u32| Ok::<(), ()>(())).unwrap();
-        assert_eq!(states, vec![0, 0, 0]);
+        assert_eq!(states, vec![0]);
+    }
+
+    #[test]
+    fn a_walk_within_the_callers_first_jobs_starts_no_thread() {
+        let caller = std::thread::current().id();
+        // 3 → 16 jobs, fewer than ALONE_FIRST.
+        let states = run(8, vec![3], |n, pushed, seen: &mut Vec<u32>| {
+            assert_eq!(std::thread::current().id(), caller);
+            seen.push(n);
+            fan_out(n, pushed);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(states.len(), 1);
+        assert_eq!(states[0].len(), 16);
+        // Depth first, as the workers go: the last job pushed runs next.
+        assert_eq!(&states[0][..4], &[3, 2, 1, 0]);
     }
 }

@@ -46,7 +46,8 @@ impl ScanOptions {
         self
     }
 
-    /// Number of worker threads; `0` (the default) means `std::thread::available_parallelism`.
+    /// Number of worker threads; `0` (the default) means one per core, at most eight (the
+    /// mirror's walks' count), started only once the walk outgrows the caller's first jobs.
     pub fn threads(mut self, n: usize) -> ScanOptions {
         self.threads = n;
         self
@@ -261,7 +262,7 @@ fn scan_fds(
         });
     }
     let threads = match options.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        0 => crate::mirror::walk_threads(),
         n => n,
     };
     let shared = Shared {

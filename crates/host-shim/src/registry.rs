@@ -242,7 +242,7 @@ impl ToolHandler for FileTool {
                 }
             }
             let hidden = file_tools::Hidden::beneath(root.path(), env.hidden);
-            let work = tokio::task::spawn_blocking(move || {
+            let work = exec::blocking::off_async(move || {
                 let _lease = lease;
                 body.run(&root, args, &hidden)
             });
