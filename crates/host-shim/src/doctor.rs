@@ -41,10 +41,16 @@ pub fn run_command_sets(policy: &Policy, home: &Path, host_files: &[PathBuf]) ->
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
         .collect();
     let host: Vec<&PathBuf> = host_files.iter().filter(|p| exists(p)).collect();
+    // Shown lossily where not UTF-8: JSON holds only Unicode, and the report must not fail.
+    let text = |p: &Path| p.to_string_lossy().into_owned();
+    let texts = |ps: &[&PathBuf]| ps.iter().map(|p| text(p)).collect::<Vec<_>>();
+    let hidden = texts(&hidden);
+    let caches: Vec<String> = caches.iter().map(|p| text(p)).collect();
+    let host = texts(&host);
     json!({
         "mode": policy.mode.as_str(),
         "read": {
-            "home": home,
+            "home": text(home),
             "rule": "the system runtime, the working directory, and $HOME except its private locations",
             "hiddenHere": hidden,
             "privateLocations": private.len(),
@@ -233,12 +239,15 @@ fn system_set() -> Value {
     use std::collections::BTreeMap;
     // Links judged for the report only: a call needs no `realpath` of each.
     let set = exec::sysset::current().judged();
+    // A name that is not UTF-8 (any file system may hold one) is shown lossily: JSON holds
+    // only Unicode, and the report must not fail for a name.
+    let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
     let trees: Vec<Value> = set
         .trees
         .iter()
         .map(|t| {
             json!({
-                "path": t.path,
+                "path": text(&t.path),
                 "access": if t.execute { "read+execute" } else { "read" },
             })
         })
@@ -248,6 +257,10 @@ fn system_set() -> Value {
     for (path, why) in &set.etc.withheld {
         by_reason.entry(why.label()).or_default().push(path);
     }
+    let by_reason_text: BTreeMap<&str, Vec<String>> = by_reason
+        .iter()
+        .map(|(reason, paths)| (*reason, paths.iter().map(|p| text(p)).collect()))
+        .collect();
     let name = |p: &std::path::Path| {
         p.strip_prefix("/etc")
             .unwrap_or(p)
@@ -271,7 +284,7 @@ fn system_set() -> Value {
         "etc": {
             "rule": "each /etc entry everyone may read (files o+r, directories o+rx), one rule per fully world-readable subtree; never what only an owner or group may read, never the named deny list; symbolic links reach only targets in the set",
             "rules": set.etc.allowed.len(),
-            "allowed": set.etc.allowed,
+            "allowed": set.etc.allowed.iter().map(|p| text(p)).collect::<Vec<_>>(),
             "linksIntoTheSet": set.etc.links_in_set,
             "withheld": set.etc.withheld.len(),
             "withheldSummary": format!(
@@ -279,7 +292,7 @@ fn system_set() -> Value {
                 set.etc.withheld.len(),
                 summary.join("; ")
             ),
-            "withheldByReason": by_reason,
+            "withheldByReason": by_reason_text,
             "denyList": denied,
         },
         "devices": {
@@ -308,6 +321,14 @@ pub fn report() -> Value {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_home_whose_name_is_not_utf8_is_shown_lossily_not_a_panic() {
+        use std::os::unix::ffi::OsStrExt;
+        let home = Path::new(std::ffi::OsStr::from_bytes(b"/home/u\xff"));
+        let sets = run_command_sets(&Policy::defaults(argv_policy::Mode::Safe), home, &[]);
+        assert_eq!(sets["read"]["home"], "/home/u\u{fffd}");
+    }
 
     #[test]
     fn doctor_prints_the_system_set_and_what_etc_withholds() {
