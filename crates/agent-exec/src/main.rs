@@ -390,6 +390,15 @@ fn env_number(name: &str) -> Result<Option<u64>, StateError> {
 }
 
 fn main() -> ExitCode {
+    // Read from the raw arguments before clap parses them (a few hundred microseconds), so a
+    // shell call's warm-up starts that much sooner (issue 21); what the parse finds decides
+    // only where this guess was silent.
+    #[cfg(target_os = "linux")]
+    let early = early_plan(&std::env::args_os().collect::<Vec<_>>());
+    #[cfg(target_os = "linux")]
+    if let Some(what) = &early {
+        start(what);
+    }
     let cli = Cli::parse();
     // Before anything else of ours can open a descriptor that would take the number N.
     let password_file = match &cli.command {
@@ -400,22 +409,9 @@ fn main() -> ExitCode {
         },
         _ => None,
     };
-    // Issue 15 §4: a SIGTERM, SIGINT or SIGHUP mid-call leaves no temp dir or per-call mirror.
-    // Before any thread starts (they inherit the mask); on failure the signals keep their
-    // default action, and the supervisors and the next start's sweep still clean up.
     #[cfg(target_os = "linux")]
-    if matches!(cli.command, Command::Call(_) | Command::Mcp(_))
-        && let Err(e) = proctree::remove_call_dirs_on_signals()
-    {
-        eprintln!("agent-exec: cannot watch for signals ({e}); continuing");
-    }
-    // The shell's system runtime set (an `/etc` walk) builds while the call is validated and
-    // its state read, instead of before the spawn (issue 16). After the signal mask above.
-    #[cfg(target_os = "linux")]
-    if matches!(&cli.command, Command::Call(c) if matches!(c.tool, ToolName::Command | ToolName::RunCommand))
-        || matches!(cli.command, Command::Mcp(_))
-    {
-        exec::sysset::warm();
+    if early.is_none() {
+        start(&Start::of(&cli.command));
     }
     match cli.command {
         Command::Doctor { policy } => {
@@ -451,6 +447,93 @@ fn main() -> ExitCode {
         Command::Revoke { what } => change(cli.state_dir.as_deref(), what, Direction::Revoke),
         Command::Status { plugin } => status(cli.state_dir.as_deref(), plugin.as_deref()),
     }
+}
+
+/// What a process starts before its subcommand runs: the signal watch of a call or a server,
+/// and the warm-up of a shell call's sandbox.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Start {
+    /// `call` or `mcp`: a SIGTERM, SIGINT or SIGHUP mid-call leaves no temp dir or mirror.
+    signals: bool,
+    /// A `command`/`run_command` call or a server: the system runtime set and the kernel
+    /// probes, built beside the call's own start-up.
+    warm: bool,
+}
+
+#[cfg(target_os = "linux")]
+impl Start {
+    fn of(command: &Command) -> Start {
+        match command {
+            Command::Call(c) => Start {
+                signals: true,
+                warm: matches!(c.tool, ToolName::Command | ToolName::RunCommand),
+            },
+            Command::Mcp(_) => Start {
+                signals: true,
+                warm: true,
+            },
+            _ => Start {
+                signals: false,
+                warm: false,
+            },
+        }
+    }
+}
+
+/// Starts what `what` names. Issue 15 §4: the signal watch first, before any thread starts
+/// (threads inherit the mask); on failure the signals keep their default action, and the
+/// supervisors and the next start's sweep still clean up. Issue 16: the shell's system runtime
+/// set (an `/etc` walk) builds while the call is validated and its state read.
+#[cfg(target_os = "linux")]
+fn start(what: &Start) {
+    if what.signals
+        && let Err(e) = proctree::remove_call_dirs_on_signals()
+    {
+        eprintln!("agent-exec: cannot watch for signals ({e}); continuing");
+    }
+    if what.warm {
+        exec::sysset::warm();
+    }
+}
+
+/// What to [`start`] for the subcommand the raw arguments plainly name — `[--state-dir DIR]
+/// call …` or `[--state-dir DIR] mcp …`; `None` for anything else, left to the parse.
+/// A `call` warms when any later argument is `command` or `run_command`: a guess that is wrong
+/// (a directory of that name) costs one needless walk, never a missed one, and every `call` is
+/// a call whatever its arguments. Never with `--password-fd` anywhere: that descriptor is taken
+/// over before anything of ours opens one that could take its number.
+#[cfg(target_os = "linux")]
+fn early_plan(args: &[std::ffi::OsString]) -> Option<Start> {
+    if args
+        .iter()
+        .any(|a| a.as_encoded_bytes().starts_with(b"--password-fd"))
+    {
+        return None;
+    }
+    let mut rest = args.iter().skip(1);
+    let sub = loop {
+        let arg = rest.next()?;
+        if arg == "--state-dir" {
+            rest.next()?;
+        } else if !arg.as_encoded_bytes().starts_with(b"--state-dir=") {
+            break arg;
+        }
+    };
+    let what = if sub == "call" {
+        Start {
+            signals: true,
+            warm: rest.any(|a| a == "command" || a == "run_command"),
+        }
+    } else if sub == "mcp" {
+        Start {
+            signals: true,
+            warm: true,
+        }
+    } else {
+        return None;
+    };
+    Some(what)
 }
 
 /// `--password-fd N` taken over by this process (module docs: which numbers are refused).
@@ -1152,5 +1235,82 @@ fn status(state_dir: Option<&Path>, plugin: Option<&str>) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail(&e.to_tool_error()),
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+    use proptest::prelude::*;
+
+    fn plan(args: &[&str]) -> Option<Start> {
+        let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        early_plan(&args)
+    }
+
+    #[test]
+    fn a_shell_call_and_a_server_are_started_before_the_parse() {
+        let warm = Some(Start {
+            signals: true,
+            warm: true,
+        });
+        assert_eq!(plan(&["ae", "call", "--workspace", ".", "command"]), warm);
+        assert_eq!(plan(&["ae", "--state-dir", "call", "mcp"]), warm);
+        assert_eq!(plan(&["ae", "--state-dir=/s", "call", "run_command"]), warm);
+        assert_eq!(
+            plan(&["ae", "call", "--workspace", ".", "read"]),
+            Some(Start {
+                signals: true,
+                warm: false
+            })
+        );
+        assert_eq!(plan(&["ae", "doctor"]), None);
+        assert_eq!(plan(&["ae", "--state-dir", "mcp", "status"]), None);
+        assert_eq!(plan(&["ae"]), None);
+    }
+
+    #[test]
+    fn a_password_descriptor_waits_for_the_parse() {
+        assert_eq!(
+            plan(&[
+                "ae",
+                "call",
+                "--password-fd",
+                "5",
+                "--workspace",
+                ".",
+                "command"
+            ]),
+            None
+        );
+        assert_eq!(plan(&["ae", "call", "--password-fd=5", "command"]), None);
+    }
+
+    proptest! {
+        /// Wherever the early plan speaks, it starts what the parse would (a needless warm-up
+        /// is allowed; a missed one or a signal watch the parse would not start is not).
+        #[test]
+        fn the_early_plan_never_contradicts_the_parse(
+            words in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "call", "mcp", "doctor", "status", "command", "run_command", "read",
+                    "run", "--state-dir", "--state-dir=/s", "--workspace", ".", "--json",
+                    "{}", "--password-fd", "5", "-h", "x",
+                ]),
+                0..7,
+            )
+        ) {
+            let mut args = vec!["agent-exec"];
+            args.extend(words.iter().copied());
+            if let Some(early) = plan(&args)
+                && let Ok(cli) = Cli::try_parse_from(&args)
+            {
+                let parsed = Start::of(&cli.command);
+                prop_assert_eq!(early.signals, parsed.signals, "{:?}", args);
+                prop_assert!(early.warm || !parsed.warm, "{:?}", args);
+            }
+        }
     }
 }
