@@ -75,8 +75,10 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
                 };
                 p = p.allow_system(tree.path.clone(), access);
             }
-            for entry in &set.etc.allowed {
-                p = p.allow_system(entry.clone(), LlAccess::READ);
+            // On the descriptors the walk judged, never the paths again (issue 21's attack: a
+            // secret renamed onto a judged name in between was granted).
+            for (entry, file) in set.etc.allowed.iter().zip(&set.etc.files) {
+                p = p.allow_system_file(entry.clone(), file, LlAccess::READ);
             }
             for path in SHELL_KERNEL_FACTS.iter().chain(SHELL_RANDOM) {
                 p = p.allow_system(*path, LlAccess::READ);

@@ -29,7 +29,10 @@
 //!    not, so a fully world-readable subtree is one rule. Never an entry only its owner or a group
 //!    may read (`shadow`, `gshadow`, `sudoers`, `ssh_host_*_key`, `ssl/private`), even for a root
 //!    host (which would otherwise read them as their owner). Never a device, fifo or socket. Never
-//!    the world-readable secrets of [`ETC_DENIED`]. Symbolic links get no rule of their own: Landlock
+//!    the world-readable secrets of [`ETC_DENIED`], under their names or any other (a hard link,
+//!    a bind mount, the directory a denied name links to: the same device and inode). Each entry
+//!    is judged by the descriptor it is granted on, opened beneath its directory without
+//!    following a link, so a file renamed onto a judged name is never the one granted. Symbolic links get no rule of their own: Landlock
 //!    grants the inode a path leads to, so a link works exactly when its target is in this set by
 //!    these same rules (`/etc/os-release` → `/usr/lib/os-release` does, `/etc/sgml/catalog` →
 //!    `/var/lib/…` does not). `ls /etc` itself fails where `/etc` holds a secret: the directory is
@@ -47,13 +50,12 @@
 //! # The cache
 //!
 //! Landlock has no deny rules, so the `/etc` rule is an enumerated allow set, and enumerating it
-//! costs a `statx` per entry that is not a link and four calls per directory (Debian 12 here:
-//! 1 193 entries, 757 of them links, 135 directories; about 1 000 system calls). [`current`]
+//! costs an `open` + `fstat` (+ `close` unless granted) per entry that is not a link and four calls
+//! per directory (Debian 12 here: 1 193 entries, 757 of them links, 135 directories). [`current`]
 //! keeps the result for the process. From its second call on, an inotify watch (`IN_ATTRIB`,
 //! `IN_CREATE`, `IN_DELETE`, `IN_MOVED_*`, `IN_DELETE_SELF`, `IN_MOVE_SELF`) is placed on every
 //! directory the rules read *before* it is read — `/`, `/usr`, `/usr/local`, `/opt`, and every
-//! directory of `/etc` walked — so a change after the read queues
-//! an event; `IN_ATTRIB` on a directory reports `chmod` of its entries, which a directory's mtime
+//! directory of `/etc` walked — so a change after the read queues an event; `IN_ATTRIB` on a directory reports `chmod` of its entries, which a directory's mtime
 //! does not. `/proc/self/mountinfo` polls as changed after a mount. Each call reads the queue and
 //! polls first; anything at all rebuilds the set. The first call does not watch (closing an
 //! inotify instance with watches waits ~5 ms for the kernel's grace period, which a one-call
@@ -61,18 +63,29 @@
 //! or a directory lies on a filesystem that another machine may change (NFS, FUSE, …: no event),
 //! every call rebuilds the set.
 //!
-//! The descriptors of the granted locations are `linux_sandbox`'s syscache's, which follows
-//! replacements of each location on its own. A host administrator's change that lands between
-//! this check and the sandbox's open is seen by the next call (only root changes `/etc`).
+//! The `/etc` rules are made on the walk's own descriptors ([`EtcSet::files`]); the program
+//! trees' on `linux_sandbox`'s syscache's, which follows replacements of each location on its
+//! own.
+//!
+//! # What it cannot see (only root changes `/etc`)
+//! - A file created later inside a collapsed subtree (one rule for a fully world-readable
+//!   directory) is readable by a command already running — a new 0600 file in `/etc/apt` while a
+//!   long build runs. A new call sees it and splits the subtree.
+//! - Bind mounts inside `/etc`: a directory bound elsewhere in `/etc` without its submounts
+//!   looks fully world-readable and is collapsed, and the rule on its inode reaches what is
+//!   mounted beneath the original (the attack of issue 21 read `ssl/private` that way); a bind
+//!   of `/etc` into itself likewise. Distributions and containers mount single files there
+//!   (`hosts`, `resolv.conf`), which are judged as files.
 
 use std::collections::HashSet;
-use std::ffi::{CStr, CString, OsStr};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ffi::{CString, OsStr};
+use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags};
+use linux_sandbox::SystemFile;
+use rustix::fs::{AtFlags, FileType};
 use std::sync::{Arc, LazyLock, Mutex};
 
 /// Named `/etc` entries (relative to `/etc`) that are withheld although world-readable, each with
@@ -151,6 +164,9 @@ impl Withheld {
 pub struct EtcSet {
     /// One read rule each, sorted; a directory here is granted with everything beneath it.
     pub allowed: Vec<PathBuf>,
+    /// The file of each of [`allowed`](EtcSet::allowed), at the same index, as the walk
+    /// opened and judged it: the rule is made on this descriptor, never on the path again.
+    pub files: Vec<SystemFile>,
     /// Entries not granted (and everything beneath a withheld directory), with why.
     pub withheld: Vec<(PathBuf, Withheld)>,
     /// Every symbolic link found (none gets a rule: each reaches what its target's rules
@@ -443,24 +459,22 @@ struct Walk {
     links: Vec<PathBuf>,
     /// [`list_dir`]'s buffer, one for the whole walk.
     buf: Vec<u8>,
+    /// [`denied_files`].
+    denied: Vec<((u64, u64), &'static str)>,
 }
 
 fn walk_etc(root: &Path, watch: &mut dyn FnMut(&Path)) -> EtcSet {
     let mut walk = Walk::default();
-    match std::fs::symlink_metadata(root) {
-        Ok(meta) if meta.is_dir() && world_readable_dir(&meta) => {
+    let top = CString::new(root.as_os_str().as_bytes()).unwrap_or_default();
+    match SystemFile::open_beneath(rustix::fs::CWD, &top, true) {
+        Ok(etc) if etc.mode() & 0o005 == 0o005 => {
+            walk.denied = denied_files(etc.fd());
             let mut children = Vec::new();
-            let top = CString::new(root.as_os_str().as_bytes()).unwrap_or_default();
-            let entry = Entry {
-                parent: rustix::fs::CWD,
-                name: &top,
-                path: root,
-            };
-            if walk_dir(entry, "", 0, watch, &mut walk, &mut children) {
-                walk.set.allowed.push(root.to_path_buf());
-            } else {
-                walk.set.allowed.extend(children);
+            if walk_dir(&etc, root, "", 0, watch, &mut walk, &mut children) {
+                children = vec![(root.to_path_buf(), etc)];
             }
+            children.sort_by(|a, b| a.0.cmp(&b.0));
+            (walk.set.allowed, walk.set.files) = children.into_iter().unzip();
         }
         Ok(_) => walk
             .set
@@ -468,50 +482,61 @@ fn walk_etc(root: &Path, watch: &mut dyn FnMut(&Path)) -> EtcSet {
             .push((root.to_path_buf(), Withheld::NotWorldReadable)),
         Err(_) => {}
     }
-    walk.set.allowed.sort();
     walk.set.withheld.sort_by(|a, b| a.0.cmp(&b.0));
     walk.links.sort();
     walk.set.links = walk.links;
     walk.set
 }
 
-/// Walks `dir` (relative name `rel` below the `/etc` root), opened as `name` in `parent`.
-/// Returns whether everything beneath is in the set (then the caller grants `dir` as one rule);
-/// otherwise `allowed` holds the rules for what is.
+/// The files [`ETC_DENIED`] names, by device and inode, each with why: the same file under
+/// any other name — a hard link, a bind mount, the directory a denied name links to — is
+/// withheld as the name is (the attack of issue 21: `ln /etc/machine-id /etc/x` made
+/// `machine-id` readable, since Landlock grants the inode).
+fn denied_files(etc: BorrowedFd<'_>) -> Vec<((u64, u64), &'static str)> {
+    ETC_DENIED
+        .iter()
+        .filter_map(|(name, why)| {
+            let name = CString::new(*name).ok()?;
+            // Following links: a denied name that is a link denies what it leads to.
+            let st = rustix::fs::statat(etc, &name, AtFlags::empty()).ok()?;
+            Some(((st.st_dev, st.st_ino), *why))
+        })
+        .collect()
+}
+
+/// Walks `dir` (its path `path`, relative name `rel` below the `/etc` root), a directory opened
+/// beneath its parent without following a link. Returns whether everything beneath is in the
+/// set (then the caller grants `dir` as one rule); otherwise `allowed` holds the rules for what
+/// is.
 ///
-/// Each directory is opened once, beneath its parent's descriptor and never through a link
-/// (`O_NOFOLLOW`), and each entry that is not a link costs one `statx` beneath it: about four
-/// system calls a directory and one a file, and no path resolved twice (issue 21: the walk is
-/// on the path of every one-call process's first spawn).
+/// Every entry that is not a link is opened beneath `dir` (`O_NOFOLLOW`; `O_PATH` unless it is
+/// a directory, which is opened to be listed) and judged by that descriptor's `fstat`; the rule
+/// is made on the same descriptor ([`Policy::allow_system_file`]), so a file renamed onto a
+/// judged name before the sandbox is prepared is never the one granted (the attack of issue
+/// 21 swapped a secret and a public file in a loop and read the secret in most calls). No path
+/// is resolved twice, and `prepare` opens none of these again.
+///
+/// [`Policy::allow_system_file`]: linux_sandbox::Policy::allow_system_file
 fn walk_dir(
-    Entry {
-        parent,
-        name,
-        path: dir,
-    }: Entry<'_>,
+    dir: &SystemFile,
+    path: &Path,
     rel: &str,
     depth: usize,
     watch: &mut dyn FnMut(&Path),
     walk: &mut Walk,
-    allowed: &mut Vec<PathBuf>,
+    allowed: &mut Vec<(PathBuf, SystemFile)>,
 ) -> bool {
-    if depth > MAX_DEPTH {
+    watch(path);
+    let Some(mut names) = list_dir(dir.fd(), &mut walk.buf) else {
         walk.set
             .withheld
-            .push((dir.to_path_buf(), Withheld::Unreadable));
-        return false;
-    }
-    watch(dir);
-    let Some((fd, mut names)) = list_dir(parent, name, &mut walk.buf) else {
-        walk.set
-            .withheld
-            .push((dir.to_path_buf(), Withheld::Unreadable));
+            .push((path.to_path_buf(), Withheld::Unreadable));
         return false;
     };
     let mut all = true;
     names.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, kind) in names {
-        let path = dir.join(OsStr::from_bytes(name.to_bytes()));
+        let child = path.join(OsStr::from_bytes(name.to_bytes()));
         let child_rel = match name.to_str() {
             Ok(n) if rel.is_empty() => n.to_owned(),
             Ok(n) => format!("{rel}/{n}"),
@@ -519,61 +544,81 @@ fn walk_dir(
             // the same.
             Err(_) => String::new(),
         };
-        if let Some((_, why)) = ETC_DENIED.iter().find(|(n, _)| *n == child_rel) {
+        // A link needs no `open`: the directory entry's type says so (most of `/etc` is links:
+        // the alternatives and the rc*.d and systemd wants directories).
+        if kind == FileType::Symlink && !ETC_DENIED.iter().any(|(n, _)| *n == child_rel) {
+            walk.links.push(child);
+            continue;
+        }
+        let opened = match SystemFile::open_beneath(dir.fd(), &name, kind == FileType::Directory) {
+            // Of unknown type, it may be a directory: opened again to be listed.
+            Ok(file) if kind != FileType::Directory && is_dir_mode(file.mode()) => {
+                SystemFile::open_beneath(file.fd(), c".", true)
+            }
+            other => other,
+        };
+        let denied = ETC_DENIED
+            .iter()
+            .find(|(n, _)| *n == child_rel)
+            .map(|(_, why)| *why)
+            .or_else(|| {
+                let id = opened.as_ref().ok()?.dev_ino();
+                walk.denied
+                    .iter()
+                    .find(|(d, _)| *d == id)
+                    .map(|(_, why)| *why)
+            });
+        if let Some(why) = denied {
             // A denied directory may hold a socket; a denied file is none (and watching a
             // file would fail, leaving the set unvouched: rebuilt on every call).
-            let is_dir = match kind {
-                FileType::Unknown => stat_at(fd.as_fd(), &name).is_some_and(|st| {
-                    FileType::from_raw_mode(st.stx_mode.into()) == FileType::Directory
-                }),
-                kind => kind == FileType::Directory,
-            };
-            if is_dir {
-                find_sockets(&path, depth + 1, watch, walk);
+            if opened.as_ref().is_ok_and(|f| is_dir_mode(f.mode())) {
+                find_sockets(&child, depth + 1, watch, walk);
             }
-            walk.set.withheld.push((path, Withheld::Denied(why)));
+            walk.set.withheld.push((child, Withheld::Denied(why)));
             all = false;
             continue;
         }
-        // A link needs no `stat`: the directory entry's type says so (most of `/etc` is links:
-        // the alternatives and the rc*.d and systemd wants directories).
-        if kind == FileType::Symlink {
-            walk.links.push(path);
-            continue;
-        }
-        // Never following a link.
-        let Some(st) = stat_at(fd.as_fd(), &name) else {
-            walk.set.withheld.push((path, Withheld::Unreadable));
+        let Ok(file) = opened else {
+            // Gone since the listing, turned into a link (`O_NOFOLLOW`), or unreadable.
+            walk.set.withheld.push((child, Withheld::Unreadable));
             all = false;
             continue;
         };
-        let mode = u32::from(st.stx_mode);
+        let mode = file.mode();
         match FileType::from_raw_mode(mode) {
             // No rule: the link works exactly when its target is in the set.
-            FileType::Symlink => walk.links.push(path),
+            FileType::Symlink => walk.links.push(child),
             FileType::RegularFile => {
                 if mode & 0o004 != 0 {
-                    allowed.push(path);
+                    allowed.push((child, file));
                 } else {
-                    walk.set.withheld.push((path, Withheld::NotWorldReadable));
+                    walk.set.withheld.push((child, Withheld::NotWorldReadable));
                     all = false;
                 }
             }
             FileType::Directory => {
                 if mode & 0o005 != 0o005 {
-                    find_sockets(&path, depth + 1, watch, walk);
-                    walk.set.withheld.push((path, Withheld::NotWorldReadable));
+                    find_sockets(&child, depth + 1, watch, walk);
+                    walk.set.withheld.push((child, Withheld::NotWorldReadable));
+                    all = false;
+                    continue;
+                }
+                if depth + 1 > MAX_DEPTH {
+                    walk.set.withheld.push((child, Withheld::Unreadable));
                     all = false;
                     continue;
                 }
                 let mut below = Vec::new();
-                let entry = Entry {
-                    parent: fd.as_fd(),
-                    name: &name,
-                    path: &path,
-                };
-                if walk_dir(entry, &child_rel, depth + 1, watch, walk, &mut below) {
-                    allowed.push(path);
+                if walk_dir(
+                    &file,
+                    &child,
+                    &child_rel,
+                    depth + 1,
+                    watch,
+                    walk,
+                    &mut below,
+                ) {
+                    allowed.push((child, file));
                 } else {
                     allowed.extend(below);
                     all = false;
@@ -581,9 +626,9 @@ fn walk_dir(
             }
             kind => {
                 if kind == FileType::Socket {
-                    walk.set.sockets.push(path.clone());
+                    walk.set.sockets.push(child.clone());
                 }
-                walk.set.withheld.push((path, Withheld::SpecialFile));
+                walk.set.withheld.push((child, Withheld::SpecialFile));
                 all = false;
             }
         }
@@ -591,35 +636,19 @@ fn walk_dir(
     all
 }
 
-/// A directory entry as the walk reaches it: its name in the directory open as `parent`, and
-/// its whole path (for the rules, the watches and the set).
-#[derive(Clone, Copy)]
-struct Entry<'a> {
-    parent: BorrowedFd<'a>,
-    name: &'a CStr,
-    path: &'a Path,
+fn is_dir_mode(mode: u32) -> bool {
+    FileType::from_raw_mode(mode) == FileType::Directory
 }
 
-/// The directory `name` in `parent`, opened without following a link, and its entries (`.` and
-/// `..` left out) with the type the directory records for each (`Unknown` where it records
-/// none), read into `buf`. `None` where it cannot be opened or read.
-fn list_dir(
-    parent: BorrowedFd<'_>,
-    name: &CStr,
-    buf: &mut Vec<u8>,
-) -> Option<(OwnedFd, Vec<(CString, FileType)>)> {
-    let fd = rustix::fs::openat(
-        parent,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
+/// The entries of the directory open as `dir` (`.` and `..` left out), with the type the
+/// directory records for each (`Unknown` where it records none), read into `buf`. `None` where
+/// it cannot be read.
+fn list_dir(dir: BorrowedFd<'_>, buf: &mut Vec<u8>) -> Option<Vec<(CString, FileType)>> {
     if buf.capacity() < LIST_BUFFER {
         buf.reserve(LIST_BUFFER);
     }
     let mut names = Vec::new();
-    let mut entries = rustix::fs::RawDir::new(&fd, buf.spare_capacity_mut());
+    let mut entries = rustix::fs::RawDir::new(dir, buf.spare_capacity_mut());
     while let Some(entry) = entries.next() {
         // An error mid-listing (`EINVAL` would mean one entry larger than the buffer, which
         // no name of at most 255 bytes is) leaves the directory unread: withheld.
@@ -630,23 +659,11 @@ fn list_dir(
         }
         names.push((entry.file_name().to_owned(), entry.file_type()));
     }
-    Some((fd, names))
+    Some(names)
 }
 
 /// Bytes of directory entries read by one `getdents64` of the walk.
 const LIST_BUFFER: usize = 32 * 1024;
-
-/// The type and mode of `name` in `dir`, the link itself where it is one.
-fn stat_at(dir: BorrowedFd<'_>, name: &CStr) -> Option<rustix::fs::Statx> {
-    rustix::fs::statx(
-        dir,
-        name,
-        AtFlags::SYMLINK_NOFOLLOW,
-        StatxFlags::TYPE | StatxFlags::MODE,
-    )
-    .ok()
-    .filter(|st| st.stx_mask & (StatxFlags::TYPE | StatxFlags::MODE).bits() != 0)
-}
 
 /// Entries [`find_sockets`] reads in one withheld directory tree before it gives up and counts
 /// the tree as holding a socket.
@@ -803,6 +820,50 @@ mod tests {
             .iter()
             .find(|(p, _)| *p == etc.join(rel))
             .map(|(_, w)| w.clone())
+    }
+
+    /// The attack of issue 21: a denied file under another name — a hard link, the directory a
+    /// denied name links to — was granted, and Landlock grants the inode, so the denied name
+    /// itself opened.
+    #[test]
+    fn a_denied_file_under_another_name_is_withheld_as_the_name_is() {
+        let (_base, etc) = fake_etc();
+        std::fs::hard_link(etc.join("machine-id"), etc.join("id-alias")).unwrap();
+        file(&etc.join("ovpn-real/client.key"), 0o644);
+        symlink("ovpn-real", etc.join("openvpn")).unwrap();
+        let set = walk_etc(&etc, &mut |_| {});
+        for rel in ["machine-id", "id-alias", "openvpn", "ovpn-real"] {
+            assert!(
+                matches!(withheld(&set, &etc, rel), Some(Withheld::Denied(_))),
+                "{rel}: {set:#?}"
+            );
+        }
+        assert!(
+            !set.allowed
+                .iter()
+                .any(|p| p.starts_with(etc.join("ovpn-real"))),
+            "{set:#?}"
+        );
+    }
+
+    /// The rule is made on the file the walk judged: a secret renamed onto a judged name
+    /// afterwards is not what the set holds (the attack of issue 21 read it in most calls when
+    /// the path was opened again at `prepare`).
+    #[test]
+    fn the_set_holds_the_judged_files_not_what_their_names_lead_to_later() {
+        let (_base, etc) = fake_etc();
+        let set = walk_etc(&etc, &mut |_| {});
+        let at = set
+            .allowed
+            .iter()
+            .position(|p| *p == etc.join("passwd"))
+            .unwrap();
+        let judged = std::fs::metadata(etc.join("passwd")).unwrap();
+        std::fs::rename(etc.join("gshadow"), etc.join("passwd")).unwrap();
+        assert_eq!(set.files.len(), set.allowed.len());
+        assert_eq!(set.files[at].dev_ino(), (judged.dev(), judged.ino()));
+        let now = std::fs::metadata(etc.join("passwd")).unwrap();
+        assert_ne!(set.files[at].dev_ino(), (now.dev(), now.ino()));
     }
 
     #[test]

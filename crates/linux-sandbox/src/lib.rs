@@ -85,7 +85,7 @@ pub mod watch;
 pub use error::{ApplyError, ApplyStage, SandboxError};
 pub use explain::{Denial, Explainer, Explanation};
 pub use interp::{ElfClass, ElfError, ElfLoad, elf_load};
-pub use policy::{Access, Launch, Network, Policy, Scopes};
+pub use policy::{Access, Launch, Network, Policy, Scopes, SystemFile};
 pub use probe::{Availability, LANDLOCK_ABI_MAX_VAR, LandlockSupport, probe};
 pub use sandbox::{Enforcement, EnforcementStatus, Gaps, PreparedSandbox};
 

@@ -109,6 +109,9 @@ pub(crate) struct PathRule {
     /// A fixed system location whose `O_PATH` descriptor may be reused across `prepare`
     /// calls (see [`Policy::allow_system`]). Never set for a user's path.
     pub(crate) system: bool,
+    /// Set by [`Policy::allow_system_file`]: the system location as its caller opened and
+    /// judged it (with `fd`, the same descriptor): neither the path nor the cache is looked up.
+    pub(crate) id: Option<crate::sandbox::FileId>,
 }
 
 /// A deny-default sandbox policy for one program run.
@@ -202,6 +205,7 @@ impl Policy {
             access,
             optional: false,
             system: false,
+            id: None,
         });
         self
     }
@@ -217,6 +221,7 @@ impl Policy {
             access,
             optional: false,
             system: false,
+            id: None,
         });
         self
     }
@@ -312,6 +317,7 @@ impl Policy {
             access,
             optional: true,
             system: false,
+            id: None,
         });
         self
     }
@@ -343,6 +349,30 @@ impl Policy {
             access,
             optional: true,
             system: true,
+            id: None,
+        });
+        self
+    }
+
+    /// Grants `access` beneath `file`, a system location its caller opened without following
+    /// any link and judged by that descriptor ([`SystemFile::open_beneath`]): the rule is made
+    /// on exactly the file that was judged, never on what `path` names when the sandbox is
+    /// prepared, and `path` is its canonical path. For a caller that enumerates a system tree
+    /// entry by entry and decides on each by its mode (the shell's `/etc`): a rename of a
+    /// secret onto a judged name between the judgement and the grant changes nothing.
+    pub fn allow_system_file(
+        mut self,
+        path: impl Into<PathBuf>,
+        file: &SystemFile,
+        access: Access,
+    ) -> Self {
+        self.rules.push(PathRule {
+            path: path.into(),
+            fd: Some(Arc::clone(&file.fd)),
+            access,
+            optional: true,
+            system: true,
+            id: Some(file.id),
         });
         self
     }
@@ -385,3 +415,71 @@ impl Policy {
         }
     }
 }
+
+/// A system location opened by its caller beneath a directory it opened the same way, never
+/// through a link, for [`Policy::allow_system_file`]: the descriptor and what `fstat` said of
+/// it, so the caller judges and the sandbox grants the one same file.
+#[derive(Debug, Clone)]
+pub struct SystemFile {
+    fd: Arc<OwnedFd>,
+    id: crate::sandbox::FileId,
+    mode: u32,
+}
+
+impl SystemFile {
+    /// Opens `name` in `dir` without following a link: a directory (`directory`: listable,
+    /// `O_RDONLY | O_DIRECTORY`), else `O_PATH` (a FIFO is never opened for reading), and
+    /// `fstat`s that descriptor.
+    ///
+    /// # Errors
+    /// The open's or the `fstat`'s (`ENOTDIR` when `directory` is asked of something else).
+    pub fn open_beneath(
+        dir: std::os::fd::BorrowedFd<'_>,
+        name: &std::ffi::CStr,
+        directory: bool,
+    ) -> std::io::Result<SystemFile> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = if directory {
+            OFlags::RDONLY | OFlags::DIRECTORY
+        } else {
+            OFlags::PATH
+        };
+        let fd = rustix::fs::openat(
+            dir,
+            name,
+            flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let stat = rustix::fs::fstat(&fd)?;
+        Ok(SystemFile {
+            fd: Arc::new(fd),
+            id: crate::sandbox::FileId::of(&stat),
+            mode: stat.st_mode,
+        })
+    }
+
+    /// The descriptor (a directory's lists it).
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
+    }
+
+    /// The file's type and permission bits (`st_mode`).
+    pub fn mode(&self) -> u32 {
+        self.mode
+    }
+
+    /// The file's device and inode numbers.
+    pub fn dev_ino(&self) -> (u64, u64) {
+        (self.id.dev, self.id.ino)
+    }
+}
+
+impl PartialEq for SystemFile {
+    /// The same file: device and inode.
+    fn eq(&self, other: &SystemFile) -> bool {
+        (self.id.dev, self.id.ino) == (other.id.dev, other.id.ino)
+    }
+}
+
+impl Eq for SystemFile {}

@@ -502,6 +502,11 @@ impl Policy {
             // As `open_paths` left it: the same descriptors' entries.
             let cache = syscache::shared_as_is();
             for rule in self.rules.iter().filter(|r| r.system) {
+                if rule.id.is_some() {
+                    // Opened by the caller with no link on the way (`allow_system_file`).
+                    views.push(Arc::new(isolate::PathView::direct(&rule.path)));
+                    continue;
+                }
                 // Not cached (another thread's `prepare` saw a change and emptied the cache
                 // since `open_paths`): walked now. Never skipped: `/bin` would be missing from
                 // the view.
@@ -720,6 +725,7 @@ impl Policy {
                 access: Access::READ | Access::EXECUTE,
                 optional: false,
                 system: false,
+                id: None,
             }),
             _ => None,
         };
@@ -733,17 +739,26 @@ impl Policy {
         {
             let mut cache = None;
             for rule in self.rules.iter().filter(|r| r.system) {
-                let found = cache
-                    .get_or_insert_with(syscache::shared)
-                    .lookup(&rule.path)?;
-                let Some((fd, id)) = found else {
-                    continue;
+                // Opened and judged by the caller, with no link on the way: its path is its
+                // canonical path, and the cache is not asked.
+                let (fd, id, canonical) = if let (Some(fd), Some(id)) = (&rule.fd, rule.id) {
+                    let canonical = rule.path.components().collect::<PathBuf>();
+                    (Arc::clone(fd), id, Some(canonical))
+                } else {
+                    let found = cache
+                        .get_or_insert_with(syscache::shared)
+                        .lookup(&rule.path)?;
+                    let Some((fd, id)) = found else {
+                        continue;
+                    };
+                    let canonical = cache
+                        .as_ref()
+                        .is_some_and(|c| c.direct(&rule.path))
+                        // Rebuilt from its components: "/usr/" and "/usr" are one canonical
+                        // path.
+                        .then(|| rule.path.components().collect::<PathBuf>());
+                    (fd, id, canonical)
                 };
-                let canonical = cache
-                    .as_ref()
-                    .is_some_and(|c| c.direct(&rule.path))
-                    // Rebuilt from its components: "/usr/" and "/usr" are one canonical path.
-                    .then(|| rule.path.components().collect::<PathBuf>());
                 if rule.access.contains(Access::EXECUTE) && !id.is_dir {
                     system_programs.push(&rule.path);
                 }
