@@ -71,6 +71,14 @@
 //! - A file created later inside a collapsed subtree (one rule for a fully world-readable
 //!   directory) is readable by a command already running — a new 0600 file in `/etc/apt` while a
 //!   long build runs. A new call sees it and splits the subtree.
+//! - Any rule holds for a command already running: an entry judged public and then renamed onto
+//!   a denied name (`machine-id`, `wpa_supplicant/`) stays readable to it.
+//! - A server re-checks the mode of every file it grants by rule on each call (a `chmod`
+//!   through a hard link from outside `/etc` queues no event here), but not of the files inside
+//!   a collapsed subtree: one of them made private through an outside name stays granted until
+//!   something else changes.
+//! - The deny list's devices and inodes are read when the walk starts: a root that moves a
+//!   directory onto a denied path while the walk runs can have it judged by its mode alone.
 //! - Bind mounts inside `/etc`: a directory bound elsewhere in `/etc` without its submounts
 //!   looks fully world-readable and is collapsed, and the rule on its inode reaches what is
 //!   mounted beneath the original (the attack of issue 21 read `ssl/private` that way); a bind
@@ -234,9 +242,20 @@ fn shared() -> std::sync::MutexGuard<'static, Cache> {
 }
 
 /// How long a [`warm`] build may wait for the first call and still serve it. A one-call process
-/// takes it within milliseconds; an MCP server's first call may come hours later, when the
-/// `/etc` it saw may hold a new secret (issue 16 review 5).
-const PRIMED_FOR: std::time::Duration = std::time::Duration::from_millis(500);
+/// takes it within a few milliseconds; an MCP server's first call may come hours later, when
+/// the `/etc` it saw may hold a new secret (issue 16 review 5). The attack of issue 21 changed a
+/// file in the 500 ms this once was and the first call was served the stale set: no longer
+/// than a one-call process's own build would be before its spawn.
+const PRIMED_FOR: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Whether every `/etc` file of `set` still has the mode it was judged by (one `fstat` each
+/// on the held descriptors, ~150 here). The directory watches do not hear a `chmod` through
+/// another name: a hard link from outside `/etc` changes the file and queues its event in the
+/// other directory (the attack of issue 21: an MCP server kept granting a file made 0600 that
+/// way).
+fn still_as_judged(set: &SystemSet) -> bool {
+    set.etc.files.iter().all(SystemFile::unchanged)
+}
 
 static SHARED: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::new("/".into())));
 
@@ -314,7 +333,9 @@ impl Cache {
             Watching::NotYet | Watching::Unavailable => self.vouched = false,
         }
         if let (Some(set), true) = (&self.set, self.vouched) {
-            return Arc::clone(set);
+            if still_as_judged(set) {
+                return Arc::clone(set);
+            }
         }
         let (set, vouched) = match &mut self.watch {
             Watching::Active(w) => {
@@ -493,15 +514,51 @@ fn walk_etc(root: &Path, watch: &mut dyn FnMut(&Path)) -> EtcSet {
 /// withheld as the name is (the attack of issue 21: `ln /etc/machine-id /etc/x` made
 /// `machine-id` readable, since Landlock grants the inode).
 fn denied_files(etc: BorrowedFd<'_>) -> Vec<((u64, u64), &'static str)> {
-    ETC_DENIED
-        .iter()
-        .filter_map(|(name, why)| {
-            let name = CString::new(*name).ok()?;
-            // Following links: a denied name that is a link denies what it leads to.
-            let st = rustix::fs::statat(etc, &name, AtFlags::empty()).ok()?;
-            Some(((st.st_dev, st.st_ino), *why))
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (name, why) in ETC_DENIED {
+        let Ok(name) = CString::new(*name) else {
+            continue;
+        };
+        // Following links: a denied name that is a link denies what it leads to.
+        let Ok(st) = rustix::fs::statat(etc, &name, AtFlags::empty()) else {
+            continue;
+        };
+        out.push(((st.st_dev, st.st_ino), *why));
+        // And everything beneath a denied directory: a file in `openvpn/` linked or bound
+        // elsewhere in `/etc` is the same secret (the second attack of issue 21).
+        if is_dir_mode(st.st_mode)
+            && let Ok(dir) = SystemFile::open_beneath(etc, &name, true)
+        {
+            inodes_beneath(&dir, why, &mut out);
+        }
+    }
+    out
+}
+
+/// Adds the device and inode of everything beneath `dir` (at most [`SOCKET_SEARCH_ENTRIES`]
+/// entries and [`MAX_DEPTH`] levels: deny lists name small directories) to `out`.
+fn inodes_beneath(dir: &SystemFile, why: &'static str, out: &mut Vec<((u64, u64), &'static str)>) {
+    let mut budget = SOCKET_SEARCH_ENTRIES;
+    let mut buf = Vec::new();
+    let mut pending = vec![(dir.clone(), 0usize)];
+    while let Some((dir, depth)) = pending.pop() {
+        let Some(names) = list_dir(dir.fd(), &mut buf) else {
+            continue;
+        };
+        for (name, kind) in names {
+            if budget == 0 {
+                return;
+            }
+            budget -= 1;
+            let directory = kind == FileType::Directory && depth < MAX_DEPTH;
+            if let Ok(file) = SystemFile::open_beneath(dir.fd(), &name, directory) {
+                out.push((file.dev_ino(), why));
+                if directory {
+                    pending.push((file, depth + 1));
+                }
+            }
+        }
+    }
 }
 
 /// Walks `dir` (its path `path`, relative name `rel` below the `/etc` root), a directory opened
@@ -846,6 +903,21 @@ mod tests {
         );
     }
 
+    /// The second attack of issue 21: a file inside a denied directory, linked elsewhere in
+    /// `/etc`, made both names readable.
+    #[test]
+    fn a_file_inside_a_denied_directory_is_withheld_under_another_name() {
+        let (_base, etc) = fake_etc();
+        file(&etc.join("openvpn/client/k.key"), 0o644);
+        std::fs::hard_link(etc.join("openvpn/client/k.key"), etc.join("k-alias")).unwrap();
+        let set = walk_etc(&etc, &mut |_| {});
+        assert!(
+            matches!(withheld(&set, &etc, "k-alias"), Some(Withheld::Denied(_))),
+            "{set:#?}"
+        );
+        assert!(!allowed(&set, &etc, "k-alias"));
+    }
+
     /// The rule is made on the file the walk judged: a secret renamed onto a judged name
     /// afterwards is not what the set holds (the attack of issue 21 read it in most calls when
     /// the path was opened again at `prepare`).
@@ -1088,6 +1160,29 @@ mod tests {
         assert!(
             Arc::ptr_eq(&first, &cache.get()),
             "rebuilt without a change: something the walk read is not watched"
+        );
+    }
+
+    /// The second attack of issue 21: a `chmod` through a hard link from outside `/etc` queues
+    /// its event in the other directory; a server kept granting the file.
+    #[test]
+    fn a_chmod_through_a_name_outside_etc_changes_the_next_set() {
+        let (base, root) = fake_root();
+        file(&root.join("etc/secret"), 0o600);
+        file(&root.join("etc/pub.conf"), 0o644);
+        let outside = base.path().join("outside");
+        std::fs::hard_link(root.join("etc/pub.conf"), &outside).unwrap();
+        let mut cache = Cache::watched(root.clone());
+        assert!(cache.get().etc.allowed.contains(&root.join("etc/pub.conf")));
+        chmod(&outside, 0o600);
+        let set = cache.get();
+        assert!(
+            !set.etc.allowed.contains(&root.join("etc/pub.conf")),
+            "{set:#?}"
+        );
+        assert_eq!(
+            withheld(&set.etc, &root.join("etc"), "pub.conf"),
+            Some(Withheld::NotWorldReadable)
         );
     }
 

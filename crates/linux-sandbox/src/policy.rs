@@ -473,6 +473,12 @@ impl SystemFile {
     pub fn dev_ino(&self) -> (u64, u64) {
         (self.id.dev, self.id.ino)
     }
+
+    /// Whether the file still has the mode it had when opened (one `fstat`; `false` if that
+    /// fails): what its caller judged it by still holds, whatever name changed it.
+    pub fn unchanged(&self) -> bool {
+        rustix::fs::fstat(&*self.fd).is_ok_and(|st| st.st_mode == self.mode)
+    }
 }
 
 impl PartialEq for SystemFile {
