@@ -32,11 +32,11 @@
 //!    the world-readable secrets of [`ETC_DENIED`], under their names or any other (a hard link,
 //!    a bind mount, the directory a denied name links to: the same device and inode). Each entry
 //!    is judged by the descriptor it is granted on, opened beneath its directory without
-//!    following a link, so a file renamed onto a judged name is never the one granted. Symbolic links get no rule of their own: Landlock
-//!    grants the inode a path leads to, so a link works exactly when its target is in this set by
-//!    these same rules (`/etc/os-release` → `/usr/lib/os-release` does, `/etc/sgml/catalog` →
-//!    `/var/lib/…` does not). `ls /etc` itself fails where `/etc` holds a secret: the directory is
-//!    not granted, only its entries.
+//!    following a link, so a file renamed onto a judged name is never the one granted. Symbolic
+//!    links get no rule of their own: Landlock grants the inode a path leads to, so a link works
+//!    exactly when its target is in this set by these same rules (`/etc/os-release` →
+//!    `/usr/lib/os-release` does, `/etc/sgml/catalog` → `/var/lib/…` does not). `ls /etc` itself
+//!    fails where `/etc` holds a secret: the directory is not granted, only its entries.
 //! 5. **`/etc/alternatives` targets**: no rule of their own. Each alternative is a link (granted
 //!    as links are, rule 4) that runs where it leads, so a target in the trees of rules 1–3
 //!    (`/usr/lib/jvm/…/bin/java`, an `/opt` package's `bin`) works and one elsewhere (a home
@@ -55,9 +55,10 @@
 //! keeps the result for the process. From its second call on, an inotify watch (`IN_ATTRIB`,
 //! `IN_CREATE`, `IN_DELETE`, `IN_MOVED_*`, `IN_DELETE_SELF`, `IN_MOVE_SELF`) is placed on every
 //! directory the rules read *before* it is read — `/`, `/usr`, `/usr/local`, `/opt`, and every
-//! directory of `/etc` walked — so a change after the read queues an event; `IN_ATTRIB` on a directory reports `chmod` of its entries, which a directory's mtime
-//! does not. `/proc/self/mountinfo` polls as changed after a mount. Each call reads the queue and
-//! polls first; anything at all rebuilds the set. The first call does not watch (closing an
+//! directory of `/etc` walked — so a change after the read queues an event; `IN_ATTRIB` on a
+//! directory reports `chmod` of its entries, which a directory's mtime does not.
+//! `/proc/self/mountinfo` polls as changed after a mount. Each call reads the queue and polls
+//! first; anything at all rebuilds the set. The first call does not watch (closing an
 //! inotify instance with watches waits ~5 ms for the kernel's grace period, which a one-call
 //! process would pay for nothing, as in `linux_sandbox`'s syscache). Where inotify cannot be had,
 //! or a directory lies on a filesystem that another machine may change (NFS, FUSE, …: no event),
@@ -91,10 +92,10 @@ use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use linux_sandbox::SystemFile;
 use rustix::fs::{AtFlags, FileType};
-use std::sync::{Arc, LazyLock, Mutex};
 
 /// Named `/etc` entries (relative to `/etc`) that are withheld although world-readable, each with
 /// why: secrets that distributions, images or common guides leave readable by everyone. Short on
@@ -488,7 +489,7 @@ fn walk_etc(root: &Path, watch: &mut dyn FnMut(&Path)) -> EtcSet {
     let mut walk = Walk::default();
     let top = CString::new(root.as_os_str().as_bytes()).unwrap_or_default();
     match SystemFile::open_beneath(rustix::fs::CWD, &top, true) {
-        Ok(etc) if etc.mode() & 0o005 == 0o005 => {
+        Ok(etc) if world_readable_dir(etc.mode()) => {
             walk.denied = denied_files(etc.fd());
             let mut children = Vec::new();
             if walk_dir(&etc, root, "", 0, watch, &mut walk, &mut children) {
@@ -603,32 +604,32 @@ fn walk_dir(
         };
         // A link needs no `open`: the directory entry's type says so (most of `/etc` is links:
         // the alternatives and the rc*.d and systemd wants directories).
-        if kind == FileType::Symlink && !ETC_DENIED.iter().any(|(n, _)| *n == child_rel) {
+        let named = ETC_DENIED
+            .iter()
+            .find(|(n, _)| *n == child_rel)
+            .map(|(_, why)| *why);
+        if kind == FileType::Symlink && named.is_none() {
             walk.links.push(child);
             continue;
         }
         let opened = match SystemFile::open_beneath(dir.fd(), &name, kind == FileType::Directory) {
             // Of unknown type, it may be a directory: opened again to be listed.
-            Ok(file) if kind != FileType::Directory && is_dir_mode(file.mode()) => {
+            Ok(file) if kind != FileType::Directory && file.is_dir() => {
                 SystemFile::open_beneath(file.fd(), c".", true)
             }
             other => other,
         };
-        let denied = ETC_DENIED
-            .iter()
-            .find(|(n, _)| *n == child_rel)
-            .map(|(_, why)| *why)
-            .or_else(|| {
-                let id = opened.as_ref().ok()?.dev_ino();
-                walk.denied
-                    .iter()
-                    .find(|(d, _)| *d == id)
-                    .map(|(_, why)| *why)
-            });
+        let denied = named.or_else(|| {
+            let id = opened.as_ref().ok()?.dev_ino();
+            walk.denied
+                .iter()
+                .find(|(d, _)| *d == id)
+                .map(|(_, why)| *why)
+        });
         if let Some(why) = denied {
             // A denied directory may hold a socket; a denied file is none (and watching a
             // file would fail, leaving the set unvouched: rebuilt on every call).
-            if opened.as_ref().is_ok_and(|f| is_dir_mode(f.mode())) {
+            if opened.as_ref().is_ok_and(|f| f.is_dir()) {
                 find_sockets(&child, depth + 1, watch, walk);
             }
             walk.set.withheld.push((child, Withheld::Denied(why)));
@@ -654,7 +655,7 @@ fn walk_dir(
                 }
             }
             FileType::Directory => {
-                if mode & 0o005 != 0o005 {
+                if !world_readable_dir(mode) {
                     find_sockets(&child, depth + 1, watch, walk);
                     walk.set.withheld.push((child, Withheld::NotWorldReadable));
                     all = false;
@@ -756,8 +757,8 @@ fn find_sockets(dir: &Path, depth: usize, watch: &mut dyn FnMut(&Path), walk: &m
     }
 }
 
-fn world_readable_dir(meta: &std::fs::Metadata) -> bool {
-    meta.mode() & 0o005 == 0o005
+fn world_readable_dir(mode: u32) -> bool {
+    mode & 0o005 == 0o005
 }
 
 /// Judges `etc.links` against the canonical roots of the set: a link whose target lies beneath
@@ -808,7 +809,7 @@ fn opt_packages(opt: &Path) -> Vec<PathBuf> {
         .filter_map(Result::ok)
         .filter(|e| {
             e.metadata().is_ok_and(|m| {
-                m.is_dir() && m.uid() == 0 && m.mode() & 0o022 == 0 && world_readable_dir(&m)
+                m.is_dir() && m.uid() == 0 && m.mode() & 0o022 == 0 && world_readable_dir(m.mode())
             })
         })
         .map(|e| e.path())

@@ -42,39 +42,28 @@ where
     E: Send,
     W: Fn(J, &mut Vec<J>, &mut S) -> Result<(), E> + Sync,
 {
-    let mut shared = Shared {
+    // The caller alone first: a small walk ends before any thread is started.
+    let mut first = S::default();
+    let mut jobs = jobs;
+    if threads > 1 {
+        let mut pushed = Vec::new();
+        for _ in 0..ALONE_FIRST {
+            let Some(job) = jobs.pop() else {
+                return Ok(vec![first]);
+            };
+            work(job, &mut pushed, &mut first)?;
+            // Depth first, as the workers go: the job pushed last is popped next.
+            jobs.append(&mut pushed);
+        }
+    }
+    let shared = Shared {
         queue: Mutex::new(Queue {
-            jobs: Vec::new(),
+            jobs,
             busy: 0,
             error: None,
         }),
         ready: Condvar::new(),
     };
-    // The caller alone first: a small walk ends before any thread is started.
-    let mut first = S::default();
-    if threads > 1 {
-        let mut stack = jobs;
-        let mut pushed = Vec::new();
-        for _ in 0..ALONE_FIRST {
-            let Some(job) = stack.pop() else {
-                return Ok(vec![first]);
-            };
-            work(job, &mut pushed, &mut first)?;
-            // Depth first, as the workers go: the job pushed last is popped next.
-            stack.append(&mut pushed);
-        }
-        shared
-            .queue
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .jobs = stack;
-    } else {
-        shared
-            .queue
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .jobs = jobs;
-    }
     let states = if threads <= 1 {
         vec![worker(&shared, &work, first)]
     } else {

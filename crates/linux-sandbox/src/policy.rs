@@ -469,6 +469,11 @@ impl SystemFile {
         self.mode
     }
 
+    /// Whether it is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.id.is_dir
+    }
+
     /// The file's device and inode numbers.
     pub fn dev_ino(&self) -> (u64, u64) {
         (self.id.dev, self.id.ino)

@@ -1507,6 +1507,34 @@ mod tests {
         assert!(answered.is_ok(), "prepare blocked on a FIFO program");
     }
 
+    /// `allow_system_file` grants the file its caller judged, whatever the path names when the
+    /// policy is prepared (the attack of issue 21 swapped a secret onto a judged `/etc` name
+    /// between the two), with its path as the canonical one and the cache never asked.
+    #[test]
+    fn a_system_file_rule_is_made_on_the_judged_file_not_on_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (public, secret) = (dir.path().join("public"), dir.path().join("secret"));
+        std::fs::write(&public, "p").unwrap();
+        std::fs::write(&secret, "s").unwrap();
+        let parent = rustix::fs::open(
+            dir.path(),
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        let judged = crate::SystemFile::open_beneath(parent.as_fd(), c"public", false).unwrap();
+        std::fs::rename(&secret, &public).unwrap();
+        let policy = Policy::new().allow_system_file(&public, &judged, Access::READ);
+        let opened = policy.open_paths().unwrap();
+        assert_eq!(opened.len(), 1);
+        let granted = rustix::fs::fstat(&*opened[0].fd).unwrap();
+        assert_eq!((granted.st_dev, granted.st_ino), judged.dev_ino());
+        let now = rustix::fs::stat(&public).unwrap();
+        assert_ne!((granted.st_dev, granted.st_ino), (now.st_dev, now.st_ino));
+        assert_eq!(opened[0].canonical.as_deref(), Some(public.as_path()));
+        assert!(cached(&public).is_none(), "the cache was asked");
+    }
+
     #[test]
     fn system_paths_are_cached_on_their_current_inode_and_user_paths_never() {
         if !testkit::sandbox_available() {
