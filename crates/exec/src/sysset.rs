@@ -88,7 +88,7 @@
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsStr};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -527,23 +527,36 @@ fn denied_files(etc: BorrowedFd<'_>) -> Vec<((u64, u64), &'static str)> {
         out.push(((st.st_dev, st.st_ino), *why));
         // And everything beneath a denied directory: a file in `openvpn/` linked or bound
         // elsewhere in `/etc` is the same secret (the second attack of issue 21).
-        if is_dir_mode(st.st_mode)
-            && let Ok(dir) = SystemFile::open_beneath(etc, &name, true)
+        // Opened as the name leads, links followed, as for its own inode above.
+        if FileType::from_raw_mode(st.st_mode) == FileType::Directory
+            && let Ok(dir) = rustix::fs::openat(
+                etc,
+                &name,
+                rustix::fs::OFlags::RDONLY
+                    | rustix::fs::OFlags::DIRECTORY
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
         {
-            inodes_beneath(&dir, why, &mut out);
+            inodes_beneath(dir.as_fd(), why, &mut out);
         }
     }
     out
 }
 
-/// Adds the device and inode of everything beneath `dir` (at most [`SOCKET_SEARCH_ENTRIES`]
+/// Adds the device and inode of everything beneath `top` (at most [`SOCKET_SEARCH_ENTRIES`]
 /// entries and [`MAX_DEPTH`] levels: deny lists name small directories) to `out`.
-fn inodes_beneath(dir: &SystemFile, why: &'static str, out: &mut Vec<((u64, u64), &'static str)>) {
+fn inodes_beneath(
+    top: BorrowedFd<'_>,
+    why: &'static str,
+    out: &mut Vec<((u64, u64), &'static str)>,
+) {
     let mut budget = SOCKET_SEARCH_ENTRIES;
     let mut buf = Vec::new();
-    let mut pending = vec![(dir.clone(), 0usize)];
+    let mut pending: Vec<(Option<SystemFile>, usize)> = vec![(None, 0)];
     while let Some((dir, depth)) = pending.pop() {
-        let Some(names) = list_dir(dir.fd(), &mut buf) else {
+        let fd = dir.as_ref().map_or(top, SystemFile::fd);
+        let Some(names) = list_dir(fd, &mut buf) else {
             continue;
         };
         for (name, kind) in names {
@@ -552,10 +565,10 @@ fn inodes_beneath(dir: &SystemFile, why: &'static str, out: &mut Vec<((u64, u64)
             }
             budget -= 1;
             let directory = kind == FileType::Directory && depth < MAX_DEPTH;
-            if let Ok(file) = SystemFile::open_beneath(dir.fd(), &name, directory) {
+            if let Ok(file) = SystemFile::open_beneath(fd, &name, directory) {
                 out.push((file.dev_ino(), why));
                 if directory {
-                    pending.push((file, depth + 1));
+                    pending.push((Some(file), depth + 1));
                 }
             }
         }
@@ -692,10 +705,6 @@ fn walk_dir(
         }
     }
     all
-}
-
-fn is_dir_mode(mode: u32) -> bool {
-    FileType::from_raw_mode(mode) == FileType::Directory
 }
 
 /// The entries of the directory open as `dir` (`.` and `..` left out), with the type the
@@ -917,6 +926,22 @@ mod tests {
             "{set:#?}"
         );
         assert!(!allowed(&set, &etc, "k-alias"));
+    }
+
+    /// A denied name that is a link to a directory denies what is inside it too, under any
+    /// name (found in review: the contents were indexed only through `O_NOFOLLOW`, which a
+    /// link refuses).
+    #[test]
+    fn a_file_inside_the_directory_a_denied_link_leads_to_is_withheld_under_another_name() {
+        let (_base, etc) = fake_etc();
+        file(&etc.join("ovpn-real/client.key"), 0o644);
+        symlink("ovpn-real", etc.join("openvpn")).unwrap();
+        std::fs::hard_link(etc.join("ovpn-real/client.key"), etc.join("k-alias")).unwrap();
+        let set = walk_etc(&etc, &mut |_| {});
+        assert!(
+            matches!(withheld(&set, &etc, "k-alias"), Some(Withheld::Denied(_))),
+            "{set:#?}"
+        );
     }
 
     /// The rule is made on the file the walk judged: a secret renamed onto a judged name
