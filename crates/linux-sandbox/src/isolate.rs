@@ -126,6 +126,7 @@ use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use syscalls::{Sysno, syscall};
@@ -202,6 +203,33 @@ impl Covered {
     }
 }
 
+/// A directory to stage as the parent found it (module `stage`): the directory, the overlay's
+/// upper and work directories, and the directories beneath it that stay the real ones.
+#[derive(Debug)]
+pub(crate) struct StagedDir {
+    pub(crate) dir: Covered,
+    pub(crate) upper: Covered,
+    pub(crate) work: Covered,
+    pub(crate) through: Vec<Covered>,
+}
+
+/// The most directories one policy stages, and the most `through` directories each: the child
+/// keeps their detached mounts in stack arrays.
+pub(crate) const MAX_STAGED: usize = 32;
+pub(crate) const MAX_THROUGH: usize = 4;
+
+/// A staged directory as the child makes it.
+#[derive(Debug)]
+struct StagePlan {
+    dir: Target,
+    upper: Target,
+    work: Target,
+    /// Each real directory beneath `dir`, and its name relative to `dir`.
+    through: Vec<(Target, CString)>,
+    /// What the child did ([`crate::stage::Staging`]).
+    outcome: Arc<AtomicI32>,
+}
+
 /// What the child does beyond Landlock and seccomp, prepared in the parent.
 #[derive(Debug, Default)]
 pub(crate) struct Isolation {
@@ -212,6 +240,8 @@ pub(crate) struct Isolation {
     /// Paths beneath a writable grant bound read-only onto themselves, shallowest first
     /// (RCS-3).
     protected: Vec<Target>,
+    /// Directories seen through a private copy (module `stage`), shallowest first.
+    staged: Vec<StagePlan>,
     /// Directories covered by an empty read-only tmpfs.
     hidden: Vec<Target>,
     /// Files (anything but a directory) covered by an empty read-only regular file, made in
@@ -810,6 +840,117 @@ impl Isolation {
         Ok(plan)
     }
 
+    /// Adds the staged directories beneath the writable grants among `roots`, pinning the
+    /// directories between each grant and the staged directory like a protected path's.
+    pub(crate) fn with_staged(
+        mut self,
+        roots: &[Root],
+        staged: Vec<StagedDir>,
+    ) -> Result<Isolation, SandboxError> {
+        if staged.is_empty() {
+            return Ok(self);
+        }
+        let writable: Vec<&Root> = roots.iter().filter(|r| r.writable).collect();
+        let outermost: Vec<&Root> = writable
+            .iter()
+            .copied()
+            .filter(|r| {
+                !writable
+                    .iter()
+                    .any(|other| strictly_beneath(&r.path, &other.path))
+            })
+            .collect();
+        let mut staged: Vec<StagedDir> = staged
+            .into_iter()
+            .filter(|s| outermost.iter().any(|r| s.dir.path.starts_with(&r.path)))
+            .collect();
+        staged.sort_by_key(|s| s.dir.path.components().count());
+        staged.dedup_by(|a, b| a.dir.path == b.dir.path);
+        if staged.len() > MAX_STAGED || staged.iter().any(|s| s.through.len() > MAX_THROUGH) {
+            return Err(SandboxError::TooManyMounts {
+                count: staged.len() + staged.iter().map(|s| s.through.len()).sum::<usize>(),
+                max: MAX_STAGED,
+            });
+        }
+        let mut pinned: Vec<PathBuf> = Vec::new();
+        for s in &staged {
+            pin_above(&outermost, &mut pinned, &s.dir.path);
+        }
+        pinned.sort_by_key(|p| p.components().count());
+        for dir in pinned {
+            let path = c_path(&dir)?;
+            if self.pinned.iter().any(|t| t.path == path) {
+                continue;
+            }
+            let id = ident_of_path(&dir)?;
+            self.pinned.push(Target { path, id });
+        }
+        self.pinned
+            .sort_by_key(|t| t.path.as_bytes().iter().filter(|&&b| b == b'/').count());
+        for s in staged {
+            let mut through = Vec::with_capacity(s.through.len());
+            for t in &s.through {
+                let rel = t.path.strip_prefix(&s.dir.path).unwrap_or(Path::new(""));
+                through.push((
+                    Target {
+                        path: c_path(&t.path)?,
+                        id: t.id,
+                    },
+                    c_path(rel)?,
+                ));
+            }
+            self.staged.push(StagePlan {
+                dir: Target {
+                    path: c_path(&s.dir.path)?,
+                    id: s.dir.id,
+                },
+                upper: Target {
+                    path: c_path(&s.upper.path)?,
+                    id: s.upper.id,
+                },
+                work: Target {
+                    path: c_path(&s.work.path)?,
+                    id: s.work.id,
+                },
+                through,
+                outcome: Arc::new(AtomicI32::new(0)),
+            });
+        }
+        let mounts = self.writable.len()
+            + self.pinned.len()
+            + self.protected.len()
+            + self.hidden.len()
+            + self.hidden_files.len()
+            + self
+                .staged
+                .iter()
+                .map(|s| 1 + s.through.len())
+                .sum::<usize>();
+        if mounts > MAX_MOUNTS {
+            return Err(SandboxError::TooManyMounts {
+                count: mounts,
+                max: MAX_MOUNTS,
+            });
+        }
+        Ok(self)
+    }
+
+    /// The report of the staged directories, shared with the child that fills it in.
+    pub(crate) fn staging(&self) -> crate::stage::Staging {
+        crate::stage::Staging {
+            dirs: self
+                .staged
+                .iter()
+                .map(|s| {
+                    (
+                        PathBuf::from(std::ffi::OsStr::from_bytes(s.dir.path.as_bytes())),
+                        Arc::clone(&s.outcome),
+                    )
+                })
+                .collect(),
+        }
+    }
+
     /// Asks the new root for the empty file that covers hidden files, or refuses the policy
     /// where the view is the host's tree (which has no place for one the host would not see).
     pub(crate) fn cover_files(&mut self) -> Result<(), SandboxError> {
@@ -860,6 +1001,13 @@ impl Isolation {
             None => None,
         };
 
+        // The staged directories' overlays, made while the host's paths still resolve (their
+        // layers are looked up here); attached in `bind_and_cover`, once the view is in place.
+        let mut overlays = [Overlay::NONE; MAX_STAGED];
+        for (slot, plan) in overlays.iter_mut().zip(&self.staged) {
+            *slot = make_overlay(plan);
+        }
+
         // The new root's empty file (detached, read-only), when a hidden file needs it.
         let empty = if let Some(root) = &self.root {
             root.enter().map_err(fail)?
@@ -867,7 +1015,7 @@ impl Isolation {
             self.read_only_host_view().map_err(fail)?;
             -1
         };
-        let covered = self.bind_and_cover(empty).and_then(|()| {
+        let covered = self.bind_and_cover(empty, &overlays).and_then(|()| {
             if empty >= 0 && !self.hidden_files.is_empty() && self.cover_rights != 0 {
                 add_rule(ruleset, empty, self.cover_rights)
             } else {
@@ -921,10 +1069,20 @@ impl Isolation {
     /// (read-only binds onto themselves, recursive: a pinned directory or a hidden path beneath
     /// stays as it is), then the hidden directories and files. `empty` is the new root's empty
     /// file (a detached read-only mount), or -1.
-    fn bind_and_cover(&self, empty: i32) -> Result<(), i32> {
+    fn bind_and_cover(&self, empty: i32, overlays: &[Overlay; MAX_STAGED]) -> Result<(), i32> {
         for target in &self.pinned {
             bind_onto_itself(target, 0)?;
         }
+        let mut staged = Ok(());
+        for (plan, overlay) in self.staged.iter().zip(overlays) {
+            if staged.is_ok() {
+                staged = attach_staged(plan, overlay);
+            }
+        }
+        for overlay in overlays.iter().take(self.staged.len()) {
+            overlay.close();
+        }
+        staged?;
         for target in &self.protected {
             bind_onto_itself(
                 target,
@@ -1182,6 +1340,143 @@ fn pin_above(outermost: &[&Root], pinned: &mut Vec<PathBuf>, path: &Path) {
             pinned.push(dir.clone());
         }
     }
+}
+
+/// A staged directory's detached mounts in the child: the overlay (or -1 with the errno that
+/// kept it from being made) and the clones of its `through` directories.
+#[derive(Debug, Clone, Copy)]
+struct Overlay {
+    mnt: i32,
+    errno: i32,
+    through: [i32; MAX_THROUGH],
+}
+
+impl Overlay {
+    const NONE: Overlay = Overlay {
+        mnt: -1,
+        errno: libc::ENOSYS,
+        through: [-1; MAX_THROUGH],
+    };
+
+    fn close(&self) {
+        close(self.mnt);
+        for fd in self.through {
+            close(fd);
+        }
+    }
+}
+
+/// `FSCONFIG_SET_FLAG` (`<linux/mount.h>`).
+const FSCONFIG_SET_FLAG: u32 = 0;
+
+/// Makes `plan`'s overlay, detached, and clones its `through` directories (module `stage`).
+/// The layers are this process's descriptors, named `/proc/self/fd/N`, each checked against
+/// the identity the parent pinned. On failure the overlay is -1 and its errno kept: the
+/// directory is then bound read-only instead.
+fn make_overlay(plan: &StagePlan) -> Overlay {
+    let mut overlay = Overlay::NONE;
+    let made = (|| {
+        let lower = open_checked(&plan.dir)?;
+        let upper = open_checked(&plan.upper).inspect_err(|_| close(lower))?;
+        let work = open_checked(&plan.work).inspect_err(|_| {
+            close(lower);
+            close(upper);
+        })?;
+        let (mut l, mut u, mut w) = ([0u8; 32], [0u8; 32], [0u8; 32]);
+        let (l, u, w) = (
+            crate::stage::fd_path(lower, &mut l),
+            crate::stage::fd_path(upper, &mut u),
+            crate::stage::fd_path(work, &mut w),
+        );
+        let attrs = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+        // `lowerdir+` (Linux 6.8) takes one path and parses nothing in it; `lowerdir` splits
+        // at `:`, which a `/proc/self/fd/N` does not hold. `userxattr` keeps overlayfs's own
+        // attributes in the `user.` namespace, which a user namespace may write; a root host
+        // whose upper filesystem lacks them is tried without.
+        let mut result = Err(libc::EINVAL);
+        'tries: for lower_key in [c"lowerdir+", c"lowerdir"] {
+            for user in [true, false] {
+                let options: [(&std::ffi::CStr, &[u8]); 3] = [
+                    (lower_key, l.to_bytes_with_nul()),
+                    (c"upperdir", u.to_bytes_with_nul()),
+                    (c"workdir", w.to_bytes_with_nul()),
+                ];
+                let flags: &[&std::ffi::CStr] = if user { &[c"userxattr"] } else { &[] };
+                result = new_mount_with_flags(c"overlay", &options, flags, attrs);
+                if result.is_ok() {
+                    break 'tries;
+                }
+            }
+        }
+        close(lower);
+        close(upper);
+        close(work);
+        result
+    })();
+    match made {
+        Ok(mnt) => overlay.mnt = mnt,
+        Err(errno) => {
+            overlay.errno = errno;
+            return overlay;
+        }
+    }
+    for (slot, (target, _)) in overlay.through.iter_mut().zip(&plan.through) {
+        let cloned = open_checked(target).and_then(|at| {
+            let tree = clone_tree(at, libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV);
+            close(at);
+            tree
+        });
+        match cloned {
+            Ok(tree) => *slot = tree,
+            Err(errno) => {
+                overlay.close();
+                return Overlay {
+                    errno,
+                    ..Overlay::NONE
+                };
+            }
+        }
+    }
+    overlay
+}
+
+/// Attaches `overlay` over `plan`'s directory and its `through` clones over their places in
+/// it; where the overlay could not be made, binds the directory read-only onto itself. Either
+/// way the outcome is stored for the parent (the child shares its memory).
+fn attach_staged(plan: &StagePlan, overlay: &Overlay) -> Result<(), i32> {
+    if overlay.mnt < 0 {
+        plan.outcome.store(-overlay.errno, Ordering::Release);
+        return bind_onto_itself(
+            &plan.dir,
+            libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+        );
+    }
+    let at = open_checked(&plan.dir)?;
+    let attached = attach(overlay.mnt, at);
+    close(at);
+    attached?;
+    // The directory's path now leads into the overlay.
+    let root = open_no_symlinks(
+        libc::AT_FDCWD,
+        plan.dir.path.as_ptr().cast(),
+        libc::O_DIRECTORY,
+    )?;
+    let mut result = Ok(());
+    for ((_, rel), &tree) in plan.through.iter().zip(&overlay.through) {
+        result = open_no_symlinks(root, rel.as_ptr().cast(), libc::O_DIRECTORY).and_then(|at| {
+            let r = attach(tree, at);
+            close(at);
+            r
+        });
+        if result.is_err() {
+            break;
+        }
+    }
+    close(root);
+    result?;
+    plan.outcome
+        .store(crate::stage::STAGED_PRIVATE, Ordering::Release);
+    Ok(())
 }
 
 /// Binds `target` onto itself (recursively: what is mounted beneath stays), adding `set`.
@@ -1532,6 +1827,16 @@ fn new_mount(
     options: &[(&std::ffi::CStr, &[u8])],
     attrs: u64,
 ) -> Result<i32, i32> {
+    new_mount_with_flags(fstype, options, &[], attrs)
+}
+
+/// [`new_mount`] with flag options (keys without a value) set after the string ones.
+fn new_mount_with_flags(
+    fstype: &std::ffi::CStr,
+    options: &[(&std::ffi::CStr, &[u8])],
+    flags: &[&std::ffi::CStr],
+    attrs: u64,
+) -> Result<i32, i32> {
     // SAFETY: a NUL-terminated filesystem name.
     let fs = fd_of(sys(unsafe {
         syscall!(Sysno::fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC)
@@ -1557,6 +1862,22 @@ fn new_mount(
         if configured.is_err() {
             break;
         }
+    }
+    for flag in flags {
+        if configured.is_err() {
+            break;
+        }
+        // SAFETY: a NUL-terminated key; a flag takes no value.
+        configured = sys(unsafe {
+            syscall!(
+                Sysno::fsconfig,
+                fs,
+                FSCONFIG_SET_FLAG,
+                flag.as_ptr(),
+                0usize,
+                0usize
+            )
+        });
     }
     let mnt = configured
         // SAFETY: the create command takes no key or value.

@@ -79,6 +79,7 @@ mod probe;
 mod sandbox;
 mod seccomp;
 mod split;
+mod stage;
 mod syscache;
 pub mod watch;
 
@@ -88,6 +89,7 @@ pub use interp::{ElfClass, ElfError, ElfLoad, elf_load};
 pub use policy::{Access, Launch, Network, Policy, Scopes, SystemFile};
 pub use probe::{Availability, LANDLOCK_ABI_MAX_VAR, LandlockSupport, probe};
 pub use sandbox::{Enforcement, EnforcementStatus, Gaps, PreparedSandbox};
+pub use stage::{StageOutcome, Staging};
 
 #[cfg(test)]
 mod tests {

@@ -140,6 +140,8 @@ pub struct Policy {
     pub(crate) rules: Vec<PathRule>,
     pub(crate) hidden: Vec<PathBuf>,
     pub(crate) protected: Vec<PathBuf>,
+    /// Directories seen through a private copy ([`Policy::stage`]).
+    pub(crate) staged: Vec<crate::stage::StageRequest>,
     pub(crate) network: Network,
     pub(crate) spawn: Spawn,
     pub(crate) scopes: Scopes,
@@ -170,6 +172,7 @@ impl Policy {
             rules: Vec::new(),
             hidden: Vec::new(),
             protected: Vec::new(),
+            staged: Vec::new(),
             network: Network::None,
             spawn: Spawn::Allowed,
             scopes: Scopes::default(),
@@ -268,6 +271,36 @@ impl Policy {
     /// not exist when the policy is prepared protects nothing.
     pub fn protect(mut self, path: impl Into<PathBuf>) -> Self {
         self.protected.push(path.into());
+        self
+    }
+
+    /// Shows the program the directory `dir`, beneath a writable grant, through a private copy
+    /// (module `stage`, TRUST-1): whatever it creates, renames or writes there lands in `upper`
+    /// (an empty directory outside the program's view, with the empty `work` beside it on the
+    /// same filesystem, as overlayfs needs), never in `dir`, for the whole run. Each directory
+    /// of `through` (beneath `dir`) stays the real one, writable: a git directory's `objects`.
+    /// What of `upper` to apply afterwards is the caller's decision.
+    ///
+    /// Where the child cannot make the private copy, `dir` is read-only instead; the report
+    /// ([`PreparedSandbox::staging`](crate::PreparedSandbox::staging)) says which. Where no
+    /// private mount namespace can be made and `dir` lies beneath a writable grant,
+    /// [`prepare`](Policy::prepare) refuses the policy
+    /// ([`SandboxError::CannotProtect`](crate::SandboxError::CannotProtect)). A `dir` that does
+    /// not exist at `prepare` stages nothing; one outside every writable grant is read-only
+    /// anyway and needs nothing. All paths must be absolute; `upper` and `work` must exist.
+    pub fn stage(
+        mut self,
+        dir: impl Into<PathBuf>,
+        upper: impl Into<PathBuf>,
+        work: impl Into<PathBuf>,
+        through: Vec<PathBuf>,
+    ) -> Self {
+        self.staged.push(crate::stage::StageRequest {
+            dir: dir.into(),
+            upper: upper.into(),
+            work: work.into(),
+            through,
+        });
         self
     }
 

@@ -551,7 +551,11 @@ impl Policy {
             source,
         };
         // Nothing to mount and nothing to refuse: no work on the spawn path.
-        if !namespaces && self.hidden.is_empty() && self.protected.is_empty() {
+        if !namespaces
+            && self.hidden.is_empty()
+            && self.protected.is_empty()
+            && self.staged.is_empty()
+        {
             return Ok(None);
         }
         let mut roots = Vec::new();
@@ -650,10 +654,51 @@ impl Policy {
             }
             protected.push(covered);
         }
+        let mut staged = Vec::with_capacity(self.staged.len());
+        for request in &self.staged {
+            let Some(dir) = resolve(&request.dir)? else {
+                continue;
+            };
+            if !namespaces {
+                if let Some(root) = roots
+                    .iter()
+                    .find(|r| r.writable && dir.path.starts_with(&r.path))
+                {
+                    return Err(SandboxError::CannotProtect {
+                        root: root.path.clone(),
+                        protected: dir.path,
+                        reason: no_namespaces(),
+                    });
+                }
+                continue;
+            }
+            let required = |path: &PathBuf| -> Result<isolate::Covered, SandboxError> {
+                resolve(path)?.ok_or_else(|| SandboxError::MissingPath { path: path.clone() })
+            };
+            let upper = required(&request.upper)?;
+            let work = required(&request.work)?;
+            let mut through = Vec::with_capacity(request.through.len());
+            for path in &request.through {
+                if let Some(covered) = resolve(path)? {
+                    if covered.path != dir.path && covered.path.starts_with(&dir.path) {
+                        through.push(covered);
+                    }
+                }
+            }
+            links.extend(isolate::Covered::links_to(&request.dir));
+            staged.push(isolate::StagedDir {
+                dir,
+                upper,
+                work,
+                through,
+            });
+        }
         if !namespaces {
             return Ok(None);
         }
-        Isolation::prepare(&roots, &hidden, &protected, &links).map(Some)
+        Isolation::prepare(&roots, &hidden, &protected, &links)
+            .and_then(|plan| plan.with_staged(&roots, staged))
+            .map(Some)
     }
 
     /// Which opened rules are split around hidden paths (module `split`), aligned with
@@ -1181,6 +1226,15 @@ impl PreparedSandbox {
     /// known in the parent).
     pub fn enforcement(&self) -> Enforcement {
         self.enforcement
+    }
+
+    /// What became of each staged directory ([`Policy::stage`]): filled in by the child, so
+    /// read it once the program was started.
+    pub fn staging(&self) -> crate::stage::Staging {
+        self.isolation
+            .as_ref()
+            .map(Isolation::staging)
+            .unwrap_or_default()
     }
 
     /// The compiled seccomp program, for `examples/seccomp_attach.rs` and for dumping the

@@ -1126,7 +1126,7 @@ fn protected_paths_in_a_writable_grant_cannot_be_changed_moved_or_replaced() {
         &[
             "-c",
             "cd repo; echo ESCAPED >> .git/config; echo ESCAPED > .git/hooks/pre-commit; \
-             rm -rf .git/hooks; rm -f .git/config; mv .git .git2; mv .git/hooks .git/h2; \
+             rm -rf .git/hooks; rm -f .git/config; mv .git .git2; \
              mv ../repo ../repo2; echo ESCAPED > .gitmodules; mv .gitmodules gm; \
              chmod 777 .git/hooks/README; touch .git/config; \
              echo '[x]' > c2 && mv c2 .git/config; \
@@ -1374,4 +1374,98 @@ fn a_datagram_pair_cannot_reach_a_host_socket_where_unix_sockets_are_refused() {
         ErrorKind::WouldBlock,
         "the host socket received a datagram"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Staged directories (TRUST-1): a private copy, decided by name for the whole run
+
+/// A repository in the work dir whose `.git` is staged: upper and work directories outside.
+fn staged_repo(s: &Scratch) -> (std::path::PathBuf, std::path::PathBuf, Policy) {
+    let repo = s.work.join("repo");
+    std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+    std::fs::create_dir_all(repo.join(".git/objects/ab")).unwrap();
+    std::fs::write(repo.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
+    std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let stage = s.outside.join("stage");
+    std::fs::create_dir_all(stage.join("u")).unwrap();
+    std::fs::create_dir_all(stage.join("w")).unwrap();
+    let policy = s.command_policy().stage(
+        repo.join(".git"),
+        stage.join("u"),
+        stage.join("w"),
+        vec![repo.join(".git/objects")],
+    );
+    (repo, stage, policy)
+}
+
+#[test]
+fn a_staged_directory_keeps_every_new_or_changed_name_out_of_the_real_one() {
+    // SPEC: TRUST-1 — a new name (`commondir`, a hook), a rename over `config` and a write
+    // into a file all land in the private copy; the directory cannot be moved away.
+    if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let s = Scratch::new();
+    let (repo, stage, policy) = staged_repo(&s);
+    let before = snapshot(&repo.join(".git"));
+    let out = s.run(
+        &policy,
+        SH,
+        &[
+            "-c",
+            "cd repo; printf '[core]\\n\\tfsmonitor = touch /tmp/x\\n' > c.lock && \
+             mv c.lock .git/config; echo /elsewhere > .git/commondir; \
+             echo ESCAPED > .git/hooks/post-checkout; chmod +x .git/hooks/post-checkout; \
+             echo ESCAPED >> .git/HEAD; mv .git .git2; \
+             echo blob > .git/objects/ab/cdef; \
+             grep -c fsmonitor .git/config; cat .git/commondir",
+        ],
+    );
+    // The command sees its own changes.
+    assert_eq!(stdout(&out), "1\n/elsewhere\n", "{}", stderr(&out));
+    assert!(stderr(&out).contains("busy"), "{}", stderr(&out));
+    // The real directory holds what it held, plus the object written through.
+    let mut after = snapshot(&repo.join(".git"));
+    assert!(
+        after.remove(&repo.join(".git/objects/ab/cdef")).is_some(),
+        "the object did not reach the real objects directory"
+    );
+    assert_eq!(after, before);
+    // The changes wait in the upper directory for the caller to judge.
+    let upper = stage.join("u");
+    assert!(
+        std::fs::read_to_string(upper.join("config"))
+            .unwrap()
+            .contains("fsmonitor")
+    );
+    assert!(upper.join("commondir").exists());
+    assert!(upper.join("hooks/post-checkout").exists());
+    assert!(!upper.join("objects/ab/cdef").exists());
+}
+
+#[test]
+fn a_staged_directory_lets_the_command_work_as_usual() {
+    // SPEC: TRUST-1, LIVE-1 — liveness twin: create, rename, remove and list in the copy.
+    if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let s = Scratch::new();
+    let (_repo, stage, policy) = staged_repo(&s);
+    let out = s.run(
+        &policy,
+        SH,
+        &[
+            "-c",
+            "cd repo/.git && echo x > index.lock && mv index.lock index && \
+             mkdir -p refs/heads && echo abc > refs/heads/main && rm HEAD && \
+             echo 'ref: refs/heads/next' > HEAD && cat HEAD index refs/heads/main && \
+             ls hooks objects",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "ref: refs/heads/next\nx\nabc\nhooks:\n\nobjects:\nab\n"
+    );
+    assert!(stage.join("u/index").exists());
 }
