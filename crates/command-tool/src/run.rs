@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use exec::{End, ExecError, Job, Limits, OnCap, SandboxSpec, WorkDir};
@@ -227,6 +227,45 @@ pub async fn command_with(
     for path in &options.hidden {
         sandbox = sandbox.hide(path.clone());
     }
+    // TRUST-1: every git directory of the writable roots through a private copy for the whole
+    // call, applied afterwards from an allowlist. The stage lives in the call's temp dir, which
+    // the command's own tmpfs covers.
+    let writable: Vec<PathBuf> = std::iter::once(scope.path().to_path_buf())
+        .chain(
+            validated
+                .extra_paths()
+                .iter()
+                .filter(|e| e.write())
+                .map(|e| e.path().to_path_buf()),
+        )
+        .collect();
+    let stage_base = temp.root().join(GIT_STAGE);
+    let stage = exec::blocking::off_async(move || {
+        let roots: Vec<&Path> = writable.iter().map(PathBuf::as_path).collect();
+        gitstage::Stage::for_roots(&roots, &stage_base)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r.map_err(|e| e.to_string()))
+    .map_err(|e| {
+        ToolError::new(
+            ErrorCode::ExecIoFailed,
+            format!(
+                "cannot prepare the private copy of the git directories in the call's temp \
+                 dir ({e}); nothing ran. Check that the system temp dir is writable"
+            ),
+        )
+    })?;
+    sandbox.staged = stage
+        .dirs()
+        .iter()
+        .map(|d| exec::Staged {
+            dir: d.path().to_path_buf(),
+            upper: d.upper().to_path_buf(),
+            work: d.work().to_path_buf(),
+            through: d.through().to_vec(),
+        })
+        .collect();
     // Kept to explain the command's permission errors afterwards (LIVE-4).
     let explain = (
         sandbox.clone(),
@@ -259,10 +298,21 @@ pub async fn command_with(
         Ok(out) => denials(explain, out).await,
         Err(_) => Vec::new(),
     };
+    // The command's whole tree has ended: apply what of its git changes is allowed.
+    let read_only = outcome
+        .as_ref()
+        .map(|o| o.staged_read_only.clone())
+        .unwrap_or_default();
+    let git = exec::blocking::off_async(move || stage.apply(&read_only))
+        .await
+        .unwrap_or_default();
     // Removing a large temp dir is file-system work: keep it off the async threads.
     let _ = exec::blocking::off_async(move || temp.remove()).await;
-    interpret(outcome?, denials)
+    interpret(outcome?, denials, git)
 }
+
+/// The name of the git directories' staging area in the call's temp dir.
+const GIT_STAGE: &str = "git-stage";
 
 /// LIVE-4: the accesses the output names that the sandbox's policy refused. The scan is cheap
 /// and touches nothing; only when it finds a permission error does the policy look at files,
@@ -461,6 +511,7 @@ fn text(bytes: &[u8]) -> String {
 fn interpret(
     out: exec::Outcome,
     denials: Vec<crate::types::Denial>,
+    git: gitstage::Report,
 ) -> Result<CommandOutput, ToolError> {
     let status = match &out.end {
         End::Cancelled(reason @ CancelReason::Revoked(_)) => return Err(reason.to_error()),
@@ -492,6 +543,7 @@ fn interpret(
             _ => None,
         },
         denials,
+        git,
     };
     if out.end == End::LeaseLost {
         let mut err = ToolError::new(
@@ -522,7 +574,7 @@ mod tests {
         let mut out = exec::Outcome::default();
         out.exit_code = Some(3);
         out.stdout = b"partial".to_vec();
-        let r = interpret(out, Vec::new()).unwrap();
+        let r = interpret(out, Vec::new(), gitstage::Report::default()).unwrap();
         assert_eq!(r.status, Status::Exited);
         assert_eq!(r.exit_code, Some(3));
         assert!(!r.partial_execution);
@@ -535,7 +587,7 @@ mod tests {
         out.signal = Some(9);
         out.main_stopped = true;
         out.descendants_stopped = 2;
-        let r = interpret(out, Vec::new()).unwrap();
+        let r = interpret(out, Vec::new(), gitstage::Report::default()).unwrap();
         assert_eq!(
             (r.status, r.exit_code, r.partial_execution),
             (Status::TimedOut, None, true)
@@ -544,12 +596,17 @@ mod tests {
 
         let mut out = exec::Outcome::default();
         out.end = End::Cancelled(CancelReason::TurnEnded);
-        let r = interpret(out, Vec::new()).unwrap();
+        let r = interpret(out, Vec::new(), gitstage::Report::default()).unwrap();
         assert_eq!((r.status, r.partial_execution), (Status::Cancelled, true));
 
         let mut out = exec::Outcome::default();
         out.end = End::Cancelled(CancelReason::Deadline);
-        assert_eq!(interpret(out, Vec::new()).unwrap().status, Status::TimedOut);
+        assert_eq!(
+            interpret(out, Vec::new(), gitstage::Report::default())
+                .unwrap()
+                .status,
+            Status::TimedOut
+        );
     }
 
     #[test]
@@ -558,7 +615,7 @@ mod tests {
         out.end = End::Cancelled(CancelReason::Revoked(
             toolscope::Denial::AuthorityUnavailable,
         ));
-        let err = interpret(out, Vec::new()).unwrap_err();
+        let err = interpret(out, Vec::new(), gitstage::Report::default()).unwrap_err();
         assert_eq!(err.code(), ErrorCode::PermissionDenied);
     }
 
@@ -568,7 +625,7 @@ mod tests {
         out.end = End::LeaseLost;
         out.main_stopped = true;
         out.stdout = b"so far".to_vec();
-        let err = interpret(out, Vec::new()).unwrap_err();
+        let err = interpret(out, Vec::new(), gitstage::Report::default()).unwrap_err();
         assert_eq!(err.code(), ErrorCode::ExecCancelled);
         assert_eq!(err.details()["status"], "cancelled");
         assert_eq!(err.details()["stdout"], "so far");
@@ -579,7 +636,7 @@ mod tests {
     fn a_signal_without_exit_is_signaled() {
         let mut out = exec::Outcome::default();
         out.signal = Some(31);
-        let r = interpret(out, Vec::new()).unwrap();
+        let r = interpret(out, Vec::new(), gitstage::Report::default()).unwrap();
         assert_eq!(
             (r.status, r.exit_code, r.partial_execution),
             (Status::Signaled, None, false)

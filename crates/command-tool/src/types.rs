@@ -139,6 +139,13 @@ pub struct CommandOutput {
     /// permission error the policy did not cause (a file's own mode) is not listed. At most 16.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denials: Vec<Denial>,
+    /// What the command changed in git directories (TRUST-1): it worked on a private copy of
+    /// each repository's git directory; afterwards its refs, index, objects and allowed config
+    /// keys were applied, and anything that makes git run a program (hooks, `core.fsmonitor`,
+    /// `core.hooksPath`, `commondir`, …) was refused and is listed here. Absent when the
+    /// command changed nothing there.
+    #[serde(default, skip_serializing_if = "gitstage::Report::is_empty")]
+    pub git: gitstage::Report,
 }
 
 /// One access the sandbox refused (SPEC LIVE-4), derived from the policy itself.
@@ -279,6 +286,7 @@ mod tests {
             sandbox: "fully enforced".into(),
             limit_exceeded: None,
             denials: Vec::new(),
+            git: gitstage::Report::default(),
         };
         // No denial: no `denials` field; no limit hit: no `limitExceeded`.
         assert_eq!(

@@ -51,6 +51,7 @@ async fn exit_code_stdout_and_stderr_are_returned_as_a_result() {
             sandbox: out.sandbox.clone(),
             limit_exceeded: None,
             denials: Vec::new(),
+            git: gitstage::Report::default(),
         }
     );
     assert!(out.sandbox.contains("limits "), "{out:?}");

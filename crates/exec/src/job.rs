@@ -184,6 +184,10 @@ pub struct Outcome {
     /// Which mechanism held each resource limit, in words (LIM-1; [`crate::LimitsReport`]),
     /// e.g. "limits fully enforced (processes 1024: cgroup v1; memory 8 GiB: cgroup v1; …)".
     pub limits: String,
+    /// Each directory of [`SandboxSpec::staged`](crate::SandboxSpec::staged) the command saw
+    /// read-only instead of through its private copy, and why (the overlay could not be made
+    /// here). Empty when every staged directory was private.
+    pub staged_read_only: Vec<(std::path::PathBuf, String)>,
 }
 
 impl Outcome {

@@ -104,5 +104,5 @@ pub use job::{End, ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir};
 pub use limits::{Enforcer, Limit, LimitHit, LimitsReport, LimitsStatus, ResourceLimits};
 pub use open_error::open_error_code;
 pub use run::{Tap, run, run_tapped};
-pub use spec::{Access, Grant, Network, Program, SandboxSpec, SpecError};
+pub use spec::{Access, Grant, Network, Program, SandboxSpec, SpecError, Staged};
 pub use toolscope::CallContext;

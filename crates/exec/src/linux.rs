@@ -115,6 +115,14 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
     for path in &spec.protected {
         policy = policy.protect(path.clone());
     }
+    for staged in &spec.staged {
+        policy = policy.stage(
+            staged.dir.clone(),
+            staged.upper.clone(),
+            staged.work.clone(),
+            staged.through.clone(),
+        );
+    }
     // A shell's temp dir becomes a tmpfs of its size where the command has a private mount
     // namespace (LIM-1); a single program's stays as it is (`RLIMIT_FSIZE` bounds its files).
     if let (true, Some(temp)) = (shell, &spec.temp_dir) {

@@ -44,7 +44,9 @@ pub fn profile_spec(spec: &SandboxSpec) -> ProfileSpec {
 /// between the grant and it from being removed or renamed: Seatbelt matches paths, so moving
 /// a parent away would otherwise take the path out from under its deny.
 pub fn bound_profile(spec: &SandboxSpec) -> Result<BoundProfile, SpecError> {
+    // No overlay here: a staged directory is protected (read-only) instead.
     let mut protected: Vec<PathBuf> = spec.protected.clone();
+    protected.extend(spec.staged.iter().map(|s| s.dir.clone()));
     for hidden in &spec.hidden {
         let in_writable = spec
             .grants
@@ -83,6 +85,7 @@ mod tests {
             network: Network::None,
             hidden: vec![],
             protected: vec![],
+            staged: Vec::new(),
             unix_sockets: true,
             resources: crate::ResourceLimits::for_command(),
             temp_dir: None,
@@ -168,6 +171,7 @@ mod tests {
             network: Network::None,
             hidden: vec![],
             protected: vec![],
+            staged: Vec::new(),
             unix_sockets: true,
             resources: crate::ResourceLimits::for_command(),
             temp_dir: None,

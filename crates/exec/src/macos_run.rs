@@ -123,6 +123,17 @@ pub(crate) async fn run(
         enforcement: "Seatbelt profile through sandbox-exec".to_owned(),
         // LIM-1 on macOS (rlimits) is not built yet: said, not pretended.
         limits: "limits not enforced (macOS: not built yet)".to_owned(),
+        staged_read_only: job
+            .sandbox
+            .staged
+            .iter()
+            .map(|s| {
+                (
+                    s.dir.clone(),
+                    "macOS has no private copy; read-only".to_owned(),
+                )
+            })
+            .collect(),
         ..Outcome::default()
     };
     let (waited, status) = loop {

@@ -103,6 +103,7 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
     let view_is_grants_only = prepared.enforcement().private_root();
     let bounded_temp = prepared.enforcement().bounded_temp();
     let private_proc = prepared.enforcement().private_proc();
+    let staging = prepared.staging();
     // The call's cgroups (removed when `armed` drops, after the tree: declared before it) and
     // the rlimits its first process sets (LIM-1).
     let (mut armed, child_limits) = crate::cgroup::Armed::arm(
@@ -216,7 +217,32 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         enforcement,
         view_is_grants_only,
         limits: limits_report,
+        staged_read_only: read_only_staged(&staging),
     })
+}
+
+/// The staged directories the child reported read-only (the overlay could not be made), and
+/// why. One it could not report on (`Unknown`) was never writable either.
+#[cfg(target_os = "linux")]
+fn read_only_staged(staging: &linux_sandbox::Staging) -> Vec<(std::path::PathBuf, String)> {
+    staging
+        .outcomes()
+        .into_iter()
+        .filter_map(|(dir, outcome)| match outcome {
+            linux_sandbox::StageOutcome::Private => None,
+            linux_sandbox::StageOutcome::ReadOnly { errno } => Some((
+                dir,
+                format!(
+                    "the kernel refused the private copy ({}); read-only for this call",
+                    std::io::Error::from_raw_os_error(errno)
+                ),
+            )),
+            _ => Some((
+                dir,
+                "not reported by the command's process; read-only or private".to_owned(),
+            )),
+        })
+        .collect()
 }
 
 /// Runs `job` under Seatbelt (`sandbox-exec`) and returns once its process group is gone.

@@ -131,6 +131,15 @@ pub struct SandboxSpec {
     /// pinned so none can be renamed away and replaced; where no private mount namespace can
     /// be made and a protected path lies beneath a writable grant, the run is refused.
     pub protected: Vec<PathBuf>,
+    /// Directories beneath a writable grant the command sees through a private copy
+    /// (TRUST-1: a repository's git directory): whatever it creates, renames or writes there
+    /// lands in the entry's `upper` directory, never in the directory, for the whole run; the
+    /// caller applies what it accepts afterwards. On Linux an overlay in the command's private
+    /// mount namespace; where it cannot be made the directory is read-only instead
+    /// ([`Outcome::staged_read_only`](crate::Outcome::staged_read_only)), and where no private
+    /// mount namespace can be made the run is refused, as for a protected path. On macOS the
+    /// directory is protected (read-only).
+    pub staged: Vec<Staged>,
     /// Whether unix sockets may be made where the platform can keep the host's out of reach
     /// (Linux: a view of the grants only). `false` when a grant may hold another program's
     /// listening socket (an approved extra path such as `/tmp`, issue 16 review).
@@ -140,6 +149,22 @@ pub struct SandboxSpec {
     /// The call's temp dir (one of the writable grants, its `HOME` and `TMPDIR`), whose size
     /// [`resources`](SandboxSpec::resources) bounds; `None`: no temp dir to bound.
     pub temp_dir: Option<PathBuf>,
+}
+
+/// One directory of [`SandboxSpec::staged`]. `upper` and `work` are empty directories on one
+/// filesystem, outside everything the command sees (the call's temp dir, which its own tmpfs
+/// covers, holds them well); `through` are directories beneath `dir` that stay the real ones,
+/// writable (a git directory's `objects`). All paths absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staged {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Where the command's changes land.
+    pub upper: PathBuf,
+    /// The overlay's scratch directory, beside `upper`.
+    pub work: PathBuf,
+    /// Directories beneath `dir` written through.
+    pub through: Vec<PathBuf>,
 }
 
 /// Why a spec could not be built.
@@ -185,6 +210,7 @@ impl SandboxSpec {
             network: Network::None,
             hidden: Vec::new(),
             protected: Vec::new(),
+            staged: Vec::new(),
             unix_sockets: true,
             resources: crate::ResourceLimits::for_run(),
             temp_dir: Some(temp.path().to_path_buf()),
@@ -213,6 +239,7 @@ impl SandboxSpec {
             network: Network::None,
             hidden: Vec::new(),
             protected: Vec::new(),
+            staged: Vec::new(),
             unix_sockets: true,
             resources: crate::ResourceLimits::for_command(),
             temp_dir: Some(temp.path().to_path_buf()),
@@ -231,6 +258,7 @@ impl SandboxSpec {
             network,
             hidden: Vec::new(),
             protected: Vec::new(),
+            staged: Vec::new(),
             unix_sockets: false,
             resources: crate::ResourceLimits::for_command(),
             temp_dir: None,

@@ -777,6 +777,8 @@ pub(crate) struct Guarded {
     pub(crate) quarantined: Vec<Quarantined>,
     /// The roots a snapshot's entry budget did not cover to their end (empty: all checked).
     pub(crate) unchecked: Vec<PathBuf>,
+    /// What of the git directories' private copies was applied and refused (TRUST-1).
+    pub(crate) git: gitstage::Report,
 }
 
 impl Guarded {
@@ -797,6 +799,7 @@ pub(crate) fn after_run(before: &Snapshot, roots: &[PathBuf]) -> Guarded {
     Guarded {
         quarantined: quarantine(before.findings(&after)),
         unchecked,
+        git: gitstage::Report::default(),
     }
 }
 

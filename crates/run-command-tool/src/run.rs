@@ -355,6 +355,7 @@ pub(crate) async fn execute(
         sandbox: ran.sandbox,
         message: join_messages(message, guarded.message()),
         quarantined: guarded.quarantined,
+        git: guarded.git,
     })
 }
 

@@ -248,7 +248,41 @@ pub(crate) async fn run(
     })
     .await
     .map_err(|e| ToolError::new(ErrorCode::ExecIoFailed, format!("git guard: {e}")))?;
-    sandbox.protected = protected;
+    // TRUST-1: every git directory of the roots a person works in through a private copy for
+    // the whole call, applied afterwards from an allowlist. What lies inside one needs no
+    // read-only bind of its own (it would find the copy, not the file it pinned).
+    let stage_roots = guard_roots.clone();
+    let stage_base = temp.root().join(GIT_STAGE);
+    let stage = tokio::task::spawn_blocking(move || {
+        let roots: Vec<&Path> = stage_roots.iter().map(PathBuf::as_path).collect();
+        gitstage::Stage::for_roots(&roots, &stage_base)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r.map_err(|e| e.to_string()))
+    .map_err(|e| {
+        ToolError::new(
+            ErrorCode::ExecIoFailed,
+            format!(
+                "cannot prepare the private copy of the git directories in the call's temp \
+                 dir ({e}); nothing ran. Check that the system temp dir is writable"
+            ),
+        )
+    })?;
+    sandbox.protected = protected
+        .into_iter()
+        .filter(|p| !stage.dirs().iter().any(|d| p.starts_with(d.path())))
+        .collect();
+    sandbox.staged = stage
+        .dirs()
+        .iter()
+        .map(|d| exec::Staged {
+            dir: d.path().to_path_buf(),
+            upper: d.upper().to_path_buf(),
+            work: d.work().to_path_buf(),
+            through: d.through().to_vec(),
+        })
+        .collect();
     // Declared before the run: if this call is dropped mid-run, the run (and with it the
     // command's tree) is dropped first, then this guard checks the roots.
     let pending = gitguard::Pending::new(before, guard_roots);
@@ -296,10 +330,21 @@ pub(crate) async fn run(
         None => temp.scope(exec::run(job, ctx)).await,
     }
     .map_err(exec_error);
-    // Nothing the command started is alive now (exec stops the whole tree before returning).
-    let guard = tokio::task::spawn_blocking(move || pending.finish())
-        .await
+    // Nothing the command started is alive now (exec stops the whole tree before returning):
+    // the allowed git changes first, then the guard looks at what the roots hold.
+    let read_only = outcome
+        .as_ref()
+        .map(|o| o.staged_read_only.clone())
         .unwrap_or_default();
+    let guard = tokio::task::spawn_blocking(move || {
+        let git = stage.apply(&read_only);
+        Guarded {
+            git,
+            ..pending.finish()
+        }
+    })
+    .await
+    .unwrap_or_default();
     let denials = match &outcome {
         Ok(out) => denials(explain, out).await,
         Err(_) => Vec::new(),
@@ -311,6 +356,9 @@ pub(crate) async fn run(
     })?;
     Ok((interpret(outcome, denials)?, guard))
 }
+
+/// The name of the git directories' staging area in the call's temp dir.
+const GIT_STAGE: &str = "git-stage";
 
 pub(crate) fn exec_error(e: ExecError) -> ToolError {
     match e {

@@ -124,6 +124,12 @@ pub struct RunCommandOutput {
     /// Git metadata the command left that would make git run a program (a hook, a
     /// `commondir`, program-running config), moved aside after the run (the git guard).
     pub quarantined: Vec<crate::gitguard::Quarantined>,
+    /// What the command changed in git directories (TRUST-1): it worked on a private copy of
+    /// each repository's git directory; afterwards refs, index, objects and allowed config
+    /// keys were applied, and anything that makes git run a program was refused and is listed.
+    /// Absent when the command changed nothing there.
+    #[serde(skip_serializing_if = "gitstage::Report::is_empty")]
+    pub git: gitstage::Report,
     /// Why nothing ran and how to run it instead, or what an option meant here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -149,6 +155,7 @@ impl RunCommandOutput {
             executed: false,
             trashed: Vec::new(),
             quarantined: Vec::new(),
+            git: gitstage::Report::default(),
             sandbox: "none".into(),
             message: Some(message),
         }

@@ -1,0 +1,382 @@
+//! What of a git directory's private copy may be applied: names (relative to the git
+//! directory) and config keys with their values. Pure functions; the whole policy is in this
+//! file, documented in the crate docs' tables.
+//!
+//! **Owns:** the state a git operation writes and git only reads as data (refs, logs, the
+//! index, `HEAD` and the operation files, objects), the config keys git itself writes for
+//! ordinary work (identity, upstreams, remotes, submodules, what `init` and `clone` set), and
+//! the URL forms a remote may have. **Refuses to know:** files, processes, the overlay.
+//!
+//! Everything else is refused: `hooks/`, `config.worktree`, `commondir` (but a new worktree's
+//! `../..`), `info/attributes`, `branches/`, `remotes/`, symbolic links, and any config key not
+//! listed (`core.fsmonitor`, `core.hooksPath`, `core.pager`, `core.sshCommand`,
+//! `url.*.insteadOf`, `filter.*`, `diff.*.textconv`, `credential.*`, `alias.*`, `include*` …).
+
+/// Names directly in a git directory that git writes and reads as data only.
+const STATE_FILES: &[&str] = &[
+    "HEAD",
+    "ORIG_HEAD",
+    "FETCH_HEAD",
+    "MERGE_HEAD",
+    "MERGE_MSG",
+    "MERGE_MODE",
+    "MERGE_RR",
+    "MERGE_AUTOSTASH",
+    "AUTO_MERGE",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "REBASE_HEAD",
+    "BISECT_LOG",
+    "BISECT_START",
+    "BISECT_TERMS",
+    "BISECT_EXPECTED_REV",
+    "BISECT_ANCESTORS_OK",
+    "BISECT_NAMES",
+    "BISECT_RUN",
+    "BISECT_FIRST_PARENT",
+    "BISECT_HEAD",
+    "COMMIT_EDITMSG",
+    "TAG_EDITMSG",
+    "SQUASH_MSG",
+    "NOTES_EDITMSG",
+    "NOTES_MERGE_PARTIAL",
+    "NOTES_MERGE_REF",
+    "EDIT_DESCRIPTION",
+    "index",
+    "packed-refs",
+    "shallow",
+    "description",
+    "gc.pid",
+    "gc.log",
+    "info/exclude",
+    "info/refs",
+    "info/sparse-checkout",
+];
+
+/// Directories directly in a git directory whose whole content is data to git.
+const STATE_DIRS: &[&str] = &[
+    "refs",
+    "logs",
+    "objects",
+    "rebase-merge",
+    "rebase-apply",
+    "sequencer",
+    "rr-cache",
+    "lost-found",
+    "reftable",
+];
+
+/// What one path inside a git directory's private copy is, for applying it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PathKind {
+    /// Data git reads as data: applied as it is.
+    State,
+    /// A git directory's `config`: applied key by key ([`key_allowed`]).
+    Config,
+    /// A new worktree's `commondir`: applied only when it names the main git directory.
+    WorktreeCommondir,
+    /// A directory on the way to state (`modules/x`, `worktrees/y`, `refs/heads`).
+    Dir,
+    /// A lock file of an interrupted git: neither applied nor reported.
+    Lock,
+    /// Anything else: refused, with why.
+    Refused(&'static str),
+}
+
+/// The kind of `rel` (components separated by `/`, relative to a git directory).
+pub(crate) fn classify(rel: &str, is_dir: bool) -> PathKind {
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    classify_parts(&parts, is_dir)
+}
+
+fn classify_parts(parts: &[&str], is_dir: bool) -> PathKind {
+    let Some((&first, rest)) = parts.split_first() else {
+        return PathKind::Dir;
+    };
+    if !is_dir && first.ends_with(".lock") && rest.is_empty() {
+        return PathKind::Lock;
+    }
+    // A submodule's git directory: the same rules beneath `modules/<name>/`; a name may hold
+    // `/`, so each level is tried as a git directory of its own.
+    if first == "modules" {
+        // `modules/<name>/<inside>`, the name being one or more components: the first split
+        // whose inside is not refused decides; a directory on the way is a directory.
+        let mut first_refusal = None;
+        for k in 1..rest.len() {
+            match classify_parts(&rest[k..], is_dir) {
+                PathKind::Refused(why) => {
+                    first_refusal.get_or_insert(why);
+                }
+                PathKind::Dir if !is_dir => {}
+                other => return other,
+            }
+        }
+        return match first_refusal {
+            _ if is_dir => PathKind::Dir,
+            Some(why) => PathKind::Refused(why),
+            None => PathKind::Refused("a submodule's git directory holds only its own names"),
+        };
+    }
+    if first == "worktrees" {
+        return match rest {
+            [] => PathKind::Dir,
+            [_name] if is_dir => PathKind::Dir,
+            [_name, "commondir"] => PathKind::WorktreeCommondir,
+            [_name, "gitdir" | "locked"] => PathKind::State,
+            [_name, "config" | "config.worktree", ..] => {
+                PathKind::Refused("a worktree's own config is read by git; change it by hand")
+            }
+            [_name, inner @ ..] => match classify_parts(inner, is_dir) {
+                PathKind::Config => {
+                    PathKind::Refused("a worktree's own config is read by git; change it by hand")
+                }
+                other => other,
+            },
+        };
+    }
+    if rest.is_empty() && first == "config" && !is_dir {
+        return PathKind::Config;
+    }
+    let joined = parts.join("/");
+    if !is_dir && STATE_FILES.contains(&joined.as_str()) {
+        return PathKind::State;
+    }
+    if !is_dir && rest.is_empty() && first.starts_with("sharedindex.") {
+        return PathKind::State;
+    }
+    if STATE_DIRS.contains(&first) {
+        return PathKind::State;
+    }
+    if is_dir && first == "info" && rest.is_empty() {
+        return PathKind::Dir;
+    }
+    PathKind::Refused(refusal(first))
+}
+
+/// Why a name that is not state is refused, in a few words.
+fn refusal(first: &str) -> &'static str {
+    match first {
+        "hooks" => "git runs hooks",
+        "commondir" => "it points git at another repository's config",
+        "config.worktree" => "git reads it as config",
+        "info" => "git reads it (attributes select filters that run programs)",
+        "branches" | "remotes" => "git reads it to find remotes",
+        _ => "git may read it; not a name git writes for ordinary work",
+    }
+}
+
+/// Whether a new worktree's `commondir` names the main git directory (`../..`, as
+/// `git worktree add` writes it).
+pub(crate) fn worktree_commondir_allowed(content: &[u8]) -> bool {
+    matches!(content.strip_suffix(b"\n").unwrap_or(content), b"../..")
+}
+
+/// Whether `key` (as `git config --list` prints it: section and variable lower-case, the
+/// subsection as written) may be set to `values`. `in_module` is a submodule's git directory,
+/// where `git submodule` writes `core.worktree`.
+pub(crate) fn key_allowed(key: &str, values: &[String], in_module: bool) -> bool {
+    let (section, rest) = key.split_once('.').unwrap_or((key, ""));
+    let (sub, var) = match rest.rsplit_once('.') {
+        Some((sub, var)) => (Some(sub), var),
+        None => (None, rest),
+    };
+    match (section, sub, var) {
+        ("user", None, "name" | "email") => true,
+        ("branch", Some(_), "remote" | "merge" | "rebase" | "description" | "pushremote") => {
+            values.iter().all(|v| !v.starts_with('-'))
+        }
+        ("remote", Some(_), "url" | "pushurl") => values.iter().all(|v| url_allowed(v)),
+        (
+            "remote",
+            Some(_),
+            "fetch" | "push" | "tagopt" | "prune" | "mirror" | "skipdefaultupdate",
+        ) => values
+            .iter()
+            .all(|v| !v.starts_with('-') || v == "--no-tags" || v == "--tags"),
+        ("submodule", Some(_), "url") => values.iter().all(|v| url_allowed(v)),
+        ("submodule", Some(_), "active" | "branch" | "shallow" | "ignore") => {
+            values.iter().all(|v| !v.starts_with('!'))
+        }
+        (
+            "core",
+            None,
+            "repositoryformatversion"
+            | "filemode"
+            | "bare"
+            | "logallrefupdates"
+            | "ignorecase"
+            | "precomposeunicode"
+            | "symlinks"
+            | "autocrlf"
+            | "eol"
+            | "sparsecheckout"
+            | "sparsecheckoutcone",
+        ) => true,
+        ("core", None, "worktree") => in_module && values.iter().all(|v| relative_inside(v)),
+        ("extensions", None, "objectformat" | "refstorage") => true,
+        ("lfs", None, "repositoryformatversion") => true,
+        ("init", None, "defaultbranch") => true,
+        ("pull", None, "rebase" | "ff") | ("push", None, "default" | "autosetupremote") => true,
+        _ => false,
+    }
+}
+
+/// A remote URL git fetches from without running a program of the URL's choosing: `http(s)`,
+/// `ssh`, `git` and `file` URLs, scp-like `host:path`, and local paths. Never a transport
+/// helper (`ext::…` runs a command; `name::…` a `git-remote-name` program), never a leading
+/// `-` (an option to ssh), never a control character.
+pub(crate) fn url_allowed(url: &str) -> bool {
+    if url.is_empty() || url.starts_with('-') || url.contains("::") {
+        return false;
+    }
+    if url.chars().any(char::is_control) {
+        return false;
+    }
+    let lower = url.to_ascii_lowercase();
+    if let Some((scheme, _)) = lower.split_once("://") {
+        return matches!(
+            scheme,
+            "https" | "http" | "ssh" | "git" | "file" | "git+ssh" | "ssh+git"
+        );
+    }
+    // scp-like `[user@]host:path`, or a local path.
+    true
+}
+
+/// A relative path that climbs with `..` and then names directories (`../../../sub`).
+fn relative_inside(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('/')
+        && !path.chars().any(char::is_control)
+        && path.split('/').all(|p| !p.is_empty() && p != ".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn state_is_applied_and_what_runs_programs_is_refused() {
+        for state in [
+            "HEAD",
+            "index",
+            "packed-refs",
+            "refs/heads/main",
+            "refs/remotes/origin/HEAD",
+            "logs/HEAD",
+            "objects/ab/cdef",
+            "rebase-merge/done",
+            "modules/sub/HEAD",
+            "modules/sub/refs/heads/main",
+            "modules/a/b/index",
+            "worktrees/wt/HEAD",
+            "worktrees/wt/gitdir",
+            "worktrees/wt/logs/HEAD",
+            "info/exclude",
+            "sharedindex.0123",
+        ] {
+            assert_eq!(classify(state, false), PathKind::State, "{state}");
+        }
+        for refused in [
+            "hooks/pre-commit",
+            "commondir",
+            "config.worktree",
+            "info/attributes",
+            "remotes/origin",
+            "branches/x",
+            "worktrees/wt/config.worktree",
+            "modules/sub/hooks/post-checkout",
+            "modules/sub/commondir",
+            "fsmonitor--daemon.ipc",
+        ] {
+            assert!(
+                matches!(classify(refused, false), PathKind::Refused(_)),
+                "{refused}"
+            );
+        }
+        assert_eq!(classify("config", false), PathKind::Config);
+        assert_eq!(classify("modules/sub/config", false), PathKind::Config);
+        assert_eq!(
+            classify("worktrees/wt/commondir", false),
+            PathKind::WorktreeCommondir
+        );
+        assert_eq!(classify("index.lock", false), PathKind::Lock);
+        assert_eq!(classify("modules", true), PathKind::Dir);
+        assert!(worktree_commondir_allowed(b"../..\n"));
+        assert!(!worktree_commondir_allowed(b"/elsewhere\n"));
+    }
+
+    #[test]
+    fn config_keys_git_writes_for_ordinary_work_are_allowed_and_program_keys_are_not() {
+        let v = |s: &str| vec![s.to_owned()];
+        for (key, value) in [
+            ("user.email", "a@b.c"),
+            ("branch.feature/x.remote", "origin"),
+            ("branch.main.merge", "refs/heads/main"),
+            ("remote.origin.url", "https://example.org/r.git"),
+            ("remote.origin.url", "git@example.org:r.git"),
+            ("remote.origin.url", "../other"),
+            ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+            ("submodule.lib.url", "ssh://git@example.org/lib"),
+            ("submodule.lib.active", "true"),
+            ("core.repositoryformatversion", "0"),
+            ("core.bare", "false"),
+        ] {
+            assert!(key_allowed(key, &v(value), false), "{key}={value}");
+        }
+        for (key, value) in [
+            ("core.fsmonitor", "touch /tmp/x"),
+            ("core.hookspath", ".githooks"),
+            ("core.pager", "sh -c x"),
+            ("core.sshcommand", "x"),
+            ("core.worktree", "/elsewhere"),
+            ("url.https://evil/.insteadof", "https://example.org/"),
+            ("filter.lfs.smudge", "x"),
+            ("diff.pdf.textconv", "x"),
+            ("credential.helper", "x"),
+            ("alias.st", "!x"),
+            ("include.path", "../team.gitconfig"),
+            ("includeif.gitdir:/.path", "x"),
+            ("remote.origin.url", "ext::sh -c x"),
+            ("remote.origin.url", "fd::3"),
+            ("remote.origin.url", "-oProxyCommand=x"),
+            ("remote.origin.uploadpack", "x"),
+            ("submodule.lib.update", "!x"),
+            ("submodule.lib.url", "ext::x"),
+            ("extensions.worktreeconfig", "true"),
+        ] {
+            assert!(!key_allowed(key, &v(value), false), "{key}={value}");
+        }
+        assert!(key_allowed("core.worktree", &v("../../../lib"), true));
+        assert!(!key_allowed("core.worktree", &v("/tmp/x"), true));
+    }
+
+    proptest! {
+        #[test]
+        fn anything_beneath_hooks_is_refused_at_any_module_depth(
+            modules in proptest::collection::vec("[a-z]{1,6}", 0..3),
+            name in "[a-zA-Z0-9._-]{1,12}",
+        ) {
+            let mut rel = String::new();
+            for m in &modules {
+                rel.push_str("modules/");
+                rel.push_str(m);
+                rel.push('/');
+            }
+            rel.push_str("hooks/");
+            rel.push_str(&name);
+            let refused = matches!(classify(&rel, false), PathKind::Refused(_));
+            prop_assert!(refused, "{}", rel);
+        }
+
+        #[test]
+        fn a_transport_helper_url_is_never_allowed(
+            helper in "[a-z]{1,8}",
+            rest in "[ -~]{0,20}",
+        ) {
+            let url = format!("{helper}::{rest}");
+            prop_assert!(!url_allowed(&url));
+        }
+    }
+}

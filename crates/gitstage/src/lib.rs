@@ -1,0 +1,333 @@
+//! A command's changes to git directories, kept in a private copy for the whole call and
+//! applied afterwards from an allowlist (SPEC TRUST-1).
+//!
+//! **Owns:** finding the git directories of a writable root ([`find`]: `.git` directories at
+//! any depth and bare repositories), the per-call staging area ([`Stage`]: for each git
+//! directory an empty `upper` and `work` directory, and a baseline of what the host's files
+//! were), and applying each copy afterwards ([`Stage::apply`]): refs, logs, objects, the
+//! index, `HEAD` and the files of an operation in progress as they are; `config` key by key,
+//! from an allowlist of keys and values git itself writes for ordinary work (identity,
+//! upstreams, remotes and submodules with fetchable URLs, what `init` and `clone` set); a new
+//! worktree's `commondir` only when it names this repository. Everything else — hooks,
+//! `core.fsmonitor` and every other key that makes git run a program or read another file,
+//! `commondir`, `config.worktree`, `info/attributes` — is refused and reported, never applied:
+//! only the user sets those. A top-level file or a key the host changed meanwhile keeps the
+//! host's value and is reported as a conflict.
+//! **Refuses to know:** how the copy is made (the sandbox shows the command each git directory
+//! through an overlay whose upper directory is the stage's; `linux_sandbox::Policy::stage`),
+//! which tool ran, and how a result is worded beyond [`Report`].
+//!
+//! What the command sees during the call: its own changes, all of them (git keeps working:
+//! `remote add` then `push -u`, `submodule add`, `worktree add`); what the host sees: the
+//! repository as it was, but for new objects, until the call ends and the allowed changes are
+//! applied. A refused change is gone with the stage.
+//!
+//! Dependencies: `rustix` (directory-relative opens that follow no link), `serde` (the
+//! report), `thiserror`. The config files are read and written by the system's `git`
+//! (module `config`), so every quoting rule is git's own.
+//!
+//! # Example
+//! ```no_run
+//! use std::path::Path;
+//!
+//! let found = gitstage::find(&[Path::new("/home/me/project")], 100_000);
+//! let stage = gitstage::Stage::create(Path::new("/tmp/call-1234/stage"), &found.dirs)?;
+//! for dir in stage.dirs() {
+//!     // Hand dir.path, dir.upper, dir.work and dir.through to the sandbox; run the command.
+//!     let _ = (dir.path(), dir.upper(), dir.work(), dir.through());
+//! }
+//! let report = stage.apply(&[]);
+//! for refused in &report.refused {
+//!     eprintln!("not applied: {} {} ({})", refused.path, refused.what, refused.why);
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+#![deny(missing_docs)]
+
+mod allow;
+mod config;
+mod find;
+mod merge;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use find::{Found, GitDir, find};
+
+/// What applying the copies did, for a tool's result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Report {
+    /// Changes applied to the real git directories.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<Applied>,
+    /// Changes not applied, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Refused>,
+    /// Files or keys the host changed during the call: the host's stay.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
+    /// Git directories the command saw read-only instead of through a private copy, and why
+    /// (the copy could not be made on this machine): git commands that write there failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only: Vec<String>,
+    /// Set when the search for git directories stopped at its budget: repositories deeper in
+    /// the tree were neither seen nor protected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_searched: Option<String>,
+}
+
+impl Report {
+    /// Whether nothing was applied, refused or in conflict.
+    pub fn is_empty(&self) -> bool {
+        self.applied.is_empty()
+            && self.refused.is_empty()
+            && self.conflicts.is_empty()
+            && self.read_only.is_empty()
+            && self.not_searched.is_none()
+    }
+}
+
+/// One applied change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Applied {
+    /// The real file.
+    pub path: String,
+    /// `written`, `removed`, or a config change `key=value`.
+    pub change: String,
+}
+
+/// One refused change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Refused {
+    /// The real file it would have changed.
+    pub path: String,
+    /// For config, the key and its values (escaped); otherwise empty or `removed`.
+    pub what: String,
+    /// Why it was refused.
+    pub why: String,
+}
+
+/// A file's identity and times: did the host change it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileStamp {
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_ns: i64,
+}
+
+impl FileStamp {
+    pub(crate) fn of(path: &Path) -> Option<FileStamp> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(FileStamp {
+            ino: m.ino(),
+            size: m.size(),
+            mtime: m.mtime(),
+            mtime_ns: m.mtime_nsec(),
+        })
+    }
+}
+
+/// What the host's git directory held at the start: each top-level file's stamp (`None`:
+/// absent), and each config's content (its own and its submodules').
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Baseline {
+    pub(crate) files: BTreeMap<String, Option<FileStamp>>,
+    pub(crate) configs: BTreeMap<String, Option<Vec<u8>>>,
+}
+
+/// The most bytes of a config kept as a baseline.
+const BASELINE_CONFIG_MAX: u64 = 1 << 20;
+
+impl Baseline {
+    fn take(dir: &Path) -> Baseline {
+        let mut b = Baseline::default();
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_file()) {
+                    if let Some(name) = e.file_name().to_str() {
+                        b.files.insert(name.to_owned(), FileStamp::of(&e.path()));
+                    }
+                }
+            }
+        }
+        b.configs
+            .insert("config".to_owned(), read_config(&dir.join("config")));
+        // Submodules' git directories, a few levels down.
+        let mut stack = vec![(dir.join("modules"), "modules".to_owned(), 0)];
+        while let Some((path, rel, depth)) = stack.pop() {
+            if depth > 6 {
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                let child = format!("{rel}/{name}");
+                let config = e.path().join("config");
+                if config.is_file() {
+                    b.configs
+                        .insert(format!("{child}/config"), read_config(&config));
+                }
+                stack.push((e.path(), child, depth + 1));
+            }
+        }
+        b
+    }
+}
+
+fn read_config(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    let mut out = Vec::new();
+    file.take(BASELINE_CONFIG_MAX).read_to_end(&mut out).ok()?;
+    Some(out)
+}
+
+/// One staged git directory.
+#[derive(Debug)]
+pub struct StagedDir {
+    path: PathBuf,
+    through: Vec<PathBuf>,
+    upper: PathBuf,
+    work: PathBuf,
+    scratch: PathBuf,
+    baseline: Baseline,
+}
+
+impl StagedDir {
+    /// The real git directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// Where the command's changes land (the overlay's upper directory).
+    pub fn upper(&self) -> &Path {
+        &self.upper
+    }
+    /// The overlay's work directory, beside `upper`.
+    pub fn work(&self) -> &Path {
+        &self.work
+    }
+    /// Directories beneath the git directory written through (its `objects`).
+    pub fn through(&self) -> &[PathBuf] {
+        &self.through
+    }
+}
+
+/// The staging area of one call: for each git directory an `upper` and a `work` directory
+/// (mode 0700) beneath a base directory the caller gives — one the command does not see (the
+/// call's temp dir, which the sandbox covers with its own tmpfs, serves) — and a baseline of
+/// the host's files. Applying it ([`Stage::apply`]) consumes it; dropping it removes its
+/// directories.
+#[derive(Debug)]
+pub struct Stage {
+    base: PathBuf,
+    dirs: Vec<StagedDir>,
+    /// The search stopped at its budget.
+    truncated: bool,
+}
+
+/// Directory entries [`Stage::for_roots`] reads at most.
+pub const SEARCH_BUDGET: usize = 200_000;
+
+impl Stage {
+    /// Makes `base` (which must not exist) and a staging area for each of `dirs` in it.
+    ///
+    /// # Errors
+    /// A directory could not be made; nothing is left behind.
+    pub fn create(base: &Path, dirs: &[GitDir]) -> std::io::Result<Stage> {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.mode(0o700);
+        builder.create(base)?;
+        let mut stage = Stage {
+            base: base.to_owned(),
+            dirs: Vec::with_capacity(dirs.len()),
+            truncated: false,
+        };
+        for (i, dir) in dirs.iter().enumerate() {
+            let area = base.join(i.to_string());
+            let (upper, work, scratch) = (area.join("u"), area.join("w"), area.join("s"));
+            for d in [&area, &upper, &work, &scratch] {
+                builder.create(d)?;
+            }
+            stage.dirs.push(StagedDir {
+                path: dir.path.clone(),
+                through: dir.objects.iter().cloned().collect(),
+                upper,
+                work,
+                scratch,
+                baseline: Baseline::take(&dir.path),
+            });
+        }
+        Ok(stage)
+    }
+
+    /// Finds the git directories of `roots` ([`find`], at most [`SEARCH_BUDGET`] entries) and
+    /// makes a staging area for them in `base` (which must not exist).
+    ///
+    /// # Errors
+    /// As [`Stage::create`].
+    pub fn for_roots(roots: &[&Path], base: &Path) -> std::io::Result<Stage> {
+        let found = find(roots, SEARCH_BUDGET);
+        let mut stage = Stage::create(base, &found.dirs)?;
+        stage.truncated = found.truncated;
+        Ok(stage)
+    }
+
+    /// The staged git directories.
+    pub fn dirs(&self) -> &[StagedDir] {
+        &self.dirs
+    }
+
+    /// Applies each copy to its git directory (crate docs), after the command's whole tree has
+    /// ended, and removes the staging area. `read_only` are the git directories the command
+    /// saw read-only instead (the sandbox could not make their copy), with why: reported, and
+    /// their (empty) copies skipped.
+    pub fn apply(self, read_only: &[(PathBuf, String)]) -> Report {
+        let git = config::Git::find();
+        let mut report = Report::default();
+        if self.truncated {
+            report.not_searched = Some(format!(
+                "the search for git repositories stopped after {SEARCH_BUDGET} directory \
+                 entries; repositories deeper in the tree were not protected during the call"
+            ));
+        }
+        for (dir, why) in read_only {
+            report.read_only.push(format!("{}: {why}", dir.display()));
+        }
+        for dir in &self.dirs {
+            if read_only.iter().any(|(d, _)| *d == dir.path) {
+                continue;
+            }
+            merge::Merge {
+                real: &dir.path,
+                upper: &dir.upper,
+                baseline: &dir.baseline,
+                git: git.as_ref(),
+                scratch: &dir.scratch,
+                report: &mut report,
+            }
+            .run();
+        }
+        report
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}

@@ -1,0 +1,498 @@
+//! Applying a git directory's private copy (the overlay's upper directory) to the real one,
+//! after the command's whole tree has ended: each entry classified by [`crate::allow`],
+//! state installed by write-and-rename beneath the git directory's descriptor (no symbolic
+//! link followed), deletions (overlayfs whiteouts) applied, `config` key by key through the
+//! system's git, and everything else refused and reported. A top-level file the host changed
+//! during the call (its git ran meanwhile) is a conflict: the host's stays.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+
+use crate::allow::{self, PathKind};
+use crate::config::Git;
+use crate::{Applied, Baseline, Refused, Report};
+
+/// The most bytes of one config file read for the comparison.
+const CONFIG_MAX: u64 = 1 << 20;
+
+/// The suffix of the temporary file a state file is written to before it is renamed into
+/// place, beside it in the git directory.
+const TEMP_SUFFIX: &str = ".agent-exec-merge";
+
+/// One staged git directory to apply.
+pub(crate) struct Merge<'a> {
+    pub(crate) real: &'a Path,
+    pub(crate) upper: &'a Path,
+    pub(crate) baseline: &'a Baseline,
+    pub(crate) git: Option<&'a Git>,
+    /// A private directory for temporary files (the baseline config, listed by git).
+    pub(crate) scratch: &'a Path,
+    pub(crate) report: &'a mut Report,
+}
+
+impl Merge<'_> {
+    pub(crate) fn run(mut self) {
+        let real = match open_dir(None, self.real) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.refuse(
+                    self.real.to_owned(),
+                    String::new(),
+                    format!("cannot open it: {e}"),
+                );
+                return;
+            }
+        };
+        self.walk(&real, "");
+    }
+
+    fn refuse(&mut self, path: PathBuf, what: String, why: String) {
+        self.report.refused.push(Refused {
+            path: path.display().to_string(),
+            what,
+            why,
+        });
+    }
+
+    /// Applies the upper directory's `rel` (a directory of the copy) onto `real_dir`, the real
+    /// directory of the same name (opened beneath the git directory).
+    fn walk(&mut self, real_dir: &OwnedFd, rel: &str) {
+        let upper_dir = self.upper.join(rel);
+        let Ok(entries) = std::fs::read_dir(&upper_dir) else {
+            return;
+        };
+        let mut entries: Vec<_> = entries.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        // Refs before the names that point at them (`HEAD` last).
+        entries.sort_by_key(|e| e.file_name() == "HEAD");
+        for entry in entries {
+            let name = entry.file_name();
+            let Some(name) = name.to_str().map(str::to_owned) else {
+                self.refuse(
+                    self.real.join(rel).join(entry.file_name()),
+                    String::new(),
+                    "a name git does not write".to_owned(),
+                );
+                continue;
+            };
+            let child_rel = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            let kind = meta.file_type();
+            let whiteout = kind.is_char_device() && meta.rdev() == 0;
+            let class = allow::classify(&child_rel, kind.is_dir());
+            if whiteout {
+                self.delete(real_dir, &name, &child_rel, &class);
+            } else if kind.is_dir() {
+                self.dir(real_dir, &name, &child_rel, &class, &entry.path());
+            } else if kind.is_file() {
+                self.file(real_dir, &name, &child_rel, &class, &entry.path());
+            } else {
+                self.refuse(
+                    self.real.join(&child_rel),
+                    String::new(),
+                    "a link or special file; git writes none".to_owned(),
+                );
+            }
+        }
+    }
+
+    fn dir(&mut self, real_dir: &OwnedFd, name: &str, rel: &str, class: &PathKind, upper: &Path) {
+        if let PathKind::Refused(why) = class {
+            if !self.same_tree(rel) {
+                self.refuse(self.real.join(rel), String::new(), (*why).to_owned());
+            }
+            return;
+        }
+        let _ = rustix::fs::mkdirat(real_dir, name, Mode::from_raw_mode(0o755));
+        let child = match open_dir(Some(real_dir), Path::new(name)) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.refuse(
+                    self.real.join(rel),
+                    String::new(),
+                    format!("cannot open it: {e}"),
+                );
+                return;
+            }
+        };
+        // A directory removed and made again: what the copy does not hold is gone.
+        if opaque(upper) {
+            self.clear_missing(&child, rel, upper);
+        }
+        self.walk(&child, rel);
+    }
+
+    /// Whether the copy's `rel` holds the same entries as the real one (a directory overlayfs
+    /// copied up without a change to anything in it).
+    fn same_tree(&self, rel: &str) -> bool {
+        fn files(root: &Path) -> Option<BTreeMap<PathBuf, Vec<u8>>> {
+            let mut out = BTreeMap::new();
+            let mut stack = vec![root.to_owned()];
+            while let Some(dir) = stack.pop() {
+                for e in std::fs::read_dir(&dir).ok()?.flatten() {
+                    let m = e.path().symlink_metadata().ok()?;
+                    if m.is_dir() {
+                        stack.push(e.path());
+                    } else if m.is_file() && m.len() <= CONFIG_MAX {
+                        let p = e.path().strip_prefix(root).ok()?.to_owned();
+                        out.insert(p, std::fs::read(e.path()).ok()?);
+                    } else {
+                        return None;
+                    }
+                }
+            }
+            Some(out)
+        }
+        let upper = files(&self.upper.join(rel));
+        let real = files(&self.real.join(rel));
+        match (upper, real) {
+            (Some(u), Some(r)) => u.iter().all(|(p, c)| r.get(p) == Some(c)),
+            _ => false,
+        }
+    }
+
+    fn clear_missing(&mut self, real_dir: &OwnedFd, rel: &str, upper: &Path) {
+        let Ok(entries) = std::fs::read_dir(self.real.join(rel)) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if upper.join(&name).symlink_metadata().is_ok() {
+                continue;
+            }
+            let Some(name) = name.to_str() else { continue };
+            let child_rel = format!("{rel}/{name}");
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let class = allow::classify(&child_rel, is_dir);
+            self.delete(real_dir, name, &child_rel, &class);
+        }
+    }
+
+    fn delete(&mut self, real_dir: &OwnedFd, name: &str, rel: &str, class: &PathKind) {
+        match class {
+            PathKind::State | PathKind::Dir | PathKind::Lock => {}
+            PathKind::Refused(why) => {
+                self.refuse(self.real.join(rel), "removed".to_owned(), (*why).to_owned());
+                return;
+            }
+            PathKind::Config | PathKind::WorktreeCommondir => {
+                self.refuse(
+                    self.real.join(rel),
+                    "removed".to_owned(),
+                    "git reads it; remove it by hand".to_owned(),
+                );
+                return;
+            }
+        }
+        if self.conflicts(rel) {
+            return;
+        }
+        let path = self.real.join(rel);
+        let is_dir = path.symlink_metadata().is_ok_and(|m| m.is_dir());
+        let removed = if is_dir {
+            // Beneath a git directory's own state directory (`rebase-merge`): std's removal
+            // does not follow symbolic links.
+            std::fs::remove_dir_all(&path).map_err(|e| e.to_string())
+        } else {
+            match rustix::fs::unlinkat(real_dir, name, AtFlags::empty()) {
+                Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        match removed {
+            Ok(()) => self.applied(rel, "removed".to_owned()),
+            Err(e) => self.refuse(
+                path,
+                "removed".to_owned(),
+                format!("could not remove it: {e}"),
+            ),
+        }
+    }
+
+    fn file(&mut self, real_dir: &OwnedFd, name: &str, rel: &str, class: &PathKind, upper: &Path) {
+        match class {
+            PathKind::Lock => {}
+            PathKind::State => self.install(real_dir, name, rel, upper),
+            PathKind::WorktreeCommondir => {
+                let content = read_small(upper).unwrap_or_default();
+                if allow::worktree_commondir_allowed(&content) {
+                    self.install(real_dir, name, rel, upper);
+                } else if !self.same_file(rel, upper) {
+                    self.refuse(
+                        self.real.join(rel),
+                        String::from_utf8_lossy(&content).trim().to_owned(),
+                        "a worktree's commondir must name this repository (../..)".to_owned(),
+                    );
+                }
+            }
+            PathKind::Config => self.config(rel, upper),
+            PathKind::Dir => {}
+            PathKind::Refused(why) => {
+                if !self.same_file(rel, upper) {
+                    self.refuse(self.real.join(rel), String::new(), (*why).to_owned());
+                }
+            }
+        }
+    }
+
+    /// Whether the copy's file holds what the real one holds (copied up, not changed).
+    fn same_file(&self, rel: &str, upper: &Path) -> bool {
+        match (read_small(upper), read_small(&self.real.join(rel))) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        }
+    }
+
+    /// A top-level file the host changed while the command ran: the host's stays.
+    fn conflicts(&mut self, rel: &str) -> bool {
+        if rel.contains('/') {
+            return false;
+        }
+        let now = crate::FileStamp::of(&self.real.join(rel));
+        if self.baseline.files.get(rel).copied().flatten() == now {
+            return false;
+        }
+        self.report
+            .conflicts
+            .push(self.real.join(rel).display().to_string());
+        true
+    }
+
+    fn install(&mut self, real_dir: &OwnedFd, name: &str, rel: &str, upper: &Path) {
+        if self.same_file(rel, upper) {
+            return;
+        }
+        if self.conflicts(rel) {
+            return;
+        }
+        match copy_into(real_dir, name, upper) {
+            Ok(()) => self.applied(rel, "written".to_owned()),
+            Err(e) => self.refuse(
+                self.real.join(rel),
+                String::new(),
+                format!("could not write it: {e}"),
+            ),
+        }
+    }
+
+    fn applied(&mut self, rel: &str, change: String) {
+        self.report.applied.push(Applied {
+            path: self.real.join(rel).display().to_string(),
+            change,
+        });
+    }
+
+    /// `config`: each key whose values the command changed, applied when allowed, refused
+    /// (named with its values) otherwise; keys the host changed meanwhile keep the host's.
+    fn config(&mut self, rel: &str, upper: &Path) {
+        let real = self.real.join(rel);
+        let Some(git) = self.git else {
+            if !self.same_file(rel, upper) {
+                self.refuse(
+                    real,
+                    String::new(),
+                    "no system git to apply config changes with".to_owned(),
+                );
+            }
+            return;
+        };
+        let before = match self.baseline.configs.get(rel) {
+            Some(Some(text)) => match list_text(git, text, self.scratch) {
+                Ok(list) => list,
+                Err(e) => {
+                    self.refuse(real, String::new(), e);
+                    return;
+                }
+            },
+            // No config at the start (a new submodule's): every key is a change.
+            _ => Vec::new(),
+        };
+        let after = match git.list(upper) {
+            Ok(list) => list,
+            Err(e) => {
+                self.refuse(real, String::new(), e);
+                return;
+            }
+        };
+        let in_module = rel.starts_with("modules/");
+        let changed = changed_keys(&before, &after);
+        if changed.is_empty() {
+            return;
+        }
+        if !real.exists() {
+            if let Err(e) = File::options().write(true).create_new(true).open(&real) {
+                self.refuse(real, String::new(), format!("could not make it: {e}"));
+                return;
+            }
+        }
+        let now = git.list(&real).unwrap_or_default();
+        for (key, values) in changed {
+            let shown = show_values(&key, &values);
+            let plain: Vec<String> = values
+                .iter()
+                .map(|v| v.clone().unwrap_or_default())
+                .collect();
+            if !allow::key_allowed(&key, &plain, in_module) {
+                self.refuse(
+                    real.clone(),
+                    shown,
+                    "git runs programs or reads paths this key names; only the user sets it"
+                        .to_owned(),
+                );
+                continue;
+            }
+            let was: Vec<Option<String>> = values_of(&before, &key);
+            let is: Vec<Option<String>> = values_of(&now, &key);
+            if was != is {
+                self.report
+                    .conflicts
+                    .push(format!("{} ({key})", real.display()));
+                continue;
+            }
+            match git.replace(&real, &key, &values) {
+                Ok(()) => self.applied(rel, shown),
+                Err(e) => self.refuse(real.clone(), shown, format!("git could not set it: {e}")),
+            }
+        }
+    }
+}
+
+/// The keys whose ordered values differ, with the new values (empty: removed).
+fn changed_keys(
+    before: &[(String, Option<String>)],
+    after: &[(String, Option<String>)],
+) -> Vec<(String, Vec<Option<String>>)> {
+    let mut keys: Vec<&String> = before.iter().chain(after).map(|(k, _)| k).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|k| {
+            let b = values_of(before, k);
+            let a = values_of(after, k);
+            (a != b).then(|| (k.clone(), a))
+        })
+        .collect()
+}
+
+fn values_of(list: &[(String, Option<String>)], key: &str) -> Vec<Option<String>> {
+    list.iter()
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
+fn show_values(key: &str, values: &[Option<String>]) -> String {
+    if values.is_empty() {
+        return format!("{key} (removed)");
+    }
+    let shown: Vec<String> = values
+        .iter()
+        .map(|v| v.as_deref().unwrap_or("true").escape_debug().to_string())
+        .collect();
+    format!("{key}={}", shown.join(", "))
+}
+
+/// Lists a config held in memory (the baseline) through a file in `scratch`.
+fn list_text(
+    git: &Git,
+    text: &[u8],
+    scratch: &Path,
+) -> Result<Vec<(String, Option<String>)>, String> {
+    let file = scratch.join("baseline-config");
+    std::fs::write(&file, text).map_err(|e| format!("cannot write a temporary file: {e}"))?;
+    let listed = git.list(&file);
+    let _ = std::fs::remove_file(&file);
+    listed
+}
+
+/// overlayfs marks a directory that replaced a removed one as opaque.
+fn opaque(dir: &Path) -> bool {
+    let mut buf = [0u8; 2];
+    ["user.overlay.opaque", "trusted.overlay.opaque"]
+        .iter()
+        .any(|name| matches!(rustix::fs::lgetxattr(dir, *name, &mut buf), Ok(1) if buf[0] == b'y'))
+}
+
+fn read_small(path: &Path) -> Option<Vec<u8>> {
+    let file = File::open(path).ok()?;
+    let mut out = Vec::new();
+    file.take(CONFIG_MAX * 64).read_to_end(&mut out).ok()?;
+    Some(out)
+}
+
+/// `path` opened as a directory beneath `at` (or absolute), following no symbolic link.
+fn open_dir(at: Option<&OwnedFd>, path: &Path) -> rustix::io::Result<OwnedFd> {
+    let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::RDONLY;
+    match at {
+        Some(dir) => rustix::fs::openat(dir, path, flags, Mode::empty()),
+        None => rustix::fs::open(path, flags, Mode::empty()),
+    }
+}
+
+/// Writes `from`'s content to `name` in `dir`: a temporary name beside it, then a rename over
+/// it. Mode 0644 (state is never executable).
+fn copy_into(dir: &OwnedFd, name: &str, from: &Path) -> std::io::Result<()> {
+    let temp = format!("{name}{TEMP_SUFFIX}");
+    let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
+    let fd = rustix::fs::openat(
+        dir,
+        temp.as_str(),
+        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(0o644),
+    )?;
+    let mut out = File::from(fd);
+    let copied = File::open(from).and_then(|mut src| std::io::copy(&mut src, &mut out));
+    let synced = copied.and_then(|_| out.sync_data());
+    if let Err(e) = synced {
+        let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
+        return Err(e);
+    }
+    rustix::fs::renameat(dir, temp.as_str(), dir.as_fd(), name).map_err(|e| {
+        let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
+        std::io::Error::from(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changed_keys_compare_ordered_values() {
+        let e = |k: &str, v: &str| (k.to_owned(), Some(v.to_owned()));
+        let before = vec![e("core.bare", "false"), e("remote.o.fetch", "a")];
+        let after = vec![
+            e("core.bare", "false"),
+            e("remote.o.fetch", "a"),
+            e("remote.o.fetch", "b"),
+            e("core.fsmonitor", "x"),
+        ];
+        let changed = changed_keys(&before, &after);
+        assert_eq!(
+            changed,
+            vec![
+                ("core.fsmonitor".to_owned(), vec![Some("x".to_owned())]),
+                (
+                    "remote.o.fetch".to_owned(),
+                    vec![Some("a".to_owned()), Some("b".to_owned())]
+                ),
+            ]
+        );
+        assert_eq!(
+            changed_keys(&after, &before)[0].1,
+            Vec::<Option<String>>::new()
+        );
+    }
+}
