@@ -30,10 +30,10 @@ pub(crate) fn refuse(
     Err(ToolError::new(
         ErrorCode::ExecPathProtected,
         format!(
-            "path {:?} is protected: {hit}. The file tools never change it, since host \
-             programs obey it without anyone choosing to run it. Ask the user to make this \
-             change, or, where run_command is offered, make it through run_command, whose \
-             confirmation shows the user the file",
+            "path {:?} is protected: {hit}, without anyone choosing to run it, so the file \
+             tools never change it; ask the user to make this change, or, where run_command \
+             is offered, make it through run_command, whose confirmation shows the user the \
+             file",
             path.as_path()
         ),
     )
