@@ -77,7 +77,9 @@ pub struct ReadOutput {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WriteArguments {
     /// The file, relative to the workspace root. Missing directories on the way are created
-    /// inside the workspace (never through a symbolic link, never `.git`).
+    /// inside the workspace (never through a symbolic link, never `.git`). Configuration that
+    /// other programs run by themselves (`.claude/`, `.vscode/`, `.envrc`, `.cargo/config.toml`,
+    /// a repository's `config`, …) is refused: ask the user to change it.
     pub path: String,
     /// The whole new content.
     pub content: String,
@@ -95,7 +97,8 @@ pub struct WriteOutput {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EditArguments {
-    /// The file, relative to the workspace root.
+    /// The file, relative to the workspace root. Configuration that other programs run by
+    /// themselves is refused, as for write.
     pub path: String,
     /// The exact text to replace; without `replaceAll` it must occur exactly once.
     pub old_string: String,

@@ -16,8 +16,9 @@
 //! # How a name matches
 //!
 //! Every name is compared folded, as the file systems that hosts share a workspace with compare
-//! names: ASCII letters in any case, the zero-width code points HFS+ ignores removed, trailing
-//! dots and spaces dropped (NTFS). So `.Claude`, `.claude.` and `.MCP.JSON` match too.
+//! names: ASCII letters in any case (and the KELVIN SIGN and LONG S that APFS folds to `k` and
+//! `s`), the zero-width code points HFS+ ignores removed, trailing dots and spaces dropped
+//! (NTFS). So `.Claude`, `.claude.` and `.MCP.JSON` match too.
 //!
 //! - A **directory** entry matches at any position in the path: everything beneath it is
 //!   protected, and so is the name itself.
@@ -381,6 +382,11 @@ mod tests {
             ".c\u{200c}laude/x",
             &[],
             Some((".c\u{200c}laude", ".claude")),
+        );
+        check(
+            ".hu\u{17f}\u{212a}y/pre-commit",
+            &[],
+            Some((".hu\u{17f}\u{212a}y", ".husky")),
         );
     }
 
