@@ -396,12 +396,13 @@ pub fn read(root: &RootLease, args: ReadArguments) -> Result<ReadOutput, ToolErr
 /// fails; a parent that is a symbolic link or a file is refused (`AGENT_EXEC_PATH_INVALID`),
 /// and `.git` never gets that far ([`RelPath`] refuses it in any case). A path on the default
 /// [`AutoRun`] list is refused before anything is made (`AGENT_EXEC_PATH_PROTECTED`, TRUST-2);
-/// a host that extends the list or passes confirmations calls [`FileTool::run`](crate::FileTool::run).
+/// a host that extends the list or passes confirmations calls
+/// [`FileTool::run`](crate::FileTool::run).
 pub fn write(root: &RootLease, args: WriteArguments) -> Result<WriteOutput, ToolError> {
     write_guarded(root, args, &AutoRun::default(), &[])
 }
 
-/// [`write`] refusing the paths of `autorun` other than `confirmed`.
+/// [`write()`] refusing the paths of `autorun` other than `confirmed`.
 pub(crate) fn write_guarded(
     root: &RootLease,
     args: WriteArguments,
@@ -433,12 +434,12 @@ pub(crate) fn write_guarded(
 }
 
 /// `edit {path, oldString, newString, replaceAll?}` → `{replacements}`. A path on the default
-/// [`AutoRun`] list is refused before it is read, as for [`write`].
+/// [`AutoRun`] list is refused before it is read, as for [`write()`].
 pub fn edit(root: &RootLease, args: EditArguments) -> Result<EditOutput, ToolError> {
     edit_guarded(root, args, &AutoRun::default(), &[])
 }
 
-/// [`edit`] refusing the paths of `autorun` other than `confirmed`.
+/// [`edit()`] refusing the paths of `autorun` other than `confirmed`.
 pub(crate) fn edit_guarded(
     root: &RootLease,
     args: EditArguments,

@@ -49,10 +49,11 @@
 //! | file | `.ripgreprc` | ripgrep: `--pre`, a program run on every file searched |
 //! | file | `.envrc` | direnv: a shell script run on entering the directory |
 //! | file | `.pre-commit-config.yaml` | pre-commit: git hooks |
-//! | file | `lefthook.yml`, `lefthook.yaml`, `.lefthook.yml`, `.lefthook.yaml`, `lefthook-local.yml`, `lefthook-local.yaml` | Lefthook: git hooks |
+//! | file | `lefthook.yml`, `.lefthook.yml`, `lefthook-local.yml` | Lefthook: git hooks |
+//! | file | `lefthook.yaml`, `.lefthook.yaml`, `lefthook-local.yaml` | Lefthook: git hooks |
 //! | file | `.gitmodules` | git: submodule urls and paths that clones check out |
 //! | file | `.cargo/config.toml`, `.cargo/config` | Cargo: `rustc-wrapper`, runners, aliases |
-//! | git metadata | `HEAD`, `config`, `commondir`, `gitdir`, `config.worktree` | git: a repository's metadata |
+//! | git metadata | `HEAD`, `config`, `commondir`, `gitdir`, `config.worktree` | git |
 //!
 //! A host adds its own entries with [`Extend`]:
 //!
@@ -487,6 +488,21 @@ mod tests {
     }
 
     #[test]
+    fn the_module_docs_table_lists_every_default_entry() {
+        let table: Vec<&str> = include_str!("autorun.rs")
+            .lines()
+            .filter(|l| l.starts_with("//! | "))
+            .collect();
+        for entry in AutoRun::DEFAULTS {
+            let name = format!("`{}`", entry.name());
+            assert!(
+                table.iter().any(|row| row.contains(&name)),
+                "{name} is missing from the table of the module docs"
+            );
+        }
+    }
+
+    #[test]
     fn every_default_entry_says_why() {
         for entry in AutoRun::DEFAULTS {
             assert!(!entry.why().is_empty(), "{entry:?}");
@@ -558,7 +574,10 @@ mod tests {
 
         /// Any input at all: classify answers, never panics.
         #[test]
-        fn classify_never_panics(path in "[a-zA-Z./ \u{200c}]{1,40}", siblings in prop::collection::vec("[a-zA-Z.]{0,8}", 0..6)) {
+        fn classify_never_panics(
+            path in "[a-zA-Z./ \u{200c}\u{212a}]{1,40}",
+            siblings in prop::collection::vec("[a-zA-Z.]{0,8}", 0..6),
+        ) {
             if let Ok(path) = RelPath::new(&path) {
                 let _ = AutoRun::default().classify(&path, &siblings);
             }
