@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use fsguard::{CheckError, OpenError, RelPath, RootLease, TextFile, WriteError};
+use fsguard::{AutoRun, CheckError, OpenError, RelPath, RootLease, TextFile, WriteError};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::overrides::Override;
 use rustix::fs::FileType;
@@ -77,7 +77,9 @@ pub struct ReadOutput {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WriteArguments {
     /// The file, relative to the workspace root. Missing directories on the way are created
-    /// inside the workspace (never through a symbolic link, never `.git`).
+    /// inside the workspace (never through a symbolic link, never `.git`). Configuration that
+    /// other programs run by themselves (`.claude/`, `.vscode/`, `.envrc`, `.cargo/config.toml`,
+    /// a repository's `config`, …) is refused: ask the user to change it.
     pub path: String,
     /// The whole new content.
     pub content: String,
@@ -95,7 +97,8 @@ pub struct WriteOutput {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EditArguments {
-    /// The file, relative to the workspace root.
+    /// The file, relative to the workspace root. Configuration that other programs run by
+    /// themselves is refused, as for write.
     pub path: String,
     /// The exact text to replace; without `replaceAll` it must occur exactly once.
     pub old_string: String,
@@ -289,7 +292,7 @@ fn file_path(field: &str, s: &str) -> Result<RelPath, ToolError> {
 
 /// A failed open as the tools answer it; the code is the one mapping all tools share
 /// ([`exec::open_error_code`]: only a failing system call is `IO_FAILED`).
-fn open_error(err: OpenError) -> ToolError {
+pub(crate) fn open_error(err: OpenError) -> ToolError {
     let code = exec::open_error_code(&err);
     let message = match err {
         OpenError::Io { .. } => err.to_string(),
@@ -391,8 +394,21 @@ pub fn read(root: &RootLease, args: ReadArguments) -> Result<ReadOutput, ToolErr
 /// Missing parent directories are made first, each by this tool from the directory before it
 /// (`mkdirat` on a descriptor opened without following links), and removed again when the write
 /// fails; a parent that is a symbolic link or a file is refused (`AGENT_EXEC_PATH_INVALID`),
-/// and `.git` never gets that far ([`RelPath`] refuses it in any case).
+/// and `.git` never gets that far ([`RelPath`] refuses it in any case). A path on the default
+/// [`AutoRun`] list is refused before anything is made (`AGENT_EXEC_PATH_PROTECTED`, TRUST-2);
+/// a host that extends the list or passes confirmations calls
+/// [`FileTool::run`](crate::FileTool::run).
 pub fn write(root: &RootLease, args: WriteArguments) -> Result<WriteOutput, ToolError> {
+    write_guarded(root, args, &AutoRun::default(), &[])
+}
+
+/// [`write()`] refusing the paths of `autorun` other than `confirmed`.
+pub(crate) fn write_guarded(
+    root: &RootLease,
+    args: WriteArguments,
+    autorun: &AutoRun,
+    confirmed: &[RelPath],
+) -> Result<WriteOutput, ToolError> {
     let path = file_path("path", &args.path)?;
     if path.is_root() {
         return Err(ToolError::new(
@@ -407,6 +423,7 @@ pub fn write(root: &RootLease, args: WriteArguments) -> Result<WriteOutput, Tool
         )));
     }
     root.verify().map_err(lease_error)?;
+    crate::protected::refuse(root, &path, autorun, confirmed)?;
     let made = crate::parents::make(root, &path)?;
     if let Err(e) = fsguard::atomic_write(root, &path, args.content.as_bytes()) {
         // Nothing half-made: the directories this call created go again (those still empty).
@@ -416,8 +433,19 @@ pub fn write(root: &RootLease, args: WriteArguments) -> Result<WriteOutput, Tool
     Ok(WriteOutput { bytes_written: len })
 }
 
-/// `edit {path, oldString, newString, replaceAll?}` → `{replacements}`.
+/// `edit {path, oldString, newString, replaceAll?}` → `{replacements}`. A path on the default
+/// [`AutoRun`] list is refused before it is read, as for [`write()`].
 pub fn edit(root: &RootLease, args: EditArguments) -> Result<EditOutput, ToolError> {
+    edit_guarded(root, args, &AutoRun::default(), &[])
+}
+
+/// [`edit()`] refusing the paths of `autorun` other than `confirmed`.
+pub(crate) fn edit_guarded(
+    root: &RootLease,
+    args: EditArguments,
+    autorun: &AutoRun,
+    confirmed: &[RelPath],
+) -> Result<EditOutput, ToolError> {
     let path = file_path("path", &args.path)?;
     if args.old_string.is_empty() {
         return Err(invalid(
@@ -430,6 +458,7 @@ pub fn edit(root: &RootLease, args: EditArguments) -> Result<EditOutput, ToolErr
         ));
     }
     root.verify().map_err(lease_error)?;
+    crate::protected::refuse(root, &path, autorun, confirmed)?;
     let (text, id) = read_text_file(root, &path)?;
     let count = text.matches(&args.old_string).count() as u64;
     let all = args.replace_all.unwrap_or(false);
@@ -740,7 +769,7 @@ fn ignored(stack: &[Frame], glob: Option<&Override>, text: &Path, is_dir: bool) 
 
 /// The names and types of `dir`'s entries, sorted; a `DT_UNKNOWN` entry is `lstat`-ed
 /// relative to `dir`. `None` when the directory cannot be read.
-fn list_dir(dir: &OwnedFd) -> Option<Vec<(OsString, FileType)>> {
+pub(crate) fn list_dir(dir: &OwnedFd) -> Option<Vec<(OsString, FileType)>> {
     let mut reader = rustix::fs::Dir::read_from(dir).ok()?;
     let mut out = Vec::new();
     while let Some(entry) = reader.read() {

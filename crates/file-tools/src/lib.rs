@@ -5,11 +5,16 @@
 //! **Owns:** the four tools' arguments and results (the JSON wire types, [`ReadArguments`] …
 //! [`GrepOutput`], and their JSON Schemas), their validation (house rule: validate, then act),
 //! their bounds ([`MAX_FILE_BYTES`], [`MAX_GREP_RESULTS`], …), the walk of `grep` with ripgrep's
-//! ignore rules, the directories `write` makes for a new file, and the directories no tool may
-//! touch ([`Hidden`]: the host's own state inside a workspace).
+//! ignore rules, the directories `write` makes for a new file, the directories no tool may
+//! touch ([`Hidden`]: the host's own state inside a workspace), and the refusal of auto-run
+//! configuration: `write` and `edit` never change a path on `fsguard`'s [`AutoRun`] list
+//! (`.claude/`, `.mcp.json`, `.cargo/config.toml`, a bare repository's `HEAD` and `config`, …;
+//! `AGENT_EXEC_PATH_PROTECTED`, TRUST-1, TRUST-2) unless the host passes it as confirmed
+//! ([`FileToolOptions`]). `read` and `grep` still read them.
 //!
 //! **Refuses to know:** grants, turns and sessions (the host's, which calls [`FileTool::run`]
-//! inside a turn's gate); where the root came from (a mirror or the user's folder); any program
+//! inside a turn's gate); how a user confirms a protected path (the host asks; these tools
+//! only take the answer); where the root came from (a mirror or the user's folder); any program
 //! — these tools run none, so they need no sandbox: their confinement is `fsguard`'s
 //! descriptor-relative walk. From `exec` they take one thing, the `OpenError → ErrorCode`
 //! mapping all tools share ([`exec::open_error_code`]).
@@ -19,30 +24,44 @@
 //! A write into a directory that does not exist yet makes it, inside the workspace only:
 //!
 //! ```
-//! use file_tools::{FileTool, Hidden};
+//! use file_tools::{FileTool, FileToolOptions};
 //! use serde_json::json;
+//! use toolscope::ErrorCode;
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let root = fsguard::RootLease::acquire(dir.path()).unwrap();
+//! let options = FileToolOptions::default();
 //! let args = json!({"path": "notes/today.txt", "content": "milk\n"});
-//! let out = FileTool::Write.run(&root, args, &Hidden::default()).unwrap();
+//! let out = FileTool::Write.run(&root, args, &options).unwrap();
 //! assert_eq!(out["bytesWritten"], 5);
 //!
-//! let found = FileTool::Grep.run(&root, json!({"pattern": "mil"}), &Hidden::default()).unwrap();
+//! let found = FileTool::Grep.run(&root, json!({"pattern": "mil"}), &options).unwrap();
 //! assert_eq!(found["matches"][0]["path"], "notes/today.txt");
 //!
 //! // `.git` is never made nor written, in any case.
 //! let err = FileTool::Write
-//!     .run(&root, json!({"path": ".GIT/hooks/x", "content": ""}), &Hidden::default())
+//!     .run(&root, json!({"path": ".GIT/hooks/x", "content": ""}), &options)
 //!     .unwrap_err();
-//! assert_eq!(err.code(), toolscope::ErrorCode::ExecPathInvalid);
+//! assert_eq!(err.code(), ErrorCode::ExecPathInvalid);
+//!
+//! // Nor is configuration a host obeys by itself, unless the user confirmed that file.
+//! let hook = json!({"path": ".claude/settings.json", "content": "{}"});
+//! let err = FileTool::Write.run(&root, hook.clone(), &options).unwrap_err();
+//! assert_eq!(err.code(), ErrorCode::ExecPathProtected);
+//! assert!(!dir.path().join(".claude").exists());
+//! let confirmed = FileToolOptions {
+//!     confirmed: vec![fsguard::RelPath::new(".claude/settings.json").unwrap()],
+//!     ..FileToolOptions::default()
+//! };
+//! assert!(FileTool::Write.run(&root, hook, &confirmed).is_ok());
 //! ```
 #![deny(missing_docs)]
 
 mod files;
 mod parents;
+mod protected;
 
-use fsguard::{RelPath, RootLease};
+use fsguard::{AutoRun, RelPath, RootLease};
 use serde_json::Value;
 use toolscope::ToolError;
 
@@ -93,10 +112,21 @@ impl FileTool {
 
     /// Runs one call on JSON arguments, synchronously: the arguments are parsed against the
     /// schema (`AGENT_EXEC_ARGUMENTS_INVALID` on any break), a `path` inside a [`Hidden`]
-    /// directory is refused before anything opens (and `grep` passes over them), then the tool
-    /// runs. The result is the tool's output as JSON.
-    pub fn run(self, root: &RootLease, args: Value, hidden: &Hidden) -> Result<Value, ToolError> {
+    /// directory is refused before anything opens (and `grep` passes over them), `write` and
+    /// `edit` refuse a path on the [`AutoRun`] list that is not confirmed, then the tool runs.
+    /// The result is the tool's output as JSON.
+    pub fn run(
+        self,
+        root: &RootLease,
+        args: Value,
+        options: &FileToolOptions,
+    ) -> Result<Value, ToolError> {
         let name = self.as_str();
+        let FileToolOptions {
+            hidden,
+            autorun,
+            confirmed,
+        } = options;
         // read, write and edit name one `path`; refuse it before anything opens.
         let named = matches!(self, FileTool::Read | FileTool::Write | FileTool::Edit)
             .then(|| args.get("path").and_then(Value::as_str))
@@ -107,11 +137,36 @@ impl FileTool {
         }
         match self {
             FileTool::Read => files::to_value(&read(root, files::parse_args(name, args)?)?),
-            FileTool::Write => files::to_value(&write(root, files::parse_args(name, args)?)?),
-            FileTool::Edit => files::to_value(&edit(root, files::parse_args(name, args)?)?),
+            FileTool::Write => files::to_value(&files::write_guarded(
+                root,
+                files::parse_args(name, args)?,
+                autorun,
+                confirmed,
+            )?),
+            FileTool::Edit => files::to_value(&files::edit_guarded(
+                root,
+                files::parse_args(name, args)?,
+                autorun,
+                confirmed,
+            )?),
             FileTool::Grep => {
                 files::to_value(&grep_hiding(root, files::parse_args(name, args)?, hidden)?)
             }
         }
     }
+}
+
+/// What a host passes to every [`FileTool::run`] besides the arguments. The default hides
+/// nothing, refuses the default [`AutoRun`] list and has no confirmation.
+#[derive(Clone, Debug, Default)]
+pub struct FileToolOptions {
+    /// Directories no tool may read or change (the host's own state).
+    pub hidden: Hidden,
+    /// The auto-run configuration `write` and `edit` refuse (TRUST-1, TRUST-2): the default
+    /// list, plus what the host adds to it.
+    pub autorun: AutoRun,
+    /// Protected paths the user confirmed a change of, after the host showed them the file by
+    /// this exact path: `write` and `edit` of these go ahead. Nothing else is confirmed: not
+    /// another spelling, not another file beneath the same directory.
+    pub confirmed: Vec<RelPath>,
 }

@@ -322,7 +322,7 @@ fn edit_needs_exactly_one_match_unless_replace_all() {
         .run(
             &root,
             json!({"path": "a.txt", "old_string": "x", "newString": "y"}),
-            &file_tools::Hidden::default(),
+            &file_tools::FileToolOptions::default(),
         )
         .unwrap_err();
     assert_eq!(

@@ -6,6 +6,10 @@
 //!   `..`, no NUL, no `.git` in any letter case, bounded lengths) and opened component by
 //!   component with `O_NOFOLLOW`, so a symlink anywhere on the way is refused at the moment of
 //!   use (RUN-4).
+//! - [`AutoRun`]: the one list of auto-run configuration names (`.claude/`, `.mcp.json`,
+//!   `.cargo/config.toml`, a bare repository's `HEAD` and `config`, …) that host programs
+//!   obey without the user running anything, and [`AutoRun::classify`], which says whether a
+//!   path is one and why (TRUST-1, TRUST-2).
 //! - [`RootLease`]: a work root pinned by device and inode through an open fd, re-verifiable
 //!   (CMD-8).
 //! - [`scan_hard_links`]: a parallel walk listing every regular file with more than one link;
@@ -52,6 +56,7 @@
 #![deny(missing_docs)]
 
 mod atomic;
+mod autorun;
 mod checked;
 mod lease;
 mod mirror;
@@ -61,6 +66,7 @@ mod scan;
 mod sys;
 
 pub use atomic::{WriteError, atomic_write};
+pub use autorun::{AutoRun, AutoRunEntry, AutoRunKind, Protected};
 pub use checked::{
     CheckError, CheckedFile, MAX_TEXT_BYTES, TextFile, open_checked, read_checked, read_text,
 };

@@ -177,13 +177,26 @@ impl OpenError {
 }
 
 /// True for `.git` in any letter case, also when disguised the ways other file systems fold
-/// names: HFS+ ignores some zero-width code points and NTFS drops trailing dots and spaces, so
-/// `.g\u{200c}it` and `.git.` name the Git directory there (Git itself refuses both).
+/// names (see [`fold_name`]; Git itself refuses `.g\u{200c}it` and `.git.` too).
 pub(crate) fn is_git_name(name: &[u8]) -> bool {
+    fold_name(name) == b".git"
+}
+
+/// A name as the file systems that hosts share a workspace with compare it: ASCII letters in
+/// lower case, the zero-width code points HFS+ ignores removed, and trailing dots and spaces
+/// dropped as NTFS drops them (one character is always kept). The two code points whose case
+/// fold is an ASCII letter (APFS folds KELVIN SIGN to `k` and LONG S to `s`) become that
+/// letter. Bytes that are not UTF-8 are kept as they are, lower-cased where ASCII.
+pub(crate) fn fold_name(name: &[u8]) -> Vec<u8> {
     let mut folded: Vec<u8> = Vec::with_capacity(name.len());
     match std::str::from_utf8(name) {
         Ok(s) => {
             for c in s.chars() {
+                let c = match c {
+                    '\u{212a}' => 'k',
+                    '\u{17f}' => 's',
+                    c => c,
+                };
                 let ignorable = matches!(c,
                     '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}');
                 if !ignorable {
@@ -195,12 +208,13 @@ pub(crate) fn is_git_name(name: &[u8]) -> bool {
         Err(_) => folded.extend_from_slice(name),
     }
     while let Some(b'.' | b' ') = folded.last() {
-        if folded.len() <= 4 {
+        if folded.len() <= 1 {
             break;
         }
         folded.pop();
     }
-    folded.eq_ignore_ascii_case(b".git")
+    folded.make_ascii_lowercase();
+    folded
 }
 
 impl RelPath {

@@ -241,10 +241,15 @@ impl ToolHandler for FileTool {
                     args["path"] = Value::String(name);
                 }
             }
-            let hidden = file_tools::Hidden::beneath(root.path(), env.hidden);
+            // No confirmations: the host asks none for file tools, so auto-run configuration
+            // stays refused (TRUST-2).
+            let options = file_tools::FileToolOptions {
+                hidden: file_tools::Hidden::beneath(root.path(), env.hidden),
+                ..file_tools::FileToolOptions::default()
+            };
             let work = exec::blocking::off_async(move || {
                 let _lease = lease;
-                body.run(&root, args, &hidden)
+                body.run(&root, args, &options)
             });
             work.await.map_err(|e| {
                 ToolError::new(

@@ -39,6 +39,10 @@ pub enum ErrorCode {
     ExecProgramUnsupported,
     /// `AGENT_EXEC_PATH_INVALID`: a path is absolute, has `..`, a symlink or `.git` (RUN-4).
     ExecPathInvalid,
+    /// `AGENT_EXEC_PATH_PROTECTED`: the path is auto-run configuration or git metadata that host
+    /// programs obey without the user running anything (TRUST-1, TRUST-2); only the user
+    /// changes it, or confirms a change that names the file.
+    ExecPathProtected,
     /// `AGENT_EXEC_SANDBOX_UNAVAILABLE`: the provider exists but cannot be applied now.
     ExecSandboxUnavailable,
     /// `AGENT_EXEC_TIMEOUT`: the call's deadline passed; its processes were stopped.
@@ -126,6 +130,7 @@ impl ErrorCode {
         ErrorCode::ExecArgumentsInvalid,
         ErrorCode::ExecProgramUnsupported,
         ErrorCode::ExecPathInvalid,
+        ErrorCode::ExecPathProtected,
         ErrorCode::ExecSandboxUnavailable,
         ErrorCode::ExecTimeout,
         ErrorCode::ExecOutputLimit,
@@ -169,6 +174,7 @@ impl ErrorCode {
             ErrorCode::ExecArgumentsInvalid => "AGENT_EXEC_ARGUMENTS_INVALID",
             ErrorCode::ExecProgramUnsupported => "AGENT_EXEC_PROGRAM_UNSUPPORTED",
             ErrorCode::ExecPathInvalid => "AGENT_EXEC_PATH_INVALID",
+            ErrorCode::ExecPathProtected => "AGENT_EXEC_PATH_PROTECTED",
             ErrorCode::ExecSandboxUnavailable => "AGENT_EXEC_SANDBOX_UNAVAILABLE",
             ErrorCode::ExecTimeout => "AGENT_EXEC_TIMEOUT",
             ErrorCode::ExecOutputLimit => "AGENT_EXEC_OUTPUT_LIMIT",
@@ -364,6 +370,7 @@ mod tests {
         "AGENT_EXEC_ARGUMENTS_INVALID",
         "AGENT_EXEC_PROGRAM_UNSUPPORTED",
         "AGENT_EXEC_PATH_INVALID",
+        "AGENT_EXEC_PATH_PROTECTED",
         "AGENT_EXEC_SANDBOX_UNAVAILABLE",
         "AGENT_EXEC_TIMEOUT",
         "AGENT_EXEC_OUTPUT_LIMIT",
