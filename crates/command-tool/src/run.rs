@@ -242,7 +242,7 @@ pub async fn command_with(
     let stage_base = temp.root().join(GIT_STAGE);
     let stage = exec::blocking::off_async(move || {
         let roots: Vec<&Path> = writable.iter().map(PathBuf::as_path).collect();
-        gitstage::Stage::for_roots(&roots, &stage_base)
+        gitstage::Stage::for_roots(&roots, &stage_base, &autorun)
     })
     .await
     .map_err(|e| e.to_string())
@@ -256,6 +256,7 @@ pub async fn command_with(
             ),
         )
     })?;
+    sandbox.protected.extend(stage.protect());
     sandbox.staged = stage
         .dirs()
         .iter()
@@ -303,7 +304,7 @@ pub async fn command_with(
         .as_ref()
         .map(|o| o.staged_read_only.clone())
         .unwrap_or_default();
-    let git = exec::blocking::off_async(move || stage.apply(&read_only))
+    let git = exec::blocking::off_async(move || stage.apply(&read_only, &autorun))
         .await
         .unwrap_or_default();
     // Removing a large temp dir is file-system work: keep it off the async threads.
@@ -313,6 +314,14 @@ pub async fn command_with(
 
 /// The name of the git directories' staging area in the call's temp dir.
 const GIT_STAGE: &str = "git-stage";
+
+/// TRUST-2: whether `rel` (relative to a writable root) is auto-run configuration of
+/// fsguard's default list.
+fn autorun(rel: &Path, _is_dir: bool) -> bool {
+    static LIST: std::sync::LazyLock<fsguard::AutoRun> =
+        std::sync::LazyLock::new(fsguard::AutoRun::default);
+    fsguard::RelPath::new(rel).is_ok_and(|rel| LIST.classify(&rel, &[] as &[&str]).is_some())
+}
 
 /// LIVE-4: the accesses the output names that the sandbox's policy refused. The scan is cheap
 /// and touches nothing; only when it finds a permission error does the policy look at files,

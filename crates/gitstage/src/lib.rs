@@ -36,7 +36,7 @@
 //!     // Hand dir.path, dir.upper, dir.work and dir.through to the sandbox; run the command.
 //!     let _ = (dir.path(), dir.upper(), dir.work(), dir.through());
 //! }
-//! let report = stage.apply(&[]);
+//! let report = stage.apply(&[], &|_, _| false);
 //! for refused in &report.refused {
 //!     eprintln!("not applied: {} {} ({})", refused.path, refused.what, refused.why);
 //! }
@@ -47,6 +47,7 @@
 mod allow;
 mod config;
 mod find;
+mod guard;
 mod merge;
 
 use std::collections::BTreeMap;
@@ -56,7 +57,8 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use find::{Found, GitDir, find};
+pub use find::{Classifier, Found, GitDir, find, find_with};
+pub use guard::QUARANTINE_SUFFIX;
 
 /// What applying the copies did, for a tool's result.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -71,6 +73,10 @@ pub struct Report {
     /// Files or keys the host changed during the call: the host's stay.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<String>,
+    /// Names the command made where no private copy was (a new repository's hooks or config,
+    /// new auto-run configuration, a `.gitmodules` that runs a command), moved aside.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quarantined: Vec<Quarantined>,
     /// Git directories the command saw read-only instead of through a private copy, and why
     /// (the copy could not be made on this machine): git commands that write there failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -87,6 +93,7 @@ impl Report {
         self.applied.is_empty()
             && self.refused.is_empty()
             && self.conflicts.is_empty()
+            && self.quarantined.is_empty()
             && self.read_only.is_empty()
             && self.not_searched.is_none()
     }
@@ -100,6 +107,19 @@ pub struct Applied {
     pub path: String,
     /// `written`, `removed`, or a config change `key=value`.
     pub change: String,
+}
+
+/// One name moved aside after the call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Quarantined {
+    /// Where it was.
+    pub path: String,
+    /// Where it is now (`<path>.agent-exec-quarantined`, execute bits off); absent when it
+    /// could not be moved, and then the user must look at it.
+    pub moved_to: Option<String>,
+    /// Why a host would have obeyed it.
+    pub why: String,
 }
 
 /// One refused change.
@@ -236,8 +256,12 @@ impl StagedDir {
 pub struct Stage {
     base: PathBuf,
     dirs: Vec<StagedDir>,
-    /// The search stopped at its budget.
-    truncated: bool,
+    /// What the search found at the start (empty when made by [`Stage::create`]).
+    before: Found,
+    /// The `.gitmodules` files at the start and their stamps.
+    gitmodules: BTreeMap<PathBuf, Option<FileStamp>>,
+    /// The roots searched.
+    roots: Vec<PathBuf>,
 }
 
 /// Directory entries [`Stage::for_roots`] reads at most.
@@ -255,7 +279,9 @@ impl Stage {
         let mut stage = Stage {
             base: base.to_owned(),
             dirs: Vec::with_capacity(dirs.len()),
-            truncated: false,
+            before: Found::default(),
+            gitmodules: BTreeMap::new(),
+            roots: Vec::new(),
         };
         for (i, dir) in dirs.iter().enumerate() {
             let area = base.join(i.to_string());
@@ -280,11 +306,33 @@ impl Stage {
     ///
     /// # Errors
     /// As [`Stage::create`].
-    pub fn for_roots(roots: &[&Path], base: &Path) -> std::io::Result<Stage> {
-        let found = find(roots, SEARCH_BUDGET);
+    pub fn for_roots(
+        roots: &[&Path],
+        base: &Path,
+        autorun: Classifier<'_>,
+    ) -> std::io::Result<Stage> {
+        let found = find_with(roots, SEARCH_BUDGET, autorun);
         let mut stage = Stage::create(base, &found.dirs)?;
-        stage.truncated = found.truncated;
+        stage.gitmodules = found
+            .gitmodules
+            .iter()
+            .map(|p| (p.clone(), FileStamp::of(p)))
+            .collect();
+        stage.roots = roots.iter().map(|r| r.to_path_buf()).collect();
+        stage.before = found;
         Ok(stage)
+    }
+
+    /// What must stay read-only for the whole call beside the staged directories: the auto-run
+    /// configuration and the gitlinks that exist now (a command may not change them; new ones
+    /// are moved aside after the call).
+    pub fn protect(&self) -> Vec<PathBuf> {
+        self.before
+            .autorun
+            .iter()
+            .chain(&self.before.gitlinks)
+            .cloned()
+            .collect()
     }
 
     /// The staged git directories.
@@ -296,10 +344,10 @@ impl Stage {
     /// ended, and removes the staging area. `read_only` are the git directories the command
     /// saw read-only instead (the sandbox could not make their copy), with why: reported, and
     /// their (empty) copies skipped.
-    pub fn apply(self, read_only: &[(PathBuf, String)]) -> Report {
+    pub fn apply(self, read_only: &[(PathBuf, String)], autorun: Classifier<'_>) -> Report {
         let git = config::Git::find();
         let mut report = Report::default();
-        if self.truncated {
+        if self.before.truncated {
             report.not_searched = Some(format!(
                 "the search for git repositories stopped after {SEARCH_BUDGET} directory \
                  entries; repositories deeper in the tree were not protected during the call"
@@ -322,7 +370,51 @@ impl Stage {
             }
             .run();
         }
+        if !self.roots.is_empty() {
+            self.guard_new_names(git.as_ref(), autorun, &mut report);
+        }
         report
+    }
+
+    /// Module `guard`: what the command made where no private copy was.
+    fn guard_new_names(
+        &self,
+        git: Option<&config::Git>,
+        autorun: Classifier<'_>,
+        report: &mut Report,
+    ) {
+        let roots: Vec<&Path> = self.roots.iter().map(PathBuf::as_path).collect();
+        let after = find_with(&roots, SEARCH_BUDGET, autorun);
+        for dir in &after.dirs {
+            let known = self.before.dirs.iter().any(|d| d.path == dir.path);
+            if !known {
+                guard::new_git_dir(&dir.path, git, report);
+            }
+        }
+        for path in &after.autorun {
+            if !self.before.autorun.contains(path) {
+                guard::quarantine(
+                    path,
+                    "auto-run configuration a host obeys without asking; only the user makes it",
+                    report,
+                );
+            }
+        }
+        for path in &after.gitmodules {
+            let unchanged = self
+                .gitmodules
+                .get(path)
+                .is_some_and(|stamp| *stamp == FileStamp::of(path));
+            if !unchanged {
+                guard::gitmodules(path, git, report);
+            }
+        }
+        if after.truncated && report.not_searched.is_none() {
+            report.not_searched = Some(format!(
+                "the search for new repositories and auto-run configuration stopped after \
+                 {SEARCH_BUDGET} directory entries; deeper ones were not checked"
+            ));
+        }
     }
 }
 

@@ -239,6 +239,8 @@ impl Merge<'_> {
             }
             PathKind::Config => self.config(rel, upper),
             PathKind::Dir => {}
+            // git runs a hook by its exact name; its templates' `*.sample` files never run.
+            PathKind::Refused(_) if inert_sample(rel) => {}
             PathKind::Refused(why) => {
                 if !self.same_file(rel, upper) {
                     self.refuse(self.real.join(rel), String::new(), (*why).to_owned());
@@ -367,6 +369,11 @@ impl Merge<'_> {
             }
         }
     }
+}
+
+/// A hook template git copies into every new repository (`hooks/pre-commit.sample`).
+fn inert_sample(rel: &str) -> bool {
+    rel.ends_with(".sample") && rel.split('/').rev().nth(1) == Some("hooks")
 }
 
 /// The keys whose ordered values differ, with the new values (empty: removed).

@@ -255,7 +255,7 @@ pub(crate) async fn run(
     let stage_base = temp.root().join(GIT_STAGE);
     let stage = tokio::task::spawn_blocking(move || {
         let roots: Vec<&Path> = stage_roots.iter().map(PathBuf::as_path).collect();
-        gitstage::Stage::for_roots(&roots, &stage_base)
+        gitstage::Stage::for_roots(&roots, &stage_base, &autorun)
     })
     .await
     .map_err(|e| e.to_string())
@@ -272,7 +272,10 @@ pub(crate) async fn run(
     sandbox.protected = protected
         .into_iter()
         .filter(|p| !stage.dirs().iter().any(|d| p.starts_with(d.path())))
+        .chain(stage.protect())
         .collect();
+    sandbox.protected.sort();
+    sandbox.protected.dedup();
     sandbox.staged = stage
         .dirs()
         .iter()
@@ -337,7 +340,7 @@ pub(crate) async fn run(
         .map(|o| o.staged_read_only.clone())
         .unwrap_or_default();
     let guard = tokio::task::spawn_blocking(move || {
-        let git = stage.apply(&read_only);
+        let git = stage.apply(&read_only, &autorun);
         Guarded {
             git,
             ..pending.finish()
@@ -359,6 +362,14 @@ pub(crate) async fn run(
 
 /// The name of the git directories' staging area in the call's temp dir.
 const GIT_STAGE: &str = "git-stage";
+
+/// TRUST-2: whether `rel` (relative to a writable root) is auto-run configuration of
+/// fsguard's default list.
+fn autorun(rel: &Path, _is_dir: bool) -> bool {
+    static LIST: std::sync::LazyLock<fsguard::AutoRun> =
+        std::sync::LazyLock::new(fsguard::AutoRun::default);
+    fsguard::RelPath::new(rel).is_ok_and(|rel| LIST.classify(&rel, &[] as &[&str]).is_some())
+}
 
 pub(crate) fn exec_error(e: ExecError) -> ToolError {
     match e {

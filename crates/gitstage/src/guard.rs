@@ -1,0 +1,172 @@
+//! After the call, what the staging could not cover: names the command made where no private
+//! copy was — a new repository (`git init`, `git clone`, a bare repository assembled file by
+//! file), new auto-run configuration (`.claude/`, `.mcp.json`, `.envrc`, …), a `.gitmodules`
+//! whose submodules run a command — are moved aside (`<name>.agent-exec-quarantined`, never
+//! deleted, execute bits off) and reported, so a host's git, editor or agent never obeys them.
+//!
+//! A new repository keeps what git writes for ordinary work: its objects, refs, index, `HEAD`
+//! and a `config` holding only allowed keys (crate `allow`); its hooks other than git's
+//! `*.sample` files, a `config` with any other key, `commondir`, `config.worktree` and
+//! `info/attributes` are moved aside.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::allow;
+use crate::config::Git;
+use crate::{Quarantined, Report};
+
+/// The suffix a quarantined name gets.
+pub const QUARANTINE_SUFFIX: &str = ".agent-exec-quarantined";
+
+/// Moves `path` aside to the first free `<path>.agent-exec-quarantined[.N]`, its files'
+/// execute bits off, and records it.
+pub(crate) fn quarantine(path: &Path, why: &str, report: &mut Report) {
+    let mut target = PathBuf::from(format!("{}{QUARANTINE_SUFFIX}", path.display()));
+    let mut n = 1;
+    while target.symlink_metadata().is_ok() {
+        target = PathBuf::from(format!("{}{QUARANTINE_SUFFIX}.{n}", path.display()));
+        n += 1;
+    }
+    let moved = std::fs::rename(path, &target).is_ok();
+    if moved {
+        strip_execute(&target);
+    }
+    report.quarantined.push(Quarantined {
+        path: path.display().to_string(),
+        moved_to: moved.then(|| target.display().to_string()),
+        why: why.to_owned(),
+    });
+}
+
+/// Clears the execute bits of `path` and, for a directory, of every file beneath it (links
+/// are not followed).
+fn strip_execute(path: &Path) {
+    let mut stack = vec![path.to_owned()];
+    while let Some(p) = stack.pop() {
+        let Ok(meta) = p.symlink_metadata() else {
+            continue;
+        };
+        if meta.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&p) {
+                stack.extend(entries.flatten().map(|e| e.path()));
+            }
+        } else if meta.is_file() {
+            let mode = meta.permissions().mode();
+            if mode & 0o111 != 0 {
+                let _ =
+                    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode & !0o111));
+            }
+        }
+    }
+}
+
+/// A repository the command made: what of it makes git run a program goes aside.
+pub(crate) fn new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
+    let hooks = dir.join("hooks");
+    let live_hook = std::fs::read_dir(&hooks).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| !e.file_name().to_string_lossy().ends_with(".sample"))
+    });
+    if live_hook || hooks.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+        quarantine(
+            &hooks,
+            "a new repository's hooks: git would run them",
+            report,
+        );
+    }
+    for (name, why) in [
+        ("commondir", "it points git at another repository's config"),
+        ("config.worktree", "git reads it as config"),
+        (
+            "info/attributes",
+            "attributes select filters that run programs",
+        ),
+    ] {
+        let path = dir.join(name);
+        if path.symlink_metadata().is_ok() {
+            quarantine(&path, why, report);
+        }
+    }
+    let config = dir.join("config");
+    if config.symlink_metadata().is_err() {
+        return;
+    }
+    let refused = match git {
+        None => Some("no system git to check it with".to_owned()),
+        Some(git) => match git.list(&config) {
+            Err(e) => Some(e),
+            Ok(list) => list
+                .iter()
+                .find(|(k, v)| {
+                    let values = [v.clone().unwrap_or_default()];
+                    !allow::key_allowed(k, &values, false)
+                })
+                .map(|(k, _)| format!("it sets {k}, which only the user sets")),
+        },
+    };
+    if let Some(why) = refused {
+        quarantine(
+            &config,
+            &format!("a new repository's config: {why}"),
+            report,
+        );
+    }
+}
+
+/// A `.gitmodules` the command made or changed: aside when a submodule's `update` runs a
+/// command or its URL is not one git fetches without running a program.
+pub(crate) fn gitmodules(path: &Path, git: Option<&Git>, report: &mut Report) {
+    let why = match git {
+        None => Some("no system git to check it with".to_owned()),
+        Some(git) => match git.list(path) {
+            Err(e) => Some(e),
+            Ok(list) => list.iter().find_map(|(k, v)| {
+                let v = v.clone().unwrap_or_default();
+                let bad = (k.ends_with(".update") && v.starts_with('!'))
+                    || (k.ends_with(".url") && !allow::url_allowed(&v));
+                bad.then(|| format!("{k} = {} would run a program", v.escape_debug()))
+            }),
+        },
+    };
+    if let Some(why) = why {
+        quarantine(path, &why, report);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quarantined_name_moves_to_a_free_name_without_execute_bits() {
+        let dir = tempfile::tempdir().unwrap();
+        let hooks = dir.path().join("hooks");
+        std::fs::create_dir(&hooks).unwrap();
+        std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            hooks.join("pre-commit"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join(format!("hooks{QUARANTINE_SUFFIX}")),
+            "taken",
+        )
+        .unwrap();
+        let mut report = Report::default();
+        quarantine(&hooks, "why", &mut report);
+        let moved = dir.path().join(format!("hooks{QUARANTINE_SUFFIX}.1"));
+        assert_eq!(
+            report.quarantined[0].moved_to.as_deref(),
+            Some(moved.to_str().unwrap())
+        );
+        assert!(!hooks.exists());
+        let mode = std::fs::metadata(moved.join("pre-commit"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0);
+    }
+}
