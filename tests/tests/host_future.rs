@@ -1,0 +1,511 @@
+//! The host's future (TRUST-1, TRUST-2): what a command writes into the workspace never makes
+//! the host's own git, editor or agent run a program later, outside the sandbox — while the
+//! call runs and after it — and ordinary git work keeps working. Every call goes through the
+//! `agent-exec` binary (`call command`, `call run_command`), as a host makes it; afterwards the
+//! test plays the host: it runs its own, unsandboxed `git status`, `git commit`, `cd evil && git
+//! status`, and checks that no program the command planted ran (a marker file outside the
+//! workspace, which only an unsandboxed program can make).
+//!
+//! Each escape test sits beside its liveness twin. Run as root, then again as uid 65534 by
+//! `every_host_future_test_also_holds_unprivileged`.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+
+const UNPRIVILEGED_ENV: &str = "AGENT_EXEC_HOST_FUTURE_UNPRIVILEGED";
+
+fn agent_exec() -> PathBuf {
+    if let Some(bin) = std::env::var_os("AGENT_EXEC_BIN") {
+        return bin.into();
+    }
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join("agent-exec");
+    assert!(
+        bin.exists(),
+        "no agent-exec binary at {}: run `cargo build -p agent-exec`, or set AGENT_EXEC_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// Whether this machine can run these tests: a sandbox that starts a shell, and a system git.
+fn ready() -> bool {
+    if !testkit::sandbox_available() {
+        return false;
+    }
+    if let Some(reason) = common::shell_refusal() {
+        eprintln!("skipped: this capability level refuses every shell ({reason})");
+        return false;
+    }
+    if !Path::new("/usr/bin/git").exists() {
+        eprintln!("skipped: no /usr/bin/git (.ci/run installs it)");
+        return false;
+    }
+    true
+}
+
+/// A workspace, a state directory, and a marker path outside the workspace that only an
+/// unsandboxed program can create.
+struct Ws {
+    tree: testkit::TempTree,
+    state: tempfile::TempDir,
+    mark: PathBuf,
+}
+
+impl Ws {
+    fn new() -> Ws {
+        let tree = testkit::TempTree::new("work");
+        let mark = tree.outside_dir().join("PLANTED-PROGRAM-RAN");
+        Ws {
+            tree,
+            state: tempfile::tempdir().unwrap(),
+            mark,
+        }
+    }
+
+    fn root(&self) -> &Path {
+        &self.tree.root
+    }
+
+    /// `touch <mark>`: what every planted program runs.
+    fn plant(&self) -> String {
+        format!("touch {}", self.mark.display())
+    }
+
+    fn cli(&self, tool: &str, args: &Value, flags: &[&str]) -> Command {
+        let mut cmd = Command::new(agent_exec());
+        cmd.args(["--state-dir"])
+            .arg(self.state.path())
+            .args(["call", tool, "--workspace"])
+            .arg(self.root())
+            .args(flags)
+            .arg("--json")
+            .arg(args.to_string())
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// `call command` with `script`; the result line.
+    fn command(&self, script: &str) -> Value {
+        let out = self
+            .cli(
+                "command",
+                &serde_json::json!({"command": script, "timeoutMs": 120_000}),
+                &[],
+            )
+            .output()
+            .unwrap();
+        parse(&out.stdout, &out.stderr)
+    }
+
+    /// `call run_command` (mode allow-all) with `sh -c script`; the result line.
+    fn run_command(&self, script: &str) -> Value {
+        let args = serde_json::json!({"argv": ["sh", "-c", script]});
+        let out = self
+            .cli("run_command", &args, &["--mode", "allow-all"])
+            .output()
+            .unwrap();
+        parse(&out.stdout, &out.stderr)
+    }
+
+    /// The host's own git in `dir`, with nothing of the user's configuration.
+    fn git(&self, dir: &Path, args: &[&str]) -> std::process::Output {
+        Command::new("/usr/bin/git")
+            .args(["-c", "user.name=Host", "-c", "user.email=host@example.org"])
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("HOME", self.tree.outside_dir())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// The host's git, which must succeed; its stdout.
+    fn git_ok(&self, dir: &Path, args: &[&str]) -> String {
+        let out = self.git(dir, args);
+        assert!(
+            out.status.success(),
+            "host git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A repository with one commit in `rel` (the workspace itself for "").
+    fn repo(&self, rel: &str) -> PathBuf {
+        let dir = self.root().join(rel);
+        std::fs::create_dir_all(&dir).unwrap();
+        self.git_ok(&dir, &["init", "-q", "-b", "main"]);
+        std::fs::write(dir.join("README"), "hello\n").unwrap();
+        self.git_ok(&dir, &["add", "README"]);
+        self.git_ok(&dir, &["commit", "-q", "-m", "first"]);
+        dir
+    }
+
+    #[track_caller]
+    fn assert_nothing_ran(&self) {
+        assert!(
+            !self.mark.exists(),
+            "a program the command planted ran on the host"
+        );
+    }
+}
+
+fn parse(stdout: &[u8], stderr: &[u8]) -> Value {
+    let line = String::from_utf8_lossy(stdout);
+    serde_json::from_str(line.trim()).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON line ({e}): {line}\nstderr: {}",
+            String::from_utf8_lossy(stderr)
+        )
+    })
+}
+
+/// The `what` of every refused change and the path of every quarantined name, as text.
+fn refused_text(out: &Value) -> String {
+    let mut text = String::new();
+    for item in out["git"]["refused"].as_array().into_iter().flatten() {
+        text.push_str(&format!("{} {}\n", item["path"], item["what"]));
+    }
+    for item in out["git"]["quarantined"].as_array().into_iter().flatten() {
+        text.push_str(&format!("{}\n", item["path"]));
+    }
+    text
+}
+
+#[test]
+fn fsmonitor_and_hooks_written_in_a_call_never_run_in_the_hosts_git() {
+    // SPEC: TRUST-1 — row 1: `git config core.fsmonitor`, a hook in `.git/hooks`.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    let plant = ws.plant();
+    let out = ws.command(&format!(
+        "git config core.fsmonitor '{plant}; false' && \
+         printf '#!/bin/sh\\n{plant}\\n' > .git/hooks/post-checkout && \
+         cp .git/hooks/post-checkout .git/hooks/pre-commit && \
+         chmod +x .git/hooks/post-checkout .git/hooks/pre-commit && echo planted"
+    ));
+    assert_eq!(out["stdout"], "planted\n", "{out:#}");
+    let refused = refused_text(&out);
+    assert!(refused.contains("core.fsmonitor"), "{out:#}");
+    assert!(refused.contains("hooks"), "{out:#}");
+    ws.git_ok(&repo, &["status"]);
+    ws.git_ok(&repo, &["checkout", "-q", "-b", "next"]);
+    ws.git_ok(&repo, &["commit", "-q", "--allow-empty", "-m", "host"]);
+    ws.assert_nothing_ran();
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
+}
+
+#[test]
+fn hooks_path_and_includes_written_in_a_call_never_run_in_the_hosts_git() {
+    // SPEC: TRUST-1 — row 2: `core.hooksPath` to a work-tree directory, `include.path`.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    let plant = ws.plant();
+    let out = ws.run_command(&format!(
+        "mkdir -p .githooks && printf '#!/bin/sh\\n{plant}\\n' > .githooks/pre-commit && \
+         chmod +x .githooks/pre-commit && git config core.hooksPath .githooks && \
+         printf '[core]\\n\\tfsmonitor = \"{plant}; false\"\\n' > team.gitconfig && \
+         git config include.path ../team.gitconfig && echo planted"
+    ));
+    assert_eq!(out["output"], "planted\n", "{out:#}");
+    let refused = refused_text(&out);
+    assert!(refused.contains("core.hookspath"), "{out:#}");
+    assert!(refused.contains("include.path"), "{out:#}");
+    ws.git_ok(&repo, &["status"]);
+    ws.git_ok(&repo, &["commit", "-q", "--allow-empty", "-m", "host"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_bare_repository_assembled_in_a_call_never_runs_in_the_hosts_git() {
+    // SPEC: TRUST-1 — row 3: HEAD, config with core.fsmonitor, objects and refs anywhere.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    ws.repo("");
+    let plant = ws.plant();
+    let out = ws.command(&format!(
+        "mkdir -p evil/objects evil/refs/heads && echo 'ref: refs/heads/main' > evil/HEAD && \
+         printf '[core]\\n\\tbare = true\\n\\tfsmonitor = \"{plant}; false\"\\n' > evil/config && \
+         git init -q made && git -C made config core.fsmonitor '{plant}; false' && echo planted"
+    ));
+    assert_eq!(out["stdout"], "planted\n", "{out:#}");
+    let moved = refused_text(&out);
+    assert!(moved.contains("evil/config"), "{out:#}");
+    assert!(moved.contains("made/.git/config"), "{out:#}");
+    // The host's git in either: no program runs (git may or may not call it a repository).
+    let _ = ws.git(&ws.root().join("evil"), &["status"]);
+    let _ = ws.git(&ws.root().join("made"), &["status"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn commondir_written_during_a_long_call_is_never_seen_by_the_hosts_git_meanwhile() {
+    // SPEC: TRUST-1, BG-1 — row 4: for the whole call, not only after it. The command plants
+    // `.git/commondir` → a directory whose config sets core.fsmonitor, then waits while the
+    // host polls `git status`.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    let plant = ws.plant();
+    let script = format!(
+        "mkdir -p shared/objects shared/refs && \
+         printf '[core]\\n\\tfsmonitor = \"{plant}; false\"\\n' > shared/config && \
+         echo \"$PWD/shared\" > .git/commondir && \
+         printf '[core]\\n\\tfsmonitor = \"{plant}; false\"\\n' > .git/config.worktree && \
+         touch planted && while [ ! -e go ]; do sleep 0.05; done; echo done"
+    );
+    let child = ws
+        .cli(
+            "command",
+            &serde_json::json!({"command": script, "timeoutMs": 60_000}),
+            &[],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&ws.root().join("planted"), child, |ws_child| {
+        for _ in 0..5 {
+            ws.git_ok(&repo, &["status"]);
+            ws.assert_nothing_ran();
+        }
+        std::fs::write(ws.root().join("go"), "").unwrap();
+        let out = ws_child.wait_with_output().unwrap();
+        let out = parse(&out.stdout, &out.stderr);
+        assert_eq!(out["stdout"], "done\n", "{out:#}");
+        assert!(refused_text(&out).contains("commondir"), "{out:#}");
+    });
+    ws.git_ok(&repo, &["status"]);
+    ws.assert_nothing_ran();
+    assert!(!repo.join(".git/commondir").exists());
+}
+
+/// Waits (at most 60 s) for `file`, then hands `child` to `then`; kills the child if the file
+/// never came.
+fn wait_for(file: &Path, mut child: Child, then: impl FnOnce(Child)) {
+    let start = Instant::now();
+    while !file.exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the call ended ({status}) before {}: {}",
+                file.display(),
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("{} never appeared", file.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    then(child);
+}
+
+#[test]
+fn auto_run_configuration_written_by_a_command_is_not_left_under_its_name() {
+    // SPEC: TRUST-2 — row 5: agent-host, editor and tool-redirection files; existing ones stay
+    // read-only for the whole call, new ones are moved aside after it.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    ws.repo("");
+    ws.tree.write(".vscode/settings.json", "{}\n");
+    let out = ws.command(
+        "echo '{\"tasks\":[]}' > .vscode/tasks.json; \
+         mkdir -p .claude sub/.cargo && echo '{\"hooks\":{}}' > .claude/settings.json; \
+         echo '{}' > .mcp.json; echo 'rustc-wrapper = \"x\"' > sub/.cargo/config.toml; \
+         echo 'x' > sub/.envrc; echo 'repos: []' > .pre-commit-config.yaml; \
+         echo ordinary > notes.txt; echo done",
+    );
+    assert_eq!(out["stdout"], "done\n", "{out:#}");
+    assert!(
+        out["stderr"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Read-only file system"),
+        "{out:#}"
+    );
+    for name in [
+        ".vscode/tasks.json",
+        ".claude",
+        ".mcp.json",
+        "sub/.cargo/config.toml",
+        "sub/.envrc",
+        ".pre-commit-config.yaml",
+    ] {
+        assert!(!ws.root().join(name).exists(), "{name} was left: {out:#}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join(".vscode/settings.json")).unwrap(),
+        "{}\n"
+    );
+    // The liveness twin: the ordinary file beside them stays.
+    assert_eq!(
+        std::fs::read_to_string(ws.root().join("notes.txt")).unwrap(),
+        "ordinary\n"
+    );
+}
+
+#[test]
+fn remote_upstream_push_submodule_and_worktree_keep_working_and_are_merged() {
+    // SPEC: TRUST-1, LIVE-1 — the liveness twin of rows 1-2: git operations that must change
+    // `.git/config` in a repository that existed before the call.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("proj");
+    ws.git_ok(
+        ws.root(),
+        &["init", "-q", "--bare", "-b", "main", "remote.git"],
+    );
+    ws.git_ok(&repo, &["push", "-q", "../remote.git", "main"]);
+    let out = ws.command(
+        "cd proj && git config user.name Agent && git config user.email agent@example.org && \
+         git remote add origin ../remote.git && git fetch -q origin && \
+         git checkout -q -b feature origin/main && echo x > x && git add x && \
+         git commit -q -m x && git push -q -u origin feature && \
+         git -c protocol.file.allow=always submodule add -q ../remote.git lib && \
+         git commit -q -m lib && git worktree add -q ../wt && git stash list && echo done",
+    );
+    assert_eq!(out["stdout"], "done\n", "{out:#}");
+    assert!(out["git"]["refused"].is_null(), "{out:#}");
+    assert_eq!(
+        ws.git_ok(&repo, &["config", "--get", "remote.origin.url"]),
+        "../remote.git\n"
+    );
+    assert_eq!(
+        ws.git_ok(&repo, &["config", "--get", "branch.feature.merge"]),
+        "refs/heads/feature\n"
+    );
+    assert_eq!(
+        ws.git_ok(&repo, &["config", "--get", "submodule.lib.url"]),
+        "../remote.git\n"
+    );
+    assert_eq!(
+        ws.git_ok(&repo, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "feature\n"
+    );
+    assert_eq!(ws.git_ok(&repo, &["log", "--format=%s"]), "lib\nx\nfirst\n");
+    assert_eq!(ws.git_ok(&repo, &["status", "--short"]), "");
+    assert!(
+        ws.git_ok(&repo, &["worktree", "list"]).contains("/wt "),
+        "worktree missing"
+    );
+    ws.git_ok(&repo, &["submodule", "status"]);
+    assert_eq!(
+        ws.git_ok(&ws.root().join("remote.git"), &["rev-parse", "feature"]),
+        // Pushed before the submodule's commit.
+        ws.git_ok(&repo, &["rev-parse", "feature~1"])
+    );
+    ws.git_ok(&repo, &["fsck", "--no-progress"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_new_repository_inits_commits_stashes_and_bisects_and_nothing_is_moved_aside() {
+    // SPEC: TRUST-1, LIVE-1 — the liveness twin of row 3.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let out = ws.command(
+        "git init -q -b main && git config user.name A && git config user.email a@b.c && \
+         for i in 1 2 3 4; do echo $i > f; git add f; git commit -q -m c$i; done && \
+         echo wip > f && git stash -q && git stash list | wc -l && \
+         git bisect start HEAD HEAD~3 >/dev/null && git bisect good >/dev/null && \
+         git bisect reset >/dev/null 2>&1 && echo done",
+    );
+    assert_eq!(out["stdout"], "1\ndone\n", "{out:#}");
+    assert!(out["git"]["quarantined"].is_null(), "{out:#}");
+    assert_eq!(
+        ws.git_ok(ws.root(), &["log", "--format=%s"]),
+        "c4\nc3\nc2\nc1\n"
+    );
+    assert_eq!(ws.git_ok(ws.root(), &["stash", "list"]).lines().count(), 1);
+}
+
+#[test]
+fn a_long_call_commits_while_the_host_polls_git_status() {
+    // SPEC: TRUST-1, BG-1 — the liveness twin of row 4: commits made during a long call reach
+    // the repository when it ends; the host's polling meanwhile runs nothing and fails nothing.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    let script = "git config user.name A && git config user.email a@b.c && \
+                  for i in 1 2 3; do echo $i > n; git add n; git commit -q -m n$i; done && \
+                  touch started && while [ ! -e go ]; do sleep 0.05; done; \
+                  echo 4 > n && git commit -q -am n4 && echo done";
+    let child = ws
+        .cli(
+            "command",
+            &serde_json::json!({"command": script, "timeoutMs": 60_000}),
+            &[],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&ws.root().join("started"), child, |child| {
+        for _ in 0..5 {
+            ws.git_ok(&repo, &["status", "--short"]);
+        }
+        std::fs::write(ws.root().join("go"), "").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let out = parse(&out.stdout, &out.stderr);
+        assert_eq!(out["stdout"], "done\n", "{out:#}");
+    });
+    assert_eq!(
+        ws.git_ok(&repo, &["log", "--format=%s"]),
+        "n4\nn3\nn2\nn1\nfirst\n"
+    );
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn every_host_future_test_also_holds_unprivileged() {
+    if std::env::var_os(UNPRIVILEGED_ENV).is_some() || !testkit::is_root() {
+        return;
+    }
+    let bin = agent_exec();
+    let dir = tempfile::Builder::new()
+        .prefix("agent-exec-host-future-bin")
+        .tempdir()
+        .unwrap();
+    let copy = dir.path().join("agent-exec");
+    std::fs::copy(&bin, &copy).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = testkit::run_as_nobody(
+        &["--skip", "every_host_future_test_also_holds_unprivileged"],
+        &[
+            (UNPRIVILEGED_ENV, "1"),
+            ("AGENT_EXEC_BIN", copy.to_str().unwrap()),
+        ],
+    );
+    eprintln!("{out}");
+}
