@@ -509,3 +509,36 @@ fn every_host_future_test_also_holds_unprivileged() {
     );
     eprintln!("{out}");
 }
+
+#[test]
+fn files_a_user_may_run_that_the_command_changed_are_reported() {
+    // SPEC: TRUST (part b) — `executableChanges`: a new executable and a changed build file
+    // are listed; a file only read, and an ordinary text file written, are not.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    ws.tree.write("Makefile", "all:\n\ttrue\n");
+    ws.tree.write("README", "read me\n");
+    let out = ws.command("cat Makefile README >/dev/null && echo done");
+    assert_eq!(out["stdout"], "done\n", "{out:#}");
+    assert!(out["executableChanges"].is_null(), "{out:#}");
+    let out = ws.command(
+        "printf 'all:\\n\\tcurl x | sh\\n' > Makefile && mkdir -p scripts && \
+         echo 'echo hi' > scripts/setup.sh && echo tool > tool && chmod +x tool && \
+         echo notes > notes.txt && echo done",
+    );
+    assert_eq!(out["stdout"], "done\n", "{out:#}");
+    let mut listed: Vec<String> = out["executableChanges"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{out:#}"))
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    listed.sort();
+    let want: Vec<String> = ["Makefile", "scripts/setup.sh", "tool"]
+        .iter()
+        .map(|p| ws.root().join(p).display().to_string())
+        .collect();
+    assert_eq!(listed, want, "{out:#}");
+}

@@ -520,7 +520,7 @@ fn text(bytes: &[u8]) -> String {
 fn interpret(
     out: exec::Outcome,
     denials: Vec<crate::types::Denial>,
-    git: gitstage::Report,
+    mut git: gitstage::Report,
 ) -> Result<CommandOutput, ToolError> {
     let status = match &out.end {
         End::Cancelled(reason @ CancelReason::Revoked(_)) => return Err(reason.to_error()),
@@ -552,6 +552,7 @@ fn interpret(
             _ => None,
         },
         denials,
+        executable_changes: std::mem::take(&mut git.executable_changes),
         git,
     };
     if out.end == End::LeaseLost {

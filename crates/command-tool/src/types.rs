@@ -146,6 +146,12 @@ pub struct CommandOutput {
     /// command changed nothing there.
     #[serde(default, skip_serializing_if = "gitstage::Report::is_empty")]
     pub git: gitstage::Report,
+    /// Files of the workspace (or a writable extra path) the command made or changed that
+    /// someone may run later: an execute bit, or a build or package file (`Makefile`,
+    /// `build.rs`, `package.json`, `*.sh`, …), so a host can show them before the user runs
+    /// them outside the sandbox. Absent when there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub executable_changes: Vec<String>,
 }
 
 /// One access the sandbox refused (SPEC LIVE-4), derived from the policy itself.
@@ -287,6 +293,7 @@ mod tests {
             limit_exceeded: None,
             denials: Vec::new(),
             git: gitstage::Report::default(),
+            executable_changes: Vec::new(),
         };
         // No denial: no `denials` field; no limit hit: no `limitExceeded`.
         assert_eq!(

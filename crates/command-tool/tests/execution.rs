@@ -52,6 +52,7 @@ async fn exit_code_stdout_and_stderr_are_returned_as_a_result() {
             limit_exceeded: None,
             denials: Vec::new(),
             git: gitstage::Report::default(),
+            executable_changes: Vec::new(),
         }
     );
     assert!(out.sandbox.contains("limits "), "{out:?}");

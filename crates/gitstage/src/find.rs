@@ -33,6 +33,9 @@ pub struct Found {
     pub gitmodules: Vec<PathBuf>,
     /// Entries the caller's classifier named auto-run configuration (files or directories).
     pub autorun: Vec<PathBuf>,
+    /// With [`find_changed_since`]: regular files changed since then (their status-change
+    /// time) that are executable or that a build runs ([`runs_when_built`]).
+    pub executable_changes: Vec<PathBuf>,
     /// The walk stopped at its budget: deeper entries were not seen.
     pub truncated: bool,
 }
@@ -49,6 +52,67 @@ pub fn find(roots: &[&Path], budget: usize) -> Found {
 
 /// [`find`], also collecting what `autorun` names.
 pub fn find_with(roots: &[&Path], budget: usize, autorun: Classifier<'_>) -> Found {
+    walk(roots, budget, autorun, None)
+}
+
+/// [`find_with`], also collecting the files a user may run that changed at or after `since`
+/// (one `lstat` per regular file).
+pub fn find_changed_since(
+    roots: &[&Path],
+    budget: usize,
+    autorun: Classifier<'_>,
+    since: std::time::SystemTime,
+) -> Found {
+    walk(roots, budget, autorun, Some(since))
+}
+
+/// Names a build or a package manager runs as code when the user builds or installs the
+/// project (TRUST, part b: reported, never refused — the user runs them by choice).
+pub fn runs_when_built(name: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "Makefile",
+        "makefile",
+        "GNUmakefile",
+        "build.rs",
+        "Cargo.toml",
+        "package.json",
+        "setup.py",
+        "setup.cfg",
+        "pyproject.toml",
+        "conftest.py",
+        "noxfile.py",
+        "tox.ini",
+        "CMakeLists.txt",
+        "configure",
+        "meson.build",
+        "build.gradle",
+        "build.gradle.kts",
+        "settings.gradle",
+        "settings.gradle.kts",
+        "gradlew",
+        "mvnw",
+        "pom.xml",
+        "Rakefile",
+        "Gemfile",
+        "Dockerfile",
+        "justfile",
+        "Justfile",
+        "Taskfile.yml",
+        "Vagrantfile",
+        "build.sbt",
+        "deno.json",
+        "bunfig.toml",
+    ];
+    const SUFFIXES: &[&str] = &[".sh", ".mk", ".cmake", ".gemspec", ".bash", ".zsh"];
+    NAMES.contains(&name) || SUFFIXES.iter().any(|s| name.ends_with(s))
+}
+
+fn walk(
+    roots: &[&Path],
+    budget: usize,
+    autorun: Classifier<'_>,
+    since: Option<std::time::SystemTime>,
+) -> Found {
     let mut found = Found::default();
     let mut left = budget;
     'roots: for root in roots {
@@ -86,6 +150,10 @@ pub fn find_with(roots: &[&Path], budget: usize, autorun: Classifier<'_>) -> Fou
                     found.autorun.push(path);
                 } else if kind.is_dir() {
                     stack.push(path);
+                } else if let (Some(since), true) = (since, kind.is_file()) {
+                    if changed_and_runnable(&path, &name, since) {
+                        found.executable_changes.push(path);
+                    }
                 }
             }
             if found.truncated {
@@ -95,6 +163,22 @@ pub fn find_with(roots: &[&Path], budget: usize, autorun: Classifier<'_>) -> Fou
     }
     found.dirs.sort_by_key(|d| d.path.components().count());
     found
+}
+
+/// Whether the regular file `path` changed at or after `since` and can be run: an execute bit,
+/// or a name a build runs.
+fn changed_and_runnable(path: &Path, name: &str, since: std::time::SystemTime) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = path.symlink_metadata() else {
+        return false;
+    };
+    let changed = std::time::UNIX_EPOCH
+        .checked_add(std::time::Duration::new(
+            u64::try_from(meta.ctime()).unwrap_or(0),
+            u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+        ))
+        .is_some_and(|ctime| ctime >= since);
+    changed && (meta.mode() & 0o111 != 0 || runs_when_built(name))
 }
 
 /// `HEAD` a file, `objects` and `refs` directories: git's own test for a git directory.
@@ -155,6 +239,30 @@ mod tests {
         assert_eq!(found.gitmodules, vec![root.join(".gitmodules")]);
         assert!(!found.truncated);
         assert!(find(&[root], 3).truncated);
+    }
+
+    #[test]
+    fn files_changed_since_that_run_are_collected() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("old.sh"), "").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let since = std::time::SystemTime::now();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/Makefile"), "all:\n").unwrap();
+        std::fs::write(root.join("tool"), "").unwrap();
+        std::fs::set_permissions(root.join("tool"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::fs::write(root.join("notes.txt"), "").unwrap();
+        let mut found = find_changed_since(&[root], 100, &|_, _| false, since);
+        found.executable_changes.sort();
+        assert_eq!(
+            found.executable_changes,
+            vec![root.join("sub/Makefile"), root.join("tool")]
+        );
+        assert!(find(&[root], 100).executable_changes.is_empty());
     }
 
     #[test]

@@ -57,7 +57,7 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use find::{Classifier, Found, GitDir, find, find_with};
+pub use find::{Classifier, Found, GitDir, find, find_changed_since, find_with, runs_when_built};
 pub use guard::QUARANTINE_SUFFIX;
 
 /// What applying the copies did, for a tool's result.
@@ -85,6 +85,11 @@ pub struct Report {
     /// the tree were neither seen nor protected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_searched: Option<String>,
+    /// Files of the writable roots the call made or changed that a user may run later: an
+    /// execute bit, or a name a build runs ([`runs_when_built`]). Not part of this report's
+    /// JSON: a tool lists them at the top of its result (`executableChanges`).
+    #[serde(skip)]
+    pub executable_changes: Vec<String>,
 }
 
 impl Report {
@@ -256,6 +261,8 @@ impl StagedDir {
 pub struct Stage {
     base: PathBuf,
     dirs: Vec<StagedDir>,
+    /// When the stage was made: files changed since are candidates for `executableChanges`.
+    started: std::time::SystemTime,
     /// What the search found at the start (empty when made by [`Stage::create`]).
     before: Found,
     /// The `.gitmodules` files at the start and their stamps.
@@ -279,6 +286,7 @@ impl Stage {
         let mut stage = Stage {
             base: base.to_owned(),
             dirs: Vec::with_capacity(dirs.len()),
+            started: std::time::SystemTime::now(),
             before: Found::default(),
             gitmodules: BTreeMap::new(),
             roots: Vec::new(),
@@ -384,7 +392,10 @@ impl Stage {
         report: &mut Report,
     ) {
         let roots: Vec<&Path> = self.roots.iter().map(PathBuf::as_path).collect();
-        let after = find_with(&roots, SEARCH_BUDGET, autorun);
+        let after = find_changed_since(&roots, SEARCH_BUDGET, autorun, self.started);
+        let mut runnable = after.executable_changes.clone();
+        runnable.sort();
+        report.executable_changes = runnable.iter().map(|p| p.display().to_string()).collect();
         for dir in &after.dirs {
             let known = self.before.dirs.iter().any(|d| d.path == dir.path);
             if !known {

@@ -355,6 +355,7 @@ pub(crate) async fn execute(
         sandbox: ran.sandbox,
         message: join_messages(message, guarded.message()),
         quarantined: guarded.quarantined,
+        executable_changes: std::mem::take(&mut guarded.git.executable_changes),
         git: guarded.git,
     })
 }

@@ -130,6 +130,12 @@ pub struct RunCommandOutput {
     /// Absent when the command changed nothing there.
     #[serde(skip_serializing_if = "gitstage::Report::is_empty")]
     pub git: gitstage::Report,
+    /// Files of the working directory or a `write_paths` entry the command made or changed
+    /// that someone may run later: an execute bit, or a build or package file (`Makefile`,
+    /// `build.rs`, `package.json`, `*.sh`, …), for a host to show before they are run outside
+    /// the sandbox. Absent when there is none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub executable_changes: Vec<String>,
     /// Why nothing ran and how to run it instead, or what an option meant here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -156,6 +162,7 @@ impl RunCommandOutput {
             trashed: Vec::new(),
             quarantined: Vec::new(),
             git: gitstage::Report::default(),
+            executable_changes: Vec::new(),
             sandbox: "none".into(),
             message: Some(message),
         }
