@@ -542,3 +542,138 @@ fn files_a_user_may_run_that_the_command_changed_are_reported() {
         .collect();
     assert_eq!(listed, want, "{out:#}");
 }
+
+#[test]
+fn a_submodule_named_like_git_state_gets_no_unfiltered_config() {
+    // SPEC: TRUST-1 — attack finding: a submodule named `x/refs/y` made its git directory's
+    // `config` look like a ref of `modules/x`.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    ws.repo("vendor_src");
+    let plant = ws.plant();
+    let out = ws.command(&format!(
+        "git -c protocol.file.allow=always submodule add -q ./vendor_src x/refs/y && \
+         git -C x/refs/y config core.fsmonitor '{plant}; false' && echo planted"
+    ));
+    assert_eq!(out["stdout"], "planted\n", "{out:#}");
+    assert!(refused_text(&out).contains("core.fsmonitor"), "{out:#}");
+    ws.git_ok(&repo, &["status"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_workspace_inside_a_git_directory_is_refused_before_anything_runs() {
+    // SPEC: TRUST-1 — attack finding: a workspace that is `.git` itself had nothing staged.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    // The liveness twin: the same command in the work tree runs.
+    let out = ws.command("touch ran && echo ran");
+    assert_eq!(out["stdout"], "ran\n", "{out:#}");
+    let inside = Command::new(agent_exec())
+        .arg("--state-dir")
+        .arg(ws.state.path())
+        .args(["call", "command", "--workspace"])
+        .arg(repo.join(".git"))
+        .arg("--json")
+        .arg(r#"{"command":"touch ran"}"#)
+        .output()
+        .unwrap();
+    let out = parse(&inside.stdout, &inside.stderr);
+    assert_eq!(out["code"], "AGENT_EXEC_PATH_INVALID", "{out:#}");
+    assert!(!repo.join(".git/ran").exists());
+}
+
+#[test]
+fn an_index_naming_a_path_inside_git_is_not_applied() {
+    // SPEC: TRUST-1 — attack finding: an index entry `.git/config` made the host's
+    // `git checkout -- .` write the repository's config.
+    if !ready() || !Path::new("/usr/bin/python3").exists() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    let plant = ws.plant();
+    let patch = "import hashlib,sys\np=sys.argv[1]; d=open(p,'rb').read()\n\
+                 d=d[:-20].replace(b'XgitXconfig', b'.git/config')\n\
+                 open(p,'wb').write(d+hashlib.sha1(d).digest())\n";
+    ws.tree.write("patch.py", patch);
+    let out = ws.command(&format!(
+        "printf '[core]\\n\\tfsmonitor = \"{plant}; false\"\\n' > $TMPDIR/c && \
+         b=$(git hash-object -w $TMPDIR/c) && \
+         git update-index --add --cacheinfo 100644,$b,XgitXconfig && \
+         python3 patch.py .git/index && echo planted"
+    ));
+    assert_eq!(out["stdout"], "planted\n", "{out:#}");
+    assert!(refused_text(&out).contains(".git/index"), "{out:#}");
+    let _ = ws.git(&repo, &["checkout", "--", "."]);
+    ws.git_ok(&repo, &["status"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_rebase_step_that_runs_a_command_is_not_applied() {
+    // SPEC: TRUST-1 — attack finding: an `exec` step added to a stopped rebase ran on the
+    // host's `git rebase --continue`.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    for i in 0..2 {
+        std::fs::write(repo.join("n"), format!("{i}\n")).unwrap();
+        ws.git_ok(&repo, &["add", "n"]);
+        ws.git_ok(&repo, &["commit", "-q", "-m", &format!("n{i}")]);
+    }
+    let plant = ws.plant();
+    let out = ws.command(&format!(
+        "GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' git rebase -q -i HEAD~2 && \
+         sed -i '1i exec {plant}' .git/rebase-merge/git-rebase-todo && echo stopped"
+    ));
+    assert_eq!(out["stdout"], "stopped\n", "{out:#}");
+    assert!(refused_text(&out).contains("git-rebase-todo"), "{out:#}");
+    let _ = ws.git(&repo, &["rebase", "--continue"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_commit_the_host_makes_during_a_long_call_is_kept() {
+    // SPEC: TRUST-1 — attack finding: a branch the host's git moved while the command ran was
+    // overwritten by the command's; now the host's stays and the result says so.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    let script = "git config user.name A && git config user.email a@b.c && \
+                  git commit -q --allow-empty -m sandbox && touch started && \
+                  while [ ! -e go ]; do sleep 0.05; done; echo done";
+    let child = ws
+        .cli(
+            "command",
+            &serde_json::json!({"command": script, "timeoutMs": 60_000}),
+            &[],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&ws.root().join("started"), child, |child| {
+        ws.git_ok(&repo, &["commit", "-q", "--allow-empty", "-m", "host"]);
+        std::fs::write(ws.root().join("go"), "").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let out = parse(&out.stdout, &out.stderr);
+        assert!(
+            out["git"]["conflicts"]
+                .to_string()
+                .contains("refs/heads/main"),
+            "{out:#}"
+        );
+    });
+    assert_eq!(ws.git_ok(&repo, &["log", "-1", "--format=%s"]), "host\n");
+}

@@ -24,6 +24,7 @@ pub(crate) const BENCHMARKS: &[(&str, Benchmark)] = &[
     ("drain", |args| exec_bench("drain", 5, args)),
     ("stop", stop),
     ("call", call),
+    ("git", git),
     ("micro", micro),
     ("soak", crate::bench_soak::run),
 ];
@@ -69,6 +70,30 @@ fn call(args: &[String]) -> Result<(), String> {
         &[
             agent_exec.display().to_string(),
             mb.to_string(),
+            rounds.to_string(),
+        ],
+    )
+}
+
+/// The git directories' private copies (TRUST-1): `git status` on a 50 000-file repository
+/// and `git clone` of it through `call command`, against the host's bare git.
+fn git(args: &[String]) -> Result<(), String> {
+    let rounds = flag(args, "--runs", 11)?;
+    let files = flag(args, "--files", 50_000)?;
+    let status = cargo()
+        .args(["build", "--release", "-p", "agent-exec"])
+        .status()
+        .map_err(|e| format!("cannot start cargo: {e}"))?;
+    if !status.success() {
+        return Err("building agent-exec failed".to_owned());
+    }
+    let agent_exec = target_dir().join("release").join("agent-exec");
+    example(
+        "agent-exec",
+        "git_bench",
+        &[
+            agent_exec.display().to_string(),
+            files.to_string(),
             rounds.to_string(),
         ],
     )

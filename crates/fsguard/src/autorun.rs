@@ -336,6 +336,42 @@ impl AutoRun {
     }
 }
 
+/// [`AutoRun::classify`] for a walk over a whole tree (TRUST-2 in a sandboxed command's
+/// writable roots: what exists is kept read-only, what is new is moved aside): most entries of
+/// a tree end in a name no entry of the list ends in, so that is checked first, folded the same
+/// way, and only the rest is classified in full. Git-metadata entries never match here (a walk
+/// passes no siblings; a git directory is the walker's own business).
+#[derive(Clone, Debug)]
+pub struct AutoRunWalker {
+    list: AutoRun,
+    last: std::collections::HashSet<Vec<u8>>,
+}
+
+impl AutoRunWalker {
+    /// A walker over `list`.
+    pub fn new(list: AutoRun) -> AutoRunWalker {
+        let last = list
+            .entries
+            .iter()
+            .filter(|e| e.kind != AutoRunKind::GitMetadata)
+            .filter_map(|e| e.folded().pop())
+            .collect();
+        AutoRunWalker { list, last }
+    }
+
+    /// Whether `rel` (relative to the walked root; its parents were not matched) is auto-run
+    /// configuration.
+    pub fn matches(&self, rel: &Path) -> bool {
+        let Some(name) = rel.file_name() else {
+            return false;
+        };
+        if !self.last.contains(&fold_name(name.as_bytes())) {
+            return false;
+        }
+        RelPath::new(rel).is_ok_and(|rel| self.list.classify(&rel, &[] as &[&str]).is_some())
+    }
+}
+
 /// True when a directory holding `siblings` and `added` (folded) holds `HEAD` and one of
 /// [`GIT_DIR_COMPANIONS`].
 fn holds_git_dir_shape<S: AsRef<OsStr>>(added: &[u8], siblings: &[S]) -> bool {
@@ -351,6 +387,31 @@ fn holds_git_dir_shape<S: AsRef<OsStr>>(added: &[u8], siblings: &[S]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_walker_matches_what_classify_matches_and_nothing_else() {
+        let walker = AutoRunWalker::new(AutoRun::default());
+        for hit in [
+            ".claude",
+            "sub/.vscode",
+            ".MCP.json",
+            "a/b/.envrc",
+            "x/.cargo/config.toml",
+            "lefthook.yml",
+            ".clau\u{200c}de",
+        ] {
+            assert!(walker.matches(Path::new(hit)), "{hit}");
+        }
+        for miss in [
+            "src/main.rs",
+            "config",
+            "x/config.toml",
+            "HEAD",
+            "notes/.claude.md",
+        ] {
+            assert!(!walker.matches(Path::new(miss)), "{miss}");
+        }
+    }
     use proptest::prelude::*;
 
     /// `path` classified with `siblings`: `None`, or the matched part and the entry's name.

@@ -66,7 +66,7 @@ mod scan;
 mod sys;
 
 pub use atomic::{WriteError, atomic_write};
-pub use autorun::{AutoRun, AutoRunEntry, AutoRunKind, Protected};
+pub use autorun::{AutoRun, AutoRunEntry, AutoRunKind, AutoRunWalker, Protected};
 pub use checked::{
     CheckError, CheckedFile, MAX_TEXT_BYTES, TextFile, open_checked, read_checked, read_text,
 };

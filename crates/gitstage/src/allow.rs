@@ -79,6 +79,8 @@ pub(crate) enum PathKind {
     Dir,
     /// A lock file of an interrupted git: neither applied nor reported.
     Lock,
+    /// A rebase's or a sequencer's list of steps: applied unless a step runs a command.
+    Todo,
     /// Anything else: refused, with why.
     Refused(&'static str),
 }
@@ -96,26 +98,12 @@ fn classify_parts(parts: &[&str], is_dir: bool) -> PathKind {
     if !is_dir && first.ends_with(".lock") && rest.is_empty() {
         return PathKind::Lock;
     }
-    // A submodule's git directory: the same rules beneath `modules/<name>/`; a name may hold
-    // `/`, so each level is tried as a git directory of its own.
+    // A submodule's git directory lies somewhere beneath `modules/`: its name may hold `/`,
+    // and a name such as `x/refs/y` makes every split of a path look like another git
+    // directory's state. So no split is trusted; each name git obeys is decided by itself,
+    // wherever it lies beneath `modules/`.
     if first == "modules" {
-        // `modules/<name>/<inside>`, the name being one or more components: the first split
-        // whose inside is not refused decides; a directory on the way is a directory.
-        let mut first_refusal = None;
-        for k in 1..rest.len() {
-            match classify_parts(&rest[k..], is_dir) {
-                PathKind::Refused(why) => {
-                    first_refusal.get_or_insert(why);
-                }
-                PathKind::Dir if !is_dir => {}
-                other => return other,
-            }
-        }
-        return match first_refusal {
-            _ if is_dir => PathKind::Dir,
-            Some(why) => PathKind::Refused(why),
-            None => PathKind::Refused("a submodule's git directory holds only its own names"),
-        };
+        return beneath_modules(rest, is_dir);
     }
     if first == "worktrees" {
         return match rest {
@@ -144,6 +132,9 @@ fn classify_parts(parts: &[&str], is_dir: bool) -> PathKind {
     if !is_dir && rest.is_empty() && first.starts_with("sharedindex.") {
         return PathKind::State;
     }
+    if is_todo(parts) && !is_dir {
+        return PathKind::Todo;
+    }
     if STATE_DIRS.contains(&first) {
         return PathKind::State;
     }
@@ -151,6 +142,47 @@ fn classify_parts(parts: &[&str], is_dir: bool) -> PathKind {
         return PathKind::Dir;
     }
     PathKind::Refused(refusal(first))
+}
+
+/// Beneath `modules/`: refused where any component is `hooks`, or the name is `commondir`,
+/// `config.worktree` or `info/attributes`; a `config` key by key; a list of steps by its
+/// content; everything else is a submodule's data.
+fn beneath_modules(rest: &[&str], is_dir: bool) -> PathKind {
+    if rest.contains(&"hooks") {
+        return PathKind::Refused("git runs hooks");
+    }
+    if is_dir {
+        return PathKind::Dir;
+    }
+    match rest {
+        [] => PathKind::Dir,
+        [.., "commondir"] => PathKind::Refused(refusal("commondir")),
+        [.., "config.worktree"] => PathKind::Refused(refusal("config.worktree")),
+        [.., "info", "attributes"] => PathKind::Refused(refusal("info")),
+        [.., "config"] => PathKind::Config,
+        [.., last] if last.ends_with(".lock") => PathKind::Lock,
+        _ if is_todo(rest) => PathKind::Todo,
+        _ => PathKind::State,
+    }
+}
+
+/// A rebase's or a sequencer's list of steps, whose `exec` steps run commands when the user
+/// continues.
+fn is_todo(parts: &[&str]) -> bool {
+    match parts {
+        [.., last] if last.starts_with("git-rebase-todo") => true,
+        [.., "sequencer", "todo"] => true,
+        _ => false,
+    }
+}
+
+/// Whether a list of steps runs a command (`exec`/`x`, or a `--exec` option of a step).
+pub(crate) fn todo_runs_a_command(content: &[u8]) -> bool {
+    String::from_utf8_lossy(content).lines().any(|line| {
+        let line = line.trim_start();
+        let word = line.split_whitespace().next().unwrap_or("");
+        !line.starts_with('#') && (matches!(word, "exec" | "x") || line.contains("--exec"))
+    })
 }
 
 /// Why a name that is not state is refused, in a few words.
@@ -174,7 +206,7 @@ pub(crate) fn worktree_commondir_allowed(content: &[u8]) -> bool {
 /// Whether `key` (as `git config --list` prints it: section and variable lower-case, the
 /// subsection as written) may be set to `values`. `in_module` is a submodule's git directory,
 /// where `git submodule` writes `core.worktree`.
-pub(crate) fn key_allowed(key: &str, values: &[String], in_module: bool) -> bool {
+pub(crate) fn key_allowed(key: &str, values: &[String], module: Option<usize>) -> bool {
     let (section, rest) = key.split_once('.').unwrap_or((key, ""));
     let (sub, var) = match rest.rsplit_once('.') {
         Some((sub, var)) => (Some(sub), var),
@@ -182,7 +214,9 @@ pub(crate) fn key_allowed(key: &str, values: &[String], in_module: bool) -> bool
     };
     match (section, sub, var) {
         ("user", None, "name" | "email") => true,
-        ("branch", Some(_), "remote" | "merge" | "rebase" | "description" | "pushremote") => {
+        // A remote may be named by its URL here.
+        ("branch", Some(_), "remote" | "pushremote") => values.iter().all(|v| url_allowed(v)),
+        ("branch", Some(_), "merge" | "rebase" | "description") => {
             values.iter().all(|v| !v.starts_with('-'))
         }
         ("remote", Some(_), "url" | "pushurl") => values.iter().all(|v| url_allowed(v)),
@@ -212,7 +246,9 @@ pub(crate) fn key_allowed(key: &str, values: &[String], in_module: bool) -> bool
             | "sparsecheckout"
             | "sparsecheckoutcone",
         ) => true,
-        ("core", None, "worktree") => in_module && values.iter().all(|v| relative_inside(v)),
+        ("core", None, "worktree") => {
+            module.is_some_and(|depth| values.iter().all(|v| worktree_inside(v, depth)))
+        }
         ("extensions", None, "objectformat" | "refstorage") => true,
         ("lfs", None, "repositoryformatversion") => true,
         ("init", None, "defaultbranch") => true,
@@ -243,12 +279,19 @@ pub(crate) fn url_allowed(url: &str) -> bool {
     true
 }
 
-/// A relative path that climbs with `..` and then names directories (`../../../sub`).
-fn relative_inside(path: &str) -> bool {
-    !path.is_empty()
-        && !path.starts_with('/')
+/// A submodule's work tree as `git submodule` writes it into a git directory `depth`
+/// components below the superproject's work tree (`.git/modules/sub`: 3): exactly `depth`
+/// times `..`, then a path that climbs no further (`../../../sub`).
+fn worktree_inside(path: &str, depth: usize) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    let ups = parts.iter().take_while(|p| **p == "..").count();
+    let rest = &parts[ups..];
+    ups == depth
+        && !rest.is_empty()
         && !path.chars().any(char::is_control)
-        && path.split('/').all(|p| !p.is_empty() && p != ".")
+        && rest
+            .iter()
+            .all(|p| !p.is_empty() && *p != "." && *p != "..")
 }
 
 #[cfg(test)]
@@ -302,6 +345,38 @@ mod tests {
             PathKind::WorktreeCommondir
         );
         assert_eq!(classify("index.lock", false), PathKind::Lock);
+        // A submodule named so that a split looks like state: decided by the names themselves.
+        for refused in [
+            "modules/x/refs/y/hooks/post-checkout",
+            "modules/x/refs/y/commondir",
+            "modules/a/logs/b/info/attributes",
+        ] {
+            assert!(
+                matches!(classify(refused, false), PathKind::Refused(_)),
+                "{refused}"
+            );
+        }
+        assert_eq!(classify("modules/x/refs/y/config", false), PathKind::Config);
+        assert_eq!(
+            classify("modules/x/objects/y/config", false),
+            PathKind::Config
+        );
+        assert!(matches!(
+            classify("modules/x/refs/hooks", true),
+            PathKind::Refused(_)
+        ));
+        assert_eq!(
+            classify("rebase-merge/git-rebase-todo", false),
+            PathKind::Todo
+        );
+        assert_eq!(classify("sequencer/todo", false), PathKind::Todo);
+        assert_eq!(
+            classify("modules/s/rebase-merge/git-rebase-todo", false),
+            PathKind::Todo
+        );
+        assert!(todo_runs_a_command(b"pick 1 a\nexec touch x\n"));
+        assert!(todo_runs_a_command(b"  x touch x\n"));
+        assert!(!todo_runs_a_command(b"pick 1 a\n# exec x\nedit 2 b\n"));
         assert_eq!(classify("modules", true), PathKind::Dir);
         assert!(worktree_commondir_allowed(b"../..\n"));
         assert!(!worktree_commondir_allowed(b"/elsewhere\n"));
@@ -323,7 +398,7 @@ mod tests {
             ("core.repositoryformatversion", "0"),
             ("core.bare", "false"),
         ] {
-            assert!(key_allowed(key, &v(value), false), "{key}={value}");
+            assert!(key_allowed(key, &v(value), None), "{key}={value}");
         }
         for (key, value) in [
             ("core.fsmonitor", "touch /tmp/x"),
@@ -346,10 +421,28 @@ mod tests {
             ("submodule.lib.url", "ext::x"),
             ("extensions.worktreeconfig", "true"),
         ] {
-            assert!(!key_allowed(key, &v(value), false), "{key}={value}");
+            assert!(!key_allowed(key, &v(value), None), "{key}={value}");
         }
-        assert!(key_allowed("core.worktree", &v("../../../lib"), true));
-        assert!(!key_allowed("core.worktree", &v("/tmp/x"), true));
+        assert!(key_allowed("core.worktree", &v("../../../lib"), Some(3)));
+        assert!(!key_allowed("core.worktree", &v("/tmp/x"), Some(3)));
+        assert!(!key_allowed(
+            "core.worktree",
+            &v("../../../../victim"),
+            Some(3)
+        ));
+        assert!(!key_allowed(
+            "core.worktree",
+            &v("../../../lib/../.."),
+            Some(3)
+        ));
+        assert!(!key_allowed("core.worktree", &v("../../../lib"), None));
+        for (key, value) in [
+            ("branch.main.remote", "ext::sh -c x"),
+            ("branch.main.pushremote", "fd::3"),
+        ] {
+            assert!(!key_allowed(key, &v(value), None), "{key}={value}");
+        }
+        assert!(key_allowed("branch.main.remote", &v("origin"), None));
     }
 
     proptest! {
@@ -368,6 +461,17 @@ mod tests {
             rel.push_str(&name);
             let refused = matches!(classify(&rel, false), PathKind::Refused(_));
             prop_assert!(refused, "{}", rel);
+        }
+
+        #[test]
+        fn beneath_modules_a_config_is_never_applied_as_data(
+            name in proptest::collection::vec(
+                prop_oneof!["[a-z]{1,4}", Just("refs".to_owned()), Just("objects".to_owned()),
+                            Just("logs".to_owned()), Just("rebase-merge".to_owned())],
+                1..5),
+        ) {
+            let rel = format!("modules/{}/config", name.join("/"));
+            prop_assert_eq!(classify(&rel, false), PathKind::Config, "{}", rel);
         }
 
         #[test]

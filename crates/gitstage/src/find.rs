@@ -44,8 +44,9 @@ pub struct Found {
 /// auto-run configuration.
 pub type Classifier<'a> = &'a dyn Fn(&Path, bool) -> bool;
 
-/// Walks each of `roots` (directories, canonical) for git directories, reading at most
-/// `budget` directory entries in all.
+/// Walks each of `roots` (directories, canonical) for git directories, visiting at most
+/// `budget` directories in all (each one's entries are all read: a directory of a million
+/// files cannot hide the `.git` beside them).
 pub fn find(roots: &[&Path], budget: usize) -> Found {
     find_with(roots, budget, &|_, _| false)
 }
@@ -118,16 +119,16 @@ fn walk(
     'roots: for root in roots {
         let mut stack = vec![root.to_path_buf()];
         while let Some(dir) = stack.pop() {
+            if left == 0 {
+                found.truncated = true;
+                break 'roots;
+            }
+            left -= 1;
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
             let mut names: Vec<(String, FileType)> = Vec::new();
             for entry in entries.flatten() {
-                if left == 0 {
-                    found.truncated = true;
-                    break;
-                }
-                left -= 1;
                 let Ok(kind) = entry.file_type() else {
                     continue;
                 };
@@ -155,9 +156,6 @@ fn walk(
                         found.executable_changes.push(path);
                     }
                 }
-            }
-            if found.truncated {
-                break 'roots;
             }
         }
     }
@@ -239,6 +237,7 @@ mod tests {
         assert_eq!(found.gitmodules, vec![root.join(".gitmodules")]);
         assert!(!found.truncated);
         assert!(find(&[root], 3).truncated);
+        assert!(!find(&[root], 100).truncated);
     }
 
     #[test]

@@ -101,7 +101,7 @@ pub(crate) fn new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
                 .iter()
                 .find(|(k, v)| {
                     let values = [v.clone().unwrap_or_default()];
-                    !allow::key_allowed(k, &values, false)
+                    !allow::key_allowed(k, &values, None)
                 })
                 .map(|(k, _)| format!("it sets {k}, which only the user sets")),
         },
@@ -113,6 +113,15 @@ pub(crate) fn new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
             report,
         );
     }
+}
+
+/// Where the gitlink `link` (`gitdir: PATH`) leads, every link followed; `None` when it is not
+/// one or leads nowhere.
+pub(crate) fn gitlink_target(link: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(link).ok()?;
+    let target = text.lines().next()?.strip_prefix("gitdir: ")?.trim_end();
+    let parent = link.parent()?;
+    parent.join(target).canonicalize().ok()
 }
 
 /// A `.gitmodules` the command made or changed: aside when a submodule's `update` runs a

@@ -48,6 +48,7 @@ mod allow;
 mod config;
 mod find;
 mod guard;
+mod index;
 mod merge;
 
 use std::collections::BTreeMap;
@@ -59,6 +60,15 @@ use serde::{Deserialize, Serialize};
 
 pub use find::{Classifier, Found, GitDir, find, find_changed_since, find_with, runs_when_built};
 pub use guard::QUARANTINE_SUFFIX;
+
+/// Whether `bytes`, a whole git index file (`DIRC`, version 2 to 4, SHA-1 or SHA-256), parses
+/// and names only paths git may check out: relative, no `.` or `..` component, none that is a
+/// git directory on any filesystem (`.git` in any case, `.git.`, `git~1`, with code points
+/// HFS+ ignores). A command can write an index naming `.git/config`; the host's
+/// `git checkout -- .` would then write it.
+pub fn index_is_ordinary(bytes: &[u8]) -> bool {
+    index::check(bytes).is_ok()
+}
 
 /// What applying the copies did, for a tool's result.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -164,9 +174,17 @@ impl FileStamp {
 /// absent), and each config's content (its own and its submodules').
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Baseline {
+    /// Files directly in the git directory, and the loose refs and reflogs beneath `refs/` and
+    /// `logs/` (at most [`BASELINE_REFS_MAX`]), by their path relative to it.
     pub(crate) files: BTreeMap<String, Option<FileStamp>>,
+    /// The walk of `refs/` and `logs/` stopped at its bound: a ref not recorded is not
+    /// checked.
+    pub(crate) refs_incomplete: bool,
     pub(crate) configs: BTreeMap<String, Option<Vec<u8>>>,
 }
+
+/// The most loose refs and reflogs a baseline records.
+const BASELINE_REFS_MAX: usize = 50_000;
 
 /// The most bytes of a config kept as a baseline.
 const BASELINE_CONFIG_MAX: u64 = 1 << 20;
@@ -185,6 +203,36 @@ impl Baseline {
         }
         b.configs
             .insert("config".to_owned(), read_config(&dir.join("config")));
+        // Loose refs and reflogs: a branch the host's git moved while the command ran keeps
+        // the host's commit.
+        let mut stack: Vec<(PathBuf, String)> = ["refs", "logs"]
+            .iter()
+            .map(|d| (dir.join(d), (*d).to_owned()))
+            .collect();
+        let mut recorded = 0;
+        while let Some((path, rel)) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                let child = format!("{rel}/{name}");
+                match e.file_type() {
+                    Ok(t) if t.is_dir() => stack.push((e.path(), child)),
+                    Ok(t) if t.is_file() => {
+                        if recorded == BASELINE_REFS_MAX {
+                            b.refs_incomplete = true;
+                            continue;
+                        }
+                        recorded += 1;
+                        b.files.insert(child, FileStamp::of(&e.path()));
+                    }
+                    _ => {}
+                }
+            }
+        }
         // Submodules' git directories, a few levels down.
         let mut stack = vec![(dir.join("modules"), "modules".to_owned(), 0)];
         while let Some((path, rel, depth)) = stack.pop() {
@@ -269,10 +317,64 @@ pub struct Stage {
     gitmodules: BTreeMap<PathBuf, Option<FileStamp>>,
     /// The roots searched.
     roots: Vec<PathBuf>,
+    /// Git directories past [`STAGED_MAX`]: read-only for the call ([`Stage::protect`]).
+    read_only: Vec<PathBuf>,
 }
 
-/// Directory entries [`Stage::for_roots`] reads at most.
+/// The most git directories one call stages (the sandbox's limit); the deeper ones are
+/// read-only for the call.
+pub const STAGED_MAX: usize = 32;
+
+/// Directories [`Stage::for_roots`] visits at most (each one's own entries are all read,
+/// however many): past it the call is refused, never run with repositories unseen.
 pub const SEARCH_BUDGET: usize = 200_000;
+
+/// Why a call's git directories could not be staged. Nothing ran.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StageError {
+    /// A writable root is a git directory or lies inside one.
+    #[error(
+        "{} is inside the git directory {}: a command there would change what git obeys; \
+         work in the repository's work tree instead",
+        root.display(),
+        git_dir.display()
+    )]
+    InGitDir {
+        /// The root.
+        root: PathBuf,
+        /// The git directory it is or lies in.
+        git_dir: PathBuf,
+    },
+    /// The search for git directories passed its budget.
+    #[error(
+        "{} hold more than {SEARCH_BUDGET} directories, more than the search for git \
+         repositories may visit, so their repositories could not all be protected; work in a \
+         smaller directory (a project rather than a whole tree)",
+        roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+    )]
+    TooLarge {
+        /// The roots searched.
+        roots: Vec<PathBuf>,
+    },
+    /// The staging area could not be made.
+    #[error("cannot make the staging area: {0}")]
+    Io(#[source] std::io::Error),
+}
+
+/// Whether `dir` is a git directory: named `.git`, or holding a `HEAD` file and `objects` and
+/// `refs` directories (git's own test).
+fn is_git_dir(dir: &Path) -> bool {
+    let kind = |name: &str| {
+        std::fs::symlink_metadata(dir.join(name))
+            .ok()
+            .map(|m| m.file_type())
+    };
+    dir.file_name().is_some_and(|n| n == ".git")
+        || (kind("HEAD").is_some_and(|t| t.is_file())
+            && kind("objects").is_some_and(|t| t.is_dir())
+            && kind("refs").is_some_and(|t| t.is_dir()))
+}
 
 impl Stage {
     /// Makes `base` (which must not exist) and a staging area for each of `dirs` in it.
@@ -290,6 +392,7 @@ impl Stage {
             before: Found::default(),
             gitmodules: BTreeMap::new(),
             roots: Vec::new(),
+            read_only: Vec::new(),
         };
         for (i, dir) in dirs.iter().enumerate() {
             let area = base.join(i.to_string());
@@ -313,14 +416,35 @@ impl Stage {
     /// makes a staging area for them in `base` (which must not exist).
     ///
     /// # Errors
-    /// As [`Stage::create`].
+    /// [`StageError`]: a root in a git directory, too many directories, or no staging area.
     pub fn for_roots(
         roots: &[&Path],
         base: &Path,
         autorun: Classifier<'_>,
-    ) -> std::io::Result<Stage> {
+    ) -> Result<Stage, StageError> {
+        // A root that is a git directory, or lies in one, has no work tree around its git
+        // metadata to stage: every write would land in the git directory itself.
+        for root in roots {
+            if let Some(dir) = root.ancestors().find(|a| is_git_dir(a)) {
+                return Err(StageError::InGitDir {
+                    root: root.to_path_buf(),
+                    git_dir: dir.to_path_buf(),
+                });
+            }
+        }
         let found = find_with(roots, SEARCH_BUDGET, autorun);
-        let mut stage = Stage::create(base, &found.dirs)?;
+        if found.truncated {
+            return Err(StageError::TooLarge {
+                roots: roots.iter().map(|r| r.to_path_buf()).collect(),
+            });
+        }
+        // The shallowest get a private copy; the rest are read-only for this call.
+        let staged = &found.dirs[..found.dirs.len().min(STAGED_MAX)];
+        let mut stage = Stage::create(base, staged).map_err(StageError::Io)?;
+        stage.read_only = found.dirs[staged.len()..]
+            .iter()
+            .map(|d| d.path.clone())
+            .collect();
         stage.gitmodules = found
             .gitmodules
             .iter()
@@ -333,12 +457,13 @@ impl Stage {
 
     /// What must stay read-only for the whole call beside the staged directories: the auto-run
     /// configuration and the gitlinks that exist now (a command may not change them; new ones
-    /// are moved aside after the call).
+    /// are moved aside after the call), and the git directories past [`STAGED_MAX`].
     pub fn protect(&self) -> Vec<PathBuf> {
         self.before
             .autorun
             .iter()
             .chain(&self.before.gitlinks)
+            .chain(&self.read_only)
             .cloned()
             .collect()
     }
@@ -363,6 +488,13 @@ impl Stage {
         }
         for (dir, why) in read_only {
             report.read_only.push(format!("{}: {why}", dir.display()));
+        }
+        for dir in &self.read_only {
+            report.read_only.push(format!(
+                "{}: more than {STAGED_MAX} repositories in the writable roots; the deeper \
+                 ones are read-only for a call",
+                dir.display()
+            ));
         }
         for dir in &self.dirs {
             if read_only.iter().any(|(d, _)| *d == dir.path) {
@@ -407,6 +539,30 @@ impl Stage {
                 guard::quarantine(
                     path,
                     "auto-run configuration a host obeys without asking; only the user makes it",
+                    report,
+                );
+            }
+        }
+        // A gitlink the command made or changed must lead to a submodule's or a worktree's git
+        // directory inside a staged one, or to a repository the guard just checked.
+        for link in &after.gitlinks {
+            if self.before.gitlinks.contains(link) {
+                continue;
+            }
+            let leads_to = guard::gitlink_target(link);
+            let inside_staged = leads_to.as_ref().is_some_and(|t| {
+                self.dirs.iter().any(|d| {
+                    t.starts_with(d.path.join("modules")) || t.starts_with(d.path.join("worktrees"))
+                })
+            });
+            let checked = leads_to
+                .as_ref()
+                .is_some_and(|t| after.dirs.iter().any(|d| d.path == *t));
+            if !inside_staged && !checked {
+                guard::quarantine(
+                    link,
+                    "a gitlink to a directory that is not a submodule's or a worktree's git \
+                     directory",
                     report,
                 );
             }

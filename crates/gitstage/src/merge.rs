@@ -2,10 +2,10 @@
 //! after the command's whole tree has ended: each entry classified by [`crate::allow`],
 //! state installed by write-and-rename beneath the git directory's descriptor (no symbolic
 //! link followed), deletions (overlayfs whiteouts) applied, `config` key by key through the
-//! system's git, and everything else refused and reported. A top-level file the host changed
-//! during the call (its git ran meanwhile) is a conflict: the host's stays.
+//! system's git, and everything else refused and reported. A top-level file, loose ref or
+//! reflog the host changed during the call (its git ran meanwhile) is a conflict: the host's
+//! stays.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
@@ -110,9 +110,7 @@ impl Merge<'_> {
 
     fn dir(&mut self, real_dir: &OwnedFd, name: &str, rel: &str, class: &PathKind, upper: &Path) {
         if let PathKind::Refused(why) = class {
-            if !self.same_tree(rel) {
-                self.refuse(self.real.join(rel), String::new(), (*why).to_owned());
-            }
+            self.refuse_tree(rel, upper, why);
             return;
         }
         let _ = rustix::fs::mkdirat(real_dir, name, Mode::from_raw_mode(0o755));
@@ -134,32 +132,22 @@ impl Merge<'_> {
         self.walk(&child, rel);
     }
 
-    /// Whether the copy's `rel` holds the same entries as the real one (a directory overlayfs
-    /// copied up without a change to anything in it).
-    fn same_tree(&self, rel: &str) -> bool {
-        fn files(root: &Path) -> Option<BTreeMap<PathBuf, Vec<u8>>> {
-            let mut out = BTreeMap::new();
-            let mut stack = vec![root.to_owned()];
-            while let Some(dir) = stack.pop() {
-                for e in std::fs::read_dir(&dir).ok()?.flatten() {
-                    let m = e.path().symlink_metadata().ok()?;
-                    if m.is_dir() {
-                        stack.push(e.path());
-                    } else if m.is_file() && m.len() <= CONFIG_MAX {
-                        let p = e.path().strip_prefix(root).ok()?.to_owned();
-                        out.insert(p, std::fs::read(e.path()).ok()?);
-                    } else {
-                        return None;
-                    }
+    /// A refused directory of the copy: each file in it that is not the real one's and not an
+    /// inert hook template is reported (nothing is applied).
+    fn refuse_tree(&mut self, rel: &str, upper: &Path, why: &str) {
+        let mut stack = vec![(upper.to_owned(), rel.to_owned())];
+        while let Some((dir, rel)) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let child = format!("{rel}/{}", e.file_name().to_string_lossy());
+                match e.file_type() {
+                    Ok(t) if t.is_dir() => stack.push((e.path(), child)),
+                    _ if inert_sample(&child) || self.same_file(&child, &e.path()) => {}
+                    _ => self.refuse(self.real.join(&child), String::new(), why.to_owned()),
                 }
             }
-            Some(out)
-        }
-        let upper = files(&self.upper.join(rel));
-        let real = files(&self.real.join(rel));
-        match (upper, real) {
-            (Some(u), Some(r)) => u.iter().all(|(p, c)| r.get(p) == Some(c)),
-            _ => false,
         }
     }
 
@@ -182,7 +170,18 @@ impl Merge<'_> {
 
     fn delete(&mut self, real_dir: &OwnedFd, name: &str, rel: &str, class: &PathKind) {
         match class {
-            PathKind::State | PathKind::Dir | PathKind::Lock => {}
+            PathKind::State | PathKind::Lock | PathKind::Todo => {}
+            // A removed worktree's metadata (`git worktree remove`, `prune`).
+            PathKind::Dir if rel.starts_with("worktrees/") => {}
+            // A submodule's whole git directory (its unpushed objects): the user removes it.
+            PathKind::Dir => {
+                self.refuse(
+                    self.real.join(rel),
+                    "removed".to_owned(),
+                    "a git directory of its own; remove it by hand".to_owned(),
+                );
+                return;
+            }
             PathKind::Refused(why) => {
                 self.refuse(self.real.join(rel), "removed".to_owned(), (*why).to_owned());
                 return;
@@ -238,6 +237,18 @@ impl Merge<'_> {
                 }
             }
             PathKind::Config => self.config(rel, upper),
+            PathKind::Todo => {
+                let content = read_small(upper).unwrap_or_default();
+                if !allow::todo_runs_a_command(&content) {
+                    self.install(real_dir, name, rel, upper);
+                } else if !self.same_file(rel, upper) {
+                    self.refuse(
+                        self.real.join(rel),
+                        String::new(),
+                        "an exec step runs a command when the user continues".to_owned(),
+                    );
+                }
+            }
             PathKind::Dir => {}
             // git runs a hook by its exact name; its templates' `*.sample` files never run.
             PathKind::Refused(_) if inert_sample(rel) => {}
@@ -257,13 +268,19 @@ impl Merge<'_> {
         }
     }
 
-    /// A top-level file the host changed while the command ran: the host's stays.
+    /// A file the host changed while the command ran (a top-level file, a loose ref or a
+    /// reflog; one absent at the start must still be absent): the host's stays.
     fn conflicts(&mut self, rel: &str) -> bool {
-        if rel.contains('/') {
+        let tracked = !rel.contains('/') || rel.starts_with("refs/") || rel.starts_with("logs/");
+        if !tracked {
+            return false;
+        }
+        let at_start = self.baseline.files.get(rel).copied().flatten();
+        if at_start.is_none() && self.baseline.refs_incomplete && rel.contains('/') {
             return false;
         }
         let now = crate::FileStamp::of(&self.real.join(rel));
-        if self.baseline.files.get(rel).copied().flatten() == now {
+        if at_start == now {
             return false;
         }
         self.report
@@ -274,6 +291,11 @@ impl Merge<'_> {
 
     fn install(&mut self, real_dir: &OwnedFd, name: &str, rel: &str, upper: &Path) {
         if self.same_file(rel, upper) {
+            return;
+        }
+        // An index (wherever it lies): every path it names must be one git may check out.
+        if let Some(why) = refused_index(upper) {
+            self.refuse(self.real.join(rel), String::new(), why);
             return;
         }
         if self.conflicts(rel) {
@@ -328,7 +350,11 @@ impl Merge<'_> {
                 return;
             }
         };
-        let in_module = rel.starts_with("modules/");
+        // A submodule's git directory: how far below the superproject's work tree it lies
+        // (`.git/modules/sub/config` → 3), which bounds its `core.worktree`.
+        let module = rel
+            .starts_with("modules/")
+            .then(|| 1 + rel.split('/').count().saturating_sub(1));
         let changed = changed_keys(&before, &after);
         if changed.is_empty() {
             return;
@@ -346,7 +372,7 @@ impl Merge<'_> {
                 .iter()
                 .map(|v| v.clone().unwrap_or_default())
                 .collect();
-            if !allow::key_allowed(&key, &plain, in_module) {
+            if !allow::key_allowed(&key, &plain, module) {
                 self.refuse(
                     real.clone(),
                     shown,
@@ -368,6 +394,31 @@ impl Merge<'_> {
                 Err(e) => self.refuse(real.clone(), shown, format!("git could not set it: {e}")),
             }
         }
+    }
+}
+
+/// Why the file at `path` may not be applied when it is a git index (`DIRC`) naming a path
+/// git must never check out (`.git/config`), or one git could not read.
+fn refused_index(path: &Path) -> Option<String> {
+    let mut file = File::open(path).ok()?;
+    let mut magic = [0u8; 4];
+    if file.read_exact(&mut magic).is_err() || &magic != b"DIRC" {
+        return None;
+    }
+    let mut bytes = magic.to_vec();
+    if file.read_to_end(&mut bytes).is_err() {
+        return Some("an index that could not be read".to_owned());
+    }
+    match crate::index::check(&bytes) {
+        Ok(()) => None,
+        Err(crate::index::IndexError::Malformed) => {
+            Some("an index git could not read either".to_owned())
+        }
+        Err(crate::index::IndexError::Path(p)) => Some(format!(
+            "the index names {}, a path git never checks out (inside a git directory, or \
+             outside the work tree); `git checkout` would write it",
+            p.escape_debug()
+        )),
     }
 }
 

@@ -558,6 +558,9 @@ pub(crate) fn parse_config(text: &str) -> Vec<Entry> {
     let mut out = Vec::new();
     let mut section = String::new();
     let mut sub: Option<String> = None;
+    // git skips a UTF-8 byte-order mark at the start of a config file, and so must we: the
+    // header after it is a real one to git.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
         let mut rest = line.trim_start();
@@ -991,6 +994,14 @@ mod tests {
 
     fn keys(text: &str) -> Vec<String> {
         parse_config(text).iter().map(Entry::key).collect()
+    }
+
+    #[test]
+    fn a_byte_order_mark_before_the_first_section_is_skipped_as_git_skips_it() {
+        assert_eq!(
+            keys("\u{feff}[core]\n\tfsmonitor = x\n"),
+            ["core.fsmonitor"]
+        );
     }
 
     #[test]

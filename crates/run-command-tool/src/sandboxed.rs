@@ -258,17 +258,9 @@ pub(crate) async fn run(
         gitstage::Stage::for_roots(&roots, &stage_base, &autorun)
     })
     .await
-    .map_err(|e| e.to_string())
-    .and_then(|r| r.map_err(|e| e.to_string()))
-    .map_err(|e| {
-        ToolError::new(
-            ErrorCode::ExecIoFailed,
-            format!(
-                "cannot prepare the private copy of the git directories in the call's temp \
-                 dir ({e}); nothing ran. Check that the system temp dir is writable"
-            ),
-        )
-    })?;
+    .map_err(|e| gitstage::StageError::Io(std::io::Error::other(e)))
+    .and_then(|r| r)
+    .map_err(stage_error)?;
     sandbox.protected = protected
         .into_iter()
         .filter(|p| !stage.dirs().iter().any(|d| p.starts_with(d.path())))
@@ -363,12 +355,24 @@ pub(crate) async fn run(
 /// The name of the git directories' staging area in the call's temp dir.
 const GIT_STAGE: &str = "git-stage";
 
+/// TRUST-1: a root in a git directory or too large to search is the caller's path to change;
+/// a staging area that cannot be made is a fault of this machine. Nothing ran.
+fn stage_error(e: gitstage::StageError) -> ToolError {
+    let code = match e {
+        gitstage::StageError::InGitDir { .. } | gitstage::StageError::TooLarge { .. } => {
+            ErrorCode::ExecPathInvalid
+        }
+        _ => ErrorCode::ExecIoFailed,
+    };
+    ToolError::new(code, format!("{e}; nothing ran"))
+}
+
 /// TRUST-2: whether `rel` (relative to a writable root) is auto-run configuration of
 /// fsguard's default list.
 fn autorun(rel: &Path, _is_dir: bool) -> bool {
-    static LIST: std::sync::LazyLock<fsguard::AutoRun> =
-        std::sync::LazyLock::new(fsguard::AutoRun::default);
-    fsguard::RelPath::new(rel).is_ok_and(|rel| LIST.classify(&rel, &[] as &[&str]).is_some())
+    static LIST: std::sync::LazyLock<fsguard::AutoRunWalker> =
+        std::sync::LazyLock::new(|| fsguard::AutoRunWalker::new(fsguard::AutoRun::default()));
+    LIST.matches(rel)
 }
 
 pub(crate) fn exec_error(e: ExecError) -> ToolError {
