@@ -41,6 +41,10 @@ const TASKS: &[(&str, &str)] = &[
         "agent-exec call command/run/run_command as whole processes vs bwrap, sh -c true, bare true and bare wc -l",
     ),
     (
+        "bench git [--runs N] [--files N]",
+        "git status and git clone of a 50 000-file repository through call command vs the host's bare git",
+    ),
+    (
         "bench stop [--runs N]",
         "stop a 500-process tree with 100 setsid escapees, both proctree modes",
     ),

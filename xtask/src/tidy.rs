@@ -108,8 +108,8 @@ fn no_ignored_tests() {
 /// `workspace_dependency_arrows_point_down`).
 fn layer(name: &str) -> Option<u8> {
     Some(match name {
-        "toolscope" | "fsguard" | "seatbelt" | "linux-sandbox" | "proctree" | "argv-policy"
-        | "testkit" => 0,
+        "toolscope" | "fsguard" | "gitstage" | "seatbelt" | "linux-sandbox" | "proctree"
+        | "argv-policy" | "testkit" => 0,
         "exec" => 1,
         "run-tool" | "command-tool" | "run-command-tool" | "file-tools" => 2,
         "host-shim" => 3,
