@@ -100,6 +100,47 @@ pub struct Report {
     /// JSON: a tool lists them at the top of its result (`executableChanges`).
     #[serde(skip)]
     pub executable_changes: Vec<String>,
+    /// The config changes refused for their key alone, as they were: a host that can ask the
+    /// user names each one and applies it on a yes ([`apply_key`]), then moves it from
+    /// `refused` to `applied` ([`Report::confirmed`]). Not part of the JSON.
+    #[serde(skip)]
+    pub refused_keys: Vec<KeyChange>,
+}
+
+/// One config change the allowlist refused: where, which key, the values the command left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyChange {
+    /// The real config file.
+    pub config: PathBuf,
+    /// The key as `git config --list` names it.
+    pub key: String,
+    /// Its values in order (`None`: a bare boolean key); empty: removed.
+    pub values: Vec<Option<String>>,
+    /// How `refused` shows it (`key=value, …`, escaped).
+    pub shown: String,
+}
+
+impl Report {
+    /// Records that `change` was applied after the user confirmed it: its refusal becomes an
+    /// applied change marked `(confirmed)`.
+    pub fn confirmed(&mut self, change: &KeyChange) {
+        let path = change.config.display().to_string();
+        self.refused
+            .retain(|r| !(r.path == path && r.what == change.shown));
+        self.applied.push(Applied {
+            path,
+            change: format!("{} (confirmed by the user)", change.shown),
+        });
+    }
+}
+
+/// Applies a config change the allowlist refused, after the user confirmed it by name.
+///
+/// # Errors
+/// No system git, or git could not set it.
+pub fn apply_key(change: &KeyChange) -> Result<(), String> {
+    let git = config::Git::find().ok_or("no system git to set it with")?;
+    git.replace(&change.config, &change.key, &change.values)
 }
 
 impl Report {

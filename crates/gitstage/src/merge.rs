@@ -373,6 +373,12 @@ impl Merge<'_> {
                 .map(|v| v.clone().unwrap_or_default())
                 .collect();
             if !allow::key_allowed(&key, &plain, module) {
+                self.report.refused_keys.push(crate::KeyChange {
+                    config: real.clone(),
+                    key: key.clone(),
+                    values: values.clone(),
+                    shown: shown.clone(),
+                });
                 self.refuse(
                     real.clone(),
                     shown,

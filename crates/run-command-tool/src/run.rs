@@ -97,7 +97,34 @@ async fn run_unmasked(
             } else {
                 Lock::Alone(state.lock.write().await)
             };
-            execute(*admitted, workdir, policy, state, options, None, ctx).await
+            let mut out = execute(*admitted, workdir, policy, state, options, None, ctx).await?;
+            confirm_git_keys(&mut out, asker, ctx).await;
+            Ok(out)
+        }
+    }
+}
+
+/// The most refused git config changes one call asks the user about; the rest stay refused.
+const GIT_KEYS_ASKED: usize = 8;
+
+/// TRUST-1: a git config change the allowlist refused (`core.hooksPath`, `alias.*`, …) is
+/// applied only when the user confirms that key and its values, named in the question; never
+/// without asking, and never in `command` (which has no one to ask).
+async fn confirm_git_keys(out: &mut RunCommandOutput, asker: &dyn Asker, ctx: &CallContext) {
+    let changes = std::mem::take(&mut out.git.refused_keys);
+    for change in changes.iter().take(GIT_KEYS_ASKED) {
+        let label = format!(
+            "git config --file {} {}",
+            change.config.display().to_string().escape_debug(),
+            change.shown
+        );
+        let reason = "this git setting makes git run a program or read another file whenever \
+                      the repository is used; allow it only if you asked for it";
+        if let Ok(gate::Passed::Yes) = gate::confirm(asker, &label, reason, ctx).await {
+            // A key git could not set stays listed as refused.
+            if gitstage::apply_key(change).is_ok() {
+                out.git.confirmed(change);
+            }
         }
     }
 }

@@ -355,3 +355,38 @@ fn every_test_also_holds_unprivileged() {
     let text = testkit::run_as_nobody(&["--skip", "every_test_also_holds_unprivileged"], &[]);
     assert!(text.contains("test result: ok"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_git_key_is_applied_only_after_the_user_confirms_it_by_name() {
+    // SPEC: TRUST-1 — in run_command a key beyond the allowlist needs a confirmation that
+    // names it; without one (or with a no) it stays refused and the repository unchanged.
+    if !testkit::sandbox_available() || !have_git() {
+        eprintln!("SKIP: no sandbox or no git");
+        return;
+    }
+    let f = fixture();
+    git_on_host(&f.proj, &["init", "-q"]);
+    let argv = ["git", "config", "core.hooksPath", ".githooks"];
+    let refused = call(args(&argv), &f.proj, &f.home, Mode::AllowAll, &DenyAllAsker)
+        .await
+        .unwrap();
+    assert_eq!(refused.git.refused.len(), 1, "{:?}", refused.git);
+    let config = std::fs::read_to_string(f.proj.join(".git/config")).unwrap();
+    assert!(!config.contains("hooksPath"), "{config}");
+
+    let asker = common::Scripted::yes();
+    let out = call(args(&argv), &f.proj, &f.home, Mode::AllowAll, &asker)
+        .await
+        .unwrap();
+    let labels = asker.labels.lock().unwrap().clone();
+    assert_eq!(labels.len(), 1, "{labels:?}");
+    assert!(labels[0].contains("core.hookspath=.githooks"), "{labels:?}");
+    assert!(out.git.refused.is_empty(), "{:?}", out.git);
+    assert!(
+        out.git.applied[0].change.contains("confirmed"),
+        "{:?}",
+        out.git
+    );
+    let config = std::fs::read_to_string(f.proj.join(".git/config")).unwrap();
+    assert!(config.contains("hookspath = .githooks"), "{config}");
+}
