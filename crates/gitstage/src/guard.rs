@@ -21,7 +21,7 @@ pub const QUARANTINE_SUFFIX: &str = ".agent-exec-quarantined";
 
 /// Moves `path` aside to the first free `<path>.agent-exec-quarantined[.N]`, its files'
 /// execute bits off, and records it.
-pub(crate) fn quarantine(path: &Path, why: &str, report: &mut Report) {
+pub(crate) fn quarantine(path: &Path, why: &str, user_may_keep: bool, report: &mut Report) {
     let mut target = PathBuf::from(format!("{}{QUARANTINE_SUFFIX}", path.display()));
     let mut n = 1;
     while target.symlink_metadata().is_ok() {
@@ -36,6 +36,7 @@ pub(crate) fn quarantine(path: &Path, why: &str, report: &mut Report) {
         path: path.display().to_string(),
         moved_to: moved.then(|| target.display().to_string()),
         why: why.to_owned(),
+        user_may_keep,
     });
 }
 
@@ -73,6 +74,7 @@ pub(crate) fn new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
         quarantine(
             &hooks,
             "a new repository's hooks: git would run them",
+            false,
             report,
         );
     }
@@ -86,7 +88,7 @@ pub(crate) fn new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
     ] {
         let path = dir.join(name);
         if path.symlink_metadata().is_ok() {
-            quarantine(&path, why, report);
+            quarantine(&path, why, false, report);
         }
     }
     let config = dir.join("config");
@@ -110,6 +112,7 @@ pub(crate) fn new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
         quarantine(
             &config,
             &format!("a new repository's config: {why}"),
+            false,
             report,
         );
     }
@@ -140,7 +143,7 @@ pub(crate) fn gitmodules(path: &Path, git: Option<&Git>, report: &mut Report) {
         },
     };
     if let Some(why) = why {
-        quarantine(path, &why, report);
+        quarantine(path, &why, false, report);
     }
 }
 
@@ -165,7 +168,7 @@ mod tests {
         )
         .unwrap();
         let mut report = Report::default();
-        quarantine(&hooks, "why", &mut report);
+        quarantine(&hooks, "why", false, &mut report);
         let moved = dir.path().join(format!("hooks{QUARANTINE_SUFFIX}.1"));
         assert_eq!(
             report.quarantined[0].moved_to.as_deref(),

@@ -121,6 +121,15 @@ pub struct KeyChange {
 }
 
 impl Report {
+    /// Records that the quarantined `q` was put back after the user confirmed it.
+    pub fn kept(&mut self, q: &Quarantined) {
+        self.quarantined.retain(|x| x != q);
+        self.applied.push(Applied {
+            path: q.path.clone(),
+            change: "kept (confirmed by the user)".to_owned(),
+        });
+    }
+
     /// Records that `change` was applied after the user confirmed it: its refusal becomes an
     /// applied change marked `(confirmed)`.
     pub fn confirmed(&mut self, change: &KeyChange) {
@@ -176,6 +185,23 @@ pub struct Quarantined {
     pub moved_to: Option<String>,
     /// Why a host would have obeyed it.
     pub why: String,
+    /// Auto-run configuration the command made: a host that can ask the user may put it back
+    /// on a yes that names it ([`restore`]). Not part of the JSON.
+    #[serde(skip)]
+    pub user_may_keep: bool,
+}
+
+/// Puts a quarantined name back where the command made it, after the user confirmed keeping
+/// it by name; only where nothing took its place since.
+///
+/// # Errors
+/// It was never moved, or its place is taken, or the rename failed.
+pub fn restore(q: &Quarantined) -> Result<(), String> {
+    let moved = q.moved_to.as_deref().ok_or("it was never moved")?;
+    if Path::new(&q.path).symlink_metadata().is_ok() {
+        return Err(format!("{} exists again", q.path));
+    }
+    std::fs::rename(moved, &q.path).map_err(|e| e.to_string())
 }
 
 /// One refused change.
@@ -580,6 +606,7 @@ impl Stage {
                 guard::quarantine(
                     path,
                     "auto-run configuration a host obeys without asking; only the user makes it",
+                    true,
                     report,
                 );
             }
@@ -604,6 +631,7 @@ impl Stage {
                     link,
                     "a gitlink to a directory that is not a submodule's or a worktree's git \
                      directory",
+                    false,
                     report,
                 );
             }

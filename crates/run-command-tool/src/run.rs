@@ -104,15 +104,36 @@ async fn run_unmasked(
     }
 }
 
-/// The most refused git config changes one call asks the user about; the rest stay refused.
+/// The most refused git config changes and moved-aside auto-run files one call asks the user
+/// about; the rest stay refused.
 const GIT_KEYS_ASKED: usize = 8;
 
-/// TRUST-1: a git config change the allowlist refused (`core.hooksPath`, `alias.*`, …) is
-/// applied only when the user confirms that key and its values, named in the question; never
-/// without asking, and never in `command` (which has no one to ask).
+/// TRUST-1, TRUST-2: a git config change the allowlist refused (`core.hooksPath`, `alias.*`,
+/// …) is applied, and auto-run configuration the command made (moved aside after the call) is
+/// put back, only when the user confirms it, named in the question; never without asking, and
+/// never in `command` (which has no one to ask).
 async fn confirm_git_keys(out: &mut RunCommandOutput, asker: &dyn Asker, ctx: &CallContext) {
     let changes = std::mem::take(&mut out.git.refused_keys);
-    for change in changes.iter().take(GIT_KEYS_ASKED) {
+    let keepable: Vec<gitstage::Quarantined> = out
+        .git
+        .quarantined
+        .iter()
+        .filter(|q| q.user_may_keep)
+        .cloned()
+        .collect();
+    // TRUST-2: auto-run configuration the command made, put back only on a yes naming it.
+    for q in keepable.iter().take(GIT_KEYS_ASKED) {
+        let label = format!("keep {}, which the command wrote", q.path.escape_debug());
+        let reason = "editors, agent hosts and tools run what this file names when the folder \
+                      is opened or used; keep it only if you asked for it";
+        if let Ok(gate::Passed::Yes) = gate::confirm(asker, &label, reason, ctx).await {
+            if gitstage::restore(q).is_ok() {
+                out.git.kept(q);
+            }
+        }
+    }
+    let asked = keepable.len().min(GIT_KEYS_ASKED);
+    for change in changes.iter().take(GIT_KEYS_ASKED.saturating_sub(asked)) {
         let label = format!(
             "git config --file {} {}",
             change.config.display().to_string().escape_debug(),

@@ -390,3 +390,33 @@ async fn a_refused_git_key_is_applied_only_after_the_user_confirms_it_by_name() 
     let config = std::fs::read_to_string(f.proj.join(".git/config")).unwrap();
     assert!(config.contains("hookspath = .githooks"), "{config}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_run_configuration_a_command_made_stays_only_on_a_yes_that_names_it() {
+    // SPEC: TRUST-2 — `.mcp.json` written by a run_command call is moved aside, and put back
+    // only when the user confirms keeping that file.
+    if !testkit::sandbox_available() {
+        eprintln!("SKIP: no sandbox");
+        return;
+    }
+    let f = fixture();
+    let argv = ["sh", "-c", "echo '{}' > .mcp.json"];
+    let out = call(args(&argv), &f.proj, &f.home, Mode::AllowAll, &DenyAllAsker)
+        .await
+        .unwrap();
+    assert!(!f.proj.join(".mcp.json").exists(), "{:?}", out.git);
+    assert_eq!(out.git.quarantined.len(), 1, "{:?}", out.git);
+
+    let f = fixture();
+    let asker = common::Scripted::yes();
+    let out = call(args(&argv), &f.proj, &f.home, Mode::AllowAll, &asker)
+        .await
+        .unwrap();
+    let labels = asker.labels.lock().unwrap().clone();
+    assert!(labels.iter().any(|l| l.contains(".mcp.json")), "{labels:?}");
+    assert_eq!(
+        std::fs::read_to_string(f.proj.join(".mcp.json")).unwrap(),
+        "{}\n"
+    );
+    assert!(out.git.quarantined.is_empty(), "{:?}", out.git);
+}
