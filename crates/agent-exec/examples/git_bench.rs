@@ -150,7 +150,7 @@ fn main() {
         &["init", "-q", "-b", "main"][..],
         &["add", "-A"],
         &["commit", "-q", "-m", "files"],
-        &["clone", "-q", "--bare", ".", "src.git"],
+        &["clone", "-q", "--no-local", "--bare", ".", "src.git"],
     ] {
         assert!(git(&repo).args(step).status().unwrap().success());
     }

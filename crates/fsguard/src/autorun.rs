@@ -359,16 +359,23 @@ impl AutoRunWalker {
         AutoRunWalker { list, last }
     }
 
-    /// Whether `rel` (relative to the walked root; its parents were not matched) is auto-run
-    /// configuration.
-    pub fn matches(&self, rel: &Path) -> bool {
-        let Some(name) = rel.file_name() else {
-            return false;
+    /// Whether the entry `name` of `parent` (relative to the walked root, empty for the root;
+    /// its own ancestors were not matched) is auto-run configuration.
+    pub fn matches(&self, parent: &Path, name: &OsStr) -> bool {
+        let bytes = name.as_bytes();
+        // Most names are plain ASCII without a trailing dot or space: their folded form is
+        // their lower-case form, compared without allocating.
+        let plain = bytes.is_ascii() && !matches!(bytes.last(), Some(b'.' | b' '));
+        let candidate = if plain {
+            self.last.iter().any(|l| l.eq_ignore_ascii_case(bytes))
+        } else {
+            self.last.contains(&fold_name(bytes))
         };
-        if !self.last.contains(&fold_name(name.as_bytes())) {
+        if !candidate {
             return false;
         }
-        RelPath::new(rel).is_ok_and(|rel| self.list.classify(&rel, &[] as &[&str]).is_some())
+        let rel = parent.join(name);
+        RelPath::new(&rel).is_ok_and(|rel| self.list.classify(&rel, &[] as &[&str]).is_some())
     }
 }
 
@@ -400,7 +407,9 @@ mod tests {
             "lefthook.yml",
             ".clau\u{200c}de",
         ] {
-            assert!(walker.matches(Path::new(hit)), "{hit}");
+            let hit = Path::new(hit);
+            let (parent, name) = (hit.parent().unwrap(), hit.file_name().unwrap());
+            assert!(walker.matches(parent, name), "{hit:?}");
         }
         for miss in [
             "src/main.rs",
@@ -409,7 +418,9 @@ mod tests {
             "HEAD",
             "notes/.claude.md",
         ] {
-            assert!(!walker.matches(Path::new(miss)), "{miss}");
+            let miss = Path::new(miss);
+            let (parent, name) = (miss.parent().unwrap(), miss.file_name().unwrap());
+            assert!(!walker.matches(parent, name), "{miss:?}");
         }
     }
     use proptest::prelude::*;

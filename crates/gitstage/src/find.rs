@@ -10,6 +10,8 @@
 //! auto-run directory, and stops after a budget of entries; the result says when it did, so a
 //! caller can report the repositories it could not see.
 
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::fs::FileType;
 use std::path::{Path, PathBuf};
 
@@ -38,17 +40,24 @@ pub struct Found {
     pub executable_changes: Vec<PathBuf>,
     /// The walk stopped at its budget: deeper entries were not seen.
     pub truncated: bool,
+    /// Each directory listed, with the directories beneath it the walk entered (absolute and
+    /// relative to the root): what a later walk since a time needs to list again only where
+    /// entries changed.
+    walked: HashMap<PathBuf, Vec<(PathBuf, PathBuf)>>,
+    /// Files with a name a build runs, wherever they were listed.
+    build_files: Vec<PathBuf>,
 }
 
-/// Says whether `rel` (a path relative to its root; a directory when the flag is set) is
-/// auto-run configuration.
-pub type Classifier<'a> = &'a dyn Fn(&Path, bool) -> bool;
+/// Says whether the entry `name` of the directory `parent` (relative to its root; the root
+/// itself is empty) is auto-run configuration; the flag says it is a directory. Called for
+/// every entry of the tree: a classifier rejects most names before it builds anything.
+pub type Classifier<'a> = &'a dyn Fn(&Path, &OsStr, bool) -> bool;
 
 /// Walks each of `roots` (directories, canonical) for git directories, visiting at most
 /// `budget` directories in all (each one's entries are all read: a directory of a million
 /// files cannot hide the `.git` beside them).
 pub fn find(roots: &[&Path], budget: usize) -> Found {
-    find_with(roots, budget, &|_, _| false)
+    find_with(roots, budget, &|_, _, _| false)
 }
 
 /// [`find`], also collecting what `autorun` names.
@@ -56,15 +65,34 @@ pub fn find_with(roots: &[&Path], budget: usize, autorun: Classifier<'_>) -> Fou
     walk(roots, budget, autorun, None)
 }
 
-/// [`find_with`], also collecting the files a user may run that changed at or after `since`
-/// (one `lstat` per regular file).
+/// [`find_with`] again, after `earlier` (a walk of the same roots) and since `since`: only a
+/// directory whose entries changed since then is listed again (one `lstat` per directory;
+/// the others' subdirectories are taken from `earlier`), and the files a user may run that
+/// changed are collected — the files of the directories listed, and the files with a name a
+/// build runs from `earlier`, each `lstat`ed.
 pub fn find_changed_since(
     roots: &[&Path],
     budget: usize,
     autorun: Classifier<'_>,
+    earlier: &Found,
     since: std::time::SystemTime,
 ) -> Found {
-    walk(roots, budget, autorun, Some(since))
+    let mut found = walk(roots, budget, autorun, Some((earlier, since)));
+    for file in &earlier.build_files {
+        // A changed directory was listed again, its files checked there.
+        let listed = file.parent().is_some_and(|p| changed_since(p, since));
+        if listed || found.executable_changes.contains(file) {
+            continue;
+        }
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        if changed_and_runnable(file, &name, since) {
+            found.executable_changes.push(file.clone());
+        }
+    }
+    found
 }
 
 /// Names a build or a package manager runs as code when the user builds or installs the
@@ -112,51 +140,77 @@ fn walk(
     roots: &[&Path],
     budget: usize,
     autorun: Classifier<'_>,
-    since: Option<std::time::SystemTime>,
+    after: Option<(&Found, std::time::SystemTime)>,
 ) -> Found {
+    let since = after.map(|(_, since)| since);
     let mut found = Found::default();
     let mut left = budget;
     'roots: for root in roots {
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(dir) = stack.pop() {
+        // Each directory with its path relative to the root, built once per directory.
+        let mut stack = vec![(root.to_path_buf(), PathBuf::new())];
+        while let Some((dir, dir_rel)) = stack.pop() {
             if left == 0 {
                 found.truncated = true;
                 break 'roots;
             }
             left -= 1;
+            let dir_changed = since.is_some_and(|since| changed_since(&dir, since));
+            // Unchanged since the earlier walk: the same subdirectories, nothing new to see.
+            if let (Some((earlier, _)), false) = (after, dir_changed) {
+                if let Some(children) = earlier.walked.get(&dir) {
+                    stack.extend(children.iter().cloned());
+                    found.walked.insert(dir, children.clone());
+                    continue;
+                }
+            }
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
-            let mut names: Vec<(String, FileType)> = Vec::new();
+            // Names as the kernel has them (never lossily converted: a directory whose name is
+            // not UTF-8 is walked like any other).
+            let mut names: Vec<(OsString, FileType)> = Vec::new();
             for entry in entries.flatten() {
                 let Ok(kind) = entry.file_type() else {
                     continue;
                 };
-                names.push((entry.file_name().to_string_lossy().into_owned(), kind));
+                names.push((entry.file_name(), kind));
             }
             if is_bare(&names) && dir.as_path() != *root {
                 found.dirs.push(git_dir(&dir));
                 continue;
             }
+            let mut children = Vec::new();
             for (name, kind) in names {
-                let path = dir.join(&name);
-                let rel = path.strip_prefix(root).unwrap_or(&path);
                 if kind.is_dir() && name == ".git" {
-                    found.dirs.push(git_dir(&path));
+                    found.dirs.push(git_dir(&dir.join(&name)));
                 } else if kind.is_file() && name == ".git" {
-                    found.gitlinks.push(path);
+                    found.gitlinks.push(dir.join(&name));
                 } else if kind.is_file() && name == ".gitmodules" {
-                    found.gitmodules.push(path);
-                } else if !kind.is_symlink() && autorun(rel, kind.is_dir()) {
-                    found.autorun.push(path);
+                    found.gitmodules.push(dir.join(&name));
+                } else if !kind.is_symlink() && autorun(&dir_rel, &name, kind.is_dir()) {
+                    found.autorun.push(dir.join(&name));
                 } else if kind.is_dir() {
-                    stack.push(path);
-                } else if let (Some(since), true) = (since, kind.is_file()) {
-                    if changed_and_runnable(&path, &name, since) {
-                        found.executable_changes.push(path);
+                    children.push((dir.join(&name), dir_rel.join(&name)));
+                } else if kind.is_file() {
+                    // Entries made, removed or renamed change their directory's time: only in
+                    // such a directory, and for the names a build runs, is a file worth a
+                    // `stat` (an existing file made executable in place, in a directory
+                    // otherwise untouched, is not seen).
+                    let text = name.to_string_lossy();
+                    let build = runs_when_built(&text);
+                    if build {
+                        found.build_files.push(dir.join(&name));
+                    }
+                    if let (Some(since), true) = (since, dir_changed || build) {
+                        let path = dir.join(&name);
+                        if changed_and_runnable(&path, &text, since) {
+                            found.executable_changes.push(path);
+                        }
                     }
                 }
             }
+            stack.extend(children.iter().cloned());
+            found.walked.insert(dir, children);
         }
     }
     found.dirs.sort_by_key(|d| d.path.components().count());
@@ -170,17 +224,28 @@ fn changed_and_runnable(path: &Path, name: &str, since: std::time::SystemTime) -
     let Ok(meta) = path.symlink_metadata() else {
         return false;
     };
-    let changed = std::time::UNIX_EPOCH
+    status_changed_since(&meta, since) && (meta.mode() & 0o111 != 0 || runs_when_built(name))
+}
+
+/// Whether the directory `dir`'s entries changed at or after `since`.
+fn changed_since(dir: &Path, since: std::time::SystemTime) -> bool {
+    dir.symlink_metadata()
+        .is_ok_and(|meta| status_changed_since(&meta, since))
+}
+
+/// Whether `meta`'s status-change time is at or after `since`.
+fn status_changed_since(meta: &std::fs::Metadata, since: std::time::SystemTime) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::time::UNIX_EPOCH
         .checked_add(std::time::Duration::new(
             u64::try_from(meta.ctime()).unwrap_or(0),
             u32::try_from(meta.ctime_nsec()).unwrap_or(0),
         ))
-        .is_some_and(|ctime| ctime >= since);
-    changed && (meta.mode() & 0o111 != 0 || runs_when_built(name))
+        .is_some_and(|ctime| ctime >= since)
 }
 
 /// `HEAD` a file, `objects` and `refs` directories: git's own test for a git directory.
-fn is_bare(names: &[(String, FileType)]) -> bool {
+fn is_bare(names: &[(OsString, FileType)]) -> bool {
     let has = |want: &str, dir: bool| {
         names
             .iter()
@@ -255,7 +320,8 @@ mod tests {
         std::fs::set_permissions(root.join("tool"), std::fs::Permissions::from_mode(0o755))
             .unwrap();
         std::fs::write(root.join("notes.txt"), "").unwrap();
-        let mut found = find_changed_since(&[root], 100, &|_, _| false, since);
+        let earlier = find(&[root], 100);
+        let mut found = find_changed_since(&[root], 100, &|_, _, _| false, &earlier, since);
         found.executable_changes.sort();
         assert_eq!(
             found.executable_changes,
@@ -273,9 +339,11 @@ mod tests {
         std::fs::write(root.join("sub/.envrc"), "").unwrap();
         std::fs::write(root.join("sub/ok.txt"), "").unwrap();
         let seen = std::cell::RefCell::new(Vec::new());
-        let classify = |rel: &Path, _dir: bool| {
-            seen.borrow_mut().push(rel.to_owned());
-            rel.ends_with(".claude") || rel.ends_with(".envrc")
+        let classify = |parent: &Path, name: &OsStr, _dir: bool| {
+            let rel = parent.join(name);
+            let hit = rel.ends_with(".claude") || rel.ends_with(".envrc");
+            seen.borrow_mut().push(rel);
+            hit
         };
         let mut found = find_with(&[root], 100, &classify);
         found.autorun.sort();

@@ -36,7 +36,7 @@
 //!     // Hand dir.path, dir.upper, dir.work and dir.through to the sandbox; run the command.
 //!     let _ = (dir.path(), dir.upper(), dir.work(), dir.through());
 //! }
-//! let report = stage.apply(&[], &|_, _| false);
+//! let report = stage.apply(&[], &|_, _, _| false);
 //! for refused in &report.refused {
 //!     eprintln!("not applied: {} {} ({})", refused.path, refused.what, refused.why);
 //! }
@@ -591,7 +591,7 @@ impl Stage {
         report: &mut Report,
     ) {
         let roots: Vec<&Path> = self.roots.iter().map(PathBuf::as_path).collect();
-        let after = find_changed_since(&roots, SEARCH_BUDGET, autorun, self.started);
+        let after = find_changed_since(&roots, SEARCH_BUDGET, autorun, &self.before, self.started);
         let mut runnable = after.executable_changes.clone();
         runnable.sort();
         report.executable_changes = runnable.iter().map(|p| p.display().to_string()).collect();
