@@ -337,6 +337,7 @@ fn auto_run_configuration_written_by_a_command_is_not_left_under_its_name() {
          mkdir -p .claude sub/.cargo && echo '{\"hooks\":{}}' > .claude/settings.json; \
          echo '{}' > .mcp.json; echo 'rustc-wrapper = \"x\"' > sub/.cargo/config.toml; \
          echo 'x' > sub/.envrc; echo 'repos: []' > .pre-commit-config.yaml; \
+         printf '[toolchain]\\npath = \"/x\"\\n' > rust-toolchain.toml; \
          echo ordinary > notes.txt; echo done",
     );
     assert_eq!(out["stdout"], "done\n", "{out:#}");
@@ -354,6 +355,7 @@ fn auto_run_configuration_written_by_a_command_is_not_left_under_its_name() {
         "sub/.cargo/config.toml",
         "sub/.envrc",
         ".pre-commit-config.yaml",
+        "rust-toolchain.toml",
     ] {
         assert!(!ws.root().join(name).exists(), "{name} was left: {out:#}");
     }
@@ -676,4 +678,181 @@ fn a_commit_the_host_makes_during_a_long_call_is_kept() {
         );
     });
     assert_eq!(ws.git_ok(&repo, &["log", "-1", "--format=%s"]), "host\n");
+}
+
+/// A git directory planted in the written-through `objects` directory, whose config runs the
+/// marker on `git status` (second attack pass: a payload place the walk never enters).
+fn plant_in_objects(ws: &Ws) -> String {
+    let plant = ws.plant();
+    format!(
+        "mkdir -p .git/objects/ev/objects .git/objects/ev/refs/heads && \
+         echo 'ref: refs/heads/main' > .git/objects/ev/HEAD && \
+         printf '[core]\\n\\tbare = false\\n\\tfsmonitor = \"{plant}; false\"\\n' \
+         > .git/objects/ev/config"
+    )
+}
+
+#[test]
+fn a_dot_git_link_or_a_loose_git_directory_made_in_a_call_never_runs_in_the_hosts_git() {
+    // SPEC: TRUST-1 — second attack pass, finding 1: `.git` as a symbolic link into the
+    // objects directory; `HEAD` + `commondir`; `objects`/`refs` as links.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    ws.repo("");
+    let plant = ws.plant();
+    let out = ws.command(&format!(
+        "{} && mkdir -p s1 s2 s3 && ln -s ../.git/objects/ev s1/.git && \
+         mkdir -p .git/objects/cm/objects .git/objects/cm/refs && \
+         printf '[core]\\n\\tpager = \"{plant}\"\\n' > .git/objects/cm/config && \
+         echo 'ref: refs/heads/main' > s2/HEAD && echo \"$PWD/.git/objects/cm\" > s2/commondir && \
+         echo 'ref: refs/heads/main' > s3/HEAD && ln -s ../.git/objects s3/objects && \
+         ln -s ../.git/refs s3/refs && printf '[core]\\n\\tpager = \"{plant}\"\\n' > s3/config && \
+         echo planted",
+        plant_in_objects(&ws)
+    ));
+    assert_eq!(out["stdout"], "planted\n", "{out:#}");
+    for dir in ["s1", "s2", "s3"] {
+        let _ = ws.git(&ws.root().join(dir), &["status"]);
+        let _ = ws.git(&ws.root().join(dir), &["-p", "log"]);
+    }
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_gitlink_is_read_to_its_end_as_git_reads_it() {
+    // SPEC: TRUST-1 — second attack pass, finding 2: a gitlink whose first line names a
+    // submodule's git directory and whose second line climbs out of it.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    ws.repo("");
+    let out = ws.command(&format!(
+        "{} && mkdir -p s1 '.git/modules/x' \"$(printf '.git/modules/x\\n')\" && \
+         printf 'gitdir: ../.git/modules/x\\n/../../objects/ev\\n' > s1/.git && echo planted",
+        plant_in_objects(&ws)
+    ));
+    assert_eq!(out["stdout"], "planted\n", "{out:#}");
+    let _ = ws.git(&ws.root().join("s1"), &["status"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_rebase_strategy_that_is_not_gits_own_is_not_applied() {
+    // SPEC: TRUST-1 — second attack pass, finding 3: git runs `git-merge-<strategy>`, a path
+    // when the name holds `/`.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    for i in 0..2 {
+        std::fs::write(repo.join("n"), format!("{i}\n")).unwrap();
+        ws.git_ok(&repo, &["add", "n"]);
+        ws.git_ok(&repo, &["commit", "-q", "-m", &format!("n{i}")]);
+    }
+    let plant = ws.plant();
+    let out = ws.command(&format!(
+        "GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' git rebase -q -i HEAD~2 && \
+         printf '#!/bin/sh\\n{plant}\\n' > evil && chmod +x evil && \
+         echo ../evil > .git/rebase-merge/strategy && echo stopped"
+    ));
+    assert_eq!(out["stdout"], "stopped\n", "{out:#}");
+    assert!(refused_text(&out).contains("strategy"), "{out:#}");
+    let _ = ws.git(&repo, &["rebase", "--continue"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_new_repositorys_index_and_its_submodules_hooks_are_checked_too() {
+    // SPEC: TRUST-1 — second attack pass, findings 4 and 5: a repository made in the call
+    // with an index naming `.git/config`, and a hook in its own `modules/`.
+    if !ready() || !Path::new("/usr/bin/python3").exists() {
+        return;
+    }
+    let ws = Ws::new();
+    let plant = ws.plant();
+    let patch = "import hashlib,sys\np=sys.argv[1]; d=open(p,'rb').read()\n\
+                 d=d[:-20].replace(b'XgitXconfig', b'.git/config')\n\
+                 open(p,'wb').write(d+hashlib.sha1(d).digest())\n";
+    ws.tree.write("patch.py", patch);
+    let out = ws.command(&format!(
+        "git init -q -b main lib && cd lib && \
+         printf '[core]\\n\\tfsmonitor = \"{plant}; false\"\\n' > $TMPDIR/c && \
+         b=$(git hash-object -w $TMPDIR/c) && \
+         git update-index --add --cacheinfo 100644,$b,XgitXconfig && \
+         python3 ../patch.py .git/index && mkdir -p .git/modules/s/hooks .git/modules/s/refs \
+         .git/modules/s/objects && echo 'ref: refs/heads/main' > .git/modules/s/HEAD && \
+         printf '#!/bin/sh\\n{plant}\\n' > .git/modules/s/hooks/post-checkout && \
+         chmod +x .git/modules/s/hooks/post-checkout && echo planted"
+    ));
+    assert_eq!(out["stdout"], "planted\n", "{out:#}");
+    let moved = refused_text(&out);
+    assert!(moved.contains("lib/.git/index"), "{out:#}");
+    assert!(moved.contains("modules/s/hooks"), "{out:#}");
+    let lib = ws.root().join("lib");
+    let _ = ws.git(&lib, &["checkout", "--", "."]);
+    let _ = ws.git(&lib, &["status"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn the_hooks_directory_a_repository_names_is_read_only_for_the_call() {
+    // SPEC: TRUST-1 — second attack pass, finding 6: the effective `core.hooksPath`.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    std::fs::create_dir_all(repo.join(".githooks")).unwrap();
+    ws.git_ok(&repo, &["config", "core.hooksPath", ".githooks"]);
+    let plant = ws.plant();
+    let out = ws.command(&format!(
+        "printf '#!/bin/sh\\n{plant}\\n' > .githooks/pre-commit; \
+         chmod +x .githooks/pre-commit; echo done"
+    ));
+    assert_eq!(out["stdout"], "done\n", "{out:#}");
+    ws.git_ok(&repo, &["commit", "-q", "--allow-empty", "-m", "host"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_submodules_work_tree_through_a_link_out_of_the_repository_is_refused() {
+    // SPEC: TRUST-1 — second attack pass, finding 7: `core.worktree` with the right number of
+    // `..`, then a link to a directory outside.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("proj");
+    ws.repo("up");
+    let victim = ws.tree.outside_dir().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    let out = ws.command(&format!(
+        "cd proj && git -c protocol.file.allow=always submodule add -q ../up lib && \
+         git -c user.name=a -c user.email=a@b.c commit -qm lib && \
+         git config -f .git/modules/lib/config core.worktree ../../../link \
+         && ln -s {} link && echo done",
+        victim.display()
+    ));
+    assert_eq!(out["stdout"], "done\n", "{out:#}");
+    assert!(refused_text(&out).contains("core.worktree"), "{out:#}");
+    let _ = ws.git(&repo, &["submodule", "update", "--force"]);
+    assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0, "{out:#}");
+}
+
+#[test]
+fn a_lock_the_host_holds_is_never_removed_by_a_call() {
+    // SPEC: TRUST-1 — second attack pass, finding 9: a whiteout of `index.lock`.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    std::fs::write(repo.join(".git/index.lock"), "").unwrap();
+    let out = ws.command("rm -f .git/index.lock && echo removed");
+    assert_eq!(out["stdout"], "removed\n", "{out:#}");
+    assert!(repo.join(".git/index.lock").exists(), "{out:#}");
 }

@@ -43,6 +43,9 @@
 //! | directory | `.gemini` | Gemini CLI: settings, hooks, MCP servers |
 //! | directory | `.agents` | agent hosts: shared skills and configuration |
 //! | directory | `.husky` | husky: git hooks |
+//! | directory | `.zed` | Zed: tasks and language servers |
+//! | directory | `.devcontainer` | dev containers: lifecycle commands run on build and open |
+//! | directory | `.yarn/releases`, `.yarn/plugins` | Yarn: the `yarnPath` and plugins it runs |
 //! | file | `.mcp.json` | agent hosts: MCP servers they start |
 //! | file | `.yarnrc.yml`, `.yarnrc` | Yarn: `yarnPath`, the program every yarn command runs |
 //! | file | `.npmrc` | npm: `script-shell`, `node-options`, registries |
@@ -53,6 +56,10 @@
 //! | file | `lefthook.yaml`, `.lefthook.yaml`, `lefthook-local.yaml` | Lefthook: git hooks |
 //! | file | `.gitmodules` | git: submodule urls and paths that clones check out |
 //! | file | `.cargo/config.toml`, `.cargo/config` | Cargo: `rustc-wrapper`, runners, aliases |
+//! | file | `rust-toolchain.toml`, `rust-toolchain` | rustup: a toolchain `path` every cargo runs |
+//! | file | `opencode.json` | opencode: MCP servers and commands |
+//! | file | `mise.toml`, `.mise.toml` | mise: hooks and tasks run on entering the directory |
+//! | file | `.hg/hgrc` | Mercurial: hooks run on every hg command |
 //! | git metadata | `HEAD`, `config`, `commondir`, `gitdir`, `config.worktree` | git |
 //!
 //! A host adds its own entries with [`Extend`]:
@@ -61,12 +68,12 @@
 //! use fsguard::{AutoRun, AutoRunEntry, RelPath};
 //!
 //! let mut list = AutoRun::default();
-//! list.extend([AutoRunEntry::dir(".zed", "Zed: tasks and language servers")]);
+//! list.extend([AutoRunEntry::dir(".fleet", "Fleet: run configurations")]);
 //! let none: &[&str] = &[];
 //!
-//! let hit = list.classify(&RelPath::new(".zed/tasks.json").unwrap(), none).unwrap();
-//! assert_eq!(hit.path(), std::path::Path::new(".zed"));
-//! assert_eq!(hit.entry().why(), "Zed: tasks and language servers");
+//! let hit = list.classify(&RelPath::new(".fleet/run.json").unwrap(), none).unwrap();
+//! assert_eq!(hit.path(), std::path::Path::new(".fleet"));
+//! assert_eq!(hit.entry().why(), "Fleet: run configurations");
 //!
 //! let cargo = RelPath::new("tools/.Cargo/config.toml").unwrap();
 //! assert!(list.classify(&cargo, none).is_some());
@@ -248,6 +255,19 @@ impl AutoRun {
         ),
         AutoRunEntry::dir(".agents", "agent hosts load its skills and configuration"),
         AutoRunEntry::dir(".husky", "husky's git hooks run on every commit"),
+        AutoRunEntry::dir(".zed", "Zed runs its tasks and language servers"),
+        AutoRunEntry::dir(
+            ".devcontainer",
+            "dev containers run its lifecycle commands when built or opened",
+        ),
+        AutoRunEntry::dir(
+            ".yarn/releases",
+            "every yarn command runs the yarnPath kept here",
+        ),
+        AutoRunEntry::dir(
+            ".yarn/plugins",
+            "every yarn command loads the plugins kept here",
+        ),
         AutoRunEntry::file(".mcp.json", "agent hosts start the MCP servers it names"),
         AutoRunEntry::file(".yarnrc.yml", "every yarn command runs its yarnPath"),
         AutoRunEntry::file(".yarnrc", "every yarn command runs its yarn-path"),
@@ -282,6 +302,21 @@ impl AutoRun {
             ".cargo/config",
             "every cargo command obeys its rustc-wrapper",
         ),
+        AutoRunEntry::file(
+            "rust-toolchain.toml",
+            "rustup runs the toolchain it names for every cargo and rustc",
+        ),
+        AutoRunEntry::file(
+            "rust-toolchain",
+            "rustup runs the toolchain it names for every cargo and rustc",
+        ),
+        AutoRunEntry::file("opencode.json", "opencode starts the MCP servers it names"),
+        AutoRunEntry::file("mise.toml", "mise runs its hooks on entering the directory"),
+        AutoRunEntry::file(
+            ".mise.toml",
+            "mise runs its hooks on entering the directory",
+        ),
+        AutoRunEntry::file(".hg/hgrc", "Mercurial runs its hooks on every hg command"),
         AutoRunEntry::git_metadata("HEAD", "git obeys a repository's metadata"),
         AutoRunEntry::git_metadata("config", "git runs its core.fsmonitor on git status"),
         AutoRunEntry::git_metadata("commondir", "git obeys a repository's metadata"),

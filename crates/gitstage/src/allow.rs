@@ -81,6 +81,9 @@ pub(crate) enum PathKind {
     Lock,
     /// A rebase's or a sequencer's list of steps: applied unless a step runs a command.
     Todo,
+    /// A rebase's merge strategy or a sequencer's options: applied when every strategy named is
+    /// one of git's own (git runs `git-merge-<strategy>`, a path if it holds `/`).
+    Strategy,
     /// Anything else: refused, with why.
     Refused(&'static str),
 }
@@ -135,6 +138,9 @@ fn classify_parts(parts: &[&str], is_dir: bool) -> PathKind {
     if is_todo(parts) && !is_dir {
         return PathKind::Todo;
     }
+    if is_strategy(parts) && !is_dir {
+        return PathKind::Strategy;
+    }
     if STATE_DIRS.contains(&first) {
         return PathKind::State;
     }
@@ -162,6 +168,12 @@ fn beneath_modules(rest: &[&str], is_dir: bool) -> PathKind {
         [.., "config"] => PathKind::Config,
         [.., last] if last.ends_with(".lock") => PathKind::Lock,
         _ if is_todo(rest) => PathKind::Todo,
+        _ if is_strategy(rest) => PathKind::Strategy,
+        // Legacy remote definitions (`remotes/<name>`, `branches/<name>`), not refs.
+        [.., before, "remotes" | "branches", _] if *before != "refs" => {
+            PathKind::Refused(refusal("remotes"))
+        }
+        ["remotes" | "branches", _] => PathKind::Refused(refusal("remotes")),
         _ => PathKind::State,
     }
 }
@@ -174,6 +186,44 @@ fn is_todo(parts: &[&str]) -> bool {
         [.., "sequencer", "todo"] => true,
         _ => false,
     }
+}
+
+/// A rebase's strategy files or a sequencer's options file.
+fn is_strategy(parts: &[&str]) -> bool {
+    matches!(
+        parts,
+        [
+            ..,
+            "rebase-merge" | "rebase-apply",
+            "strategy" | "strategy_opts"
+        ] | [.., "sequencer", "opts"]
+    )
+}
+
+/// git's own merge strategies: the only names a staged strategy may hold.
+const STRATEGIES: &[&str] = &["ort", "recursive", "resolve", "octopus", "ours", "subtree"];
+
+/// Whether a strategy file names only git's own strategies: `strategy` holds one name,
+/// `strategy_opts` options passed to it (`--ours`, `-X…`: no program), `sequencer/opts` config
+/// lines whose `strategy` values are checked.
+pub(crate) fn strategy_allowed(file: &str, content: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(content);
+    if file == "strategy_opts" {
+        return !text.contains('/');
+    }
+    if file == "strategy" {
+        return STRATEGIES.contains(&text.trim());
+    }
+    // `sequencer/opts`: `strategy = NAME` lines, in any section.
+    text.lines().all(|line| {
+        let line = line.trim();
+        match line.split_once('=') {
+            Some((key, value)) if key.trim().eq_ignore_ascii_case("strategy") => {
+                STRATEGIES.contains(&value.trim().trim_matches('"'))
+            }
+            _ => true,
+        }
+    })
 }
 
 /// Whether a list of steps runs a command (`exec`/`x`, or a `--exec` option of a step).
@@ -231,6 +281,8 @@ pub(crate) fn key_allowed(key: &str, values: &[String], module: Option<usize>) -
         ("submodule", Some(_), "active" | "branch" | "shallow" | "ignore") => {
             values.iter().all(|v| !v.starts_with('!'))
         }
+        // Pathspecs of the active submodules, and whether commands recurse into them.
+        ("submodule", None, "active" | "recurse") => true,
         (
             "core",
             None,
@@ -373,6 +425,26 @@ mod tests {
         assert_eq!(
             classify("modules/s/rebase-merge/git-rebase-todo", false),
             PathKind::Todo
+        );
+        assert_eq!(classify("rebase-merge/strategy", false), PathKind::Strategy);
+        assert_eq!(classify("sequencer/opts", false), PathKind::Strategy);
+        assert!(strategy_allowed("strategy", b"ort\n"));
+        assert!(!strategy_allowed("strategy", b"../evil\n"));
+        assert!(strategy_allowed(
+            "opts",
+            b"[options]\n\tstrategy = recursive\n"
+        ));
+        assert!(!strategy_allowed(
+            "opts",
+            b"[options]\n\tstrategy = ../evil\n"
+        ));
+        assert!(matches!(
+            classify("modules/s/remotes/origin", false),
+            PathKind::Refused(_)
+        ));
+        assert_eq!(
+            classify("modules/s/refs/remotes/origin/main", false),
+            PathKind::State
         );
         assert!(todo_runs_a_command(b"pick 1 a\nexec touch x\n"));
         assert!(todo_runs_a_command(b"  x touch x\n"));

@@ -31,6 +31,8 @@ pub struct Found {
     pub dirs: Vec<GitDir>,
     /// Gitlinks: `.git` files (a worktree's or a submodule's pointer to its git directory).
     pub gitlinks: Vec<PathBuf>,
+    /// `.git` entries that are symbolic links (git follows them to the git directory).
+    pub git_links: Vec<PathBuf>,
     /// `.gitmodules` files.
     pub gitmodules: Vec<PathBuf>,
     /// Entries the caller's classifier named auto-run configuration (files or directories).
@@ -183,6 +185,9 @@ fn walk(
             for (name, kind) in names {
                 if kind.is_dir() && name == ".git" {
                     found.dirs.push(git_dir(&dir.join(&name)));
+                } else if kind.is_symlink() && name == ".git" {
+                    // git follows it: the git directory it leads to is this work tree's.
+                    found.git_links.push(dir.join(&name));
                 } else if kind.is_file() && name == ".git" {
                     found.gitlinks.push(dir.join(&name));
                 } else if kind.is_file() && name == ".gitmodules" {
@@ -244,14 +249,15 @@ fn status_changed_since(meta: &std::fs::Metadata, since: std::time::SystemTime) 
         .is_some_and(|ctime| ctime >= since)
 }
 
-/// `HEAD` a file, `objects` and `refs` directories: git's own test for a git directory.
+/// git's own test for a git directory, as loosely as git applies it: `HEAD` (a file or a
+/// link), and `objects` and `refs` (directories or links), or a `commondir` naming them.
 fn is_bare(names: &[(OsString, FileType)]) -> bool {
-    let has = |want: &str, dir: bool| {
+    let has = |want: &str| {
         names
             .iter()
-            .any(|(n, k)| n == want && if dir { k.is_dir() } else { k.is_file() })
+            .any(|(n, k)| n == want && (k.is_file() || k.is_dir() || k.is_symlink()))
     };
-    has("HEAD", false) && has("objects", true) && has("refs", true)
+    has("HEAD") && ((has("objects") && has("refs")) || has("commondir"))
 }
 
 fn git_dir(path: &Path) -> GitDir {

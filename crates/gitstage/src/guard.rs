@@ -62,8 +62,51 @@ fn strip_execute(path: &Path) {
     }
 }
 
-/// A repository the command made: what of it makes git run a program goes aside.
+/// A repository the command made: what of it makes git run a program goes aside, in it and in
+/// every git directory beneath its `modules/` and `worktrees/`.
 pub(crate) fn new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
+    one_new_git_dir(dir, git, report);
+    let mut stack: Vec<(PathBuf, usize)> = ["modules", "worktrees"]
+        .iter()
+        .map(|d| (dir.join(d), 0))
+        .collect();
+    while let Some((path, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) || depth > 8 {
+                continue;
+            }
+            if e.path().join("HEAD").symlink_metadata().is_ok() {
+                new_git_dir(&e.path(), git, report);
+            } else {
+                stack.push((e.path(), depth + 1));
+            }
+        }
+    }
+}
+
+fn one_new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
+    // Its index: `git checkout -- .` writes what it names.
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name != "index" && !name.starts_with("sharedindex.") {
+                continue;
+            }
+            let ordinary = std::fs::read(e.path()).is_ok_and(|b| crate::index::check(&b).is_ok());
+            if !ordinary {
+                quarantine(
+                    &e.path(),
+                    "a new repository's index naming a path git never checks out",
+                    false,
+                    report,
+                );
+            }
+        }
+    }
     let hooks = dir.join("hooks");
     let live_hook = std::fs::read_dir(&hooks).is_ok_and(|entries| {
         entries
@@ -121,10 +164,22 @@ pub(crate) fn new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
 /// Where the gitlink `link` (`gitdir: PATH`) leads, every link followed; `None` when it is not
 /// one or leads nowhere.
 pub(crate) fn gitlink_target(link: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(link).ok()?;
-    let target = text.lines().next()?.strip_prefix("gitdir: ")?.trim_end();
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = std::fs::read(link).ok()?;
+    // As git reads it: everything after `gitdir: `, only trailing line ends removed (a newline
+    // inside is part of the path).
+    let mut target = bytes.strip_prefix(b"gitdir: ")?;
+    while let Some(rest) = target
+        .strip_suffix(b"\n")
+        .or_else(|| target.strip_suffix(b"\r"))
+    {
+        target = rest;
+    }
     let parent = link.parent()?;
-    parent.join(target).canonicalize().ok()
+    parent
+        .join(std::ffi::OsStr::from_bytes(target))
+        .canonicalize()
+        .ok()
 }
 
 /// A `.gitmodules` the command made or changed: aside when a submodule's `update` runs a

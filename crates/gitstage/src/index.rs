@@ -19,25 +19,28 @@ pub(crate) enum IndexError {
 /// Checks every path `bytes` (a whole index file) names. `Ok` for an index whose paths are all
 /// ordinary.
 pub(crate) fn check(bytes: &[u8]) -> Result<(), IndexError> {
-    let mut last = Err(IndexError::Malformed);
     // SHA-1 and SHA-256 repositories: the entry layout differs by the hash length, which only
-    // the repository's config says; the one that parses to the end is the right one.
+    // the repository's config says. Every length that parses to the end must name ordinary
+    // paths only, so an index made to read harmlessly one way cannot name `.git/config` the
+    // other way.
+    let mut parsed = false;
     for hash_len in [20, 32] {
-        match paths(bytes, hash_len) {
-            Ok(paths) => {
-                for path in paths {
-                    if !ordinary(&path) {
-                        return Err(IndexError::Path(
-                            String::from_utf8_lossy(&path).into_owned(),
-                        ));
-                    }
+        if let Ok(paths) = paths(bytes, hash_len) {
+            parsed = true;
+            for path in paths {
+                if !ordinary(&path) {
+                    return Err(IndexError::Path(
+                        String::from_utf8_lossy(&path).into_owned(),
+                    ));
                 }
-                return Ok(());
             }
-            Err(e) => last = Err(e),
         }
     }
-    last
+    if parsed {
+        Ok(())
+    } else {
+        Err(IndexError::Malformed)
+    }
 }
 
 fn be32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -138,6 +141,12 @@ fn varint(bytes: &[u8]) -> Option<(usize, usize)> {
 /// names a git directory on any filesystem a repository is shared with (`.git` in any case,
 /// with trailing dots or spaces, with code points HFS+ ignores, or NTFS's short name `git~1`).
 pub(crate) fn ordinary(path: &[u8]) -> bool {
+    // A split index's entries that replace a shared entry carry no name; a sparse index's
+    // directory entries end in `/`.
+    if path.is_empty() {
+        return true;
+    }
+    let path = path.strip_suffix(b"/").unwrap_or(path);
     !path.is_empty()
         && !path.starts_with(b"/")
         && path

@@ -384,6 +384,12 @@ pub struct Stage {
     gitmodules: BTreeMap<PathBuf, Option<FileStamp>>,
     /// The roots searched.
     roots: Vec<PathBuf>,
+    /// Each `.git` link at the start and where it led.
+    git_link_targets: BTreeMap<PathBuf, Option<PathBuf>>,
+    /// Hooks directories named by `core.hooksPath` inside the roots: existing (read-only for
+    /// the call) and missing (moved aside after the call if the command made them).
+    hooks_paths: Vec<PathBuf>,
+    missing_hooks_paths: Vec<PathBuf>,
     /// Git directories past [`STAGED_MAX`]: read-only for the call ([`Stage::protect`]).
     read_only: Vec<PathBuf>,
 }
@@ -459,6 +465,9 @@ impl Stage {
             before: Found::default(),
             gitmodules: BTreeMap::new(),
             roots: Vec::new(),
+            git_link_targets: BTreeMap::new(),
+            hooks_paths: Vec::new(),
+            missing_hooks_paths: Vec::new(),
             read_only: Vec::new(),
         };
         for (i, dir) in dirs.iter().enumerate() {
@@ -499,12 +508,28 @@ impl Stage {
                 });
             }
         }
-        let found = find_with(roots, SEARCH_BUDGET, autorun);
+        let mut found = find_with(roots, SEARCH_BUDGET, autorun);
         if found.truncated {
             return Err(StageError::TooLarge {
                 roots: roots.iter().map(|r| r.to_path_buf()).collect(),
             });
         }
+        // A `.git` that is a link: the git directory it leads to, where it lies in a root, is
+        // staged like any other (outside every root it is read-only anyway).
+        for link in &found.git_links {
+            let Ok(target) = link.canonicalize() else {
+                continue;
+            };
+            let inside = roots.iter().any(|r| target.starts_with(r));
+            if inside && target.is_dir() && !found.dirs.iter().any(|d| d.path == target) {
+                let objects = target.join("objects");
+                found.dirs.push(GitDir {
+                    objects: objects.is_dir().then_some(objects),
+                    path: target,
+                });
+            }
+        }
+        found.dirs.sort_by_key(|d| d.path.components().count());
         // The shallowest get a private copy; the rest are read-only for this call.
         let staged = &found.dirs[..found.dirs.len().min(STAGED_MAX)];
         let mut stage = Stage::create(base, staged).map_err(StageError::Io)?;
@@ -517,19 +542,55 @@ impl Stage {
             .iter()
             .map(|p| (p.clone(), FileStamp::of(p)))
             .collect();
+        // The hooks directory a repository's own config names (`core.hooksPath`) is as much
+        // git's to run as `hooks/`: read-only for the call where it exists in a root, and
+        // moved aside after the call where the command made it.
+        if let Some(git) = config::Git::find() {
+            for dir in &found.dirs {
+                let Ok(list) = git.list(&dir.path.join("config")) else {
+                    continue;
+                };
+                let work_tree = if dir.path.file_name().is_some_and(|n| n == ".git") {
+                    dir.path.parent().unwrap_or(&dir.path)
+                } else {
+                    &dir.path
+                };
+                for (key, value) in list {
+                    let Some(value) = value.filter(|_| key == "core.hookspath") else {
+                        continue;
+                    };
+                    let hooks = work_tree.join(value);
+                    if !roots.iter().any(|r| hooks.starts_with(r)) {
+                        continue;
+                    }
+                    if hooks.symlink_metadata().is_ok() {
+                        stage.hooks_paths.push(hooks);
+                    } else {
+                        stage.missing_hooks_paths.push(hooks);
+                    }
+                }
+            }
+        }
         stage.roots = roots.iter().map(|r| r.to_path_buf()).collect();
+        stage.git_link_targets = found
+            .git_links
+            .iter()
+            .map(|l| (l.clone(), l.canonicalize().ok()))
+            .collect();
         stage.before = found;
         Ok(stage)
     }
 
     /// What must stay read-only for the whole call beside the staged directories: the auto-run
-    /// configuration and the gitlinks that exist now (a command may not change them; new ones
-    /// are moved aside after the call), and the git directories past [`STAGED_MAX`].
+    /// configuration, the gitlinks and the `core.hooksPath` directories inside the roots that
+    /// exist now (a command may not change them; new ones are moved aside after the call), and
+    /// the git directories past [`STAGED_MAX`].
     pub fn protect(&self) -> Vec<PathBuf> {
         self.before
             .autorun
             .iter()
             .chain(&self.before.gitlinks)
+            .chain(&self.hooks_paths)
             .chain(&self.read_only)
             .cloned()
             .collect()
@@ -623,14 +684,54 @@ impl Stage {
                     t.starts_with(d.path.join("modules")) || t.starts_with(d.path.join("worktrees"))
                 })
             });
-            let checked = leads_to
-                .as_ref()
-                .is_some_and(|t| after.dirs.iter().any(|d| d.path == *t));
+            let checked = leads_to.as_ref().is_some_and(|t| {
+                after.dirs.iter().any(|d| {
+                    d.path == *t
+                        || t.starts_with(d.path.join("modules"))
+                        || t.starts_with(d.path.join("worktrees"))
+                })
+            });
             if !inside_staged && !checked {
                 guard::quarantine(
                     link,
                     "a gitlink to a directory that is not a submodule's or a worktree's git \
                      directory",
+                    false,
+                    report,
+                );
+            }
+        }
+        // A `.git` link the command made or re-pointed: only to a git directory that was staged
+        // or that the guard just checked.
+        for link in &after.git_links {
+            let target = link.canonicalize().ok();
+            if self.git_link_targets.get(link) == Some(&target) {
+                continue;
+            }
+            let staged = target.as_ref().is_some_and(|t| {
+                self.dirs.iter().any(|d| {
+                    d.path == *t
+                        || t.starts_with(d.path.join("modules"))
+                        || t.starts_with(d.path.join("worktrees"))
+                })
+            });
+            let checked = target
+                .as_ref()
+                .is_some_and(|t| after.dirs.iter().any(|d| d.path == *t));
+            if !staged && !checked {
+                guard::quarantine(
+                    link,
+                    "a .git link to a directory that is not a checked git directory",
+                    false,
+                    report,
+                );
+            }
+        }
+        for hooks in &self.missing_hooks_paths {
+            if hooks.symlink_metadata().is_ok() {
+                guard::quarantine(
+                    hooks,
+                    "the hooks directory the repository's core.hooksPath names: git runs it",
                     false,
                     report,
                 );

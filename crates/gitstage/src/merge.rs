@@ -170,7 +170,9 @@ impl Merge<'_> {
 
     fn delete(&mut self, real_dir: &OwnedFd, name: &str, rel: &str, class: &PathKind) {
         match class {
-            PathKind::State | PathKind::Lock | PathKind::Todo => {}
+            // A lock may be the host's own git at work: never removed from here.
+            PathKind::Lock => return,
+            PathKind::State | PathKind::Todo | PathKind::Strategy => {}
             // A removed worktree's metadata (`git worktree remove`, `prune`).
             PathKind::Dir if rel.starts_with("worktrees/") => {}
             // A submodule's whole git directory (its unpushed objects): the user removes it.
@@ -237,6 +239,22 @@ impl Merge<'_> {
                 }
             }
             PathKind::Config => self.config(rel, upper),
+            PathKind::Strategy => {
+                let content = read_small(upper).unwrap_or_default();
+                if allow::strategy_allowed(name, &content) {
+                    self.install(real_dir, name, rel, upper);
+                } else if !self.same_file(rel, upper) {
+                    self.refuse(
+                        self.real.join(rel),
+                        String::from_utf8_lossy(&content)
+                            .trim()
+                            .escape_debug()
+                            .to_string(),
+                        "a merge strategy that is not one of git's own: git would run it"
+                            .to_owned(),
+                    );
+                }
+            }
             PathKind::Todo => {
                 let content = read_small(upper).unwrap_or_default();
                 if !allow::todo_runs_a_command(&content) {
@@ -372,7 +390,15 @@ impl Merge<'_> {
                 .iter()
                 .map(|v| v.clone().unwrap_or_default())
                 .collect();
-            if !allow::key_allowed(&key, &plain, module) {
+            // A submodule's work tree, followed through every link, must lie in this
+            // repository's work tree (a link there could lead git's checkout anywhere).
+            let worktree_escapes = key == "core.worktree"
+                && plain.iter().any(|v| {
+                    let config_dir = real.parent().unwrap_or(self.real);
+                    let work_tree = self.real.parent().unwrap_or(self.real);
+                    !resolves_inside(&config_dir.join(v), work_tree)
+                });
+            if worktree_escapes || !allow::key_allowed(&key, &plain, module) {
                 self.report.refused_keys.push(crate::KeyChange {
                     config: real.clone(),
                     key: key.clone(),
@@ -425,6 +451,34 @@ fn refused_index(path: &Path) -> Option<String> {
              outside the work tree); `git checkout` would write it",
             p.escape_debug()
         )),
+    }
+}
+
+/// Whether `path`, every link on the way followed, lies inside `root`: its longest existing
+/// ancestor is resolved (what does not exist yet can hold no link).
+fn resolves_inside(path: &Path, root: &Path) -> bool {
+    let Ok(root) = root.canonicalize() else {
+        return false;
+    };
+    let mut rest = Vec::new();
+    let mut at = path.to_path_buf();
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            let mut full = real;
+            for part in rest.iter().rev() {
+                full.push(part);
+            }
+            // What is left may not climb out either.
+            let climbs = rest.iter().any(|p: &std::ffi::OsString| p == "..");
+            return !climbs && full.starts_with(&root);
+        }
+        let Some(name) = at.file_name().map(std::ffi::OsStr::to_os_string) else {
+            return false;
+        };
+        rest.push(name);
+        if !at.pop() {
+            return false;
+        }
     }
 }
 
