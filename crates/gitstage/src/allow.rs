@@ -10,7 +10,12 @@
 //! Everything else is refused: `hooks/`, `config.worktree`, `commondir` (but a new worktree's
 //! `../..`), `info/attributes`, `branches/`, `remotes/`, symbolic links, and any config key not
 //! listed (`core.fsmonitor`, `core.hooksPath`, `core.pager`, `core.sshCommand`,
-//! `url.*.insteadOf`, `filter.*`, `diff.*.textconv`, `credential.*`, `alias.*`, `include*` …).
+//! `url.*.insteadOf`, `filter.*`, `diff.*.textconv`, `credential.*`, `alias.*`, `include*`,
+//! `remote.*.pushurl`/`push`/`mirror` …). A remote's fetch refspec must land beneath
+//! `refs/remotes/` or `refs/tags/`. Module `merge` adds what needs the repository to judge: an
+//! existing remote's URL never changes, a local path a remote names must be a repository that
+//! was staged or lies outside the roots (push runs its hooks), and an existing repository's
+//! format (`core.repositoryformatversion`, `core.bare`, `extensions.*`) never changes.
 
 /// Names directly in a git directory that git writes and reads as data only.
 const STATE_FILES: &[&str] = &[
@@ -269,12 +274,11 @@ pub(crate) fn key_allowed(key: &str, values: &[String], module: Option<usize>) -
         ("branch", Some(_), "merge" | "rebase" | "description") => {
             values.iter().all(|v| !v.starts_with('-'))
         }
-        ("remote", Some(_), "url" | "pushurl") => values.iter().all(|v| url_allowed(v)),
-        (
-            "remote",
-            Some(_),
-            "fetch" | "push" | "tagopt" | "prune" | "mirror" | "skipdefaultupdate",
-        ) => values
+        ("remote", Some(_), "url") => values.iter().all(|v| url_allowed(v)),
+        // Where fetched branches land: beneath refs/remotes/ or refs/tags/ only (a refspec
+        // into refs/heads/ would overwrite the user's branches on every fetch).
+        ("remote", Some(_), "fetch") => values.iter().all(|v| refspec_lands_in_remotes(v)),
+        ("remote", Some(_), "tagopt" | "prune" | "skipdefaultupdate") => values
             .iter()
             .all(|v| !v.starts_with('-') || v == "--no-tags" || v == "--tags"),
         ("submodule", Some(_), "url") => values.iter().all(|v| url_allowed(v)),
@@ -307,6 +311,40 @@ pub(crate) fn key_allowed(key: &str, values: &[String], module: Option<usize>) -
         ("pull", None, "rebase" | "ff") | ("push", None, "default" | "autosetupremote") => true,
         _ => false,
     }
+}
+
+/// A fetch refspec whose destination (if any) is a remote-tracking ref or a tag.
+fn refspec_lands_in_remotes(spec: &str) -> bool {
+    let spec = spec.strip_prefix('+').unwrap_or(spec);
+    match spec.split_once(':') {
+        None => !spec.starts_with('-'),
+        Some((_, dst)) => {
+            dst.is_empty() || dst.starts_with("refs/remotes/") || dst.starts_with("refs/tags/")
+        }
+    }
+}
+
+/// Whether a URL names a repository on this machine (a path, or `file://`): pushing there runs
+/// that repository's hooks.
+pub(crate) fn local_path(url: &str) -> Option<&str> {
+    if let Some(path) = url.strip_prefix("file://") {
+        return Some(path);
+    }
+    if url.contains("://") {
+        return None;
+    }
+    // scp-like `[user@]host:path` has a `:` before any `/`.
+    match (url.find(':'), url.find('/')) {
+        (Some(colon), Some(slash)) if colon < slash => None,
+        (Some(_), None) => None,
+        _ => Some(url),
+    }
+}
+
+/// Keys ordinary work never changes in a repository that already has them: the repository's
+/// format (a change can make git read it as empty) and whether it is bare.
+pub(crate) fn repository_format_key(key: &str) -> bool {
+    matches!(key, "core.repositoryformatversion" | "core.bare") || key.starts_with("extensions.")
 }
 
 /// A remote URL git fetches from without running a program of the URL's choosing: `http(s)`,
@@ -489,6 +527,10 @@ mod tests {
             ("remote.origin.url", "fd::3"),
             ("remote.origin.url", "-oProxyCommand=x"),
             ("remote.origin.uploadpack", "x"),
+            ("remote.origin.pushurl", "https://attacker.example/x.git"),
+            ("remote.origin.push", ":refs/heads/keep"),
+            ("remote.origin.mirror", "true"),
+            ("remote.origin.fetch", "+refs/heads/*:refs/heads/*"),
             ("submodule.lib.update", "!x"),
             ("submodule.lib.url", "ext::x"),
             ("extensions.worktreeconfig", "true"),
@@ -515,6 +557,11 @@ mod tests {
             assert!(!key_allowed(key, &v(value), None), "{key}={value}");
         }
         assert!(key_allowed("branch.main.remote", &v("origin"), None));
+        assert_eq!(local_path("../remote.git"), Some("../remote.git"));
+        assert_eq!(local_path("file:///srv/r.git"), Some("/srv/r.git"));
+        assert_eq!(local_path("git@example.org:r.git"), None);
+        assert_eq!(local_path("https://example.org/r.git"), None);
+        assert_eq!(local_path("origin"), Some("origin"));
     }
 
     proptest! {

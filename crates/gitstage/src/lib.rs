@@ -624,6 +624,7 @@ impl Stage {
                 dir.display()
             ));
         }
+        let staged: Vec<PathBuf> = self.dirs.iter().map(|d| d.path.clone()).collect();
         for dir in &self.dirs {
             if read_only.iter().any(|(d, _)| *d == dir.path) {
                 continue;
@@ -634,6 +635,8 @@ impl Stage {
                 baseline: &dir.baseline,
                 git: git.as_ref(),
                 scratch: &dir.scratch,
+                roots: &self.roots,
+                staged: &staged,
                 report: &mut report,
             }
             .run();

@@ -33,6 +33,10 @@ pub(crate) struct Merge<'a> {
     pub(crate) git: Option<&'a Git>,
     /// A private directory for temporary files (the baseline config, listed by git).
     pub(crate) scratch: &'a Path,
+    /// The call's writable roots and the git directories staged in them: a local repository a
+    /// remote may name must be one of these, or lie outside every root.
+    pub(crate) roots: &'a [PathBuf],
+    pub(crate) staged: &'a [PathBuf],
     pub(crate) report: &'a mut Report,
 }
 
@@ -240,8 +244,23 @@ impl Merge<'_> {
             }
             PathKind::Config => self.config(rel, upper),
             PathKind::Strategy => {
-                let content = read_small(upper).unwrap_or_default();
-                if allow::strategy_allowed(name, &content) {
+                let bounded = read_bounded(upper);
+                let content = bounded.clone().unwrap_or_default();
+                let allowed = match (name, self.git) {
+                    // Config syntax (a key may share its section's line): read by git itself.
+                    ("opts", Some(git)) => git.list(upper).is_ok_and(|list| {
+                        list.iter().all(|(k, v)| {
+                            k != "options.strategy"
+                                || allow::strategy_allowed(
+                                    "strategy",
+                                    v.as_deref().unwrap_or("").as_bytes(),
+                                )
+                        })
+                    }),
+                    ("opts", None) => false,
+                    _ => bounded.is_some_and(|c| allow::strategy_allowed(name, &c)),
+                };
+                if allowed {
                     self.install(real_dir, name, rel, upper);
                 } else if !self.same_file(rel, upper) {
                     self.refuse(
@@ -256,8 +275,12 @@ impl Merge<'_> {
                 }
             }
             PathKind::Todo => {
-                let content = read_small(upper).unwrap_or_default();
-                if !allow::todo_runs_a_command(&content) {
+                // A list too long to read whole is refused: what is not read is not checked.
+                let content = read_bounded(upper);
+                if content
+                    .as_deref()
+                    .is_some_and(|c| !allow::todo_runs_a_command(c))
+                {
                     self.install(real_dir, name, rel, upper);
                 } else if !self.same_file(rel, upper) {
                     self.refuse(
@@ -398,7 +421,13 @@ impl Merge<'_> {
                     let work_tree = self.real.parent().unwrap_or(self.real);
                     !resolves_inside(&config_dir.join(v), work_tree)
                 });
-            if worktree_escapes || !allow::key_allowed(&key, &plain, module) {
+            let was: Vec<Option<String>> = values_of(&before, &key);
+            let config_existed = matches!(self.baseline.configs.get(rel), Some(Some(_)));
+            let value_refused = worktree_escapes
+                || (config_existed && allow::repository_format_key(&key))
+                || self.repoints_a_remote(&key, &was)
+                || self.names_an_unstaged_local_repository(&key, &plain);
+            if value_refused || !allow::key_allowed(&key, &plain, module) {
                 self.report.refused_keys.push(crate::KeyChange {
                     config: real.clone(),
                     key: key.clone(),
@@ -413,7 +442,6 @@ impl Merge<'_> {
                 );
                 continue;
             }
-            let was: Vec<Option<String>> = values_of(&before, &key);
             let is: Vec<Option<String>> = values_of(&now, &key);
             if was != is {
                 self.report
@@ -487,6 +515,41 @@ fn inert_sample(rel: &str) -> bool {
     rel.ends_with(".sample") && rel.split('/').rev().nth(1) == Some("hooks")
 }
 
+impl Merge<'_> {
+    /// An existing remote's URL changed: every later push and fetch would go elsewhere (a new
+    /// remote, `git remote add`, is not this).
+    fn repoints_a_remote(&self, key: &str, was: &[Option<String>]) -> bool {
+        key.starts_with("remote.") && key.ends_with(".url") && !was.is_empty()
+    }
+
+    /// A remote (or a branch's remote) named by a local path that leads to a repository inside
+    /// the call's roots which was not staged: the command could have made it, hooks and all,
+    /// and `git push` runs its hooks.
+    fn names_an_unstaged_local_repository(&self, key: &str, values: &[String]) -> bool {
+        let remote_key = (key.starts_with("remote.") && key.ends_with(".url"))
+            || (key.starts_with("branch.")
+                && (key.ends_with(".remote") || key.ends_with(".pushremote")));
+        if !remote_key {
+            return false;
+        }
+        let work_tree = self.real.parent().unwrap_or(self.real);
+        values.iter().any(|v| {
+            let Some(path) = allow::local_path(v) else {
+                return false;
+            };
+            let Ok(target) = work_tree.join(path).canonicalize() else {
+                return false;
+            };
+            let inside = self.roots.iter().any(|r| target.starts_with(r));
+            let staged = self
+                .staged
+                .iter()
+                .any(|s| *s == target || *s == target.join(".git"));
+            inside && target.is_dir() && !staged
+        })
+    }
+}
+
 /// The keys whose ordered values differ, with the new values (empty: removed).
 fn changed_keys(
     before: &[(String, Option<String>)],
@@ -541,6 +604,16 @@ fn opaque(dir: &Path) -> bool {
     ["user.overlay.opaque", "trusted.overlay.opaque"]
         .iter()
         .any(|name| matches!(rustix::fs::lgetxattr(dir, *name, &mut buf), Ok(1) if buf[0] == b'y'))
+}
+
+/// The whole of a file a check reads, or `None` past [`CONFIG_MAX`] (never a prefix).
+fn read_bounded(path: &Path) -> Option<Vec<u8>> {
+    let len = path.symlink_metadata().ok()?.len();
+    if len > CONFIG_MAX {
+        return None;
+    }
+    let bytes = std::fs::read(path).ok()?;
+    (bytes.len() as u64 <= CONFIG_MAX).then_some(bytes)
 }
 
 fn read_small(path: &Path) -> Option<Vec<u8>> {
