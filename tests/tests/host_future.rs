@@ -971,3 +971,40 @@ fn a_remote_may_not_lead_pushes_to_a_repository_the_command_could_have_made() {
     ws.git_ok(&repo, &["log", "-1"]);
     ws.assert_nothing_ran();
 }
+
+#[test]
+fn a_relative_or_not_yet_existing_push_path_into_the_workspace_is_refused() {
+    // SPEC: TRUST-1 — fourth attack pass: a submodule's push remote relative to its own work
+    // tree, a path that a later checkout would make, and a submodule URL into a repository
+    // planted in the written-through objects directory.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("proj");
+    ws.repo("up");
+    let plant = ws.plant();
+    let out = ws.command(&format!(
+        "cd proj && git -c protocol.file.allow=always submodule add -q ../up lib && \
+         git init -q --bare .git/objects/e.git && \
+         printf '#!/bin/sh\\n{plant}\\n' > .git/objects/e.git/hooks/pre-receive && \
+         chmod +x .git/objects/e.git/hooks/pre-receive && \
+         git -C lib config branch.main.pushremote ../.git/objects/e.git && \
+         git config branch.main.pushremote ev.git && \
+         git config submodule.lib.url \"$PWD/.git/objects/e.git\" && echo set"
+    ));
+    assert_eq!(out["stdout"], "set\n", "{out:#}");
+    let refused = refused_text(&out);
+    assert!(
+        refused.contains("modules/lib/config") && refused.contains("branch.main.pushremote"),
+        "{out:#}"
+    );
+    assert_eq!(
+        refused.matches("branch.main.pushremote").count(),
+        2,
+        "{out:#}"
+    );
+    assert!(refused.contains("submodule.lib.url"), "{out:#}");
+    let _ = ws.git(&repo.join("lib"), &["push"]);
+    ws.assert_nothing_ran();
+}

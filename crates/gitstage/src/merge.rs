@@ -426,7 +426,7 @@ impl Merge<'_> {
             let value_refused = worktree_escapes
                 || (config_existed && allow::repository_format_key(&key))
                 || self.repoints_a_remote(&key, &was)
-                || self.names_an_unstaged_local_repository(&key, &plain);
+                || self.names_a_repository_the_command_could_have_made(&key, &plain, &real, &after);
             if value_refused || !allow::key_allowed(&key, &plain, module) {
                 self.report.refused_keys.push(crate::KeyChange {
                     config: real.clone(),
@@ -522,32 +522,103 @@ impl Merge<'_> {
         key.starts_with("remote.") && key.ends_with(".url") && !was.is_empty()
     }
 
-    /// A remote (or a branch's remote) named by a local path that leads to a repository inside
-    /// the call's roots which was not staged: the command could have made it, hooks and all,
-    /// and `git push` runs its hooks.
-    fn names_an_unstaged_local_repository(&self, key: &str, values: &[String]) -> bool {
-        let remote_key = (key.starts_with("remote.") && key.ends_with(".url"))
-            || (key.starts_with("branch.")
-                && (key.ends_with(".remote") || key.ends_with(".pushremote")));
-        if !remote_key {
+    /// A remote, a branch's remote or a submodule named by a local path that leads — from any
+    /// directory git may resolve it against — into the call's roots but not to a git directory
+    /// that was staged (existing at the start, its hooks kept out of reach): the command could
+    /// have made that repository, hooks and all, and `git push` runs them; so could a path
+    /// that does not exist yet (a later checkout makes it). A branch's remote that names a
+    /// configured remote, or `.`, is a name, not a path.
+    fn names_a_repository_the_command_could_have_made(
+        &self,
+        key: &str,
+        values: &[String],
+        config: &Path,
+        after: &[(String, Option<String>)],
+    ) -> bool {
+        let branch_remote = key.starts_with("branch.")
+            && (key.ends_with(".remote") || key.ends_with(".pushremote"));
+        let url =
+            (key.starts_with("remote.") || key.starts_with("submodule.")) && key.ends_with(".url");
+        if !branch_remote && !url {
             return false;
         }
-        let work_tree = self.real.parent().unwrap_or(self.real);
+        // Where git resolves a relative path: the repository's top level — the work tree of a
+        // `.git` directory, a submodule's work tree (its `core.worktree`), or a bare
+        // repository itself.
+        let git_dir = config.parent().unwrap_or(self.real);
+        let base = if git_dir == self.real {
+            match self.real.file_name() {
+                Some(n) if n == ".git" => self.real.parent().unwrap_or(self.real).to_path_buf(),
+                _ => self.real.to_path_buf(),
+            }
+        } else {
+            after
+                .iter()
+                .find(|(k, _)| k == "core.worktree")
+                .and_then(|(_, v)| v.as_deref())
+                .map_or_else(|| git_dir.to_path_buf(), |w| git_dir.join(w))
+        };
         values.iter().any(|v| {
+            let prefix = format!("remote.{v}.");
+            if branch_remote && (v == "." || after.iter().any(|(k, _)| k.starts_with(&prefix))) {
+                return false;
+            }
             let Some(path) = allow::local_path(v) else {
                 return false;
             };
-            let Ok(target) = work_tree.join(path).canonicalize() else {
-                return false;
-            };
-            let inside = self.roots.iter().any(|r| target.starts_with(r));
-            let staged = self
-                .staged
-                .iter()
-                .any(|s| *s == target || *s == target.join(".git"));
-            inside && target.is_dir() && !staged
+            let path = Path::new(path);
+            if path.is_absolute() {
+                return self.in_roots_unstaged(path);
+            }
+            self.in_roots_unstaged(&base.join(path))
         })
     }
+
+    /// Whether `path`, resolved (links followed as far as it exists, `..` after that taken
+    /// lexically), lies in a root and is not a staged git directory (nor a work tree whose
+    /// `.git` was staged).
+    fn in_roots_unstaged(&self, path: &Path) -> bool {
+        let resolved = resolve_as_far_as_it_exists(path);
+        if !self.roots.iter().any(|r| resolved.starts_with(r)) {
+            return false;
+        }
+        !self
+            .staged
+            .iter()
+            .any(|s| *s == resolved || *s == resolved.join(".git"))
+    }
+}
+
+/// `path` with its longest existing ancestor resolved by the kernel and the rest appended,
+/// `.` dropped and `..` taken lexically.
+fn resolve_as_far_as_it_exists(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path.to_path_buf();
+    let mut base = loop {
+        if let Ok(real) = at.canonicalize() {
+            break real;
+        }
+        match at.file_name() {
+            Some(name) => rest.push(name.to_os_string()),
+            None => {
+                // Ends in `..` or `.`: keep it for the lexical pass below.
+                if let Some(last) = at.components().next_back() {
+                    rest.push(last.as_os_str().to_os_string());
+                }
+            }
+        }
+        if !at.pop() {
+            break PathBuf::from("/");
+        }
+    };
+    for part in rest.iter().rev() {
+        if part == ".." {
+            base.pop();
+        } else if part != "." {
+            base.push(part);
+        }
+    }
+    base
 }
 
 /// The keys whose ordered values differ, with the new values (empty: removed).
