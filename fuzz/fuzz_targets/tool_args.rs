@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use argv_policy::{Context, Decision, Mode, Policy, RunCommandArgs, decide};
-use file_tools::{FileTool, Hidden};
+use file_tools::{FileTool, FileToolOptions};
 use fsguard::{RelPath, RootLease};
 use libfuzzer_sys::fuzz_target;
 
@@ -90,7 +90,7 @@ fn written(root: &Path, args: &Value) {
 
 fn run_file_tool(tool: FileTool, root: &Path, args: Value) {
     let lease = RootLease::acquire(root).expect("a lease on the temp dir");
-    match tool.run(&lease, args.clone(), &Hidden::default()) {
+    match tool.run(&lease, args.clone(), &FileToolOptions::default()) {
         Ok(out) => {
             assert!(out.is_object(), "{out}");
             if tool == FileTool::Write {
