@@ -385,18 +385,20 @@ fn remote_upstream_push_submodule_and_worktree_keep_working_and_are_merged() {
     );
     ws.git_ok(&repo, &["push", "-q", "../remote.git", "main"]);
     let out = ws.command(
-        "cd proj && git config user.name Agent && git config user.email agent@example.org && \
-         git remote add origin ../remote.git && git fetch -q origin && \
+        "cd proj && R=\"$(cd .. && pwd)/remote.git\" && git config user.name Agent && \
+         git config user.email agent@example.org && \
+         git remote add origin \"$R\" && git fetch -q origin && \
          git checkout -q -b feature origin/main && echo x > x && git add x && \
          git commit -q -m x && git push -q -u origin feature && \
-         git -c protocol.file.allow=always submodule add -q ../remote.git lib && \
+         git -c protocol.file.allow=always submodule add -q \"$R\" lib && \
          git commit -q -m lib && git worktree add -q ../wt && git stash list && echo done",
     );
     assert_eq!(out["stdout"], "done\n", "{out:#}");
     assert!(out["git"]["refused"].is_null(), "{out:#}");
+    let remote = format!("{}\n", ws.root().join("remote.git").display());
     assert_eq!(
         ws.git_ok(&repo, &["config", "--get", "remote.origin.url"]),
-        "../remote.git\n"
+        remote
     );
     assert_eq!(
         ws.git_ok(&repo, &["config", "--get", "branch.feature.merge"]),
@@ -404,7 +406,7 @@ fn remote_upstream_push_submodule_and_worktree_keep_working_and_are_merged() {
     );
     assert_eq!(
         ws.git_ok(&repo, &["config", "--get", "submodule.lib.url"]),
-        "../remote.git\n"
+        remote
     );
     assert_eq!(
         ws.git_ok(&repo, &["rev-parse", "--abbrev-ref", "HEAD"]),
@@ -1006,5 +1008,49 @@ fn a_relative_or_not_yet_existing_push_path_into_the_workspace_is_refused() {
     );
     assert!(refused.contains("submodule.lib.url"), "{out:#}");
     let _ = ws.git(&repo.join("lib"), &["push"]);
+    ws.assert_nothing_ran();
+}
+
+#[test]
+fn a_push_path_git_would_read_another_way_than_the_check_is_refused() {
+    // SPEC: TRUST-1 — fifth attack pass: `..` beside a `...git` gitfile (git appends `.git`
+    // to the path as written), `~` (git expands it), `%` escapes in `file://` (git decodes
+    // them), and a path taken for a remote's name by a key prefix.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    ws.git_ok(
+        &repo,
+        &["remote", "add", "origin", "https://example.org/r.git"],
+    );
+    let plant = ws.plant();
+    let escaped = repo.display().to_string().replacen("work", "wor%6b", 1);
+    let out = ws.command(&format!(
+        "git init -q --bare .git/objects/e.git && \
+         printf '#!/bin/sh\\n{plant}\\n' > .git/objects/e.git/hooks/pre-receive && \
+         chmod +x .git/objects/e.git/hooks/pre-receive && \
+         echo \"gitdir: $PWD/.git/objects/e.git\" > ...git && \
+         git config branch.main.pushremote .. && \
+         git config remote.t.url \"~/../..$PWD/.git/objects/e.git\" && \
+         git config remote.p.url 'file://{escaped}/.git/objects/e.git' && \
+         git config remote..git/objects/e.git.z.url https://example.org/z.git && \
+         git config branch.other.pushremote .git/objects/e.git && echo set"
+    ));
+    assert_eq!(out["stdout"], "set\n", "{out:#}");
+    let refused = refused_text(&out);
+    for key in [
+        "branch.main.pushremote",
+        "remote.t.url",
+        "remote.p.url",
+        "branch.other.pushremote",
+    ] {
+        assert!(refused.contains(key), "{key} not refused: {out:#}");
+    }
+    for remote in ["t", "p"] {
+        let _ = ws.git(&repo, &["push", remote, "main"]);
+    }
+    let _ = ws.git(&repo, &["push"]);
     ws.assert_nothing_ran();
 }

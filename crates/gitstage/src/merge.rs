@@ -426,7 +426,7 @@ impl Merge<'_> {
             let value_refused = worktree_escapes
                 || (config_existed && allow::repository_format_key(&key))
                 || self.repoints_a_remote(&key, &was)
-                || self.names_a_repository_the_command_could_have_made(&key, &plain, &real, &after);
+                || self.names_a_repository_the_command_could_have_made(&key, &plain, &after);
             if value_refused || !allow::key_allowed(&key, &plain, module) {
                 self.report.refused_keys.push(crate::KeyChange {
                     config: real.clone(),
@@ -522,17 +522,18 @@ impl Merge<'_> {
         key.starts_with("remote.") && key.ends_with(".url") && !was.is_empty()
     }
 
-    /// A remote, a branch's remote or a submodule named by a local path that leads — from any
-    /// directory git may resolve it against — into the call's roots but not to a git directory
-    /// that was staged (existing at the start, its hooks kept out of reach): the command could
-    /// have made that repository, hooks and all, and `git push` runs them; so could a path
-    /// that does not exist yet (a later checkout makes it). A branch's remote that names a
-    /// configured remote, or `.`, is a name, not a path.
+    /// A remote, a branch's remote or a submodule URL that names a repository on this machine
+    /// in any way but the one the check can follow exactly: git appends `.git` and `/.git` to a
+    /// path as written, expands `~`, decodes `%` escapes in `file://` URLs and resolves a
+    /// relative path against whatever directory it runs in, and `git push` runs the target's
+    /// hooks. So a local path is allowed only when it is absolute and plain (no `~`, `%`, `.`,
+    /// `..` or empty component) and names, exactly, a git directory staged for this call (whose
+    /// hooks the command could not change) or a place outside every root (the user's own). A
+    /// branch's remote may be `.` or the exact name of a remote that has a URL.
     fn names_a_repository_the_command_could_have_made(
         &self,
         key: &str,
         values: &[String],
-        config: &Path,
         after: &[(String, Option<String>)],
     ) -> bool {
         let branch_remote = key.starts_with("branch.")
@@ -542,50 +543,45 @@ impl Merge<'_> {
         if !branch_remote && !url {
             return false;
         }
-        // Where git resolves a relative path: the repository's top level — the work tree of a
-        // `.git` directory, a submodule's work tree (its `core.worktree`), or a bare
-        // repository itself.
-        let git_dir = config.parent().unwrap_or(self.real);
-        let base = if git_dir == self.real {
-            match self.real.file_name() {
-                Some(n) if n == ".git" => self.real.parent().unwrap_or(self.real).to_path_buf(),
-                _ => self.real.to_path_buf(),
-            }
-        } else {
-            after
-                .iter()
-                .find(|(k, _)| k == "core.worktree")
-                .and_then(|(_, v)| v.as_deref())
-                .map_or_else(|| git_dir.to_path_buf(), |w| git_dir.join(w))
-        };
         values.iter().any(|v| {
-            let prefix = format!("remote.{v}.");
-            if branch_remote && (v == "." || after.iter().any(|(k, _)| k.starts_with(&prefix))) {
-                return false;
+            if branch_remote {
+                let named_url = format!("remote.{v}.url");
+                if v == "." || after.iter().any(|(k, _)| *k == named_url) {
+                    return false;
+                }
             }
             let Some(path) = allow::local_path(v) else {
                 return false;
             };
-            let path = Path::new(path);
-            if path.is_absolute() {
-                return self.in_roots_unstaged(path);
-            }
-            self.in_roots_unstaged(&base.join(path))
+            !self.plain_path_to_a_known_repository(v, path)
         })
     }
 
-    /// Whether `path`, resolved (links followed as far as it exists, `..` after that taken
-    /// lexically), lies in a root and is not a staged git directory (nor a work tree whose
-    /// `.git` was staged).
-    fn in_roots_unstaged(&self, path: &Path) -> bool {
-        let resolved = resolve_as_far_as_it_exists(path);
-        if !self.roots.iter().any(|r| resolved.starts_with(r)) {
+    /// Whether the local path `path` (of the value `written`) is absolute and plain, and names
+    /// exactly a staged git directory or a place outside every root.
+    fn plain_path_to_a_known_repository(&self, written: &str, path: &str) -> bool {
+        use std::path::Component;
+        let p = Path::new(path);
+        let plain = !written.starts_with("file:")
+            && p.is_absolute()
+            && !path.contains(['~', '%'])
+            && !path.contains("//")
+            && p.components()
+                .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+        if !plain {
             return false;
         }
-        !self
-            .staged
-            .iter()
-            .any(|s| *s == resolved || *s == resolved.join(".git"))
+        let inside = |q: &Path| {
+            let resolved = resolve_as_far_as_it_exists(q);
+            self.roots.iter().any(|r| resolved.starts_with(r))
+        };
+        // git tries `<path>/.git`, `<path>`, `<path>.git/.git` and `<path>.git`.
+        let suffixed = PathBuf::from(format!("{path}.git"));
+        if !inside(p) {
+            return !inside(&suffixed);
+        }
+        let resolved = resolve_as_far_as_it_exists(p);
+        self.staged.contains(&resolved)
     }
 }
 
