@@ -1054,3 +1054,26 @@ fn a_push_path_git_would_read_another_way_than_the_check_is_refused() {
     let _ = ws.git(&repo, &["push"]);
     ws.assert_nothing_ran();
 }
+
+#[test]
+fn a_worktree_pointing_outside_the_workspace_is_not_applied() {
+    // SPEC: TRUST-1 — sixth attack pass: `worktrees/<n>/gitdir` naming a directory outside
+    // the workspace, where the host's `git worktree repair` writes a `.git` file.
+    if !ready() {
+        return;
+    }
+    let ws = Ws::new();
+    let repo = ws.repo("");
+    let victim = ws.tree.outside_dir().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    let out = ws.command(&format!(
+        "mkdir -p .git/worktrees/x && echo ../.. > .git/worktrees/x/commondir && \
+         echo 'ref: refs/heads/main' > .git/worktrees/x/HEAD && \
+         echo {}/.git > .git/worktrees/x/gitdir && echo set",
+        victim.display()
+    ));
+    assert_eq!(out["stdout"], "set\n", "{out:#}");
+    assert!(refused_text(&out).contains("worktrees/x/gitdir"), "{out:#}");
+    let _ = ws.git(&repo, &["worktree", "repair"]);
+    assert!(!victim.join(".git").exists(), "{out:#}");
+}

@@ -80,6 +80,9 @@ pub(crate) enum PathKind {
     Config,
     /// A new worktree's `commondir`: applied only when it names the main git directory.
     WorktreeCommondir,
+    /// A worktree's `gitdir` (where its `.git` file is): applied only when it names a `.git`
+    /// inside the call's roots (`git worktree repair` writes there).
+    WorktreeGitdir,
     /// A directory on the way to state (`modules/x`, `worktrees/y`, `refs/heads`).
     Dir,
     /// A lock file of an interrupted git: neither applied nor reported.
@@ -118,7 +121,8 @@ fn classify_parts(parts: &[&str], is_dir: bool) -> PathKind {
             [] => PathKind::Dir,
             [_name] if is_dir => PathKind::Dir,
             [_name, "commondir"] => PathKind::WorktreeCommondir,
-            [_name, "gitdir" | "locked"] => PathKind::State,
+            [_name, "gitdir"] => PathKind::WorktreeGitdir,
+            [_name, "locked"] => PathKind::State,
             [_name, "config" | "config.worktree", ..] => {
                 PathKind::Refused("a worktree's own config is read by git; change it by hand")
             }
@@ -297,8 +301,6 @@ pub(crate) fn key_allowed(key: &str, values: &[String], module: Option<usize>) -
             | "ignorecase"
             | "precomposeunicode"
             | "symlinks"
-            | "autocrlf"
-            | "eol"
             | "sparsecheckout"
             | "sparsecheckoutcone",
         ) => true,
@@ -409,7 +411,13 @@ mod tests {
             "info/exclude",
             "sharedindex.0123",
         ] {
-            assert_eq!(classify(state, false), PathKind::State, "{state}");
+            assert!(
+                matches!(
+                    classify(state, false),
+                    PathKind::State | PathKind::WorktreeGitdir
+                ),
+                "{state}"
+            );
         }
         for refused in [
             "hooks/pre-commit",

@@ -192,7 +192,7 @@ impl Merge<'_> {
                 self.refuse(self.real.join(rel), "removed".to_owned(), (*why).to_owned());
                 return;
             }
-            PathKind::Config | PathKind::WorktreeCommondir => {
+            PathKind::Config | PathKind::WorktreeCommondir | PathKind::WorktreeGitdir => {
                 self.refuse(
                     self.real.join(rel),
                     "removed".to_owned(),
@@ -239,6 +239,36 @@ impl Merge<'_> {
                         self.real.join(rel),
                         String::from_utf8_lossy(&content).trim().to_owned(),
                         "a worktree's commondir must name this repository (../..)".to_owned(),
+                    );
+                }
+            }
+            PathKind::WorktreeGitdir => {
+                let content = read_small(upper).unwrap_or_default();
+                let text = String::from_utf8_lossy(&content);
+                let named = Path::new(text.trim_end_matches(['\n', '\r']));
+                // `git worktree repair` writes a `.git` file where this points: only a `.git`
+                // inside the roots, named absolutely and plainly.
+                let plain = named.is_absolute()
+                    && named.file_name().is_some_and(|n| n == ".git")
+                    && named.components().all(|c| {
+                        matches!(
+                            c,
+                            std::path::Component::RootDir | std::path::Component::Normal(_)
+                        )
+                    });
+                let inside = plain && {
+                    let resolved = resolve_as_far_as_it_exists(named);
+                    self.roots.iter().any(|r| resolved.starts_with(r))
+                };
+                if inside {
+                    self.install(real_dir, name, rel, upper);
+                } else if !self.same_file(rel, upper) {
+                    self.refuse(
+                        self.real.join(rel),
+                        text.trim().escape_debug().to_string(),
+                        "a worktree's gitdir must name a .git inside the workspace (git worktree \
+                         repair writes there)"
+                            .to_owned(),
                     );
                 }
             }
