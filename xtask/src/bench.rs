@@ -56,14 +56,7 @@ fn exec_bench(which: &str, default: usize, args: &[String]) -> Result<(), String
 fn call(args: &[String]) -> Result<(), String> {
     let rounds = flag(args, "--runs", 21)?;
     let mb = flag(args, "--mb", 200)?;
-    let status = cargo()
-        .args(["build", "--release", "-p", "agent-exec"])
-        .status()
-        .map_err(|e| format!("cannot start cargo: {e}"))?;
-    if !status.success() {
-        return Err("building agent-exec failed".to_owned());
-    }
-    let agent_exec = target_dir().join("release").join("agent-exec");
+    let agent_exec = release_agent_exec()?;
     example(
         "agent-exec",
         "call_bench",
@@ -80,14 +73,7 @@ fn call(args: &[String]) -> Result<(), String> {
 fn git(args: &[String]) -> Result<(), String> {
     let rounds = flag(args, "--runs", 11)?;
     let files = flag(args, "--files", 50_000)?;
-    let status = cargo()
-        .args(["build", "--release", "-p", "agent-exec"])
-        .status()
-        .map_err(|e| format!("cannot start cargo: {e}"))?;
-    if !status.success() {
-        return Err("building agent-exec failed".to_owned());
-    }
-    let agent_exec = target_dir().join("release").join("agent-exec");
+    let agent_exec = release_agent_exec()?;
     example(
         "agent-exec",
         "git_bench",
@@ -97,6 +83,18 @@ fn git(args: &[String]) -> Result<(), String> {
             rounds.to_string(),
         ],
     )
+}
+
+/// Builds `agent-exec` in release mode and returns the path of its binary.
+fn release_agent_exec() -> Result<PathBuf, String> {
+    let status = cargo()
+        .args(["build", "--release", "-p", "agent-exec"])
+        .status()
+        .map_err(|e| format!("cannot start cargo: {e}"))?;
+    if !status.success() {
+        return Err("building agent-exec failed".to_owned());
+    }
+    Ok(target_dir().join("release").join("agent-exec"))
 }
 
 fn stop(args: &[String]) -> Result<(), String> {

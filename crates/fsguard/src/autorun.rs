@@ -414,6 +414,14 @@ impl AutoRunWalker {
     }
 }
 
+/// [`AutoRunWalker::matches`] over the default list, made once per process: the classifier a
+/// sandboxed tool hands its walk of the writable roots.
+pub fn matches_default(parent: &Path, name: &OsStr) -> bool {
+    static DEFAULT: std::sync::LazyLock<AutoRunWalker> =
+        std::sync::LazyLock::new(|| AutoRunWalker::new(AutoRun::default()));
+    DEFAULT.matches(parent, name)
+}
+
 /// True when a directory holding `siblings` and `added` (folded) holds `HEAD` and one of
 /// [`GIT_DIR_COMPANIONS`].
 fn holds_git_dir_shape<S: AsRef<OsStr>>(added: &[u8], siblings: &[S]) -> bool {

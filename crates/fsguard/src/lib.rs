@@ -66,7 +66,10 @@ mod scan;
 mod sys;
 
 pub use atomic::{WriteError, atomic_write};
-pub use autorun::{AutoRun, AutoRunEntry, AutoRunKind, AutoRunWalker, Protected};
+pub use autorun::{
+    AutoRun, AutoRunEntry, AutoRunKind, AutoRunWalker, Protected,
+    matches_default as autorun_matches_default,
+};
 pub use checked::{
     CheckError, CheckedFile, MAX_TEXT_BYTES, TextFile, open_checked, read_checked, read_text,
 };

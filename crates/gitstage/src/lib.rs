@@ -547,6 +547,13 @@ impl Stage {
         // moved aside after the call where the command made it.
         if let Some(git) = config::Git::find() {
             for dir in &found.dirs {
+                // The key's name appears in the file as written (any case): a config without
+                // it needs no `git` process on the call's path.
+                let names_hooks_path = read_config(&dir.path.join("config"))
+                    .is_some_and(|t| t.to_ascii_lowercase().windows(9).any(|w| w == b"hookspath"));
+                if !names_hooks_path {
+                    continue;
+                }
                 let Ok(list) = git.list(&dir.path.join("config")) else {
                     continue;
                 };

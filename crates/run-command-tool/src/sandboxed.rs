@@ -367,12 +367,9 @@ fn stage_error(e: gitstage::StageError) -> ToolError {
     ToolError::new(code, format!("{e}; nothing ran"))
 }
 
-/// TRUST-2: whether the entry `name` of `parent` (relative to a writable root) is auto-run
-/// configuration of fsguard's default list.
+/// TRUST-2: fsguard's default auto-run list, as the walk of the writable roots asks it.
 fn autorun(parent: &Path, name: &std::ffi::OsStr, _is_dir: bool) -> bool {
-    static LIST: std::sync::LazyLock<fsguard::AutoRunWalker> =
-        std::sync::LazyLock::new(|| fsguard::AutoRunWalker::new(fsguard::AutoRun::default()));
-    LIST.matches(parent, name)
+    fsguard::autorun_matches_default(parent, name)
 }
 
 pub(crate) fn exec_error(e: ExecError) -> ToolError {
