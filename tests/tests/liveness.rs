@@ -308,7 +308,12 @@ fn python_venv_with_pip_is_created_and_runs() {
         return;
     }
     let ws = Ws::new();
-    let out = ws.call("python3 -m venv .venv && .venv/bin/python -m pip --version");
+    // The two steps `python3 -m venv` takes, run apart: venv swallows ensurepip's own output,
+    // and a failure here has to say what pip refused.
+    let out = ws.call(
+        "python3 -m venv --without-pip .venv && .venv/bin/python -m ensurepip --upgrade --default-pip \
+         && .venv/bin/python -m pip --version",
+    );
     assert_ran(&out, &["pip "]);
 }
 
