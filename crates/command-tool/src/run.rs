@@ -33,9 +33,11 @@ const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
 /// step that needs it):
 /// 1. [`validate`] the arguments (`AGENT_EXEC_ARGUMENTS_INVALID`, `AGENT_EXEC_PATH_INVALID`).
 /// 2. Verify the work-root lease (CMD-8): a replaced root is `AGENT_EXEC_CANCELLED`.
-/// 3. Hard-link pre-scan (CMD-9) of the scope and of every writable extra path: any regular
-///    file with more than one link refuses the call (`AGENT_EXEC_PATH_INVALID`, at most
-///    [`HARD_LINKS_SHOWN`] paths in the message, all counted, the shown ones in `hardLinks`).
+/// 3. Hard-link pre-scan (CMD-9, TRUST-3) of the scope and of every writable extra path: on
+///    Linux each regular file with more than one link is kept read-only in the sandbox (a
+///    write is a denial naming it and the remedy); elsewhere, or where they cannot be kept so,
+///    any one refuses the call (`AGENT_EXEC_PATH_INVALID`, at most [`HARD_LINKS_SHOWN`] paths
+///    in the message, all counted, the shown ones in `hardLinks`).
 /// 4. Ask `approver` about each extra path (CMD-3); a "no" is `AGENT_PERMISSION_DENIED` naming
 ///    the path, and the call does not run. Cancelling the call stops the asking.
 /// 5. After approvals, scan again (a prompt can take a while) and verify the lease again.
@@ -151,7 +153,7 @@ pub async fn command_with(
     refuse_hidden(validated.extra_paths(), &options.hidden)?;
     crate::sockets::refuse_socket_places(validated.extra_paths())?;
     verify_lease(&scope)?;
-    hard_link_scan(&scope, validated.extra_paths()).await?;
+    let mut frozen = hard_link_scan(&scope, validated.extra_paths()).await?;
 
     if !validated.extra_paths().is_empty() {
         for extra in validated.extra_paths() {
@@ -178,7 +180,7 @@ pub async fn command_with(
         }
         ctx.check()?;
         verify_lease(&scope)?;
-        hard_link_scan(&scope, validated.extra_paths()).await?;
+        frozen = hard_link_scan(&scope, validated.extra_paths()).await?;
     }
 
     // CMD-2, CMD-13: the call's own `HOME` and `TMPDIR`.
@@ -227,6 +229,7 @@ pub async fn command_with(
     for path in &options.hidden {
         sandbox = sandbox.hide(path.clone());
     }
+    sandbox.frozen = frozen;
     // TRUST-1: every git directory of the writable roots through a private copy for the whole
     // call, applied afterwards from an allowlist. The stage lives in the call's temp dir, which
     // the command's own tmpfs covers.
@@ -415,30 +418,33 @@ fn scan_error(e: ScanError) -> ToolError {
     ToolError::new(code, format!("{e}; the command did not run"))
 }
 
-/// CMD-9: refuses the call when the scope or a writable extra path holds a regular file with
-/// more than one link (a name inside for an inode that may also have a name outside).
-async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), ToolError> {
+/// CMD-9, TRUST-3: the hard-linked files (regular files with more than one link: a name
+/// inside for an inode that may have a name outside) of the scope and of every writable extra
+/// path. On Linux they are kept read-only in the sandbox, the paths to bind returned (the files
+/// themselves, or above [`LINK_BINDS`] their directories, `fsguard::read_only_cover`); a root
+/// whose links only the root itself could cover refuses the call. Elsewhere any one refuses it
+/// (`AGENT_EXEC_PATH_INVALID`, at most [`HARD_LINKS_SHOWN`] paths in the message, all counted,
+/// the shown ones in `hardLinks`).
+async fn hard_link_scan(
+    scope: &Arc<RootLease>,
+    extra: &[Extra],
+) -> Result<Vec<PathBuf>, ToolError> {
     let scope = Arc::clone(scope);
     let writable: Vec<Extra> = extra.iter().filter(|e| e.write()).cloned().collect();
-    let found = exec::blocking::off_async(move || -> Result<Vec<PathBuf>, ToolError> {
+    let found = exec::blocking::off_async(move || -> Result<Vec<Found>, ToolError> {
         // Mounts below the scope are inside the sandbox's grant too, so they are scanned.
         let options = ScanOptions::new().cross_mounts(true);
-        let mut found: Vec<PathBuf> = scan_hard_links_in(&scope, &options)
-            .map_err(scan_error)?
-            .links
-            .into_iter()
-            .map(|l| l.path)
-            .collect();
+        let paths = |report: fsguard::ScanReport| -> Vec<PathBuf> {
+            report.links.into_iter().map(|l| l.path).collect()
+        };
+        let mut found = vec![Found {
+            root: scope.path().to_path_buf(),
+            links: paths(scan_hard_links_in(&scope, &options).map_err(scan_error)?),
+        }];
         // Each extra path as it was validated (its pinned descriptor), never looked up again.
         for extra in &writable {
-            match extra.pin() {
-                Pin::Dir(lease) => found.extend(
-                    scan_hard_links_in(lease, &options)
-                        .map_err(scan_error)?
-                        .links
-                        .into_iter()
-                        .map(|l| l.path),
-                ),
+            let links = match extra.pin() {
+                Pin::Dir(lease) => paths(scan_hard_links_in(lease, &options).map_err(scan_error)?),
                 Pin::File(fd) => {
                     let meta = rustix::fs::fstat(&**fd).map_err(|e| {
                         ToolError::new(
@@ -450,10 +456,16 @@ async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), T
                         )
                     })?;
                     if meta.st_nlink > 1 {
-                        found.push(extra.path().to_path_buf());
+                        vec![extra.path().to_path_buf()]
+                    } else {
+                        Vec::new()
                     }
                 }
-            }
+            };
+            found.push(Found {
+                root: extra.path().to_path_buf(),
+                links,
+            });
         }
         Ok(found)
     })
@@ -464,9 +476,54 @@ async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), T
             format!("the hard-link scan failed: {e}"),
         )
     })??;
-    if found.is_empty() {
-        return Ok(());
+    if found.iter().all(|f| f.links.is_empty()) {
+        return Ok(Vec::new());
     }
+    if cfg!(target_os = "linux") {
+        let budget = LINK_BINDS / found.len();
+        let mut frozen = Vec::new();
+        for f in &found {
+            if f.links.len() == 1 && f.links[0] == f.root {
+                // A writable extra path that is itself a hard-linked file.
+                frozen.push(f.root.clone());
+                continue;
+            }
+            match fsguard::read_only_cover(&f.root, &f.links, budget) {
+                Ok(cover) => frozen.extend(cover),
+                Err(e) => {
+                    let all: Vec<PathBuf> = found.into_iter().flat_map(|f| f.links).collect();
+                    return Err(refuse_links(
+                        &all,
+                        &format!(
+                            "{e}, too many to keep read-only one by one, so the command did not \
+                             run"
+                        ),
+                    ));
+                }
+            }
+        }
+        return Ok(frozen);
+    }
+    let all: Vec<PathBuf> = found.into_iter().flat_map(|f| f.links).collect();
+    Err(refuse_links(
+        &all,
+        "a hard link may be another name of a file outside the workspace, so the command did \
+         not run",
+    ))
+}
+
+/// One writable root's hard-linked files.
+struct Found {
+    root: PathBuf,
+    links: Vec<PathBuf>,
+}
+
+/// At most this many read-only binds keep the hard-linked files of one call read-only (the
+/// sandbox makes at most `linux_sandbox`'s 256 mounts in all).
+const LINK_BINDS: usize = 128;
+
+/// The refusal of a call for its hard-linked files, `why` said after the list.
+fn refuse_links(found: &[PathBuf], why: &str) -> ToolError {
     let shown: Vec<String> = found
         .iter()
         .take(HARD_LINKS_SHOWN)
@@ -477,18 +534,18 @@ async fn hard_link_scan(scope: &Arc<RootLease>, extra: &[Extra]) -> Result<(), T
     if more > 0 {
         list.push_str(&format!(" and {more} more"));
     }
-    Err(ToolError::new(
+    ToolError::new(
         ErrorCode::ExecPathInvalid,
         format!(
-            "{} hard-linked file(s) where the command could write: {list}. A hard link may be \
-             another name of a file outside the workspace, so the command did not run; replace \
-             each with a copy (e.g. `cp --remove-destination f f.copy && mv f.copy f`) or remove \
-             the extra name",
+            "{} hard-linked file(s) where the command could write: {list}. {why}; replace each \
+             with a copy (e.g. `cp --remove-destination f f.copy && mv f.copy f`; uv \
+             `--link-mode=copy`, pnpm `package-import-method=copy`, `git clone --no-hardlinks`) \
+             or remove the extra name",
             found.len()
         ),
     )
     .with_detail("hardLinks", shown)
-    .with_detail("hardLinkCount", found.len()))
+    .with_detail("hardLinkCount", found.len())
 }
 
 /// The prefix of every call's temp dir under [`std::env::temp_dir`] (the host's orphan sweep

@@ -170,6 +170,143 @@ async fn one_refused_path_among_approved_ones_stops_the_call() {
     assert_eq!(approver.asked().len(), 2);
 }
 
+/// Hard links on Linux (TRUST-3, CMD-9): the call runs, each linked file read-only.
+#[cfg(target_os = "linux")]
+async fn ran(
+    f: &Fixture,
+    template: Value,
+    approver: &dyn command_tool::Approver,
+) -> Option<command_tool::CommandOutput> {
+    if !support::sandbox_available() {
+        return None;
+    }
+    let (ctx, _h) = CallContext::standalone();
+    let args = CommandArguments::from_json(args_for(f, &template)).unwrap();
+    match command_tool::command(args, f.lease.clone(), approver, &ctx).await {
+        Ok(out) => Some(out),
+        // Without a private mount namespace nothing can keep them read-only: refused, saying
+        // how to replace them.
+        Err(e)
+            if e.message()
+                .contains("cannot make a private mount namespace") =>
+        {
+            assert!(e.message().contains("--link-mode=copy"), "{e}");
+            eprintln!("skipped: no private mount namespace here; the call was refused: {e}");
+            None
+        }
+        Err(e) if e.code() == ErrorCode::ExecSandboxUnavailable => {
+            eprintln!("skipped: no shell can be contained here: {e}");
+            None
+        }
+        Err(e) => panic!("the call failed: {e}"),
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_hard_link_in_the_scope_is_read_only_and_its_other_name_never_changes() {
+    let f = fixture();
+    let outside = f.outside_dir().join("rw/file.txt");
+    let before = std::fs::read(&outside).unwrap();
+    std::fs::hard_link(&outside, f.scope.join("alias.txt")).unwrap();
+    let Some(out) = ran(
+        &f,
+        json!({"command": "cat alias.txt >/dev/null && echo read-ok; \
+                            echo evil >> alias.txt || echo write-denied; \
+                            cp /dev/null alias.txt || echo cp-denied; \
+                            rm -f alias.txt || echo rm-denied; \
+                            echo new > fresh.txt && echo other-ok"}),
+        &DenyAll,
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(
+        out.stdout, "read-ok\nwrite-denied\ncp-denied\nrm-denied\nother-ok\n",
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read(&outside).unwrap(), before);
+    let denial = out
+        .denials
+        .iter()
+        .find(|d| d.path.ends_with("alias.txt"))
+        .unwrap_or_else(|| panic!("no denial names alias.txt: {out:?}"));
+    assert!(denial.reason.contains("hard link"), "{denial:?}");
+    assert!(denial.remedy.contains("--link-mode=copy"), "{denial:?}");
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn many_hard_links_are_kept_read_only_through_their_directory() {
+    let f = fixture();
+    let target = f.outside_dir().join("rw/file.txt");
+    let before = std::fs::read(&target).unwrap();
+    // A pnpm-style tree: more linked files than binds, in package directories.
+    for p in 0..20 {
+        for i in 0..10 {
+            let dir = f
+                .scope
+                .join(format!("node_modules/.pnpm/p{p}@1/node_modules/p{p}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::hard_link(&target, dir.join(format!("f{i}.js"))).unwrap();
+        }
+    }
+    let Some(out) = ran(
+        &f,
+        json!({"command": "cat node_modules/.pnpm/p3@1/node_modules/p3/f4.js >/dev/null && echo read-ok; \
+                            echo x >> node_modules/.pnpm/p3@1/node_modules/p3/f4.js || echo write-denied; \
+                            mkdir -p node_modules/.cache && echo c > node_modules/.cache/x && echo cache-ok"}),
+        &DenyAll,
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(out.stdout, "read-ok\nwrite-denied\ncache-ok\n", "{out:?}");
+    assert_eq!(std::fs::read(&target).unwrap(), before);
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_hard_link_in_a_writable_extra_directory_is_read_only() {
+    let f = fixture();
+    let original = f.outside_dir().join("ro/file.txt");
+    let before = std::fs::read(&original).unwrap();
+    std::fs::hard_link(&original, f.outside_dir().join("rw/ro-link.txt")).unwrap();
+    let rw = f.outside_dir().join("rw");
+    let approver = Recorder::allowing(&[&rw]);
+    let Some(out) = ran(
+        &f,
+        json!({"command": "echo x >> {{OUT}}/rw/ro-link.txt || echo write-denied; echo y > {{OUT}}/rw/new.txt && echo new-ok",
+               "extraPaths": [{"path": "{{OUT}}/rw", "write": true}]}),
+        &approver,
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(out.stdout, "write-denied\nnew-ok\n", "{out:?}");
+    assert_eq!(std::fs::read(&original).unwrap(), before);
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn hard_links_too_spread_to_keep_read_only_refuse_the_call_and_count_all() {
+    let f = fixture();
+    let target = f.outside_dir().join("rw/file.txt");
+    for i in 0..130 {
+        std::fs::hard_link(&target, f.scope.join(format!("alias-{i:03}.txt"))).unwrap();
+    }
+    let err = refused(&f, json!({"command": RUN}), &DenyAll).await;
+    assert_eq!(err.code(), ErrorCode::ExecPathInvalid);
+    assert_eq!(err.details()["hardLinkCount"], json!(130));
+    assert_eq!(err.details()["hardLinks"].as_array().unwrap().len(), 20);
+    assert!(err.message().contains("and 110 more"), "{err}");
+    assert!(err.message().contains("--link-mode=copy"), "{err}");
+}
+
+#[cfg(not(target_os = "linux"))]
 #[tokio::test]
 async fn hard_link_in_the_scope_is_refused_before_anyone_is_asked() {
     let f = fixture();
@@ -188,6 +325,7 @@ async fn hard_link_in_the_scope_is_refused_before_anyone_is_asked() {
     assert!(approver.asked().is_empty());
 }
 
+#[cfg(not(target_os = "linux"))]
 #[tokio::test]
 async fn hard_link_refusal_lists_at_most_twenty_paths_and_counts_all() {
     let f = fixture();
@@ -203,6 +341,7 @@ async fn hard_link_refusal_lists_at_most_twenty_paths_and_counts_all() {
     assert!(err.message().contains("alias-19.txt") && !err.message().contains("alias-20.txt"));
 }
 
+#[cfg(not(target_os = "linux"))]
 #[tokio::test]
 async fn hard_link_in_a_writable_extra_directory_is_refused() {
     let f = fixture();
@@ -224,6 +363,7 @@ async fn hard_link_in_a_writable_extra_directory_is_refused() {
     assert!(approver.asked().is_empty());
 }
 
+#[cfg(not(target_os = "linux"))]
 #[tokio::test]
 async fn hard_linked_writable_extra_file_is_refused() {
     let f = fixture();

@@ -18,6 +18,7 @@ pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, ExecError> {
         e @ (linux_sandbox::SandboxError::CannotHide { .. }
         | linux_sandbox::SandboxError::CannotHideFile { .. }
         | linux_sandbox::SandboxError::CannotProtect { .. }
+        | linux_sandbox::SandboxError::CannotFreeze { .. }
         | linux_sandbox::SandboxError::TooManyMounts { .. }
         | linux_sandbox::SandboxError::TooManyEntries { .. }) => ExecError::Refused(e.to_string()),
         e => ExecError::Io(format!("cannot prepare the sandbox: {e}")),

@@ -459,6 +459,9 @@ pub enum Cause {
     Hidden,
     /// A path kept read-only inside a writable root (RCS-3: `.git/hooks`, `.git/config`).
     Protected,
+    /// A file with more than one link beneath a writable root, kept read-only so its other
+    /// names (a package store's, another clone's) never change (TRUST-3).
+    HardLinked,
     /// `.git` in the `run` mirror (macOS).
     DotGit,
     /// `run` executes its one program only.
@@ -661,6 +664,7 @@ impl Judge {
             Explanation::Denied(d) => Some(match d {
                 D::Hidden { .. } => Cause::Hidden,
                 D::Protected { .. } => Cause::Protected,
+                D::Frozen { .. } => Cause::HardLinked,
                 D::NotTheProgram { .. } => Cause::NotTheProgram,
                 D::NotGranted { system, .. } if access != DeniedAccess::Read => {
                     Cause::ReadOnly { system }

@@ -115,6 +115,9 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
     for path in &spec.protected {
         policy = policy.protect(path.clone());
     }
+    for path in &spec.frozen {
+        policy = policy.freeze(path.clone());
+    }
     for staged in &spec.staged {
         policy = policy.stage(
             staged.dir.clone(),

@@ -46,6 +46,7 @@ pub fn profile_spec(spec: &SandboxSpec) -> ProfileSpec {
 pub fn bound_profile(spec: &SandboxSpec) -> Result<BoundProfile, SpecError> {
     // No overlay here: a staged directory is protected (read-only) instead.
     let mut protected: Vec<PathBuf> = spec.protected.clone();
+    protected.extend(spec.frozen.iter().cloned());
     protected.extend(spec.staged.iter().map(|s| s.dir.clone()));
     for hidden in &spec.hidden {
         let in_writable = spec
@@ -85,6 +86,7 @@ mod tests {
             network: Network::None,
             hidden: vec![],
             protected: vec![],
+            frozen: vec![],
             staged: Vec::new(),
             unix_sockets: true,
             resources: crate::ResourceLimits::for_command(),
@@ -171,6 +173,7 @@ mod tests {
             network: Network::None,
             hidden: vec![],
             protected: vec![],
+            frozen: vec![],
             staged: Vec::new(),
             unix_sockets: true,
             resources: crate::ResourceLimits::for_command(),

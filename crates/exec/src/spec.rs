@@ -131,6 +131,14 @@ pub struct SandboxSpec {
     /// pinned so none can be renamed away and replaced; where no private mount namespace can
     /// be made and a protected path lies beneath a writable grant, the run is refused.
     pub protected: Vec<PathBuf>,
+    /// Files with more than one link beneath a writable grant, or directories holding many of
+    /// them (TRUST-3: a hard link into pnpm's or uv's store, a local clone's objects): read-only
+    /// for what they are, so no other name of them changes through the command. On Linux a
+    /// read-only bind of each (the directories above are not pinned: the inode matters, not
+    /// the name); where no private mount namespace can be made the run is refused, as for a
+    /// protected path. On macOS they are protected. A write is denied as
+    /// [`Cause::HardLinked`](crate::denials::Cause::HardLinked).
+    pub frozen: Vec<PathBuf>,
     /// Directories beneath a writable grant the command sees through a private copy
     /// (TRUST-1: a repository's git directory): whatever it creates, renames or writes there
     /// lands in the entry's `upper` directory, never in the directory, for the whole run; the
@@ -210,6 +218,7 @@ impl SandboxSpec {
             network: Network::None,
             hidden: Vec::new(),
             protected: Vec::new(),
+            frozen: Vec::new(),
             staged: Vec::new(),
             unix_sockets: true,
             resources: crate::ResourceLimits::for_run(),
@@ -239,6 +248,7 @@ impl SandboxSpec {
             network: Network::None,
             hidden: Vec::new(),
             protected: Vec::new(),
+            frozen: Vec::new(),
             staged: Vec::new(),
             unix_sockets: true,
             resources: crate::ResourceLimits::for_command(),
@@ -258,6 +268,7 @@ impl SandboxSpec {
             network,
             hidden: Vec::new(),
             protected: Vec::new(),
+            frozen: Vec::new(),
             staged: Vec::new(),
             unix_sockets: false,
             resources: crate::ResourceLimits::for_command(),

@@ -59,6 +59,7 @@ mod atomic;
 mod autorun;
 mod checked;
 mod lease;
+mod linkcover;
 mod mirror;
 mod pool;
 mod relpath;
@@ -74,6 +75,7 @@ pub use checked::{
     CheckError, CheckedFile, MAX_TEXT_BYTES, TextFile, open_checked, read_checked, read_text,
 };
 pub use lease::{FileId, LeaseError, RootLease, kernel_path};
+pub use linkcover::{CoverError, read_only_cover};
 pub use mirror::{
     BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport,
     Journaling, Mirror, MirrorError, MirrorOptions, NotCopied, RACY_WINDOW, WRITE_BACK_SETTLE,

@@ -138,6 +138,24 @@ pub enum SandboxError {
         /// The file that would be exposed.
         hidden: PathBuf,
     },
+    /// A file with another name elsewhere ([`Policy::freeze`](crate::Policy::freeze)) lies
+    /// beneath a writable grant, and no private mount namespace can be made here to keep it
+    /// read-only.
+    #[error(
+        "{root:?} is writable and contains {frozen:?}, which holds files with other names \
+         elsewhere (hard links: a package store's, another clone's) that must stay read-only, \
+         and this machine cannot make a private mount namespace to keep them so ({reason}), so \
+         nothing ran; replace the links with copies (uv `--link-mode=copy`, pnpm \
+         `package-import-method=copy`, `git clone --no-hardlinks`)"
+    )]
+    CannotFreeze {
+        /// The writable granted path.
+        root: PathBuf,
+        /// The file, or the directory holding such files.
+        frozen: PathBuf,
+        /// Why there is no private mount namespace.
+        reason: String,
+    },
     /// A path to keep read-only lies beneath a writable grant, and no private mount namespace
     /// can be made here to keep it so.
     #[error(

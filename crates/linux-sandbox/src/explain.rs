@@ -104,6 +104,12 @@ pub enum Denial {
         /// The protected path (canonical).
         protected: PathBuf,
     },
+    /// A write to a file kept read-only for what it is ([`Policy::freeze`]: a hard link into a
+    /// package store or another clone, TRUST-3).
+    Frozen {
+        /// The frozen file, or the directory holding it (canonical).
+        frozen: PathBuf,
+    },
     /// The path lies in a hidden directory (the host's own state, [`Policy::hide`]).
     Hidden {
         /// The hidden directory.
@@ -218,6 +224,8 @@ pub struct Explainer {
     hidden: Vec<Hidden>,
     /// Protected paths, as named and canonical ([`Policy::protect`]).
     protected: Vec<PathBuf>,
+    /// Frozen paths, as named and canonical ([`Policy::freeze`]).
+    frozen: Vec<PathBuf>,
     /// Canonical parents (other than `/`) of the system grants: `/etc` of `/etc/passwd`.
     system_areas: Vec<PathBuf>,
     program: Option<PathBuf>,
@@ -354,12 +362,18 @@ impl Policy {
             protected.push(p.clone());
             protected.extend(std::fs::canonicalize(p).ok().filter(|c| c != p));
         }
+        let mut frozen = Vec::new();
+        for p in &self.frozen {
+            frozen.push(p.clone());
+            frozen.extend(std::fs::canonicalize(p).ok().filter(|c| c != p));
+        }
         Explainer {
             grants,
             dir_grants,
             rule_paths,
             hidden,
             protected,
+            frozen,
             system_areas,
             program,
             creds: Creds::current(),
@@ -512,6 +526,9 @@ impl Explainer {
                 return Explanation::Denied(Denial::Protected {
                     protected: p.clone(),
                 });
+            }
+            if let Some(p) = self.frozen.iter().find(|p| r.path.starts_with(p)) {
+                return Explanation::Denied(Denial::Frozen { frozen: p.clone() });
             }
         }
         if effective.contains(access) {
@@ -902,6 +919,22 @@ mod tests {
                 Denial::Hidden { hidden }
             );
         }
+    }
+
+    #[test]
+    fn a_write_to_a_frozen_file_is_named_and_reading_it_is_allowed() {
+        let t = tree();
+        let p = policy(t.path()).freeze(t.path().join("work/a.txt"));
+        assert_eq!(
+            denied(p.explain(t.path().join("work/a.txt"), Access::WRITE)),
+            Denial::Frozen {
+                frozen: t.path().join("work/a.txt")
+            }
+        );
+        assert!(matches!(
+            p.explain(t.path().join("work/a.txt"), Access::READ),
+            Explanation::Allowed { .. }
+        ));
     }
 
     #[test]

@@ -751,6 +751,7 @@ impl Isolation {
         roots: &[Root],
         hidden: &[Covered],
         protected: &[Covered],
+        frozen: &[Covered],
         links: &[PathBuf],
     ) -> Result<Isolation, SandboxError> {
         let mut plan = Isolation::default();
@@ -791,6 +792,17 @@ impl Isolation {
                 continue;
             }
             pin_above(&outermost, &mut pinned, &covered.path);
+            protected_paths.push(covered);
+        }
+        // A frozen file is kept for its inode, not its name: nothing above it is pinned.
+        for covered in frozen {
+            if !outermost.iter().any(|r| covered.path.starts_with(&r.path))
+                || protected_paths
+                    .iter()
+                    .any(|p| covered.path.starts_with(&p.path))
+            {
+                continue;
+            }
             protected_paths.push(covered);
         }
         protected_paths.sort_by_key(|p| p.path.components().count());
@@ -2348,6 +2360,7 @@ mod tests {
             &[],
             &[],
             &[],
+            &[],
         )
         .unwrap();
         let paths: Vec<&std::ffi::CStr> = plan.writable.iter().map(|t| t.path.as_c_str()).collect();
@@ -2368,6 +2381,7 @@ mod tests {
                 covered("/w/mirror", id, true),
                 covered("/x", id, false),
             ],
+            &[],
             &[],
             &[],
         )
@@ -2393,6 +2407,7 @@ mod tests {
                 id,
                 is_dir: true,
             }],
+            &[],
             &[],
             &[],
         )
@@ -2455,6 +2470,7 @@ mod tests {
                 protect(home.join(".bashrc"), false),
             ],
             &[],
+            &[],
         )
         .unwrap();
         assert_eq!(paths(&plan.pinned), [work.join(".git")]);
@@ -2506,6 +2522,7 @@ mod tests {
                     is_dir: false,
                 },
             ],
+            &[],
             &[],
             &[],
         )

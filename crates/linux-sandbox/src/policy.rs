@@ -140,6 +140,8 @@ pub struct Policy {
     pub(crate) rules: Vec<PathRule>,
     pub(crate) hidden: Vec<PathBuf>,
     pub(crate) protected: Vec<PathBuf>,
+    /// Files (or directories holding them) read-only by their own bind ([`Policy::freeze`]).
+    pub(crate) frozen: Vec<PathBuf>,
     /// Directories seen through a private copy ([`Policy::stage`]).
     pub(crate) staged: Vec<crate::stage::StageRequest>,
     pub(crate) network: Network,
@@ -172,6 +174,7 @@ impl Policy {
             rules: Vec::new(),
             hidden: Vec::new(),
             protected: Vec::new(),
+            frozen: Vec::new(),
             staged: Vec::new(),
             network: Network::None,
             spawn: Spawn::Allowed,
@@ -271,6 +274,22 @@ impl Policy {
     /// not exist when the policy is prepared protects nothing.
     pub fn protect(mut self, path: impl Into<PathBuf>) -> Self {
         self.protected.push(path.into());
+        self
+    }
+
+    /// Keeps the file at `path` (or every file beneath a directory `path`) read-only where it
+    /// lies beneath a writable grant, for what it *is* rather than for its name: a file with
+    /// another name elsewhere (a hard link into a package store or another clone) must not
+    /// change through this one (TRUST-3). In the program's private mount namespace a read-only
+    /// bind covers it; unlike [`protect`](Policy::protect), the directories above it are not
+    /// pinned, since moving them moves the bind along and a new file at the old name is a new
+    /// file. It cannot be removed or renamed over (`EBUSY`), nor opened for writing (`EROFS`).
+    /// Where no private mount namespace can be made and the path lies beneath a writable grant,
+    /// [`prepare`](Policy::prepare) refuses the policy
+    /// ([`SandboxError::CannotFreeze`](crate::SandboxError::CannotFreeze)); a path that does
+    /// not exist when the policy is prepared freezes nothing.
+    pub fn freeze(mut self, path: impl Into<PathBuf>) -> Self {
+        self.frozen.push(path.into());
         self
     }
 

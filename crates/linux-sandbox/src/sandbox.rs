@@ -554,6 +554,7 @@ impl Policy {
         if !namespaces
             && self.hidden.is_empty()
             && self.protected.is_empty()
+            && self.frozen.is_empty()
             && self.staged.is_empty()
         {
             return Ok(None);
@@ -654,6 +655,25 @@ impl Policy {
             }
             protected.push(covered);
         }
+        let mut frozen = Vec::with_capacity(self.frozen.len());
+        for path in &self.frozen {
+            let Some(covered) = resolve(path)? else {
+                continue;
+            };
+            if !namespaces {
+                if let Some(root) = roots
+                    .iter()
+                    .find(|r| r.writable && covered.path.starts_with(&r.path))
+                {
+                    return Err(SandboxError::CannotFreeze {
+                        root: root.path.clone(),
+                        frozen: covered.path,
+                        reason: no_namespaces(),
+                    });
+                }
+            }
+            frozen.push(covered);
+        }
         let mut staged = Vec::with_capacity(self.staged.len());
         for request in &self.staged {
             let Some(dir) = resolve(&request.dir)? else {
@@ -696,7 +716,7 @@ impl Policy {
         if !namespaces {
             return Ok(None);
         }
-        Isolation::prepare(&roots, &hidden, &protected, &links)
+        Isolation::prepare(&roots, &hidden, &protected, &frozen, &links)
             .and_then(|plan| plan.with_staged(&roots, staged))
             .map(Some)
     }

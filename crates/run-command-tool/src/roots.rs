@@ -1,5 +1,6 @@
 //! The file-system side of the run_command sandbox (RCS-1…RCS-3): which roots are writable,
-//! what stays hidden and what stays read-only inside them, and the pinned `write_paths`.
+//! what stays hidden and what stays read-only inside them, and the pinned `write_paths` with
+//! what each costs the user (TRUST-5, RC-10: a confirmation or the password).
 //!
 //! **Owns:** the refusals of roots that would hand over too much (a writable root that is or
 //! contains `$HOME`; a `write_paths` entry that is, contains or lies in a private location),
@@ -7,7 +8,10 @@
 //! after this check grants nothing new), the bounded `.git` scan, and creating an empty
 //! `.git/hooks` where a repository has none (git would create it on the next `git init`
 //! anyway; an absent directory cannot be bound read-only, so a command could plant one).
-//! **Refuses to know:** how the sandbox enforces them (`exec`).
+//! It also owns the classification of a `write_paths` entry ([`classify_write_path`]): under
+//! `$HOME` only a directory no host program reads as configuration or code is confirmed;
+//! every other one needs the password, like a path outside `$HOME`.
+//! **Refuses to know:** how the sandbox enforces them (`exec`) and how the gate asks (`gate`).
 
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
@@ -94,18 +98,207 @@ pub(crate) struct WritePath {
     /// Absolute, normalised, as the kernel names the pinned file.
     pub(crate) path: PathBuf,
     pub(crate) fd: Arc<OwnedFd>,
-    /// Inside `$HOME` (confirmation) or not (password).
-    pub(crate) in_home: bool,
+    /// What the user must give before it is writable (TRUST-5, RC-10).
+    pub(crate) gate: WriteGate,
+}
+
+/// What a `write_paths` entry costs the user (TRUST-5, RC-10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WriteGate {
+    /// A directory under `$HOME` that no host program reads as configuration or code: a
+    /// confirmation (none under `allow-all`).
+    Confirm,
+    /// The system password, whatever the mode, for the reason given.
+    Password(NeedsPassword),
+}
+
+/// Why a `write_paths` entry needs the password (TRUST-5, RC-10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NeedsPassword {
+    /// Outside `$HOME` (RC-10).
+    OutsideHome,
+    /// `$HOME` itself.
+    Home,
+    /// A dot-directory under `$HOME` or something beneath one: programs read these as
+    /// configuration (`~/.config`), code (`~/.local/lib/python*/site-packages/*.pth`) or
+    /// programs (`~/.local/bin`).
+    DotDirectory,
+    /// `~/bin` or `~/Library` (or beneath): a program directory and macOS's configuration tree.
+    HomeProgramOrConfig,
+    /// A directory on the host's `PATH`, beneath one, or holding one: a program planted there
+    /// runs in place of the real one (a fake `git`).
+    OnPath(PathBuf),
+    /// Inside an installation prefix whose `bin` is on the host's `PATH` (`~/miniconda3` for
+    /// `~/miniconda3/bin`): its libraries are loaded by the programs on `PATH`.
+    InstallPrefix(PathBuf),
+    /// Holds another git repository (a `.git` below the entry's own): a host's git obeys
+    /// that repository's hooks and configuration.
+    HoldsRepository(PathBuf),
+    /// The walk for other repositories was cut off (too deep, too many entries, or a
+    /// directory it could not read), so the entry may hold one.
+    WalkCutOff,
+}
+
+impl NeedsPassword {
+    /// The reason, as the gate's label shows it.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            NeedsPassword::OutsideHome => "outside $HOME".to_owned(),
+            NeedsPassword::Home => "$HOME itself".to_owned(),
+            NeedsPassword::DotDirectory => {
+                "a dot-directory of $HOME, which programs read as configuration or code".to_owned()
+            }
+            NeedsPassword::HomeProgramOrConfig => {
+                "a directory of $HOME that holds programs or configuration".to_owned()
+            }
+            NeedsPassword::OnPath(dir) => {
+                format!("on, below or above {} on your PATH", dir.display())
+            }
+            NeedsPassword::InstallPrefix(prefix) => format!(
+                "inside {}, whose programs are on your PATH and load code from it",
+                prefix.display()
+            ),
+            NeedsPassword::HoldsRepository(git) => {
+                format!("holds another git repository ({})", git.display())
+            }
+            NeedsPassword::WalkCutOff => format!(
+                "not checked whole for other git repositories (more than {REPO_WALK_ENTRIES} \
+                 entries, deeper than {REPO_WALK_DEPTH} levels, or an unreadable directory)"
+            ),
+        }
+    }
+}
+
+/// Directories right below `$HOME` that hold programs or configuration without a leading dot.
+const HOME_PROGRAM_OR_CONFIG: &[&str] = &["bin", "Library"];
+
+/// How deep below a `write_paths` entry the walk for other repositories goes. Deeper
+/// directories are not read: when one exists the walk counts as cut off.
+pub(crate) const REPO_WALK_DEPTH: usize = 8;
+/// At most this many directory entries are read by that walk; past it the walk is cut off.
+pub(crate) const REPO_WALK_ENTRIES: usize = 20_000;
+
+/// Classifies one `write_paths` entry (TRUST-5, RC-10). `real` and `home` are absolute and
+/// normalised; `path_dirs` are the host's `PATH` entries (relative ones are ignored, and each
+/// is compared as written and, when it exists, canonical).
+///
+/// Under `$HOME` only a directory no host program reads as configuration or code gets the
+/// confirmation: not `$HOME`, no component starting with `.`, not `~/bin` or `~/Library`,
+/// not on, below or above a `PATH` directory, not inside the prefix of a `PATH` directory
+/// named `bin`/`sbin` (when that prefix lies strictly below `$HOME`), and holding no other
+/// git repository within a walk of [`REPO_WALK_DEPTH`] levels and [`REPO_WALK_ENTRIES`]
+/// entries. A cut-off walk needs the password. Everything else needs the password.
+pub(crate) fn classify_write_path(real: &Path, home: &Path, path_dirs: &[PathBuf]) -> WriteGate {
+    match lexical_write_class(real, home, path_dirs) {
+        Some(why) => WriteGate::Password(why),
+        None => match other_repository(real) {
+            RepoWalk::None => WriteGate::Confirm,
+            RepoWalk::Found(git) => WriteGate::Password(NeedsPassword::HoldsRepository(git)),
+            RepoWalk::CutOff => WriteGate::Password(NeedsPassword::WalkCutOff),
+        },
+    }
+}
+
+/// The rules of [`classify_write_path`] that need no walk: `Some` when the password is
+/// needed.
+pub(crate) fn lexical_write_class(
+    real: &Path,
+    home: &Path,
+    path_dirs: &[PathBuf],
+) -> Option<NeedsPassword> {
+    let Ok(below) = real.strip_prefix(home) else {
+        return Some(NeedsPassword::OutsideHome);
+    };
+    let names: Vec<&std::ffi::OsStr> = below
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    let Some(first) = names.first() else {
+        return Some(NeedsPassword::Home);
+    };
+    if names.iter().any(|n| n.as_encoded_bytes().starts_with(b".")) {
+        return Some(NeedsPassword::DotDirectory);
+    }
+    if HOME_PROGRAM_OR_CONFIG.iter().any(|d| first == d) {
+        return Some(NeedsPassword::HomeProgramOrConfig);
+    }
+    for dir in path_dirs.iter().filter(|d| d.is_absolute()) {
+        let lexical = normalize(Path::new("/"), dir);
+        for d in [lexical.clone(), canonical(&lexical)] {
+            if real.starts_with(&d) || d.starts_with(real) {
+                return Some(NeedsPassword::OnPath(d));
+            }
+            let is_bin = d.file_name().is_some_and(|n| n == "bin" || n == "sbin");
+            if let Some(prefix) = d
+                .parent()
+                .filter(|p| is_bin && p.starts_with(home) && *p != home)
+            {
+                if real.starts_with(prefix) {
+                    return Some(NeedsPassword::InstallPrefix(prefix.to_path_buf()));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// What the walk for other repositories found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RepoWalk {
+    None,
+    Found(PathBuf),
+    CutOff,
+}
+
+/// Looks below `root` for a `.git` other than `root/.git` (which is the entry's own
+/// repository, staged by the git guard like the working directory's). Symbolic links are not
+/// followed: a write through one reaches only what another grant allows.
+pub(crate) fn other_repository(root: &Path) -> RepoWalk {
+    let mut budget = REPO_WALK_ENTRIES;
+    let mut stack: Vec<(PathBuf, usize)> = vec![(root.to_path_buf(), 0)];
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return RepoWalk::CutOff;
+        };
+        for entry in entries {
+            let Ok(entry) = entry else {
+                return RepoWalk::CutOff;
+            };
+            if budget == 0 {
+                return RepoWalk::CutOff;
+            }
+            budget -= 1;
+            let path = entry.path();
+            if entry.file_name() == ".git" {
+                if depth > 0 {
+                    return RepoWalk::Found(path);
+                }
+                continue;
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                if depth + 1 >= REPO_WALK_DEPTH {
+                    return RepoWalk::CutOff;
+                }
+                stack.push((path, depth + 1));
+            }
+        }
+    }
+    RepoWalk::None
 }
 
 /// Checks and pins each `write_paths` entry (taken against the working directory): it must
 /// exist, have no symbolic link on the way, not be `$HOME` or hold it, and not be, hold or lie
-/// inside a private location.
+/// inside a private location. Each is classified by [`classify_write_path`] against the
+/// host's `PATH` directories `path_dirs`.
 pub(crate) fn write_paths(
     entries: &[String],
     workdir: &Path,
     home: &Path,
     private: &[PathBuf],
+    path_dirs: &[PathBuf],
 ) -> Result<Vec<WritePath>, ToolError> {
     let mut out = Vec::new();
     for e in entries {
@@ -137,11 +330,11 @@ pub(crate) fn write_paths(
                 p.display()
             )));
         }
-        let in_home = real.starts_with(home);
+        let gate = classify_write_path(&real, home, path_dirs);
         out.push(WritePath {
             path: real,
             fd: Arc::new(fd),
-            in_home,
+            gate,
         });
     }
     Ok(out)
@@ -294,6 +487,113 @@ mod tests {
         );
     }
 
+    /// TRUST-5: the lexical rules, one row per case.
+    #[test]
+    fn write_paths_under_home_are_confirmed_only_outside_configuration_and_code() {
+        let home = Path::new("/home/u");
+        let path = [
+            PathBuf::from("/usr/bin"),
+            PathBuf::from("/home/u/.cargo/bin"),
+            PathBuf::from("/home/u/tools/bin"),
+            PathBuf::from("/home/u/miniconda3/bin"),
+            PathBuf::from("/home/u/bin"),
+            PathBuf::from("relative/bin"),
+        ];
+        let check = |p: &str, want: Option<NeedsPassword>| {
+            assert_eq!(lexical_write_class(Path::new(p), home, &path), want, "{p}");
+        };
+        check("/home/u/data", None);
+        check("/home/u/data/sub", None);
+        check("/home/u/projects/site", None);
+        check("/home/u/relative/bin", None);
+        check("/home/u", Some(NeedsPassword::Home));
+        check("/srv/data", Some(NeedsPassword::OutsideHome));
+        check("/home/user2", Some(NeedsPassword::OutsideHome));
+        check("/home/u/.local/bin", Some(NeedsPassword::DotDirectory));
+        check("/home/u/.local/lib", Some(NeedsPassword::DotDirectory));
+        check("/home/u/.config", Some(NeedsPassword::DotDirectory));
+        check("/home/u/data/.hidden/x", Some(NeedsPassword::DotDirectory));
+        check("/home/u/bin", Some(NeedsPassword::HomeProgramOrConfig));
+        check("/home/u/bin/sub", Some(NeedsPassword::HomeProgramOrConfig));
+        check(
+            "/home/u/Library/LaunchAgents",
+            Some(NeedsPassword::HomeProgramOrConfig),
+        );
+        let on_path = |d: &str| Some(NeedsPassword::OnPath(PathBuf::from(d)));
+        check("/home/u/tools/bin", on_path("/home/u/tools/bin"));
+        check("/home/u/tools/bin/sub", on_path("/home/u/tools/bin"));
+        check("/home/u/tools", on_path("/home/u/tools/bin"));
+        let prefix = |d: &str| Some(NeedsPassword::InstallPrefix(PathBuf::from(d)));
+        check("/home/u/tools/lib", prefix("/home/u/tools"));
+        check(
+            "/home/u/miniconda3/lib/python3.12",
+            prefix("/home/u/miniconda3"),
+        );
+        // `~/bin`'s prefix is `$HOME` itself, which makes no sibling of it a prefix.
+        check("/home/u/binaries", None);
+    }
+
+    #[test]
+    fn a_path_entry_through_a_link_counts_by_its_target() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().canonicalize().unwrap();
+        std::fs::create_dir_all(home.join("real/tools")).unwrap();
+        std::os::unix::fs::symlink(home.join("real"), home.join("via")).unwrap();
+        let path = [home.join("via/tools")];
+        assert_eq!(
+            lexical_write_class(&home.join("real/tools"), &home, &path),
+            Some(NeedsPassword::OnPath(home.join("real/tools")))
+        );
+    }
+
+    #[test]
+    fn a_directory_holding_another_repository_needs_the_password() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().canonicalize().unwrap();
+        let root = home.join("w");
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        assert_eq!(
+            other_repository(&root),
+            RepoWalk::None,
+            "its own .git is fine"
+        );
+        std::fs::create_dir_all(root.join("src/deep/vendored")).unwrap();
+        std::fs::write(root.join("src/deep/vendored/.git"), "gitdir: x\n").unwrap();
+        assert_eq!(
+            other_repository(&root),
+            RepoWalk::Found(root.join("src/deep/vendored/.git"))
+        );
+        assert_eq!(
+            classify_write_path(&root, &home, &[]),
+            WriteGate::Password(NeedsPassword::HoldsRepository(
+                root.join("src/deep/vendored/.git")
+            ))
+        );
+    }
+
+    #[test]
+    fn a_walk_cut_off_by_depth_or_entries_needs_the_password() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        let deep: PathBuf = (0..REPO_WALK_DEPTH).map(|i| format!("d{i}")).collect();
+        std::fs::create_dir_all(root.join("a").join(&deep)).unwrap();
+        assert_eq!(other_repository(&root.join("a")), RepoWalk::CutOff);
+        let shallow: PathBuf = (0..REPO_WALK_DEPTH - 1).map(|i| format!("d{i}")).collect();
+        std::fs::create_dir_all(root.join("b").join(&shallow)).unwrap();
+        assert_eq!(other_repository(&root.join("b")), RepoWalk::None);
+        let wide = root.join("c");
+        std::fs::create_dir_all(&wide).unwrap();
+        for i in 0..=REPO_WALK_ENTRIES {
+            std::fs::write(wide.join(i.to_string()), "").unwrap();
+        }
+        assert_eq!(other_repository(&wide), RepoWalk::CutOff);
+        assert_eq!(
+            classify_write_path(&wide, &root, &[]),
+            WriteGate::Password(NeedsPassword::WalkCutOff)
+        );
+    }
+
     #[test]
     fn write_paths_refuse_private_home_and_links() {
         let t = tempfile::tempdir().unwrap();
@@ -303,14 +603,17 @@ mod tests {
         let private = vec![home.join(".ssh")];
         let w = home.join("proj");
         std::fs::create_dir_all(&w).unwrap();
-        let ok = write_paths(&["../data".into()], &w, &home, &private).unwrap();
+        let ok = write_paths(&["../data".into()], &w, &home, &private, &[]).unwrap();
         assert_eq!(ok[0].path, home.join("data"));
-        assert!(ok[0].in_home);
+        assert_eq!(ok[0].gate, WriteGate::Confirm);
         for bad in [home.join(".ssh"), home.clone(), t.path().to_path_buf()] {
             let e = bad.to_string_lossy().into_owned();
-            assert!(write_paths(&[e], &w, &home, &private).is_err(), "{bad:?}");
+            assert!(
+                write_paths(&[e], &w, &home, &private, &[]).is_err(),
+                "{bad:?}"
+            );
         }
         std::os::unix::fs::symlink(home.join("data"), home.join("link")).unwrap();
-        assert!(write_paths(&["../link".into()], &w, &home, &private).is_err());
+        assert!(write_paths(&["../link".into()], &w, &home, &private, &[]).is_err());
     }
 }

@@ -38,7 +38,8 @@ enum Kind {
 ///    directory and `options.home`. A refusal is `Err` with its `RUN_COMMAND_*` code.
 /// 2. Re-checks that change nothing: `rm`'s paths resolved on the file system (the stronger
 ///    of the decision's gate and the real location's RC-4 gate applies), `write_paths` pinned
-///    (outside `$HOME` always the password; inside it a confirmation unless `allow-all`), the
+///    (outside `$HOME`, and inside it where a host program reads configuration or code, always
+///    the password, TRUST-5; elsewhere in it a confirmation unless `allow-all`), the
 ///    program found on the sandbox's `PATH`; `sudo` and `sandbox: false` always the password.
 /// 3. The gate: a confirmation through `asker.confirm`, a password through up to three
 ///    `asker.password` prompts, each checked by the system (sudo: a confirmation labelled
@@ -198,6 +199,9 @@ pub(crate) async fn admit(
             .chain(&options.env)
             .map(|(k, v)| (k.as_str(), v.as_str())),
     ));
+    // The environment the host's programs see: its own, then the variables it passes on
+    // (TRUST-5 reads its PATH, TRUST-6 its relocation variables).
+    let env: Vec<(String, String)> = host_env.iter().chain(&options.env).cloned().collect();
     let work: PathBuf = workdir.path().to_path_buf();
     let home = crate::roots::canonical(&options.home);
     let mut context = Context::new(&work, &home);
@@ -234,17 +238,25 @@ pub(crate) async fn admit(
         let label = format!("sandbox: false: {shown}");
         (Kind::Unsandboxed, decided.max(Gate::Password(label)))
     } else {
-        let prepared =
-            match crate::sandboxed::prepare(&args, &via, &work, &home, policy, &options.hidden)? {
-                Ok(p) => p,
-                Err(message) => return not_executed(shown, message),
-            };
+        let prepared = match crate::sandboxed::prepare(
+            &args,
+            &via,
+            &work,
+            &home,
+            policy,
+            &options.hidden,
+            &env,
+        )? {
+            Ok(p) => p,
+            Err(message) => return not_executed(shown, message),
+        };
         let mut gate = decided;
         for w in &prepared.write_paths {
-            gate = if !w.in_home {
+            gate = if let crate::roots::WriteGate::Password(why) = &w.gate {
                 gate.max(Gate::Password(format!(
-                    "write_paths: {} (outside $HOME)",
-                    w.path.display()
+                    "write_paths: {} ({})",
+                    w.path.display(),
+                    why.describe()
                 )))
             } else if mode != Mode::AllowAll {
                 gate.max(Gate::Confirm(format!(

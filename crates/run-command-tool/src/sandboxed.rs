@@ -89,7 +89,8 @@ pub(crate) struct Prepared {
 }
 
 /// Checks the roots and resolves the program; `Ok(Err(message))` when the program does not
-/// exist (a not-executed result, like a shell's `command not found`).
+/// exist (a not-executed result, like a shell's `command not found`). `env` is the host's
+/// environment (a later entry of a name wins): its `PATH` and relocation variables.
 pub(crate) fn prepare(
     args: &RunCommandArgs,
     via: &Via,
@@ -97,6 +98,7 @@ pub(crate) fn prepare(
     home: &Path,
     policy: &Policy,
     host_hidden: &[PathBuf],
+    env: &[(String, String)],
 ) -> Result<Result<Prepared, String>, ToolError> {
     roots::refuse_home_root(workdir, home, "the working directory")?;
     let private: Vec<PathBuf> = policy.private_paths(home);
@@ -123,7 +125,14 @@ pub(crate) fn prepare(
     }
     let argv = &args.argv;
     let network = args.network;
-    let write_paths = roots::write_paths(&args.write_paths, workdir, home, &never)?;
+    let host_path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+    let path_dirs: Vec<PathBuf> =
+        std::env::split_paths(host_path.as_deref().unwrap_or("")).collect();
+    let write_paths = roots::write_paths(&args.write_paths, workdir, home, &never, &path_dirs)?;
     for w in &write_paths {
         if let Some(f) = roots::missing_startup_files(&w.path, home) {
             return Err(ToolError::new(
@@ -142,7 +151,6 @@ pub(crate) fn prepare(
         workdir,
         private: &private,
     };
-    let host_path = std::env::var("PATH").ok();
     let path = env::sandbox_path(host_path.as_deref(), &readable);
     // A script runs in the shell the decision validated it for: `sh` is /bin/sh, `bash` is
     // found like any program.

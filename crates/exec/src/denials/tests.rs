@@ -641,6 +641,29 @@ mod linux {
         assert_eq!(denials(&c, "cat: /usr/bin/env: Permission denied"), []);
     }
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_write_to_a_hard_linked_file_is_named_with_its_own_cause() {
+        let mut c = call();
+        let file = c.base.join("ws/linked.txt");
+        std::fs::write(&file, "x").unwrap();
+        c.spec.frozen.push(file.clone());
+        for line in [
+            "cp: cannot create regular file 'linked.txt': Read-only file system".to_owned(),
+            format!(
+                "sh: 1: cannot create {}: Read-only file system",
+                file.display()
+            ),
+        ] {
+            let d = denials(&c, &line);
+            assert_eq!(d.len(), 1, "{line}: {d:?}");
+            assert_eq!(
+                (d[0].path.clone(), d[0].cause),
+                (file.clone(), Cause::HardLinked)
+            );
+        }
+    }
+
     #[test]
     fn denials_are_capped_and_each_path_once() {
         let c = call();
