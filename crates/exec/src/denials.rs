@@ -297,6 +297,13 @@ fn scan_line(line: &str) -> Option<Mention> {
     let path = if segment.contains(is_open) {
         let start = segment.find(is_open)?;
         unquote_prefix(&segment[start..])?
+    } else if let Some(rest) = segment
+        .strip_prefix("cannot create ")
+        .filter(|_| verb_of_program(line) == Some(Verb::Execute))
+    {
+        // dash's own redirection: `sh: 1: cannot create x/y: …`, the rest of the segment
+        // whatever it holds (a relative path, spaces).
+        rest.to_owned()
     } else if !segment.contains(char::is_whitespace) {
         segment.to_owned()
     } else {

@@ -85,11 +85,12 @@ pub fn read_only_cover(
     }
 }
 
-/// Drops every entry beneath another (the set is sorted, so an ancestor comes first).
+/// Drops every entry beneath another. The set is sorted and holds no duplicate, so an entry's
+/// descendants follow it at once: comparing with the last entry kept is enough (linear).
 fn prune_nested(set: &mut BTreeSet<Vec<Component<'_>>>) {
     let mut kept: Vec<Vec<Component<'_>>> = Vec::with_capacity(set.len());
     for c in std::mem::take(set) {
-        if !kept.iter().rev().take(1).any(|k| c.starts_with(k)) && !kept.contains(&c) {
+        if !kept.last().is_some_and(|k| c.starts_with(k)) {
             kept.push(c);
         }
     }

@@ -150,6 +150,7 @@ mod trashdir;
 mod types;
 mod verify;
 
+mod links;
 pub use argv_policy::{Mode, Policy, RunCommandArgs};
 pub use ask::{Asker, Confirmation, DenyAllAsker, Password, PasswordReply, Question};
 pub use gitguard::Quarantined;

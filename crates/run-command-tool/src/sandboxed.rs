@@ -286,6 +286,13 @@ pub(crate) async fn run(
             through: d.through().to_vec(),
         })
         .collect();
+    // TRUST-3: a file with another name elsewhere (a store's, another clone's) is read-only.
+    let linked_roots: Vec<PathBuf> = prepared
+        .write_paths
+        .iter()
+        .map(|w| w.path.clone())
+        .collect();
+    sandbox.frozen = crate::links::frozen(&workdir, &linked_roots).await?;
     // Declared before the run: if this call is dropped mid-run, the run (and with it the
     // command's tree) is dropped first, then this guard checks the roots.
     let pending = gitguard::Pending::new(before, guard_roots);
@@ -421,6 +428,14 @@ pub(crate) fn word(d: exec::denials::Denial) -> Denial {
             "use argv sudo (['sudo', '<binary>', …], asks for the password) if the user agrees",
         ),
         Cause::ReadOnly { .. } if writing => (
+        Cause::HardLinked => (
+            "a file with another name elsewhere (a hard link into a package store such as \
+             pnpm's or uv's, or a local clone's objects): writing it would change every other \
+             name, so it is read-only",
+            "write the result to another file; to make it writable, replace the link with a \
+             copy outside the sandbox or reinstall with copies: uv `--link-mode=copy`, pnpm \
+             `package-import-method=copy`, `git clone --no-hardlinks`",
+        ),
             "a read-only location (the system, $HOME outside the caches, or a protected file \
              such as .git/hooks or a shell startup file)",
             "write inside the working directory, or name the directory in write_paths (the \

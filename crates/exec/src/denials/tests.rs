@@ -650,6 +650,7 @@ mod linux {
         c.spec.frozen.push(file.clone());
         for line in [
             "cp: cannot create regular file 'linked.txt': Read-only file system".to_owned(),
+            "sh: 1: cannot create linked.txt: Read-only file system".to_owned(),
             format!(
                 "sh: 1: cannot create {}: Read-only file system",
                 file.display()
