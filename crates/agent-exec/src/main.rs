@@ -29,8 +29,10 @@
 //! rules, the one-call turn, which tool runs in which workspace and mode — is `host_shim`'s,
 //! so a host that embeds the library gets the same behaviour.
 //!
-//! `check run_command` prints argv-policy' decision as one JSON line and exits 0 for `run`, 1 for
-//! `refuse`, 2 for usage errors; nothing is run and no file is touched.
+//! `check run_command` prints what the call would do as one JSON line — the call's own planning
+//! stopped before its gate, so the gate is the one the call asks and `confirmation` the text it
+//! shows (TRUST-4) — and exits 0 for `run`, 1 for `refuse`, 2 for usage errors; nothing is
+//! asked or run and no file is touched.
 
 mod mcp;
 mod tty;
@@ -1000,16 +1002,15 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
     code
 }
 
-/// `agent-exec check run_command`: argv-policy' decision, one JSON line, nothing run.
+/// `agent-exec check run_command`: what the call would do, one JSON line, nothing run.
 fn check_run_command(args: CheckArgs) -> ExitCode {
     let workdir = match canonical_dir(&args.workspace) {
         Ok(w) => w,
         Err(e) => return usage(e.message()),
     };
-    let home = match std::env::var_os("HOME").map(PathBuf::from) {
-        Some(h) if h.is_absolute() => h,
-        _ => return usage("HOME is not set to an absolute path; set HOME to your home folder"),
-    };
+    if !std::env::var_os("HOME").is_some_and(|h| Path::new(&h).is_absolute()) {
+        return usage("HOME is not set to an absolute path; set HOME to your home folder");
+    }
     // An explicit --mode wins over the file's `mode`, which wins over the default (safe): the
     // same rules `call run_command` runs with.
     let policy = match host_shim::run_command_policy(args.config.as_deref(), args.mode.map(mode_of))
@@ -1021,22 +1022,36 @@ fn check_run_command(args: CheckArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return usage(e.message()),
     };
-    let ctx = argv_policy::Context::new(workdir, home);
-    // Arguments that do not parse are a refusal line too (argv-policy' `check_json_line`); the
-    // exit code comes from the typed decision, not from the printed line.
-    let decision = match argv_policy::RunCommandArgs::from_json(&text) {
-        Ok(args) => argv_policy::decide(&args, &policy, &ctx),
-        Err(refusal) => argv_policy::Decision::Refuse {
-            code: refusal.code,
-            message: refusal.message,
-        },
+    // The call's own setup and planning (TRUST-4: the gate reported is the one the call asks,
+    // in every mode). Arguments that do not parse are a refusal line too; the exit code comes
+    // from the typed report, not from the printed line.
+    let mut setup =
+        host_shim::RunCommandSetup::new(policy, std::sync::Arc::new(host_shim::DenyAllAsker));
+    if let Some(file) = &args.config {
+        setup = setup.protect(std::fs::canonicalize(file).unwrap_or_else(|_| file.clone()));
+    }
+    let checked = match argv_policy::RunCommandArgs::from_json(&text) {
+        Ok(call) => setup.check(call, &workdir),
+        Err(refusal) => Err(ToolError::new(
+            refusal
+                .code
+                .as_str()
+                .parse()
+                .unwrap_or(ErrorCode::RunCommandArgumentsInvalid),
+            refusal.message,
+        )),
     };
+    let checked = checked.unwrap_or_else(|e| host_shim::Checked::Refuse {
+        code: e.code(),
+        message: e.message().to_owned(),
+    });
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", argv_policy::decision_json_line(&decision));
+    let _ = writeln!(out, "{}", checked.json_line());
     let _ = out.flush();
-    match decision {
-        argv_policy::Decision::Run { .. } => ExitCode::SUCCESS,
-        _ => ExitCode::from(1),
+    if checked.is_run() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

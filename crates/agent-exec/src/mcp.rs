@@ -61,8 +61,10 @@
 //!   server has no channel to ask the user, so it asks the host's approver, which for
 //!   `agent-exec mcp` approves nothing: calls with extra paths are refused with a permission
 //!   error naming the path.
-//! - **`run_command`'s questions** ([`McpAsker`], issue 18). A confirmation is asked with MCP
-//!   elicitation — `elicitation/create` with a one-field form (`run`: boolean) — only when the
+//! - **`run_command`'s questions** ([`McpAsker`]). A confirmation is asked with MCP
+//!   elicitation — `elicitation/create` whose message is the question's one rendering
+//!   (`Question::text`, TRUST-4: every command, write path, the network, leaving the sandbox,
+//!   the agent's text escaped in markdown code spans) and a one-field form (`run`: boolean) — only when the
 //!   client declared the `elicitation` capability (form mode) in `initialize`: `accept` with
 //!   `run: true` is a yes; `accept` with `false`, `decline` and `cancel` are a no; a client
 //!   without the capability, an error answer, or a connection that ends first cannot be asked,
@@ -229,20 +231,21 @@ pub struct McpAsker {
     requester: conn::Requester,
 }
 
-/// The elicitation form of a confirmation: one required boolean.
-fn confirmation_form(q: &Question) -> Value {
+/// The elicitation form of a confirmation: the question's text as the message, one required
+/// boolean. The message is [`Question::text`] as it is (TRUST-4): the agent's text in it is
+/// escaped and inside markdown code spans, so neither a client that shows plain text nor one
+/// that renders markdown shows anything the agent shaped; the form's own fields hold none of
+/// it.
+pub(crate) fn confirmation_form(q: &Question) -> Value {
     json!({
-        "message": format!(
-            "Run `{}`? {} (agent-exec run_command)",
-            q.label, q.reason
-        ),
+        "message": format!("agent-exec run_command: {}", q.text()),
         "requestedSchema": {
             "type": "object",
             "properties": {
                 "run": {
                     "type": "boolean",
-                    "title": "Run this command",
-                    "description": q.label,
+                    "title": "Allow it",
+                    "description": "Yes allows everything the message lists, for this call only",
                     "default": false,
                 },
             },
@@ -795,6 +798,51 @@ mod tests {
         assert_eq!(server.tools(), vec![]);
         assert_eq!(skipped.len(), 3, "{skipped:?}");
         assert!(skipped[0].contains("taken already"), "{skipped:?}");
+    }
+
+    #[test]
+    fn trust_4_elicitation_and_terminal_show_the_same_rendering() {
+        // A forged "Run `ls`? (read-only)" line, ESC sequences, a bidi override and a
+        // zero-width space: both channels show the one escaped text, and nothing else of it.
+        let argv = [
+            "sh",
+            "wp.sh",
+            "\nRun `ls`? (read-only)\u{1b}[1A\u{202e}\u{200b}",
+        ];
+        let grants = host_shim::Granted::new()
+            .with(host_shim::Grant::Run {
+                argv: argv.map(String::from).to_vec(),
+                scripts: Vec::new(),
+                place: host_shim::Place::Sandbox,
+            })
+            .with(host_shim::Grant::Write("/home/u/.local/bin".into()))
+            .with(host_shim::Grant::Network(host_shim::Network::Internet));
+        let q = host_shim::Question::new("sh wp.sh", "the policy asks", &grants).unwrap();
+        let form = super::confirmation_form(&q);
+        let message = form["message"].as_str().unwrap();
+        assert_eq!(message, format!("agent-exec run_command: {}", q.text()));
+        let terminal = crate::tty::confirm_prompt(&q);
+        let shown: Vec<&str> = terminal
+            .lines()
+            .filter_map(|l| l.strip_prefix("agent-exec: "))
+            .collect();
+        assert_eq!(
+            shown[..shown.len() - 1].join("\n"),
+            q.text(),
+            "the terminal shows the rendering line by line"
+        );
+        assert!(message.contains(
+            "- run `sh wp.sh '\\nRun \\u{60}ls\\u{60}? (read-only)\\x1b[1A\\u{202e}\\u{200b}'` in \
+             the sandbox"
+        ));
+        assert!(message.contains("- write to `/home/u/.local/bin` during this call"));
+        assert!(message.contains("- network: the command can reach any host on the internet"));
+        assert!(!form.to_string().contains("Run `ls`"), "{form}");
+        assert!(
+            !message
+                .chars()
+                .any(|c| c != '\n' && (c.is_control() || c == '\u{202e}' || c == '\u{200b}'))
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The CLI's answers: to `command`'s extra-path questions (CMD-3), a `y/N` on `/dev/tty`; to
-//! `run_command`'s confirmations and passwords ([`TtyAsker`], issue 18), the terminal,
-//! `--yes` and `--password-fd N`.
+//! `run_command`'s confirmations and passwords ([`TtyAsker`]), the terminal, `--yes` and
+//! `--password-fd N`. A `run_command` question shows [`Question::text`] as it is, each line
+//! marked `agent-exec: ` (TRUST-4): this module renders none of the agent's text itself.
 //!
 //! An approval counts for one call. A pending question is abandoned when the call is cancelled
 //! (the tool drops the future; CMD-12), and a caller with no terminal is refused, never assumed
@@ -69,8 +70,8 @@ impl Approver for TtyApprover {
     }
 }
 
-/// The CLI's [`Asker`] for `run_command` (issue 18): confirmations as `Run <label>? [y/N]` on
-/// `/dev/tty` (or yes without asking under `--yes`), passwords from `--password-fd N` (one line
+/// The CLI's [`Asker`] for `run_command`: confirmations as the question's text and
+/// `Allow it? [y/N]` on `/dev/tty` (or yes without asking under `--yes`), passwords from `--password-fd N` (one line
 /// per attempt) or typed on `/dev/tty` with echo off. No terminal and no flag → `CannotAsk`:
 /// the call comes back not executed, never assumed to be a yes.
 ///
@@ -100,18 +101,34 @@ impl TtyAsker {
 /// The longest password line read; a longer one is refused (cancelled), not cut.
 const MAX_PASSWORD_BYTES: usize = 1024;
 
-/// `text` with every control character escaped, so a label cannot drive the terminal.
-fn printable(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
+/// `q`'s text, each line marked as ours, then `ask`: the one rendering every channel shows
+/// (TRUST-4), whose agent text is escaped already, so it cannot drive the terminal.
+fn prompt(q: &Question, ask: &str) -> String {
+    let mut out = String::new();
+    for line in q.text().lines() {
+        out.push_str("agent-exec: ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str("agent-exec: ");
+    out.push_str(ask);
+    out
+}
+
+/// The terminal's confirmation prompt for `q`.
+pub(crate) fn confirm_prompt(q: &Question) -> String {
+    prompt(q, "Allow it? [y/N] ")
+}
+
+/// The terminal's password prompt for `q`.
+fn password_prompt(q: &Question) -> String {
+    prompt(
+        q,
+        &format!(
+            "system password to allow it (attempt {} of 3; Ctrl-C cancels): ",
+            q.attempt
+        ),
+    )
 }
 
 fn open_tty() -> Option<std::fs::File> {
@@ -126,12 +143,7 @@ fn confirm_on_tty(q: &Question) -> Confirmation {
     let Some(tty) = open_tty() else {
         return Confirmation::CannotAsk;
     };
-    let prompt = format!(
-        "agent-exec: {}\nagent-exec: Run {}? [y/N] ",
-        printable(&q.reason),
-        printable(&q.label)
-    );
-    if (&tty).write_all(prompt.as_bytes()).is_err() {
+    if (&tty).write_all(confirm_prompt(q).as_bytes()).is_err() {
         return Confirmation::CannotAsk;
     }
     let mut line = String::new();
@@ -224,12 +236,7 @@ fn password_on_tty(q: &Question) -> PasswordReply {
         // Not a terminal we can turn echo off on: a password is never typed visibly.
         return PasswordReply::CannotAsk;
     };
-    let prompt = format!(
-        "agent-exec: {}\nagent-exec: system password to run {} (attempt {} of 3; Ctrl-C cancels): ",
-        printable(&q.reason),
-        printable(&q.label),
-        q.attempt
-    );
+    let prompt = password_prompt(q);
     // No echo; no signal keys (Ctrl-C arrives as a byte and cancels, so the process is never
     // killed with echo off); byte by byte (the line editing is the reader's), so Ctrl-C
     // cancels at once instead of waiting in the line for Enter.
@@ -381,7 +388,23 @@ mod tests {
     }
 
     #[test]
-    fn a_label_cannot_write_control_characters_to_the_terminal() {
-        assert_eq!(printable("rm \u{1b}[2Jx\n"), "rm \\u{1b}[2Jx\\n");
+    fn trust_4_an_argv_cannot_write_control_characters_to_the_terminal() {
+        let grants = host_shim::Granted::new().with(host_shim::Grant::Run {
+            argv: vec!["rm".into(), "\u{1b}[2Jx\n\u{202e}".into()],
+            scripts: Vec::new(),
+            place: host_shim::Place::Sandbox,
+        });
+        let q = Question::new("rm", "the policy asks", &grants).unwrap();
+        assert_eq!(
+            confirm_prompt(&q),
+            "agent-exec: the policy asks\n\
+             agent-exec: A yes allows:\n\
+             agent-exec: - run `rm '\\x1b[2Jx\\n\\u{202e}'` in the sandbox\n\
+             agent-exec: Allow it? [y/N] "
+        );
+        assert!(password_prompt(&q.attempt(2)).ends_with(
+            "in the sandbox\nagent-exec: system password to allow it (attempt 2 of 3; \
+                 Ctrl-C cancels): "
+        ));
     }
 }

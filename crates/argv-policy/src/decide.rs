@@ -292,6 +292,55 @@ fn shell_via(argv: &[String]) -> Via {
     }
 }
 
+/// One `sh -c`/`bash -c` script of an argv as a confirmation lists it (TRUST-4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShownScript {
+    /// The argv element that holds the script.
+    pub index: usize,
+    /// Each simple command the parser extracted, as written: its `NAME=value` assignments,
+    /// then its words. Commands of substitutions come in the order the shell runs them.
+    pub commands: Vec<Vec<String>>,
+    /// A redirection writes a file other than `/dev/null`, `/dev/stdout` or `/dev/stderr`.
+    pub writes: bool,
+}
+
+/// The scripts of `argv`, at the top or behind launchers (`env`, `timeout`, `xargs` …), each
+/// with the simple commands [`decide`] checked in it. `home` is what `~` expands to. A script
+/// that does not parse is left out: `decide` refuses the call anyway.
+///
+/// ```
+/// let argv: Vec<String> = ["sh", "-c", "ls | wc -l > n.txt"].map(String::from).to_vec();
+/// let shown = argv_policy::shown_scripts(&argv, std::path::Path::new("/home/u"));
+/// assert_eq!(shown[0].index, 2);
+/// assert_eq!(shown[0].commands, [vec!["ls"], vec!["wc", "-l"]]);
+/// assert!(shown[0].writes);
+/// ```
+pub fn shown_scripts(argv: &[String], home: &Path) -> Vec<ShownScript> {
+    let words: Vec<Word> = argv.iter().map(|a| Word::literal(a)).collect();
+    script_positions(&words, 0)
+        .into_iter()
+        .filter_map(|index| {
+            let script = crate::script::parse(argv.get(index)?, home, 0).ok()?;
+            let commands = script
+                .cmds
+                .iter()
+                .map(|c| {
+                    c.assigns
+                        .iter()
+                        .map(|(name, value)| format!("{name}={}", value.raw))
+                        .chain(c.words.iter().map(|w| w.raw.clone()))
+                        .collect()
+                })
+                .collect();
+            Some(ShownScript {
+                index,
+                commands,
+                writes: script.writes,
+            })
+        })
+        .collect()
+}
+
 /// Indices of `words` that are scripts of `sh -c`/`bash -c`, at the top or behind known
 /// launchers; only these may hold metacharacters (RC-2).
 fn script_positions(words: &[Word], offset: usize) -> Vec<usize> {

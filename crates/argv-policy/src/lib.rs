@@ -56,7 +56,7 @@ mod shape;
 mod watch;
 mod words;
 
-pub use decide::{MAX_ARGV, MAX_ARGV_BYTES, decide, display_argv};
+pub use decide::{MAX_ARGV, MAX_ARGV_BYTES, ShownScript, decide, display_argv, shown_scripts};
 pub use mask::{find_token as find_mask_token, mask, mask_indexed, secret_env_values, secrets_in};
 pub use model::{
     Context, Decision, Gate, Os, Refusal, RefuseCode, RunCommandArgs, Via, decision_json_line,

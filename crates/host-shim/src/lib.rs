@@ -113,8 +113,9 @@ pub use command_tool::{
 /// The `run_command` tool's wire types, its rules and the asker a host implements for its
 /// confirmations and passwords (RC-*, issue 18).
 pub use run_command_tool::{
-    Asker, Confirmation, DenyAllAsker, Mode as RunCommandMode, Password, PasswordReply, Policy,
-    Question, RunCommandArgs, RunCommandOutput, RunCommandState,
+    Asker, Checked, Confirmation, DenyAllAsker, Grant, Granted, Mode as RunCommandMode, Network,
+    Password, PasswordReply, Place, Policy, Question, RunCommandArgs, RunCommandOutput,
+    RunCommandState,
 };
 
 /// `background_command`'s library: its events, tasks and the host's hooks (BG-*, issue 19).

@@ -17,7 +17,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use run_command_tool::{Asker, DenyAllAsker, Mode, Policy, RunCommandArgs, RunCommandOptions};
+use run_command_tool::{
+    Asker, Checked, DenyAllAsker, Mode, Policy, RunCommandArgs, RunCommandOptions,
+};
 use serde_json::Value;
 use toolscope::{ErrorCode, ToolError};
 
@@ -78,6 +80,24 @@ impl RunCommandSetup {
             .cloned()
             .collect();
         Ok(options)
+    }
+}
+
+impl RunCommandSetup {
+    /// What `args` would do in `workdir`, for `agent-exec check run_command`: the call's own
+    /// planning with this setup, stopped before the gate, so the gate reported is the one the
+    /// call asks and `confirmation` the text it shows (TRUST-4). Nothing is asked or run.
+    ///
+    /// # Errors
+    /// `AGENT_EXEC_ARGUMENTS_INVALID` when `$HOME` is not an absolute path.
+    pub fn check(&self, args: RunCommandArgs, workdir: &Path) -> Result<Checked, ToolError> {
+        let options = self.options(&[])?;
+        Ok(run_command_tool::check(
+            args,
+            workdir,
+            &self.policy,
+            &options,
+        ))
     }
 }
 

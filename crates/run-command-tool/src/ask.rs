@@ -12,16 +12,56 @@ use std::pin::Pin;
 
 use zeroize::Zeroizing;
 
+use crate::render::{Granted, TooLong};
+
 /// What the user is asked: the label of the gate (the command, e.g. `sudo: apt install jq`),
-/// why it is asked, and the attempt number of a password prompt (1..=3).
+/// why it is asked, the attempt number of a password prompt (1..=3), and the text of what a
+/// yes grants (TRUST-4).
+///
+/// A `Question` is made only by [`Question::new`], which renders the text from the call's
+/// [`Granted`]: every channel shows [`Question::text`] as it is, and none renders the agent's
+/// text itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Question {
-    /// The gate's label: what will run if the answer is yes.
+    /// The gate's label on one line, escaped: what will run if the answer is yes.
     pub label: String,
     /// Why this gate applies (e.g. "writes outside your home directory need your password").
     pub reason: String,
     /// 1 for the first prompt; a password prompt is repeated up to 3 times after a wrong answer.
     pub attempt: u8,
+    /// The confirmation's text (module `render`): the reason and what a yes grants.
+    text: String,
+}
+
+impl Question {
+    /// The question for a gate labelled `label`, asked for `reason`, that grants `grants`.
+    ///
+    /// # Errors
+    /// [`TooLong`] when the call is too long to show: it must not be asked.
+    pub fn new(label: &str, reason: &str, grants: &Granted) -> Result<Question, TooLong> {
+        Ok(Question {
+            label: crate::render::one_line(label),
+            reason: crate::render::one_line(reason),
+            attempt: 1,
+            text: grants.text(reason)?,
+        })
+    }
+
+    /// The same question, for password prompt number `attempt`.
+    #[must_use]
+    pub fn attempt(&self, attempt: u8) -> Question {
+        Question {
+            attempt,
+            ..self.clone()
+        }
+    }
+
+    /// What the user is shown, on every channel: the reason, then one line per thing a yes
+    /// grants, the agent's text escaped (TRUST-4). It holds no control, format or separator
+    /// character but its own line breaks.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
 }
 
 /// The answer to a confirmation.
@@ -71,7 +111,7 @@ impl fmt::Debug for Password {
 /// How a question reaches the user. A host that cannot ask answers `CannotAsk` (never an
 /// assumed yes).
 pub trait Asker: Send + Sync {
-    /// Asks for a yes/no confirmation of the command shown in `q.label`.
+    /// Asks for a yes/no confirmation of what `q.text()` shows.
     fn confirm<'a>(
         &'a self,
         q: &'a Question,
@@ -127,11 +167,7 @@ mod tests {
 
     #[tokio::test]
     async fn deny_all_cannot_ask() {
-        let q = Question {
-            label: "x".into(),
-            reason: "y".into(),
-            attempt: 1,
-        };
+        let q = Question::new("x", "y", &Granted::new()).unwrap();
         assert_eq!(DenyAllAsker.confirm(&q).await, Confirmation::CannotAsk);
         assert!(matches!(
             DenyAllAsker.password(&q).await,

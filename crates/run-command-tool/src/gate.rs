@@ -27,20 +27,15 @@ pub(crate) enum Passed {
     No(String),
 }
 
-/// Asks `asker` to confirm `label`.
+/// Asks `asker` to confirm `q`.
 pub(crate) async fn confirm(
     asker: &dyn Asker,
-    label: &str,
-    reason: &str,
+    q: &Question,
     ctx: &CallContext,
 ) -> Result<Passed, ToolError> {
-    let q = Question {
-        label: label.to_owned(),
-        reason: reason.to_owned(),
-        attempt: 1,
-    };
+    let label = &q.label;
     let answer = tokio::select! {
-        a = asker.confirm(&q) => a,
+        a = asker.confirm(q) => a,
         reason = ctx.cancelled() => return Err(reason.to_error()),
     };
     Ok(match answer {
@@ -57,20 +52,17 @@ pub(crate) async fn confirm(
     })
 }
 
-/// Asks for the system password up to three times, each answer checked by `verifier`.
+/// Asks for the system password for `question` up to three times, each answer checked by
+/// `verifier`.
 pub(crate) async fn password(
     asker: &dyn Asker,
     verifier: &dyn Verifier,
-    label: &str,
-    reason: &str,
+    question: &Question,
     ctx: &CallContext,
 ) -> Result<Passed, ToolError> {
+    let (label, reason) = (&question.label, &question.reason);
     for attempt in 1..=PASSWORD_ATTEMPTS {
-        let q = Question {
-            label: label.to_owned(),
-            reason: reason.to_owned(),
-            attempt,
-        };
+        let q = question.attempt(attempt);
         let reply = tokio::select! {
             r = asker.password(&q) => r,
             reason = ctx.cancelled() => return Err(reason.to_error()),

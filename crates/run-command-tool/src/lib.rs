@@ -11,6 +11,12 @@
 //! **Refuses to know:** the rules (argv-policy's `decide` says what runs and behind which gate),
 //! how a question reaches the user (the host's `Asker`), other tools, and the front ends.
 //!
+//! **What a question shows (TRUST-4).** Every [`Question`] carries one text, rendered from
+//! the call's [`Granted`] (each simple command, every write path, the network, leaving the
+//! sandbox), with the agent's text escaped; every channel shows that text as it is. A call too
+//! long to show is not asked (`RUN_COMMAND_ARGUMENTS_INVALID`). [`check`] reports the gate the
+//! call asks and that text, from the same planning as the call.
+//!
 //! **Gates and passwords (RC-4, RC-10, RC-11, RC-12).** A confirmation goes to
 //! [`Asker::confirm`]; a password to [`Asker::password`], at most three times, each answer
 //! checked by the system: PAM service `agent-exec` for `sandbox: false`, `write_paths` outside
@@ -135,11 +141,13 @@
 mod ask;
 pub mod background;
 mod capture;
+mod check;
 mod env;
 mod gate;
 mod gitguard;
 mod hint;
 mod outside;
+mod render;
 mod rm;
 mod roots;
 mod run;
@@ -153,7 +161,12 @@ mod verify;
 mod links;
 pub use argv_policy::{Mode, Policy, RunCommandArgs};
 pub use ask::{Asker, Confirmation, DenyAllAsker, Password, PasswordReply, Question};
+pub use check::{Checked, check};
 pub use gitguard::Quarantined;
+pub use render::{
+    FRAGMENT_CHARS, Grant, Granted, HEAD_CHARS, MAX_ASKED_CHARS, MAX_TEXT_CHARS, Network, Place,
+    TAIL_CHARS, TooLong,
+};
 pub use run::run_command;
 pub use state::RunCommandState;
 pub use types::{

@@ -8,15 +8,16 @@
 //! **Refuses to know:** the rules themselves (argv-policy's `decide`), how questions reach the
 //! user (the [`Asker`]), and how the sandbox is built (`exec`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use argv_policy::{Context, Decision, Gate, Mode, Policy, RefuseCode, RunCommandArgs};
 use fsguard::RootLease;
 use toolscope::{CallContext, ErrorCode, ToolError};
 
-use crate::ask::Asker;
+use crate::ask::{Asker, Question};
 use crate::gate::{self, Passed};
+use crate::render::{Grant, Granted, Network, Place, TooLong};
 use crate::sandboxed::{Prepared, Ran};
 use crate::state::RunCommandState;
 use crate::types::{RunCommandOptions, RunCommandOutput, Status};
@@ -127,7 +128,12 @@ async fn confirm_git_keys(out: &mut RunCommandOutput, asker: &dyn Asker, ctx: &C
         let label = format!("keep {}, which the command wrote", q.path.escape_debug());
         let reason = "editors, agent hosts and tools run what this file names when the folder \
                       is opened or used; keep it only if you asked for it";
-        if let Ok(gate::Passed::Yes) = gate::confirm(asker, &label, reason, ctx).await {
+        let grants = Granted::new().with(Grant::Keep(PathBuf::from(&q.path)));
+        // A question too long to show is not asked: the file stays moved aside.
+        let Ok(question) = Question::new(&label, reason, &grants) else {
+            continue;
+        };
+        if let Ok(gate::Passed::Yes) = gate::confirm(asker, &question, ctx).await {
             if gitstage::restore(q).is_ok() {
                 out.git.kept(q);
             }
@@ -142,7 +148,14 @@ async fn confirm_git_keys(out: &mut RunCommandOutput, asker: &dyn Asker, ctx: &C
         );
         let reason = "this git setting makes git run a program or read another file whenever \
                       the repository is used; allow it only if you asked for it";
-        if let Ok(gate::Passed::Yes) = gate::confirm(asker, &label, reason, ctx).await {
+        let grants = Granted::new().with(Grant::GitSetting {
+            file: change.config.clone(),
+            setting: change.shown.clone(),
+        });
+        let Ok(question) = Question::new(&label, reason, &grants) else {
+            continue;
+        };
+        if let Ok(gate::Passed::Yes) = gate::confirm(asker, &question, ctx).await {
             // A key git could not set stays listed as refused.
             if gitstage::apply_key(change).is_ok() {
                 out.git.confirmed(change);
@@ -178,6 +191,47 @@ pub(crate) enum Admission {
     NotExecuted(Box<RunCommandOutput>),
 }
 
+/// What [`plan`] found.
+pub(crate) enum Planning {
+    /// Before any question, the call cannot run (its program is missing): the result.
+    NotExecuted(Box<RunCommandOutput>),
+    /// The call and the gate it must pass.
+    Gated(Box<Planned>),
+}
+
+/// A call that passed its decision and its re-checks, with the question its gate asks.
+pub(crate) struct Planned {
+    args: RunCommandArgs,
+    kind: Kind,
+    pub(crate) label: String,
+    pub(crate) via: argv_policy::Via,
+    pub(crate) gate: Gate,
+    pub(crate) ask: Ask,
+    pub(crate) parallel: bool,
+    pub(crate) trash: Vec<PathBuf>,
+    pub(crate) sudo: bool,
+    mode: Mode,
+    work: PathBuf,
+    home: PathBuf,
+}
+
+/// What the gate asks, its question made before anything is asked (TRUST-4).
+pub(crate) enum Ask {
+    Nothing,
+    Confirm(Question),
+    Password(Question),
+}
+
+impl Ask {
+    /// The question asked, if any.
+    pub(crate) fn question(&self) -> Option<&Question> {
+        match self {
+            Ask::Nothing => None,
+            Ask::Confirm(q) | Ask::Password(q) => Some(q),
+        }
+    }
+}
+
 /// Steps 1–3 of [`run_command`]: the decision, the re-checks, the gate. Nothing runs here and
 /// no file changes (house rule 2).
 #[allow(clippy::too_many_arguments, reason = "the call's parts, each used")]
@@ -191,6 +245,24 @@ pub(crate) async fn admit(
     how: Admit,
     ctx: &CallContext,
 ) -> Result<Admission, ToolError> {
+    match plan(args, workdir, policy, state, options, how, ctx)? {
+        Planning::NotExecuted(out) => Ok(Admission::NotExecuted(out)),
+        Planning::Gated(planned) => ask(*planned, asker, ctx).await,
+    }
+}
+
+/// Steps 1–2 of [`run_command`]: the decision and the re-checks, up to the question the gate
+/// asks. [`admit`] and `agent-exec check` share it, so `check` reports exactly the gate the
+/// call asks (TRUST-4). Nothing runs here and no file changes.
+pub(crate) fn plan(
+    args: RunCommandArgs,
+    workdir: &RootLease,
+    policy: &Policy,
+    state: &RunCommandState,
+    options: &RunCommandOptions,
+    how: Admit,
+    ctx: &CallContext,
+) -> Result<Planning, ToolError> {
     ctx.check()?;
     let host_env: Vec<(String, String)> = std::env::vars().collect();
     state.learn(argv_policy::secret_env_values(
@@ -220,8 +292,8 @@ pub(crate) async fn admit(
     };
     let shown = argv_policy::display_argv(&args.argv);
     let mode = policy.mode;
-    let not_executed = |label: String, message: String| -> Result<Admission, ToolError> {
-        Ok(Admission::NotExecuted(Box::new(
+    let not_executed = |label: String, message: String| -> Result<Planning, ToolError> {
+        Ok(Planning::NotExecuted(Box::new(
             RunCommandOutput::not_executed(label, message),
         )))
     };
@@ -270,6 +342,53 @@ pub(crate) async fn admit(
         (Kind::Sandboxed(Box::new(prepared)), gate)
     };
     let label = gate.label().map(str::to_owned).unwrap_or(shown);
+    // TRUST-4: the question shows what a yes grants; a call too long to show is not asked.
+    let question = || {
+        Question::new(&label, reason_for(&kind), &grants_of(&args, &kind, &home)).map_err(too_long)
+    };
+    let ask = match &gate {
+        Gate::None => Ask::Nothing,
+        Gate::Confirm(_) => Ask::Confirm(question()?),
+        Gate::Password(_) => Ask::Password(question()?),
+    };
+    Ok(Planning::Gated(Box::new(Planned {
+        args,
+        kind,
+        label,
+        via,
+        gate,
+        ask,
+        parallel,
+        trash,
+        sudo,
+        mode,
+        work,
+        home,
+    })))
+}
+
+/// Step 3 of [`run_command`]: the gate asks `planned`'s question.
+async fn ask(
+    planned: Planned,
+    asker: &dyn Asker,
+    ctx: &CallContext,
+) -> Result<Admission, ToolError> {
+    let Planned {
+        args,
+        kind,
+        label,
+        ask,
+        parallel,
+        mode,
+        work,
+        home,
+        ..
+    } = planned;
+    let not_executed = |label: String, message: String| -> Result<Admission, ToolError> {
+        Ok(Admission::NotExecuted(Box::new(
+            RunCommandOutput::not_executed(label, message),
+        )))
+    };
 
     // 3. The gate (one sudo call of this process at a time, from its check to its `sudo -k`).
     let sudo_guard = match kind {
@@ -279,24 +398,24 @@ pub(crate) async fn admit(
         }),
         _ => None,
     };
-    if let Kind::Sudo = kind {
+    if let (Kind::Sudo, Ask::Password(q)) = (&kind, &ask) {
         if mode != Mode::AllowAll {
-            let passed = gate::confirm(asker, &label, "sudo runs it as root", ctx).await?;
+            let passed = gate::confirm(asker, q, ctx).await?;
             if let Passed::No(message) = passed {
                 return not_executed(label, message);
             }
         }
     }
-    let passed = match &gate {
-        Gate::None => Passed::Yes,
-        Gate::Confirm(l) => gate::confirm(asker, l, reason_for(&kind), ctx).await?,
-        Gate::Password(l) => {
+    let passed = match &ask {
+        Ask::Nothing => Passed::Yes,
+        Ask::Confirm(q) => gate::confirm(asker, q, ctx).await?,
+        Ask::Password(q) => {
             let verifier: &dyn Verifier = if matches!(kind, Kind::Sudo) {
                 &Sudo
             } else {
                 &Pam
             };
-            gate::password(asker, verifier, l, reason_for(&kind), ctx).await?
+            gate::password(asker, verifier, q, ctx).await?
         }
     };
     if let Passed::No(message) = passed {
@@ -425,6 +544,55 @@ fn join_messages(a: Option<String>, b: Option<String>) -> Option<String> {
         (Some(a), Some(b)) => Some(format!("{a}. {b}")),
         (a, b) => a.or(b),
     }
+}
+
+/// What a yes to `kind` grants (TRUST-4): each command where it runs, every write path, the
+/// network, the paths moved to the trash.
+fn grants_of(args: &RunCommandArgs, kind: &Kind, home: &Path) -> Granted {
+    let run = |argv: &[String], place| Grant::Run {
+        argv: argv.to_vec(),
+        scripts: argv_policy::shown_scripts(argv, home),
+        place,
+    };
+    match kind {
+        Kind::Sandboxed(prepared) => {
+            let mut grants = Granted::new().with(run(&args.argv, Place::Sandbox));
+            for w in &prepared.write_paths {
+                grants = grants.with(Grant::Write(w.path.clone()));
+            }
+            if args.network {
+                grants = grants.with(Grant::Network(Network::Internet));
+            }
+            grants
+        }
+        Kind::Trash(plan) => Granted::new().with(Grant::Trash(
+            plan.targets
+                .iter()
+                .map(|t| match t {
+                    crate::rm::Target::Found { real, .. } => real.clone(),
+                    crate::rm::Target::Missing(p) => p.clone(),
+                })
+                .collect(),
+        )),
+        Kind::Sudo => Granted::new().with(run(args.argv.get(1..).unwrap_or_default(), Place::Root)),
+        Kind::Unsandboxed => Granted::new().with(run(&args.argv, Place::Unsandboxed)),
+    }
+}
+
+/// A call too long to show is not asked (TRUST-4): nothing ran, and the message says what to
+/// send instead.
+fn too_long(e: TooLong) -> ToolError {
+    ToolError::new(
+        ErrorCode::RunCommandArgumentsInvalid,
+        format!(
+            "this call needs the user's confirmation, and it is {} characters long, more than \
+             the {} a confirmation shows, so it was not asked and nothing ran. Write the \
+             script or the data to a file in the working directory (the user can read it \
+             there) and run that file, e.g. ['sh', 'job.sh'], or split the work into smaller \
+             calls",
+            e.chars, e.max
+        ),
+    )
 }
 
 fn reason_for(kind: &Kind) -> &'static str {

@@ -210,3 +210,74 @@ fn check_run_command_usage_errors_exit_2_with_nothing_on_stdout() {
     let (code, line, _) = check(&f, &["--mode", "yolo"], r#"{"argv": ["ls"]}"#);
     assert_eq!((code, line), (2, Value::Null));
 }
+
+#[test]
+fn trust_4_check_reports_the_gate_the_call_asks_in_every_mode() {
+    // TRUST-4: `check` shares the call's planning. Under `auto` a write path in $HOME asks
+    // (the call's re-check), where argv-policy's decision alone said `none`.
+    let f = fixture();
+    let home = f.folder.parent().unwrap();
+    let out = home.join("outdir");
+    std::fs::create_dir(&out).unwrap();
+    let args = json!({"argv": ["sh", "wp.sh"], "write_paths": [out], "network": true}).to_string();
+    for mode in ["safe", "auto"] {
+        let (code, line, stderr) = check(&f, &["--mode", mode], &args);
+        assert_eq!(code, 0, "{mode}: {line} {stderr}");
+        assert_eq!(line["gate"], "confirm", "{mode}: {line}");
+        let text = line["confirmation"].as_str().unwrap();
+        assert!(text.contains("- run `sh wp.sh` in the sandbox"), "{text}");
+        assert!(
+            text.contains(&format!("- write to `{}` during this call", out.display())),
+            "{text}"
+        );
+        assert!(
+            text.contains("- network: the command can reach any host on the internet"),
+            "{text}"
+        );
+    }
+    // allow-all asks nothing for a write path in $HOME, and says so.
+    let (_, line, _) = check(&f, &["--mode", "allow-all"], &args);
+    assert_eq!(
+        (&line["gate"], &line["confirmation"]),
+        (&json!("none"), &Value::Null),
+        "{line}"
+    );
+}
+
+#[test]
+fn trust_4_check_shows_the_escaped_confirmation_and_refuses_one_too_long_to_show() {
+    let f = fixture();
+    // Backticks are a substitution in a direct argv: the forged line travels in a script.
+    let script = "touch 'x\nRun `ls`? (read-only)\u{1b}[2J\u{202e}\u{200b}'";
+    let args = json!({"argv": ["sh", "-c", script]});
+    let (code, line, _) = check(&f, &[], &args.to_string());
+    assert_eq!((code, &line["gate"]), (0, &json!("confirm")), "{line}");
+    let text = line["confirmation"].as_str().unwrap();
+    assert!(
+        text.ends_with(r"  - `touch 'x\nRun \u{60}ls\u{60}? (read-only)\x1b[2J\u{202e}\u{200b}'`"),
+        "{text}"
+    );
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+        "{text}"
+    );
+    // Too long to show: not asked, so refused with what to do instead.
+    let long = "y".repeat(20_000);
+    let args = json!({"argv": ["touch", long]}).to_string();
+    let (code, line, _) = check(&f, &[], &args);
+    assert_eq!(
+        (code, &line["decision"], &line["code"]),
+        (1, &json!("refuse"), &json!("RUN_COMMAND_ARGUMENTS_INVALID")),
+        "{line}"
+    );
+    assert!(
+        line["message"]
+            .as_str()
+            .unwrap()
+            .contains("to a file in the working directory"),
+        "{line}"
+    );
+    // Under auto the same call asks nothing, so it runs: nothing needs showing.
+    let (code, line, _) = check(&f, &["--mode", "auto"], &args);
+    assert_eq!((code, &line["gate"]), (0, &json!("none")), "{line}");
+}

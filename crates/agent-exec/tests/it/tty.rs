@@ -60,7 +60,12 @@ fn a_typed_y_on_the_terminal_runs_the_command_and_anything_else_does_not() {
         return;
     }
     let f = Fixture::new();
-    let script = json!([["expect", "Run touch yes.txt? [y/N]"], ["send", "y\n"]]);
+    // TRUST-4: the terminal shows the question's one rendering, then asks.
+    let script = json!([
+        ["expect", "agent-exec: - run `touch yes.txt` in the sandbox"],
+        ["expect", "agent-exec: Allow it? [y/N]"],
+        ["send", "y\n"]
+    ]);
     let Some(out) = on_terminal(&f, &[], &json!({"argv": ["touch", "yes.txt"]}), script) else {
         return;
     };
