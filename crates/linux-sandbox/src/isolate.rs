@@ -215,7 +215,7 @@ pub(crate) struct StagedDir {
 
 /// The most directories one policy stages, and the most `through` directories each: the child
 /// keeps their detached mounts in stack arrays.
-pub(crate) const MAX_STAGED: usize = 32;
+pub(crate) const MAX_STAGED: usize = 64;
 pub(crate) const MAX_THROUGH: usize = 4;
 
 /// A staged directory as the child makes it.
@@ -228,6 +228,14 @@ struct StagePlan {
     through: Vec<(Target, CString)>,
     /// What the child did ([`crate::stage::Staging`]).
     outcome: Arc<AtomicI32>,
+    /// Whether hidden paths lie beneath `dir`: shadowed in `upper` by an empty file of mode 0
+    /// (overlayfs shows the upper's entry, never the lower's beneath it), so their covers are
+    /// made only where the overlay is not (the read-only fallback shows the real paths).
+    shadows: bool,
+    /// Landlock rights of the grant that *is* `dir` (0: none), given again on the overlay's
+    /// root: Landlock passes over a mount point when it walks up from the mount above it, so
+    /// the grant's own rule, on the directory beneath the overlay, no longer applies.
+    rights: u64,
 }
 
 /// What the child does beyond Landlock and seccomp, prepared in the parent.
@@ -900,6 +908,19 @@ impl Isolation {
         self.pinned
             .sort_by_key(|t| t.path.as_bytes().iter().filter(|&&b| b == b'/').count());
         for s in staged {
+            // Hidden paths beneath it: shadowed in its upper (module docs of `StagePlan`). An
+            // overlay's entries carry the overlay's device, so a cover there would not find
+            // the identity it was planned with.
+            let mut shadows = false;
+            for target in self.hidden.iter().chain(&self.hidden_files) {
+                let path = Path::new(std::ffi::OsStr::from_bytes(target.path.as_bytes()));
+                if let Ok(rel) = path.strip_prefix(&s.dir.path) {
+                    if !rel.as_os_str().is_empty() {
+                        shadow(&s.upper.path, rel)?;
+                        shadows = true;
+                    }
+                }
+            }
             let mut through = Vec::with_capacity(s.through.len());
             for t in &s.through {
                 let rel = t.path.strip_prefix(&s.dir.path).unwrap_or(Path::new(""));
@@ -926,6 +947,8 @@ impl Isolation {
                 },
                 through,
                 outcome: Arc::new(AtomicI32::new(0)),
+                shadows,
+                rights: 0,
             });
         }
         let mounts = self.writable.len()
@@ -945,6 +968,16 @@ impl Isolation {
             });
         }
         Ok(self)
+    }
+
+    /// Gives each staged directory that is itself a grant its grant's Landlock rights
+    /// (`StagePlan::rights`): `rights` answers for a canonical path.
+    pub(crate) fn give_staged_rights(&mut self, rights: impl Fn(&Path) -> u64) {
+        for plan in &mut self.staged {
+            plan.rights = rights(Path::new(std::ffi::OsStr::from_bytes(
+                plan.dir.path.as_bytes(),
+            )));
+        }
     }
 
     /// The report of the staged directories, shared with the child that fills it in.
@@ -1027,13 +1060,15 @@ impl Isolation {
             self.read_only_host_view().map_err(fail)?;
             -1
         };
-        let covered = self.bind_and_cover(empty, &overlays).and_then(|()| {
-            if empty >= 0 && !self.hidden_files.is_empty() && self.cover_rights != 0 {
-                add_rule(ruleset, empty, self.cover_rights)
-            } else {
-                Ok(())
-            }
-        });
+        let covered = self
+            .bind_and_cover(empty, &overlays, ruleset)
+            .and_then(|()| {
+                if empty >= 0 && !self.hidden_files.is_empty() && self.cover_rights != 0 {
+                    add_rule(ruleset, empty, self.cover_rights)
+                } else {
+                    Ok(())
+                }
+            });
         close(empty);
         covered.map_err(fail)?;
 
@@ -1081,14 +1116,19 @@ impl Isolation {
     /// (read-only binds onto themselves, recursive: a pinned directory or a hidden path beneath
     /// stays as it is), then the hidden directories and files. `empty` is the new root's empty
     /// file (a detached read-only mount), or -1.
-    fn bind_and_cover(&self, empty: i32, overlays: &[Overlay; MAX_STAGED]) -> Result<(), i32> {
+    fn bind_and_cover(
+        &self,
+        empty: i32,
+        overlays: &[Overlay; MAX_STAGED],
+        ruleset: i32,
+    ) -> Result<(), i32> {
         for target in &self.pinned {
             bind_onto_itself(target, 0)?;
         }
         let mut staged = Ok(());
         for (plan, overlay) in self.staged.iter().zip(overlays) {
             if staged.is_ok() {
-                staged = attach_staged(plan, overlay);
+                staged = attach_staged(plan, overlay, ruleset);
             }
         }
         for overlay in overlays.iter().take(self.staged.len()) {
@@ -1102,6 +1142,9 @@ impl Isolation {
             )?;
         }
         for target in &self.hidden {
+            if self.shadowed(target) {
+                continue;
+            }
             let at = open_checked(target)?;
             let covered = empty_read_only_tmpfs().and_then(|mnt| {
                 let r = attach(mnt, at);
@@ -1114,12 +1157,16 @@ impl Isolation {
         // The first hidden file gets the detached empty file itself; each next one a clone of
         // that mount, which is attached in this namespace by then (older kernels clone no
         // detached mount).
-        for (i, target) in self.hidden_files.iter().enumerate() {
+        let mut first = true;
+        for target in &self.hidden_files {
+            if self.shadowed(target) {
+                continue;
+            }
             if empty < 0 {
                 return Err(libc::EINVAL);
             }
             let at = open_checked(target)?;
-            let covered = if i == 0 {
+            let covered = if std::mem::take(&mut first) {
                 attach(empty, at)
             } else {
                 clone_tree(empty, HIDDEN_FILE_ATTRS).and_then(|mnt| {
@@ -1132,6 +1179,19 @@ impl Isolation {
             covered?;
         }
         Ok(())
+    }
+
+    /// Whether `target` lies beneath a staged directory whose overlay is attached and shadows
+    /// it (`StagePlan::shadows`). Runs in the child: byte comparisons only.
+    fn shadowed(&self, target: &Target) -> bool {
+        self.staged.iter().any(|plan| {
+            let dir = plan.dir.path.as_bytes();
+            plan.shadows
+                && plan.outcome.load(Ordering::Acquire) == crate::stage::STAGED_PRIVATE
+                && target.path.as_bytes().len() > dir.len()
+                && target.path.as_bytes().starts_with(dir)
+                && target.path.as_bytes()[dir.len()] == b'/'
+        })
     }
 
     /// Step 3 where the view is the host's tree.
@@ -1455,7 +1515,7 @@ fn make_overlay(plan: &StagePlan) -> Overlay {
 /// Attaches `overlay` over `plan`'s directory and its `through` clones over their places in
 /// it; where the overlay could not be made, binds the directory read-only onto itself. Either
 /// way the outcome is stored for the parent (the child shares its memory).
-fn attach_staged(plan: &StagePlan, overlay: &Overlay) -> Result<(), i32> {
+fn attach_staged(plan: &StagePlan, overlay: &Overlay, ruleset: i32) -> Result<(), i32> {
     if overlay.mnt < 0 {
         plan.outcome.store(-overlay.errno, Ordering::Release);
         return bind_onto_itself(
@@ -1473,8 +1533,15 @@ fn attach_staged(plan: &StagePlan, overlay: &Overlay) -> Result<(), i32> {
         plan.dir.path.as_ptr().cast(),
         libc::O_DIRECTORY,
     )?;
-    let mut result = Ok(());
+    let mut result = if plan.rights != 0 {
+        add_rule(ruleset, root, plan.rights)
+    } else {
+        Ok(())
+    };
     for ((_, rel), &tree) in plan.through.iter().zip(&overlay.through) {
+        if result.is_err() {
+            break;
+        }
         result = open_no_symlinks(root, rel.as_ptr().cast(), libc::O_DIRECTORY).and_then(|at| {
             let r = attach(tree, at);
             close(at);
@@ -1489,6 +1556,36 @@ fn attach_staged(plan: &StagePlan, overlay: &Overlay) -> Result<(), i32> {
     plan.outcome
         .store(crate::stage::STAGED_PRIVATE, Ordering::Release);
     Ok(())
+}
+
+/// An empty file of mode 0 at `rel` beneath the staged directory's `upper` (parents made
+/// private), which an overlay shows in place of whatever the lower layer holds there. In the
+/// parent, before any fork.
+fn shadow(upper: &Path, rel: &Path) -> Result<(), SandboxError> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let at = upper.join(rel);
+    let fail = |source: std::io::Error| SandboxError::OpenPath {
+        path: at.clone(),
+        source,
+    };
+    if let Some(parent) = at.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(fail)?;
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&at)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(fail(e)),
+    }
 }
 
 /// Binds `target` onto itself (recursively: what is mounted beneath stays), adding `set`.

@@ -352,6 +352,20 @@ impl Policy {
             // directory is split (only `READ_DIR` above it, module `split`).
             let all = AccessFs::from_all(landlock::ABI::from(i32::from(abi)));
             isolation.cover_rights = (all & AccessFs::ReadFile).bits();
+            // A staged directory that is itself a grant keeps its grant on the overlay's root.
+            let ll_abi = landlock::ABI::from(i32::from(abi));
+            let mut granted: Vec<(PathBuf, u64)> = Vec::new();
+            for rule in opened.iter().filter(|r| r.path.is_some() && r.id.is_dir) {
+                if let Ok(path) = isolate::canonical_path_of(rule.fd.as_fd()) {
+                    granted.push((path, fs_rights(rule.access, ll_abi, true).bits()));
+                }
+            }
+            isolation.give_staged_rights(|dir| {
+                granted
+                    .iter()
+                    .filter(|(path, _)| path == dir)
+                    .fold(0, |all, (_, rights)| all | rights)
+            });
         }
         let root = isolation.as_ref().is_some_and(|i| i.root.is_some());
         let (proc, shm, temp) = isolation.as_ref().map_or((false, false, false), |i| {

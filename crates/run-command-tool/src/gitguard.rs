@@ -782,6 +782,9 @@ pub(crate) struct Guarded {
     pub(crate) unchecked: Vec<PathBuf>,
     /// What of the git directories' private copies was applied and refused (TRUST-1).
     pub(crate) git: gitstage::Report,
+    /// What the command wrote to its private views of the caches (TRUST-3), dropped with the
+    /// call's temp dir.
+    pub(crate) caches: crate::CacheReport,
 }
 
 impl Guarded {
@@ -802,7 +805,7 @@ pub(crate) fn after_run(before: &Snapshot, roots: &[PathBuf]) -> Guarded {
     Guarded {
         quarantined: quarantine(before.findings(&after)),
         unchecked,
-        git: gitstage::Report::default(),
+        ..Guarded::default()
     }
 }
 

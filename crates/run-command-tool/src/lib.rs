@@ -139,6 +139,7 @@
 #![deny(missing_docs)]
 
 mod ask;
+mod cacheview;
 pub mod background;
 mod capture;
 mod check;
@@ -162,6 +163,7 @@ mod links;
 pub use argv_policy::{Mode, Policy, RunCommandArgs};
 pub use ask::{Asker, Confirmation, DenyAllAsker, Password, PasswordReply, Question};
 pub use check::{Checked, check};
+pub use cacheview::CacheReport;
 pub use gitguard::Quarantined;
 pub use render::{
     FRAGMENT_CHARS, Grant, Granted, HEAD_CHARS, MAX_ASKED_CHARS, MAX_TEXT_CHARS, Network, Place,

@@ -536,6 +536,7 @@ pub(crate) async fn execute(
         quarantined: guarded.quarantined,
         executable_changes: std::mem::take(&mut guarded.git.executable_changes),
         git: guarded.git,
+        caches: std::mem::take(&mut guarded.caches),
     })
 }
 

@@ -14,6 +14,7 @@ use exec::{Access, End, ExecError, Grant, Job, Limits, Network, OnCap, SandboxSp
 use fsguard::RootLease;
 use toolscope::{CallContext, CancelReason, ErrorCode, ToolError};
 
+use crate::cacheview::CacheViews;
 use crate::env::{self, Readable};
 use crate::gitguard::{self, Guarded, Snapshot};
 use crate::roots::{self, WritePath};
@@ -200,10 +201,19 @@ pub(crate) async fn run(
         grants.push(Grant::pinned(home, Arc::new(fd), Access::Read));
     }
     let mut writable: Vec<PathBuf> = vec![work.clone()];
+    // TRUST-3: each cache writable through a private view for this call (module `cacheview`).
+    let mut caches = Vec::new();
     for (path, fd) in roots::caches(policy, home) {
         writable.push(path.clone());
+        caches.push(path.clone());
         grants.push(Grant::pinned(path, Arc::new(fd), Access::ReadWrite));
     }
+    let views = CacheViews::create(&caches, &temp.root().join(CACHE_VIEWS)).map_err(|e| {
+        ToolError::new(
+            ErrorCode::ExecIoFailed,
+            format!("cannot make the caches' private views in the call's temp dir: {e}"),
+        )
+    })?;
     for w in &prepared.write_paths {
         writable.push(w.path.clone());
         grants.push(Grant::pinned(
@@ -276,6 +286,13 @@ pub(crate) async fn run(
         .collect();
     sandbox.protected.sort();
     sandbox.protected.dedup();
+    // TRUST-3: a file with another name elsewhere (a store's, another clone's) is read-only.
+    let linked_roots: Vec<PathBuf> = prepared
+        .write_paths
+        .iter()
+        .map(|w| w.path.clone())
+        .collect();
+    sandbox.frozen = crate::links::frozen(&workdir, &linked_roots).await?;
     sandbox.staged = stage
         .dirs()
         .iter()
@@ -285,14 +302,8 @@ pub(crate) async fn run(
             work: d.work().to_path_buf(),
             through: d.through().to_vec(),
         })
+        .chain(views.staged())
         .collect();
-    // TRUST-3: a file with another name elsewhere (a store's, another clone's) is read-only.
-    let linked_roots: Vec<PathBuf> = prepared
-        .write_paths
-        .iter()
-        .map(|w| w.path.clone())
-        .collect();
-    sandbox.frozen = crate::links::frozen(&workdir, &linked_roots).await?;
     // Declared before the run: if this call is dropped mid-run, the run (and with it the
     // command's tree) is dropped first, then this guard checks the roots.
     let pending = gitguard::Pending::new(before, guard_roots);
@@ -346,10 +357,17 @@ pub(crate) async fn run(
         .as_ref()
         .map(|o| o.staged_read_only.clone())
         .unwrap_or_default();
+    let cache_report = views.report(
+        &read_only
+            .iter()
+            .map(|(dir, _)| dir.clone())
+            .collect::<Vec<_>>(),
+    );
     let guard = tokio::task::spawn_blocking(move || {
         let git = stage.apply(&read_only, &autorun);
         Guarded {
             git,
+            caches: cache_report,
             ..pending.finish()
         }
     })
@@ -366,6 +384,9 @@ pub(crate) async fn run(
     })?;
     Ok((interpret(outcome, denials)?, guard))
 }
+
+/// The name of the caches' private views in the call's temp dir.
+const CACHE_VIEWS: &str = "cache-views";
 
 /// The name of the git directories' staging area in the call's temp dir.
 const GIT_STAGE: &str = "git-stage";
@@ -418,6 +439,14 @@ pub(crate) fn word(d: exec::denials::Denial) -> Denial {
     use exec::denials::{Cause, DeniedAccess as A};
     let writing = matches!(d.access, A::Write | A::Create);
     let (reason, remedy) = match d.cause {
+        Cause::HardLinked => (
+            "a file with another name elsewhere (a hard link into a package store such as \
+             pnpm's or uv's, or a local clone's objects): writing it would change every other \
+             name, so it is read-only",
+            "write the result to another file; to make it writable, replace the link with a \
+             copy outside the sandbox or reinstall with copies: uv `--link-mode=copy`, pnpm \
+             `package-import-method=copy`, `git clone --no-hardlinks`",
+        ),
         Cause::Hidden => (
             "a private location (keys, tokens, histories) or the host's own state",
             "never readable or writable from run_command; if the command needs a credential, \
@@ -428,14 +457,6 @@ pub(crate) fn word(d: exec::denials::Denial) -> Denial {
             "use argv sudo (['sudo', '<binary>', …], asks for the password) if the user agrees",
         ),
         Cause::ReadOnly { .. } if writing => (
-        Cause::HardLinked => (
-            "a file with another name elsewhere (a hard link into a package store such as \
-             pnpm's or uv's, or a local clone's objects): writing it would change every other \
-             name, so it is read-only",
-            "write the result to another file; to make it writable, replace the link with a \
-             copy outside the sandbox or reinstall with copies: uv `--link-mode=copy`, pnpm \
-             `package-import-method=copy`, `git clone --no-hardlinks`",
-        ),
             "a read-only location (the system, $HOME outside the caches, or a protected file \
              such as .git/hooks or a shell startup file)",
             "write inside the working directory, or name the directory in write_paths (the \

@@ -1,0 +1,182 @@
+//! The toolchains' caches through a private copy-on-write view, one per call (TRUST-3, RCS-2).
+//!
+//! **Owns:** for each existing cache directory (`Policy::cache_paths`: `~/.cargo/registry`,
+//! `~/.npm`, `~/.cache`, …) an empty upper and work directory in the call's temp dir, handed to
+//! the sandbox as a staged directory: the command reads the user's cache as it is and whatever
+//! it writes, renames or removes there lands in the upper, never in the cache. The view lives
+//! as long as the call: the temp dir goes with it, so no whiteout outlives the call and nothing
+//! the command wrote is ever seen by the user's own tools. The result counts the entries the
+//! view changed and names the caches that could only be read.
+//!
+//! **Refuses to know:** how the overlay is made (linux-sandbox's `stage`), and what the
+//! toolchains keep in their caches. Where the overlay cannot be made the cache is read-only
+//! instead (the sandbox's fallback): a build that must fetch fails with a denial, the user's
+//! cache still unchanged. Not done: a view kept across a session's calls (each call starts
+//! from the user's cache as it is; what one call fetched the next fetches again).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// At most this many entries of one call's views are counted; past it the count says "at
+/// least".
+const COUNT_BUDGET: usize = 100_000;
+
+/// One cache seen through a view.
+#[derive(Debug)]
+struct View {
+    cache: PathBuf,
+    upper: PathBuf,
+    work: PathBuf,
+}
+
+/// The views of one call.
+#[derive(Debug, Default)]
+pub(crate) struct CacheViews {
+    views: Vec<View>,
+}
+
+/// What the views hold after the call (JSON in camelCase), in the result as `caches`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheReport {
+    /// Files and links the command wrote or made, and entries it removed, in the toolchains'
+    /// caches, all kept in the call's private view and dropped with it: the user's caches
+    /// never change.
+    pub changed: usize,
+    /// Whether `changed` stopped counting at its bound (100 000).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
+    /// Caches no private view could be made for here: read-only to the command.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub read_only: Vec<String>,
+}
+
+impl CacheReport {
+    /// Nothing to say: no change, every view made.
+    pub fn is_empty(&self) -> bool {
+        self.changed == 0 && self.read_only.is_empty()
+    }
+}
+
+impl CacheViews {
+    /// An upper and a work directory (mode 0700) under `base` for each of `caches`.
+    pub(crate) fn create(caches: &[PathBuf], base: &Path) -> std::io::Result<CacheViews> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mut views = Vec::with_capacity(caches.len());
+        for (i, cache) in caches.iter().enumerate() {
+            let dir = base.join(i.to_string());
+            let (upper, work) = (dir.join("upper"), dir.join("work"));
+            for d in [&upper, &work] {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(d)?;
+            }
+            views.push(View {
+                cache: cache.clone(),
+                upper,
+                work,
+            });
+        }
+        Ok(CacheViews { views })
+    }
+
+    /// The views as the sandbox stages them.
+    pub(crate) fn staged(&self) -> impl Iterator<Item = exec::Staged> + '_ {
+        self.views.iter().map(|v| exec::Staged {
+            dir: v.cache.clone(),
+            upper: v.upper.clone(),
+            work: v.work.clone(),
+            through: Vec::new(),
+        })
+    }
+
+    /// What the views hold once the command's tree has ended; `read_only` is the sandbox's
+    /// list of staged directories it could only make read-only.
+    pub(crate) fn report(&self, read_only: &[PathBuf]) -> CacheReport {
+        let mut report = CacheReport::default();
+        let mut budget = COUNT_BUDGET;
+        for v in &self.views {
+            if read_only.contains(&v.cache) {
+                report.read_only.push(v.cache.display().to_string());
+                continue;
+            }
+            report.changed += count(&v.upper, &mut budget);
+        }
+        report.more = budget == 0;
+        report
+    }
+}
+
+/// Entries other than directories beneath `dir` (not following links): files written or
+/// made, links, removals (overlayfs's whiteouts), at most `budget` looked at in all. The
+/// sandbox's own shadows of hidden paths (empty files of mode 0) are not the command's.
+fn count(dir: &Path, budget: &mut usize) -> usize {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for entry in entries.flatten() {
+        if *budget == 0 {
+            break;
+        }
+        *budget -= 1;
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        if meta.is_dir() {
+            n += count(&entry.path(), budget);
+        } else if !(meta.is_file() && meta.len() == 0 && meta.permissions().mode() & 0o7777 == 0) {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cache_gets_its_own_private_upper_and_work() {
+        let t = tempfile::tempdir().unwrap();
+        let caches = vec![PathBuf::from("/h/.npm"), PathBuf::from("/h/.cache")];
+        let views = CacheViews::create(&caches, &t.path().join("views")).unwrap();
+        let staged: Vec<exec::Staged> = views.staged().collect();
+        assert_eq!(staged.len(), 2);
+        for s in &staged {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&s.upper).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700);
+            assert!(s.work.is_dir() && s.through.is_empty());
+            assert_eq!(s.upper.parent(), s.work.parent());
+        }
+    }
+
+    #[test]
+    fn the_report_counts_what_the_views_hold_and_names_read_only_caches() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let caches = vec![PathBuf::from("/h/.npm"), PathBuf::from("/h/.cache")];
+        let views = CacheViews::create(&caches, t.path()).unwrap();
+        let upper = &views.views[0].upper;
+        std::fs::create_dir_all(upper.join("_cacache/index")).unwrap();
+        std::fs::write(upper.join("_cacache/index/a"), "x").unwrap();
+        std::fs::write(upper.join("_cacache/b"), "").unwrap();
+        // A shadow of a hidden path is the sandbox's, not a change.
+        std::fs::write(upper.join("token"), "").unwrap();
+        std::fs::set_permissions(upper.join("token"), std::fs::Permissions::from_mode(0)).unwrap();
+        let report = views.report(&[PathBuf::from("/h/.cache")]);
+        assert_eq!(
+            report,
+            CacheReport {
+                changed: 2,
+                more: false,
+                read_only: vec!["/h/.cache".into()],
+            }
+        );
+        assert!(CacheViews::default().report(&[]).is_empty());
+    }
+}
