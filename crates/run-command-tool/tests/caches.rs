@@ -14,11 +14,17 @@ use run_command_tool::{DenyAllAsker, Mode, RunCommandOutput, RunCommandState};
 /// `sh -c script` in the fixture's project with its fake home; `None` (said) where this
 /// machine has no sandbox for a shell.
 async fn sh(f: &common::Fixture, script: &str) -> Option<RunCommandOutput> {
+    run(f, &["sh", "-c", script]).await
+}
+
+/// `argv` in the fixture's project with its fake home; `None` (said) where this machine has
+/// no sandbox for it.
+async fn run(f: &common::Fixture, argv: &[&str]) -> Option<RunCommandOutput> {
     if !testkit::sandbox_available() {
         return None;
     }
     match call_with(
-        args(&["sh", "-c", script]),
+        args(argv),
         &f.proj,
         &f.home,
         Mode::AllowAll,
@@ -144,4 +150,104 @@ async fn nothing_a_call_wrote_to_its_view_is_seen_by_the_next_call() {
     assert!(!second.output.contains("FIRST-CALL"), "{second:?}");
     assert!(second.output.contains("kept\nkeep-there"), "{second:?}");
     assert!(second.caches.is_empty(), "{:?}", second.caches);
+}
+
+fn on_path(program: &str) -> bool {
+    ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .any(|d| Path::new(d).join(program).is_file())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn npm_install_of_a_local_tarball_caches_into_the_view_only() {
+    if !on_path("npm") {
+        eprintln!("skipped: npm is not installed here (.ci/run installs it)");
+        return;
+    }
+    let f = fixture();
+    std::fs::create_dir_all(f.home.join(".npm")).unwrap();
+    let pkg = f.proj.join("pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name":"local-pkg","version":"1.0.0","main":"index.js"}"#,
+    )
+    .unwrap();
+    std::fs::write(pkg.join("index.js"), "module.exports = 42;\n").unwrap();
+    std::fs::create_dir_all(f.proj.join("app")).unwrap();
+    std::fs::write(
+        f.proj.join("app/package.json"),
+        r#"{"name":"app","version":"1.0.0"}"#,
+    )
+    .unwrap();
+    let Some(out) = sh(
+        &f,
+        "cd pkg && npm pack --silent --offline >/dev/null && cd ../app && \
+         npm install --offline --no-audit --no-fund ../pkg/local-pkg-1.0.0.tgz && \
+         node -e 'console.log(\"answer\", require(\"local-pkg\"))'",
+    )
+    .await
+    else {
+        return;
+    };
+    assert!(out.is_success(), "{}\n{out:?}", out.output);
+    assert!(out.output.contains("answer 42"), "{out:?}");
+    assert!(out.caches.changed > 0, "{:?}", out.caches);
+    assert_eq!(
+        std::fs::read_dir(f.home.join(".npm")).unwrap().count(),
+        0,
+        "npm's cache in the user's home changed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pip_install_into_a_venv_caches_its_wheel_into_the_view_only() {
+    let usable = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import ensurepip, venv"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !usable {
+        eprintln!("skipped: python3-venv is not installed here (.ci/run installs it)");
+        return;
+    }
+    let f = fixture();
+    let pkg = f.proj.join("localpkg");
+    std::fs::create_dir_all(pkg.join("localpkg")).unwrap();
+    std::fs::write(pkg.join("localpkg/__init__.py"), "VALUE = 7\n").unwrap();
+    std::fs::write(
+        pkg.join("setup.py"),
+        "from setuptools import setup\nsetup(name='localpkg', version='1.0', packages=['localpkg'])\n",
+    )
+    .unwrap();
+    let before = tree(&f.home.join(".cache"));
+    let mut outputs = Vec::new();
+    for argv in [
+        &["python3", "-m", "venv", ".venv"][..],
+        &[
+            ".venv/bin/python",
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--no-build-isolation",
+            "./localpkg",
+        ],
+        &[
+            ".venv/bin/python",
+            "-c",
+            "import localpkg; print('value', localpkg.VALUE)",
+        ],
+    ] {
+        let Some(out) = run(&f, argv).await else {
+            return;
+        };
+        assert!(out.is_success(), "{argv:?}: {}\n{out:?}", out.output);
+        outputs.push(out);
+    }
+    assert!(outputs[2].output.contains("value 7"), "{outputs:?}");
+    assert_eq!(
+        tree(&f.home.join(".cache")),
+        before,
+        "the user's ~/.cache changed"
+    );
 }
