@@ -62,16 +62,16 @@
 //!   `agent-exec mcp` approves nothing: calls with extra paths are refused with a permission
 //!   error naming the path.
 //! - **`run_command`'s questions** ([`McpAsker`]). A confirmation is asked with MCP
-//!   elicitation — `elicitation/create` whose message is the question's one rendering
+//!   elicitation: `elicitation/create` whose message is the question's one rendering
 //!   (`Question::text`, TRUST-4: every command, write path, the network, leaving the sandbox,
-//!   the agent's text escaped in markdown code spans) and a one-field form (`run`: boolean) — only when the
-//!   client declared the `elicitation` capability (form mode) in `initialize`: `accept` with
-//!   `run: true` is a yes; `accept` with `false`, `decline` and `cancel` are a no; a client
-//!   without the capability, an error answer, or a connection that ends first cannot be asked,
-//!   and the call comes back not executed (never an assumed yes). A password is **never**
-//!   asked over MCP (the spec forbids collecting secrets with a form): such a call comes back
-//!   not executed, its message saying to run it with `agent-exec call run_command` in a
-//!   terminal. Cancelling the `tools/call` withdraws its pending elicitation
+//!   the agent's text escaped in markdown code spans) and a one-field form (`run`: boolean).
+//!   It is asked only when the client declared the `elicitation` capability (form mode) in
+//!   `initialize`: `accept` with `run: true` is a yes; `accept` with `false`, `decline` and
+//!   `cancel` are a no; a client without the capability, an error answer, or a connection that
+//!   ends first cannot be asked, and the call comes back not executed (never an assumed yes).
+//!   A password is **never** asked over MCP (the spec forbids collecting secrets with a form):
+//!   such a call comes back not executed, its message saying to run it with `agent-exec call
+//!   run_command` in a terminal. Cancelling the `tools/call` withdraws its pending elicitation
 //!   (`notifications/cancelled` to the client). A `run_command` result — also one not executed
 //!   or exiting non-zero — is a result (`isError: false`, with `executed`, `exitCode`,
 //!   `message`), as `command`'s non-zero exits are; refusals (`RUN_COMMAND_*`) are tool errors.

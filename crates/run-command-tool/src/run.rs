@@ -344,7 +344,8 @@ pub(crate) fn plan(
     let label = gate.label().map(str::to_owned).unwrap_or(shown);
     // TRUST-4: the question shows what a yes grants; a call too long to show is not asked.
     let question = || {
-        Question::new(&label, reason_for(&kind), &grants_of(&args, &kind, &home)).map_err(too_long)
+        let reason = reason_for(&kind, &gate);
+        Question::new(&label, reason, &grants_of(&args, &kind, &home)).map_err(too_long)
     };
     let ask = match &gate {
         Gate::None => Ask::Nothing,
@@ -596,9 +597,18 @@ fn too_long(e: TooLong) -> ToolError {
     )
 }
 
-fn reason_for(kind: &Kind) -> &'static str {
+/// Why the gate asks, on the question's first line.
+fn reason_for(kind: &Kind, gate: &Gate) -> &'static str {
+    let password = matches!(gate, Gate::Password(_));
     match kind {
+        Kind::Sandboxed(_) if password => {
+            "a write path outside your home, or where your programs read configuration or code, \
+             needs your password"
+        }
         Kind::Sandboxed(_) => "the policy asks before this command (or its write_paths)",
+        Kind::Trash(_) if password => {
+            "rm moves paths outside your home to the trash: your password"
+        }
         Kind::Trash(_) => "rm moves these paths to the trash",
         Kind::Sudo => "sudo runs it as root outside the sandbox: your password",
         Kind::Unsandboxed => "sandbox: false runs it with your full rights: your password",

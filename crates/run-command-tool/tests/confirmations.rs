@@ -163,3 +163,31 @@ async fn trust_4_an_argv_too_long_to_show_is_not_asked_and_not_run() {
     );
     assert!(asker.asked.lock().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn trust_4_a_write_path_outside_home_says_why_the_password_is_asked() {
+    let f = fixture();
+    let mut a = args(&["touch", "x"]);
+    a.write_paths = vec![f.outside.to_string_lossy().into_owned()];
+    let asker = Recorder::default();
+    call(a, &f.proj, &f.home, Mode::AllowAll, &asker)
+        .await
+        .unwrap();
+    let asked = asker.asked.lock().unwrap().clone();
+    let (kind, text) = &asked[0];
+    assert_eq!(*kind, "password");
+    assert_eq!(
+        text.lines().next(),
+        Some(
+            "a write path outside your home, or where your programs read configuration or \
+             code, needs your password"
+        )
+    );
+    assert!(
+        text.contains(&format!(
+            "\n- write to `{}` during this call",
+            f.outside.display()
+        )),
+        "{text}"
+    );
+}
