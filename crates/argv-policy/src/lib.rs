@@ -30,7 +30,8 @@
 //! let d = decide(&RunCommandArgs::new(["sh", "-c", "ls | env rm x"]), &policy, &ctx);
 //! assert_eq!(d.code(), Some(RefuseCode::RmInScript));
 //!
-//! // What `agent-exec check run_command` prints.
+//! // The decision as one JSON line (`agent-exec check run_command` prints the executor's
+//! // report, which adds its re-checks and the confirmation's text).
 //! let d = decide(&RunCommandArgs::new(["cargo", "build"]), &policy, &ctx);
 //! assert_eq!(
 //!     decision_json_line(&d),
@@ -67,8 +68,10 @@ pub use script::{MAX_DEPTH, MAX_NESTING, MAX_SCRIPT_BYTES};
 pub use watch::MAX_SCRIPT_LEVELS;
 pub use words::METACHARACTERS;
 
-/// The whole `check run_command` step for a CLI: parse the tool's JSON arguments, decide, and
-/// render the one JSON line of the "Interface" section. Bad JSON is a refusal line too.
+/// The decision alone for a CLI: parse the tool's JSON arguments, decide, and render the one
+/// JSON line of [`decision_json_line`]. Bad JSON is a refusal line too. The gate is the
+/// decision's; the executor's re-checks can raise it (`agent-exec check run_command` reports
+/// those too).
 pub fn check_json_line(args_json: &str, policy: &Policy, ctx: &Context) -> String {
     let decision = match RunCommandArgs::from_json(args_json) {
         Ok(args) => decide(&args, policy, ctx),

@@ -1,5 +1,5 @@
 //! The values `decide` reads and returns: arguments, context, decision, refusal codes, and the
-//! one-line JSON of the `agent-exec check run_command` interface (issue 9, "Interface").
+//! decision as one line of JSON.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -330,7 +330,8 @@ impl fmt::Display for RefuseCode {
     }
 }
 
-/// The decision as the one JSON line of `agent-exec check run_command` (issue 9, "Interface").
+/// The decision as one JSON line (the first nine keys of `agent-exec check run_command`'s line,
+/// whose gate also holds the executor's re-checks).
 ///
 /// The six fields of the issue come first: `decision` (`run`|`refuse`), `via` (`direct`|`shell`,
 /// `null` when refused), `gate` (`none`|`confirm`|`password`, `null` when refused), `parallel`,
