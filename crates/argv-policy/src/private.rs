@@ -3,11 +3,13 @@
 //! two never disagree about what is private.
 //!
 //! **Owns**: the shipped list `data/home_private.json` (each entry says what it protects), the
-//! user's additions (config key `"private_path": ["~/.mytokens", …]`), the writable cache
-//! directories and [`SHELL_STARTUP_FILES`].
+//! user's additions (config key `"private_path": ["~/.mytokens", …]`), the relocation variables
+//! that move them ([`RELOCATIONS`]: `XDG_CONFIG_HOME`, `DOCKER_CONFIG`, `KUBECONFIG`, …,
+//! TRUST-6), the writable cache directories and [`SHELL_STARTUP_FILES`].
 //!
 //! **Refuses to know**: how a sandbox enforces them (Landlock and mount namespaces on Linux,
-//! Seatbelt on macOS) and whether a path exists. Everything here is lexical.
+//! Seatbelt on macOS), whether a path exists, and the process's own environment: the caller
+//! passes the host's environment to [`Policy::private_paths_in`]. Everything here is lexical.
 //!
 //! Every private path is also a sensitive path for RC-9: an argument naming one (or anything
 //! below it) cancels a read-only match, as a sensitive pattern does. The comparison ignores
@@ -129,6 +131,303 @@ const CACHE_DIRECTORIES: &[&str] = &[
     "Library/Caches/bazel",
     "Library/Caches/ccache",
 ];
+
+/// What a relocation variable's value names (TRUST-6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relocated {
+    /// A directory, private whole (`DOCKER_CONFIG`, `GNUPGHOME`).
+    Dir,
+    /// A directory of which only these files are private (`CARGO_HOME`: `credentials.toml`).
+    FilesIn(&'static [&'static str]),
+    /// One file, or several separated by `:` (`KUBECONFIG`, `AWS_SHARED_CREDENTIALS_FILE`).
+    Files,
+    /// An XDG base directory standing in for this `$HOME`-relative prefix: every private
+    /// location below the prefix is private below the value too (`XDG_CONFIG_HOME` moves
+    /// `~/.config/gh` to `$XDG_CONFIG_HOME/gh`).
+    Base(&'static str),
+}
+
+/// One host environment variable that moves a private location away from where the shipped
+/// list names it (TRUST-6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Relocation {
+    /// The variable's name, as the tools read it.
+    pub var: &'static str,
+    /// What its value names.
+    pub names: Relocated,
+    /// What the relocated location holds.
+    pub protects: &'static str,
+}
+
+/// The relocation variables followed (TRUST-6). A value is resolved lexically: absolute, or
+/// starting with `~/` (taken against `$HOME`), with `.` and `..` folded; a relative or empty
+/// value is ignored, since it names a place relative to wherever a program runs. Only what
+/// lands strictly below `$HOME` is added: the sandbox reads nothing else of the user's, and a
+/// location that is `$HOME` itself (`DOCKER_CONFIG=$HOME`) is not hidden whole, which would
+/// hide the toolchains too.
+pub const RELOCATIONS: &[Relocation] = &[
+    Relocation {
+        var: "XDG_CONFIG_HOME",
+        names: Relocated::Base(".config"),
+        protects: "every listed location under ~/.config (gh, gcloud, rclone, …)",
+    },
+    Relocation {
+        var: "XDG_DATA_HOME",
+        names: Relocated::Base(".local/share"),
+        protects: "every listed location under ~/.local/share (keyrings, histories, …)",
+    },
+    Relocation {
+        var: "XDG_STATE_HOME",
+        names: Relocated::Base(".local/state"),
+        protects: "every listed location under ~/.local/state (editor histories)",
+    },
+    Relocation {
+        var: "XDG_CACHE_HOME",
+        names: Relocated::Base(".cache"),
+        protects: "every listed location under ~/.cache (Hugging Face tokens)",
+    },
+    Relocation {
+        var: "DOCKER_CONFIG",
+        names: Relocated::Dir,
+        protects: "Docker registry credentials (config.json)",
+    },
+    Relocation {
+        var: "DOCKER_CERT_PATH",
+        names: Relocated::Dir,
+        protects: "Docker client TLS keys",
+    },
+    Relocation {
+        var: "KUBECONFIG",
+        names: Relocated::Files,
+        protects: "Kubernetes cluster credentials",
+    },
+    Relocation {
+        var: "GNUPGHOME",
+        names: Relocated::Dir,
+        protects: "GnuPG private keys",
+    },
+    Relocation {
+        var: "PASSWORD_STORE_DIR",
+        names: Relocated::Dir,
+        protects: "pass's encrypted passwords",
+    },
+    Relocation {
+        var: "CARGO_HOME",
+        names: Relocated::FilesIn(&["credentials", "credentials.toml"]),
+        protects: "crates.io tokens",
+    },
+    Relocation {
+        var: "GRADLE_USER_HOME",
+        names: Relocated::FilesIn(&["gradle.properties"]),
+        protects: "Gradle repository and signing credentials",
+    },
+    Relocation {
+        var: "AWS_SHARED_CREDENTIALS_FILE",
+        names: Relocated::Files,
+        protects: "AWS access keys",
+    },
+    Relocation {
+        var: "AWS_CONFIG_FILE",
+        names: Relocated::Files,
+        protects: "AWS profiles and SSO settings",
+    },
+    Relocation {
+        var: "AWS_WEB_IDENTITY_TOKEN_FILE",
+        names: Relocated::Files,
+        protects: "an AWS web identity token",
+    },
+    Relocation {
+        var: "AZURE_CONFIG_DIR",
+        names: Relocated::Dir,
+        protects: "Azure CLI tokens",
+    },
+    Relocation {
+        var: "CLOUDSDK_CONFIG",
+        names: Relocated::Dir,
+        protects: "Google Cloud SDK credentials",
+    },
+    Relocation {
+        var: "GOOGLE_APPLICATION_CREDENTIALS",
+        names: Relocated::Files,
+        protects: "a Google service account key",
+    },
+    Relocation {
+        var: "GH_CONFIG_DIR",
+        names: Relocated::Dir,
+        protects: "GitHub CLI tokens",
+    },
+    Relocation {
+        var: "GLAB_CONFIG_DIR",
+        names: Relocated::Dir,
+        protects: "GitLab CLI tokens",
+    },
+    Relocation {
+        var: "NPM_CONFIG_USERCONFIG",
+        names: Relocated::Files,
+        protects: "npm registry tokens",
+    },
+    Relocation {
+        var: "npm_config_userconfig",
+        names: Relocated::Files,
+        protects: "npm registry tokens",
+    },
+    Relocation {
+        var: "TF_CLI_CONFIG_FILE",
+        names: Relocated::Files,
+        protects: "Terraform Cloud tokens",
+    },
+    Relocation {
+        var: "PULUMI_HOME",
+        names: Relocated::Dir,
+        protects: "Pulumi tokens",
+    },
+    Relocation {
+        var: "MINIKUBE_HOME",
+        names: Relocated::Dir,
+        protects: "minikube cluster keys",
+    },
+    Relocation {
+        var: "HF_HOME",
+        names: Relocated::FilesIn(&["token", "stored_tokens"]),
+        protects: "Hugging Face tokens",
+    },
+    Relocation {
+        var: "HF_TOKEN_PATH",
+        names: Relocated::Files,
+        protects: "a Hugging Face token",
+    },
+    Relocation {
+        var: "KAGGLE_CONFIG_DIR",
+        names: Relocated::FilesIn(&["kaggle.json"]),
+        protects: "the Kaggle API key",
+    },
+    Relocation {
+        var: "CODEX_HOME",
+        names: Relocated::FilesIn(&["auth.json"]),
+        protects: "Codex CLI credentials",
+    },
+    Relocation {
+        var: "CLAUDE_CONFIG_DIR",
+        names: Relocated::FilesIn(&[".credentials.json"]),
+        protects: "Claude Code credentials",
+    },
+    Relocation {
+        var: "LLM_USER_PATH",
+        names: Relocated::Dir,
+        protects: "llm's API keys and prompt log",
+    },
+    Relocation {
+        var: "COMPOSER_HOME",
+        names: Relocated::FilesIn(&["auth.json"]),
+        protects: "Composer registry tokens",
+    },
+    Relocation {
+        var: "POETRY_CONFIG_DIR",
+        names: Relocated::FilesIn(&["auth.toml"]),
+        protects: "Poetry repository credentials",
+    },
+    Relocation {
+        var: "BUNDLE_USER_CONFIG",
+        names: Relocated::Files,
+        protects: "Bundler gem source credentials",
+    },
+    Relocation {
+        var: "PGPASSFILE",
+        names: Relocated::Files,
+        protects: "PostgreSQL passwords",
+    },
+    Relocation {
+        var: "BOTO_CONFIG",
+        names: Relocated::Files,
+        protects: "boto / gsutil credentials",
+    },
+    Relocation {
+        var: "RCLONE_CONFIG",
+        names: Relocated::Files,
+        protects: "rclone remotes' credentials",
+    },
+    Relocation {
+        var: "OCI_CLI_CONFIG_FILE",
+        names: Relocated::Files,
+        protects: "Oracle Cloud CLI keys",
+    },
+    Relocation {
+        var: "SOPS_AGE_KEY_FILE",
+        names: Relocated::Files,
+        protects: "sops age private keys",
+    },
+    Relocation {
+        var: "SBT_CREDENTIALS",
+        names: Relocated::Files,
+        protects: "sbt repository credentials",
+    },
+    Relocation {
+        var: "NETRC",
+        names: Relocated::Files,
+        protects: "netrc passwords",
+    },
+    Relocation {
+        var: "PIP_CONFIG_FILE",
+        names: Relocated::Files,
+        protects: "pip index credentials",
+    },
+    Relocation {
+        var: "CONDARC",
+        names: Relocated::Files,
+        protects: "conda channel credentials",
+    },
+    Relocation {
+        var: "HISTFILE",
+        names: Relocated::Files,
+        protects: "the shell's history",
+    },
+    Relocation {
+        var: "NODE_REPL_HISTORY",
+        names: Relocated::Files,
+        protects: "node's REPL history",
+    },
+    Relocation {
+        var: "PYTHON_HISTORY",
+        names: Relocated::Files,
+        protects: "python's REPL history",
+    },
+    Relocation {
+        var: "PSQL_HISTORY",
+        names: Relocated::Files,
+        protects: "psql's history",
+    },
+    Relocation {
+        var: "MYSQL_HISTFILE",
+        names: Relocated::Files,
+        protects: "mysql's history",
+    },
+];
+
+/// A relocation value resolved lexically: absolute, or `~/…` taken against `home`; `None` for
+/// anything else.
+fn resolve(value: &str, home: &Path) -> Option<PathBuf> {
+    let path = if let Some(rest) = value.strip_prefix("~/") {
+        home.join(rest)
+    } else if value.starts_with('/') {
+        PathBuf::from(value)
+    } else {
+        return None;
+    };
+    Some(normalize(Path::new("/"), &path))
+}
+
+/// `path` when it lies strictly below `home`.
+fn below(path: PathBuf, home: &Path) -> Option<PathBuf> {
+    (path.starts_with(home) && path != home).then_some(path)
+}
+
+/// The last value of `var` in `env` (later entries win, as when a host adds to its own).
+fn lookup<'e>(env: &'e [(String, String)], var: &str) -> Option<&'e str> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k == var)
+        .map(|(_, v)| v.as_str())
+}
 
 #[derive(Deserialize)]
 struct Shipped {
@@ -276,6 +575,63 @@ impl Policy {
     pub fn private_paths(&self, home: &Path) -> Vec<PathBuf> {
         let home = normalize(Path::new("/"), home);
         self.private.iter().map(|e| home.join(&e.rel)).collect()
+    }
+
+    /// [`Policy::private_paths`] plus the locations the host's relocation variables move
+    /// them to ([`RELOCATIONS`], TRUST-6), in that order, without duplicates. `env` is the
+    /// host's environment (a later entry of a name wins); nothing is read from the process's
+    /// own. Every path returned lies strictly below the normalised `home`.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use argv_policy::{Mode, Policy};
+    /// let policy = Policy::defaults(Mode::Safe);
+    /// let env = [
+    ///     ("DOCKER_CONFIG".to_owned(), "/home/u/cfg/docker".to_owned()),
+    ///     ("XDG_CONFIG_HOME".to_owned(), "/home/u/cfg".to_owned()),
+    ///     ("GNUPGHOME".to_owned(), "/srv/gnupg".to_owned()),
+    /// ];
+    /// let private = policy.private_paths_in(Path::new("/home/u"), &env);
+    /// assert!(private.contains(&Path::new("/home/u/cfg/docker").to_path_buf()));
+    /// assert!(private.contains(&Path::new("/home/u/cfg/gh").to_path_buf()));
+    /// assert!(!private.iter().any(|p| p.starts_with("/srv")));
+    /// ```
+    pub fn private_paths_in(&self, home: &Path, env: &[(String, String)]) -> Vec<PathBuf> {
+        let home = normalize(Path::new("/"), home);
+        let mut out = self.private_paths(&home);
+        for r in RELOCATIONS {
+            let Some(value) = lookup(env, r.var).filter(|v| !v.is_empty()) else {
+                continue;
+            };
+            let at = |one: &str| resolve(one, &home);
+            match r.names {
+                Relocated::Dir => out.extend(at(value).and_then(|p| below(p, &home))),
+                Relocated::Files => out.extend(
+                    value
+                        .split(':')
+                        .filter_map(|one| at(one).and_then(|p| below(p, &home))),
+                ),
+                Relocated::FilesIn(files) => {
+                    if let Some(dir) = at(value) {
+                        out.extend(files.iter().filter_map(|f| below(dir.join(f), &home)));
+                    }
+                }
+                Relocated::Base(prefix) => {
+                    if let Some(base) = at(value) {
+                        out.extend(
+                            self.private
+                                .iter()
+                                .filter_map(|e| e.rel.strip_prefix(prefix).ok())
+                                .filter(|rest| !rest.as_os_str().is_empty())
+                                .filter_map(|rest| below(base.join(rest), &home)),
+                        );
+                    }
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|p| seen.insert(p.clone()));
+        out
     }
 
     /// Absolute paths under `home` of the toolchains' cache directories, writable in the
@@ -428,6 +784,176 @@ mod tests {
                 list.contains(&Path::new(HOME).join(rel)),
                 "{rel} is missing"
             );
+        }
+    }
+
+    /// TRUST-6: the credential files measured readable before this list named them.
+    #[test]
+    fn trust_6_measured_credential_files_are_private() {
+        let p = Policy::defaults(Mode::Safe);
+        let home = Path::new(HOME);
+        for rel in [
+            ".config/filezilla/sitemanager.xml",
+            ".config/filezilla/filezilla.xml",
+            ".vnc/passwd",
+            ".config/JetBrains/IntelliJIdea2024.1/c.kdbx",
+            ".config/JetBrains/PyCharm2023.3/c.pwd",
+            ".config/Code/User/globalStorage/state.vscdb",
+            ".config/Cursor/User/globalStorage/state.vscdb",
+            ".minikube/profiles/minikube/client.key",
+            ".yarnrc",
+            ".sbt/.credentials",
+            ".nuget/NuGet/NuGet.Config",
+            ".config/NuGet/NuGet.Config",
+            ".config/io.datasette.llm/keys.json",
+            ".config/openai/auth.json",
+            ".codex/auth.json",
+            ".claude/.credentials.json",
+            ".gemini/oauth_creds.json",
+            ".config/gh-copilot/config.yml",
+            ".cargo/credentials.toml",
+        ] {
+            assert!(p.is_private(&home.join(rel), home), "{rel} is readable");
+        }
+        for rel in [
+            ".config/Code/User/settings.json",
+            ".vnc/xstartup.log",
+            ".nuget/packages",
+        ] {
+            assert!(!p.is_private(&home.join(rel), home), "{rel} is hidden");
+        }
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    /// TRUST-6: relocation variables resolved lexically; only what lands below `$HOME` counts.
+    #[test]
+    fn relocated_credentials_inside_home_are_private_too() {
+        let p = Policy::defaults(Mode::Safe);
+        let home = Path::new(HOME);
+        let check = |pairs: &[(&str, &str)], want: &[&str], not: &[&str]| {
+            let list = p.private_paths_in(home, &env(pairs));
+            for w in want {
+                assert!(list.contains(&PathBuf::from(w)), "{pairs:?}: {w} missing");
+            }
+            for n in not {
+                assert!(
+                    !list.iter().any(|x| x.starts_with(n)),
+                    "{pairs:?}: {n} listed"
+                );
+            }
+            for x in &list {
+                assert!(x.starts_with(home) && x != home, "{}", x.display());
+            }
+        };
+        check(
+            &[("DOCKER_CONFIG", "/home/u/cfg/docker")],
+            &["/home/u/cfg/docker"],
+            &[],
+        );
+        check(&[("DOCKER_CONFIG", "~/d")], &["/home/u/d"], &[]);
+        check(
+            &[("DOCKER_CONFIG", "/home/u/a/../d/./e")],
+            &["/home/u/d/e"],
+            &[],
+        );
+        check(
+            &[("DOCKER_CONFIG", "relative/docker")],
+            &[],
+            &["/home/u/relative"],
+        );
+        check(&[("DOCKER_CONFIG", "/etc/docker")], &[], &["/etc"]);
+        check(&[("DOCKER_CONFIG", "/home/u/../v/d")], &[], &["/home/v"]);
+        check(&[("GNUPGHOME", "/home/u")], &[], &[]);
+        check(
+            &[("GNUPGHOME", "/home/u/keys/gpg")],
+            &["/home/u/keys/gpg"],
+            &[],
+        );
+        check(
+            &[(
+                "KUBECONFIG",
+                "/home/u/k/a.yaml::relative:/tmp/x:/home/u/k/b.yaml",
+            )],
+            &["/home/u/k/a.yaml", "/home/u/k/b.yaml"],
+            &["/tmp", "/home/u/relative"],
+        );
+        check(
+            &[("CARGO_HOME", "/home/u/tools/cargo")],
+            &[
+                "/home/u/tools/cargo/credentials.toml",
+                "/home/u/tools/cargo/credentials",
+            ],
+            &["/home/u/tools/cargo/bin"],
+        );
+        check(&[("CARGO_HOME", "/opt/cargo")], &[], &["/opt"]);
+        check(
+            &[("XDG_CONFIG_HOME", "/home/u/conf")],
+            &[
+                "/home/u/conf/gh",
+                "/home/u/conf/gcloud",
+                "/home/u/conf/filezilla",
+            ],
+            &["/home/u/conf/fish"],
+        );
+        check(
+            &[("XDG_DATA_HOME", "/home/u/data")],
+            &["/home/u/data/keyrings", "/home/u/data/fish/fish_history"],
+            &[],
+        );
+        check(
+            &[("AWS_SHARED_CREDENTIALS_FILE", "/home/u/secrets/aws")],
+            &["/home/u/secrets/aws"],
+            &[],
+        );
+        // A later entry wins (the host's variables, then the ones it passes on).
+        check(
+            &[
+                ("DOCKER_CONFIG", "/home/u/first"),
+                ("DOCKER_CONFIG", "/home/u/second"),
+            ],
+            &["/home/u/second"],
+            &["/home/u/first"],
+        );
+        assert_eq!(
+            p.private_paths_in(home, &[]),
+            p.private_paths(home),
+            "no environment, the shipped and user list"
+        );
+    }
+
+    #[test]
+    fn a_user_private_path_under_an_xdg_base_moves_with_it() {
+        let p = Policy::load(
+            Mode::Safe,
+            Some(r#"{"private_path": ["~/.config/mytool"]}"#),
+        )
+        .unwrap();
+        let list = p.private_paths_in(
+            Path::new(HOME),
+            &env(&[("XDG_CONFIG_HOME", "/home/u/.dotfiles/config")]),
+        );
+        assert!(list.contains(&PathBuf::from("/home/u/.dotfiles/config/mytool")));
+    }
+
+    #[test]
+    fn every_relocation_says_what_it_protects_once() {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in RELOCATIONS {
+            assert!(!r.protects.trim().is_empty(), "{}", r.var);
+            assert!(seen.insert(r.var), "{} twice", r.var);
+            if let Relocated::Base(prefix) = r.names {
+                assert!(
+                    shipped().iter().any(|e| e.rel.starts_with(prefix)),
+                    "{}: nothing listed under {prefix}",
+                    r.var
+                );
+            }
         }
     }
 
@@ -626,6 +1152,21 @@ mod tests {
                 !p.is_private(&Path::new(HOME).join(f), Path::new(HOME)),
                 "{f}"
             );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn every_relocated_private_path_lies_strictly_under_home(
+            var in proptest::sample::select(RELOCATIONS.iter().map(|r| r.var).collect::<Vec<_>>()),
+            value in "(~/|/|/home/u/)?[a-z.:/]{0,20}",
+        ) {
+            let p = Policy::defaults(Mode::Safe);
+            let env = vec![(var.to_owned(), value)];
+            for path in p.private_paths_in(Path::new(HOME), &env) {
+                prop_assert!(path.starts_with(HOME) && path != Path::new(HOME), "{}", path.display());
+                prop_assert!(!path.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)));
+            }
         }
     }
 

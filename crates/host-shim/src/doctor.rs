@@ -1,9 +1,10 @@
 //! `agent-exec doctor`: which sandbox features this machine has, which process-cleanup mode
 //! will be used, the system runtime set a `command` gets, and the read and write sets of
-//! `run_command`'s sandbox in this home (issue 18), as JSON. Facts only, from
-//! `linux_sandbox::probe()`, `proctree::pid_namespace_available()`, `exec::sysset::current()`
-//! and the `Policy`'s private and cache locations (the sets the next call would be given, by
-//! the same rules); nothing is guessed.
+//! `run_command`'s sandbox in this home, as JSON. Facts only, from `linux_sandbox::probe()`,
+//! `proctree::pid_namespace_available()`, `exec::sysset::current()`, the `Policy`'s private
+//! and cache locations resolved against this process's environment (TRUST-6) and the walk for
+//! other projects' `.env` files (the sets the next call would be given, by the same rules);
+//! nothing is guessed.
 
 use std::path::{Path, PathBuf};
 
@@ -19,34 +20,72 @@ const PROTECTED_IN_ROOTS: &[&str] = &[
     ".gitmodules",
 ];
 
-/// `run_command`'s sandbox in `home` under `policy` (RCS-1…RCS-3): `$HOME` readable except the
-/// private locations that exist here (hidden), the toolchains' caches that exist here
-/// writable, and what stays read-only inside every writable root — the repository files, the
-/// shell startup files (when a writable root holds them) and the host's own configuration
+/// Where `run_command` would run: the user's home, the host's environment (its relocation
+/// variables move private locations, TRUST-6) and the working directory (its own project's
+/// `.env` files stay readable).
+#[derive(Debug, Clone, Copy)]
+pub struct HostView<'a> {
+    /// The user's `$HOME`.
+    pub home: &'a Path,
+    /// The host's environment, a later entry of a name winning.
+    pub env: &'a [(String, String)],
+    /// The working directory.
+    pub workdir: &'a Path,
+}
+
+/// `run_command`'s sandbox in `host` under `policy` (RCS-1…RCS-3, TRUST-6): `$HOME` readable
+/// except the private locations (the shipped and user list, where the host's environment
+/// relocates them too, and other projects' `.env` files), the toolchains' caches that exist
+/// here writable, and what stays read-only inside every writable root — the repository files,
+/// the shell startup files (when a writable root holds them) and the host's own configuration
 /// files (`host_files`, those that exist).
 ///
 /// ```
+/// use host_shim::doctor::{HostView, run_command_sets};
 /// let policy = host_shim::Policy::defaults(host_shim::RunCommandMode::Safe);
-/// let sets = host_shim::doctor::run_command_sets(&policy, std::path::Path::new("/home/u"), &[]);
+/// let env = [("DOCKER_CONFIG".to_owned(), "/home/u/cfg/docker".to_owned())];
+/// let host = HostView { home: "/home/u".as_ref(), env: &env, workdir: "/home/u/p".as_ref() };
+/// let sets = run_command_sets(&policy, host, &[]);
 /// assert_eq!(sets["read"]["home"], "/home/u");
+/// assert_eq!(sets["read"]["relocated"][0]["path"], "/home/u/cfg/docker");
 /// assert!(sets["protected"]["inEveryWritableRoot"].as_array().unwrap().len() >= 3);
 /// ```
-pub fn run_command_sets(policy: &Policy, home: &Path, host_files: &[PathBuf]) -> Value {
+pub fn run_command_sets(policy: &Policy, host: HostView<'_>, host_files: &[PathBuf]) -> Value {
+    let home = host.home;
     let exists = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok();
-    let private = policy.private_paths(home);
+    let listed = policy.private_paths(home);
+    let private = policy.private_paths_in(home, host.env);
+    let relocated: Vec<Value> = private
+        .iter()
+        .filter(|p| !listed.contains(p))
+        .map(|p| json!({"path": p.to_string_lossy(), "exists": exists(p)}))
+        .collect();
     let hidden: Vec<&PathBuf> = private.iter().filter(|p| exists(p)).collect();
     let caches: Vec<PathBuf> = policy
         .cache_paths(home)
         .into_iter()
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
         .collect();
-    let host: Vec<&PathBuf> = host_files.iter().filter(|p| exists(p)).collect();
+    // The walk and the skips of a call (run-command-tool's `prepare`); a call's write_paths
+    // are left out of its walk too.
+    let skip: Vec<PathBuf> = private.iter().chain(&caches).cloned().collect();
+    let env_files = run_command_tool::other_projects_env_files(home, host.workdir, &skip);
+    let host_files: Vec<&PathBuf> = host_files.iter().filter(|p| exists(p)).collect();
     // Shown lossily where not UTF-8: JSON holds only Unicode, and the report must not fail.
     let text = |p: &Path| p.to_string_lossy().into_owned();
     let texts = |ps: &[&PathBuf]| ps.iter().map(|p| text(p)).collect::<Vec<_>>();
     let hidden = texts(&hidden);
     let caches: Vec<String> = caches.iter().map(|p| text(p)).collect();
-    let host = texts(&host);
+    let host_files = texts(&host_files);
+    let env_texts: Vec<String> = env_files.files.iter().map(|p| text(p)).collect();
+    let env_rule = format!(
+        ".env, .env.* and .envrc files under $HOME outside the working directory's own \
+         project, looked for {} levels deep at most, never inside a dot-directory, \
+         node_modules, a cache or a private location; {} entries read and {} files kept at most",
+        run_command_tool::ENV_WALK_DEPTH,
+        run_command_tool::ENV_WALK_ENTRIES,
+        run_command_tool::ENV_FILES_MAX
+    );
     json!({
         "mode": policy.mode.as_str(),
         "read": {
@@ -54,24 +93,42 @@ pub fn run_command_sets(policy: &Policy, home: &Path, host_files: &[PathBuf]) ->
             "rule": "the system runtime, the working directory, and $HOME except its private locations",
             "hiddenHere": hidden,
             "privateLocations": private.len(),
+            "relocated": relocated,
+            "otherProjectsEnvFiles": {
+                "rule": env_rule,
+                "workdir": text(host.workdir),
+                "files": env_texts,
+                "cutOff": env_files.cut_off,
+            },
+            "withNetwork": "the same view: network: true does not narrow $HOME to an allowlist",
         },
         "write": {
-            "rule": "the working directory, the call's temp dir, the caches below, and write_paths (in $HOME after a confirmation, outside it after the system password)",
+            "rule": "the working directory, the call's temp dir, the caches below, and write_paths (in $HOME after a confirmation where no host program reads configuration or code, otherwise after the system password)",
             "cachesHere": caches,
         },
         "protected": {
             "inEveryWritableRoot": PROTECTED_IN_ROOTS,
             "shellStartupFiles": argv_policy::SHELL_STARTUP_FILES,
-            "hostFiles": host,
+            "hostFiles": host_files,
         },
         "network": "none unless the call says \"network\": true",
     })
 }
 
-/// The `runCommand` part of the report for the user's `$HOME` (unset: not shown as sets).
+/// The `runCommand` part of the report for the user's `$HOME` (unset: not shown as sets), this
+/// process's environment and working directory.
 fn run_command_part(policy: &Policy) -> Value {
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let workdir = std::env::current_dir().unwrap_or_default();
     match std::env::var_os("HOME").map(PathBuf::from) {
-        Some(home) if home.is_absolute() => run_command_sets(policy, &home, &[]),
+        Some(home) if home.is_absolute() => {
+            let host = HostView {
+                home: &home,
+                env: &env,
+                workdir: &workdir,
+            };
+            run_command_sets(policy, host, &[])
+        }
         _ => {
             json!({"home": null, "note": "HOME is not set to an absolute path; run_command cannot run"})
         }
@@ -326,7 +383,12 @@ mod tests {
     fn a_home_whose_name_is_not_utf8_is_shown_lossily_not_a_panic() {
         use std::os::unix::ffi::OsStrExt;
         let home = Path::new(std::ffi::OsStr::from_bytes(b"/home/u\xff"));
-        let sets = run_command_sets(&Policy::defaults(argv_policy::Mode::Safe), home, &[]);
+        let host = HostView {
+            home,
+            env: &[],
+            workdir: home,
+        };
+        let sets = run_command_sets(&Policy::defaults(argv_policy::Mode::Safe), host, &[]);
         assert_eq!(sets["read"]["home"], "/home/u\u{fffd}");
     }
 
@@ -379,7 +441,12 @@ mod tests {
         let host_file = home.join("agent.json");
         std::fs::write(&host_file, "{}").unwrap();
         let policy = Policy::defaults(Mode::Auto);
-        let sets = run_command_sets(&policy, home, &[host_file.clone(), home.join("gone.json")]);
+        let host = HostView {
+            home,
+            env: &[],
+            workdir: &home.join("proj"),
+        };
+        let sets = run_command_sets(&policy, host, &[host_file.clone(), home.join("gone.json")]);
         assert_eq!(sets["mode"], "auto");
         let hidden = sets["read"]["hiddenHere"].as_array().unwrap();
         assert!(hidden.contains(&json!(home.join(".ssh"))), "{sets}");
@@ -402,5 +469,49 @@ mod tests {
         let startup = sets["protected"]["shellStartupFiles"].as_array().unwrap();
         assert!(startup.contains(&json!(".bashrc")), "{sets}");
         assert!(report()["runCommand"].is_object());
+    }
+
+    /// TRUST-6: doctor lists the private set as a call resolves it: relocated locations and
+    /// other projects' `.env` files.
+    #[test]
+    fn doctor_lists_relocated_private_locations_and_other_projects_env_files() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().canonicalize().unwrap();
+        for d in ["proj/.git", "other/.git", "cfg/docker"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::write(home.join("other/.env"), "K=v").unwrap();
+        std::fs::write(home.join("proj/.env"), "K=v").unwrap();
+        let env = [
+            (
+                "DOCKER_CONFIG".to_owned(),
+                home.join("cfg/docker").display().to_string(),
+            ),
+            (
+                "KUBECONFIG".to_owned(),
+                home.join("cfg/kube.yaml").display().to_string(),
+            ),
+        ];
+        let host = HostView {
+            home: &home,
+            env: &env,
+            workdir: &home.join("proj"),
+        };
+        let sets = run_command_sets(&Policy::defaults(Mode::Safe), host, &[]);
+        let read = &sets["read"];
+        assert_eq!(
+            read["relocated"],
+            json!([
+                {"path": home.join("cfg/docker"), "exists": true},
+                {"path": home.join("cfg/kube.yaml"), "exists": false},
+            ])
+        );
+        let hidden = read["hiddenHere"].as_array().unwrap();
+        assert!(hidden.contains(&json!(home.join("cfg/docker"))), "{sets}");
+        assert_eq!(
+            read["otherProjectsEnvFiles"]["files"],
+            json!([home.join("other/.env")])
+        );
+        assert_eq!(read["otherProjectsEnvFiles"]["cutOff"], json!(false));
     }
 }

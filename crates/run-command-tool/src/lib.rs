@@ -17,36 +17,39 @@
 //! long to show is not asked (`RUN_COMMAND_ARGUMENTS_INVALID`). [`check`] reports the gate the
 //! call asks and that text, from the same planning as the call.
 //!
-//! **Gates and passwords (RC-4, RC-10, RC-11, RC-12).** A confirmation goes to
-//! [`Asker::confirm`]; a password to [`Asker::password`], at most three times, each answer
-//! checked by the system: PAM service `agent-exec` for `sandbox: false`, `write_paths` outside
-//! `$HOME` and `rm` outside `$HOME` (a host may install `/etc/pam.d/agent-exec`; without it PAM
-//! uses its `other` service, on Debian the login password), `sudo -S -v` for sudo (root: PAM).
-//! PAM is opened at run time (`libpam.so.0`): where it is missing the gate answers "cannot
-//! verify the password on this machine" and nothing runs. The password is never stored, logged
-//! or put in a message, and is zeroized when dropped. No mode and no allow rule skips a password
-//! gate: the executor re-derives the minimum gate itself (sudo, `sandbox: false`, `write_paths`
-//! outside `$HOME`, `rm` of a path whose REAL location is outside `$HOME`).
+//! **Gates and passwords (RC-4, RC-10, RC-11, RC-12).** A confirmation goes to [`Asker::confirm`];
+//! a password to [`Asker::password`], at most three times, each answer checked by the system: PAM
+//! service `agent-exec` for `sandbox: false`, `write_paths` outside `$HOME` or where a host program
+//! reads configuration or code (TRUST-5: a dot-directory, `~/bin`, the host's `PATH`, a directory
+//! holding another repository) and `rm` outside `$HOME` (a host may install
+//! `/etc/pam.d/agent-exec`; without it PAM uses its `other` service, on Debian the login password),
+//! `sudo -S -v` for sudo (root: PAM). PAM is opened at run time (`libpam.so.0`): where it is
+//! missing the gate answers "cannot verify the password on this machine" and nothing runs. The
+//! password is never stored, logged or put in a message, and is zeroized when dropped. No mode and
+//! no allow rule skips a password gate: the executor re-derives the minimum gate itself (sudo,
+//! `sandbox: false`, `write_paths` outside `$HOME`, `rm` of a path whose REAL location is outside
+//! `$HOME`).
 //!
-//! **The sandbox (RCS-1…RCS-3).** `exec::SandboxSpec::for_argv` with: the working directory
-//! and the call's temp dir read-write; `$HOME` read-only; the toolchains' cache directories of
+//! **The sandbox (RCS-1…RCS-3).** `exec::SandboxSpec::for_argv` with: the working directory and the
+//! call's temp dir read-write; `$HOME` read-only; the toolchains' cache directories of
 //! `Policy::cache_paths` that exist as real directories read-write; approved `write_paths`
 //! read-write (pinned with `openat2(RESOLVE_NO_SYMLINKS)`; one that is `$HOME`, holds it, or is,
 //! holds or lies in a private location is refused, and so is one that would let a missing shell
-//! startup file be created). Hidden: `Policy::private_paths` and the host's
-//! [`RunCommandOptions::hidden`]. Protected (read-only inside a writable root): `.git/hooks`,
-//! `.git/config` and `.gitmodules` of each writable root and of `.git` entries up to two
-//! levels below it (a bounded scan of 20 000 entries; a `.git` file is protected itself), the
-//! shell startup files a writable root holds, and [`RunCommandOptions::protected`]; and,
-//! found by the git guard's walk at every depth of the working directory and the `write_paths`
-//! (module `gitguard`), each existing git directory's `hooks`, `config`, `config.worktree`,
-//! `commondir`, `modules` (whole) and `info/attributes`, each `.git` file and the git directory
-//! it names when that lies in a writable root, and each `.gitmodules`. Where a repository has
-//! `.git` but no `.git/hooks`, the empty `hooks` directory is created first (git would create it
-//! too) so that it can be bound read-only. A working directory that is `$HOME`
-//! or contains it is refused: pick the project directory; so is one that is or lies in a
-//! private location. The network is lifted entirely iff
-//! `network: true`. Standard input is closed.
+//! startup file be created). Hidden: `Policy::private_paths_in` (the private list, also where the
+//! host's environment relocates it), other projects' `.env` files found by a bounded walk
+//! ([`other_projects_env_files`], TRUST-6) and the host's [`RunCommandOptions::hidden`]. Protected
+//! (read-only inside a writable root): `.git/hooks`, `.git/config` and `.gitmodules` of each
+//! writable root and of `.git` entries up to two levels below it (a bounded scan of 20 000 entries;
+//! a `.git` file is protected itself), the shell startup files a writable root holds, and
+//! [`RunCommandOptions::protected`]; and, found by the git guard's walk at every depth of the
+//! working directory and the `write_paths` (module `gitguard`), each existing git directory's
+//! `hooks`, `config`, `config.worktree`, `commondir`, `modules` (whole) and `info/attributes`, each
+//! `.git` file and the git directory it names when that lies in a writable root, and each
+//! `.gitmodules`. Where a repository has `.git` but no `.git/hooks`, the empty `hooks` directory is
+//! created first (git would create it too) so that it can be bound read-only. A working directory
+//! that is `$HOME` or contains it is refused: pick the project directory; so is one that is or lies
+//! in a private location. The network is lifted entirely iff `network: true`. Standard input is
+//! closed.
 //!
 //! **The git guard (issue 18).** A call never leaves behind git metadata that makes git run a
 //! program. Before the run, a snapshot of the roots a person works in (the working directory
@@ -144,6 +147,7 @@ pub mod background;
 mod capture;
 mod check;
 mod env;
+mod envfiles;
 mod gate;
 mod gitguard;
 mod hint;
@@ -164,6 +168,9 @@ pub use argv_policy::{Mode, Policy, RunCommandArgs};
 pub use ask::{Asker, Confirmation, DenyAllAsker, Password, PasswordReply, Question};
 pub use check::{Checked, check};
 pub use cacheview::CacheReport;
+pub use envfiles::{
+    ENV_FILES_MAX, ENV_WALK_DEPTH, ENV_WALK_ENTRIES, EnvFiles, other_projects_env_files,
+};
 pub use gitguard::Quarantined;
 pub use render::{
     FRAGMENT_CHARS, Grant, Granted, HEAD_CHARS, MAX_ASKED_CHARS, MAX_TEXT_CHARS, Network, Place,

@@ -102,7 +102,8 @@ pub(crate) fn prepare(
     env: &[(String, String)],
 ) -> Result<Result<Prepared, String>, ToolError> {
     roots::refuse_home_root(workdir, home, "the working directory")?;
-    let private: Vec<PathBuf> = policy.private_paths(home);
+    // TRUST-6: the private list, also where the host's environment relocates it.
+    let mut private: Vec<PathBuf> = policy.private_paths_in(home, env);
     // Neither a private location nor the host's own state may become writable.
     let never: Vec<PathBuf> = private
         .iter()
@@ -134,6 +135,15 @@ pub(crate) fn prepare(
     let path_dirs: Vec<PathBuf> =
         std::env::split_paths(host_path.as_deref().unwrap_or("")).collect();
     let write_paths = roots::write_paths(&args.write_paths, workdir, home, &never, &path_dirs)?;
+    // TRUST-6: other projects' `.env` files are hidden too. The walk leaves out what the call
+    // may write (a hidden file there would need a mount cover) and what is hidden already.
+    let skip: Vec<PathBuf> = never
+        .iter()
+        .cloned()
+        .chain(policy.cache_paths(home))
+        .chain(write_paths.iter().map(|w| w.path.clone()))
+        .collect();
+    private.extend(crate::envfiles::other_projects_env_files(home, workdir, &skip).files);
     for w in &write_paths {
         if let Some(f) = roots::missing_startup_files(&w.path, home) {
             return Err(ToolError::new(
