@@ -216,6 +216,14 @@ pub async fn command_with(
         None => crate::toolchains::Resolved::default(),
     };
     extra.extend(toolchains.grants);
+    // TRUST-3: the toolchains' caches through a private view for this call.
+    let views = exec::CacheViews::create(&toolchains.caches, &temp.root().join(CACHE_VIEWS))
+        .map_err(|e| {
+            ToolError::new(
+                ErrorCode::ExecIoFailed,
+                format!("cannot make the caches' private views in the call's temp dir: {e}"),
+            )
+        })?;
     let approved_extra = !validated.extra_paths().is_empty();
     let mut sandbox = SandboxSpec::for_command(&scope, temp.lease(), extra).map_err(describe)?;
     // An approved extra path may hold another program's listening socket (the user's `/tmp`
@@ -261,6 +269,7 @@ pub async fn command_with(
             work: d.work().to_path_buf(),
             through: d.through().to_vec(),
         })
+        .chain(views.staged())
         .collect();
     // Kept to explain the command's permission errors afterwards (LIVE-4).
     let explain = (
@@ -299,16 +308,27 @@ pub async fn command_with(
         .as_ref()
         .map(|o| o.staged_read_only.clone())
         .unwrap_or_default();
+    let caches = views.report(
+        &read_only
+            .iter()
+            .map(|(dir, _)| dir.clone())
+            .collect::<Vec<_>>(),
+    );
     let git = exec::blocking::off_async(move || stage.apply(&read_only, &autorun))
         .await
         .unwrap_or_default();
     // Removing a large temp dir is file-system work: keep it off the async threads.
     let _ = exec::blocking::off_async(move || temp.remove()).await;
-    interpret(outcome?, denials, git)
+    let mut output = interpret(outcome?, denials, git)?;
+    output.caches = caches;
+    Ok(output)
 }
 
 /// The name of the git directories' staging area in the call's temp dir.
 const GIT_STAGE: &str = "git-stage";
+
+/// The name of the caches' private views in the call's temp dir.
+const CACHE_VIEWS: &str = "cache-views";
 
 /// TRUST-1: a root in a git directory or too large to search is the caller's path to change;
 /// a staging area that cannot be made is a fault of this machine. Nothing ran.
@@ -612,6 +632,7 @@ fn interpret(
         denials,
         executable_changes: std::mem::take(&mut git.executable_changes),
         git,
+        caches: exec::CacheReport::default(),
     };
     if out.end == End::LeaseLost {
         let mut err = ToolError::new(

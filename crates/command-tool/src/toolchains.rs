@@ -11,9 +11,10 @@
 //! **Refuses to know:** how the host learns that the user opted in (a CLI flag, a config field),
 //! and `run`: a mirror's single program never gets toolchains.
 //!
-//! Every grant is read-only — the sandbox makes read-only roots executable — so a toolchain
-//! runs and reads its caches but cannot change them: `cargo test --offline` and `npm test`
-//! work, a download into the registry cache does not. The paths are fixed names under the home
+//! Every grant is read-only — the sandbox makes read-only roots executable — but the caches a
+//! toolchain fills as it builds (`~/.cargo/registry`, `~/.cargo/git`, `~/go/pkg/mod`), which the
+//! command sees through a private copy-on-write view for the call (TRUST-3, `exec::CacheViews`):
+//! `cargo build --offline` unpacks crates into its view, and the user's caches never change. The paths are fixed names under the home
 //! directory the host passes, canonicalized on the host (a toolchain home may be a link, e.g.
 //! into `/opt`) and then opened without following links, like an extra path (issue 14).
 
@@ -31,6 +32,9 @@ struct Home {
     path: &'static [&'static str],
     /// Variables set to a path under the home directory, where that path exists.
     env: &'static [(&'static str, &'static str)],
+    /// Caches under the home directory the tool writes as it builds, where they exist: read and
+    /// written through a private view for the call, never changed.
+    caches: &'static [&'static str],
 }
 
 /// The toolchain homes `--toolchains` adds, in `PATH` order.
@@ -38,9 +42,10 @@ const HOMES: &[Home] = &[
     // Rust (rustup, cargo).
     Home {
         // Not `.cargo/config.toml`: it may hold `[registry] token` (issue 16 review).
-        grants: &[".rustup", ".cargo/bin", ".cargo/registry", ".cargo/git"],
+        grants: &[".rustup", ".cargo/bin"],
         path: &[".cargo/bin"],
         env: &[("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")],
+        caches: &[".cargo/registry", ".cargo/git"],
     },
     // Node (nvm).
     Home {
@@ -53,12 +58,14 @@ const HOMES: &[Home] = &[
         ],
         path: &[".nvm/versions/node/*/bin"],
         env: &[],
+        caches: &[],
     },
     // Node (volta).
     Home {
         grants: &[".volta/bin", ".volta/tools"],
         path: &[".volta/bin"],
         env: &[("VOLTA_HOME", ".volta")],
+        caches: &[],
     },
     // Python (pyenv).
     Home {
@@ -76,18 +83,21 @@ const HOMES: &[Home] = &[
         ],
         path: &[".pyenv/shims", ".pyenv/bin"],
         env: &[("PYENV_ROOT", ".pyenv")],
+        caches: &[],
     },
     // user-installed programs (pip --user, pipx).
     Home {
         grants: &[".local/bin", ".local/lib"],
         path: &[".local/bin"],
         env: &[],
+        caches: &[],
     },
     // Go.
     Home {
-        grants: &["go/bin", "go/pkg/mod"],
+        grants: &["go/bin"],
         path: &["go/bin"],
         env: &[("GOPATH", "go")],
+        caches: &["go/pkg/mod"],
     },
     // SDKMAN (Java, Gradle, Maven, Kotlin).
     Home {
@@ -102,18 +112,21 @@ const HOMES: &[Home] = &[
         ],
         path: &[".sdkman/candidates/*/current/bin"],
         env: &[],
+        caches: &[],
     },
     // Bun.
     Home {
         grants: &[".bun/bin"],
         path: &[".bun/bin"],
         env: &[],
+        caches: &[],
     },
     // Deno.
     Home {
         grants: &[".deno/bin"],
         path: &[".deno/bin"],
         env: &[],
+        caches: &[],
     },
 ];
 
@@ -155,6 +168,8 @@ pub(crate) struct Resolved {
     pub path: Vec<PathBuf>,
     /// Variables (`CARGO_HOME`, `RUSTUP_HOME`, …).
     pub env: Vec<(OsString, OsString)>,
+    /// The caches among `grants` (read + write), each to be seen through a private view.
+    pub caches: Vec<PathBuf>,
 }
 
 /// The toolchains under `home` that exist, minus anything in `hidden` (the host's state) or
@@ -199,6 +214,20 @@ pub(crate) fn resolve(home: &Path, hidden: &[PathBuf]) -> Resolved {
                 }
                 if let Ok(grant) = Grant::open(&path, Access::Read) {
                     out.grants.push(grant);
+                }
+            }
+        }
+        for pattern in tool.caches {
+            for path in expand(&home, pattern) {
+                if out.grants.len() >= MAX_GRANTS
+                    || !safe(&path)
+                    || out.grants.iter().any(|g| g.path == path)
+                {
+                    continue;
+                }
+                if let Ok(grant) = Grant::open(&path, Access::ReadWrite) {
+                    out.grants.push(grant);
+                    out.caches.push(path);
                 }
             }
         }

@@ -152,6 +152,11 @@ pub struct CommandOutput {
     /// them outside the sandbox. Absent when there is none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub executable_changes: Vec<String>,
+    /// What the command wrote to the toolchains' caches `--toolchains` lets it use (TRUST-3):
+    /// a private view of each for this call; the user's caches never change. Absent when it
+    /// wrote nothing there.
+    #[serde(default, skip_serializing_if = "exec::CacheReport::is_empty")]
+    pub caches: exec::CacheReport,
 }
 
 /// One access the sandbox refused (SPEC LIVE-4), derived from the policy itself.
@@ -302,6 +307,7 @@ mod tests {
             denials: Vec::new(),
             git: gitstage::Report::default(),
             executable_changes: Vec::new(),
+            caches: exec::CacheReport::default(),
         };
         // No denial: no `denials` field; no limit hit: no `limitExceeded`.
         assert_eq!(

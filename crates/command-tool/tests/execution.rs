@@ -53,6 +53,7 @@ async fn exit_code_stdout_and_stderr_are_returned_as_a_result() {
             denials: Vec::new(),
             git: gitstage::Report::default(),
             executable_changes: Vec::new(),
+            caches: exec::CacheReport::default(),
         }
     );
     assert!(out.sandbox.contains("limits "), "{out:?}");

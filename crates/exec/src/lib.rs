@@ -84,6 +84,7 @@ mod run;
 mod spec;
 #[cfg(target_os = "linux")]
 pub mod sysset;
+mod views;
 
 #[cfg(target_os = "linux")]
 mod backend;
@@ -106,3 +107,4 @@ pub use open_error::open_error_code;
 pub use run::{Tap, run, run_tapped};
 pub use spec::{Access, Grant, Network, Program, SandboxSpec, SpecError, Staged};
 pub use toolscope::CallContext;
+pub use views::{CacheReport, CacheViews};

@@ -1,4 +1,5 @@
-//! The toolchains' caches through a private copy-on-write view, one per call (TRUST-3, RCS-2).
+//! The toolchains' caches through a private copy-on-write view, one per call (TRUST-3): the
+//! caches `run_command` writes (RCS-2) and those `command --toolchains` grants.
 //!
 //! **Owns:** for each existing cache directory (`Policy::cache_paths`: `~/.cargo/registry`,
 //! `~/.npm`, `~/.cache`, …) an empty upper and work directory in the call's temp dir, handed to
@@ -8,15 +9,15 @@
 //! the command wrote is ever seen by the user's own tools. The result counts the entries the
 //! view changed and names the caches that could only be read.
 //!
-//! **Refuses to know:** how the overlay is made (linux-sandbox's `stage`), and what the
-//! toolchains keep in their caches. Where the overlay cannot be made the cache is read-only
+//! **Refuses to know:** how the overlay is made (linux-sandbox's `stage`), which directories
+//! are caches (the tools'), and what the toolchains keep in them. Where the overlay cannot be made the cache is read-only
 //! instead (the sandbox's fallback): a build that must fetch fails with a denial, the user's
 //! cache still unchanged. Not done: a view kept across a session's calls (each call starts
 //! from the user's cache as it is; what one call fetched the next fetches again).
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// At most this many entries of one call's views are counted; past it the count says "at
 /// least".
@@ -32,12 +33,12 @@ struct View {
 
 /// The views of one call.
 #[derive(Debug, Default)]
-pub(crate) struct CacheViews {
+pub struct CacheViews {
     views: Vec<View>,
 }
 
 /// What the views hold after the call (JSON in camelCase), in the result as `caches`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheReport {
     /// Files and links the command wrote or made, and entries it removed, in the toolchains'
@@ -45,10 +46,10 @@ pub struct CacheReport {
     /// never change.
     pub changed: usize,
     /// Whether `changed` stopped counting at its bound (100 000).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub more: bool,
     /// Caches no private view could be made for here: read-only to the command.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only: Vec<String>,
 }
 
@@ -61,7 +62,10 @@ impl CacheReport {
 
 impl CacheViews {
     /// An upper and a work directory (mode 0700) under `base` for each of `caches`.
-    pub(crate) fn create(caches: &[PathBuf], base: &Path) -> std::io::Result<CacheViews> {
+    ///
+    /// # Errors
+    /// The directories cannot be made.
+    pub fn create(caches: &[PathBuf], base: &Path) -> std::io::Result<CacheViews> {
         use std::os::unix::fs::DirBuilderExt;
         let mut views = Vec::with_capacity(caches.len());
         for (i, cache) in caches.iter().enumerate() {
@@ -83,8 +87,8 @@ impl CacheViews {
     }
 
     /// The views as the sandbox stages them.
-    pub(crate) fn staged(&self) -> impl Iterator<Item = exec::Staged> + '_ {
-        self.views.iter().map(|v| exec::Staged {
+    pub fn staged(&self) -> impl Iterator<Item = crate::Staged> + '_ {
+        self.views.iter().map(|v| crate::Staged {
             dir: v.cache.clone(),
             upper: v.upper.clone(),
             work: v.work.clone(),
@@ -94,7 +98,7 @@ impl CacheViews {
 
     /// What the views hold once the command's tree has ended; `read_only` is the sandbox's
     /// list of staged directories it could only make read-only.
-    pub(crate) fn report(&self, read_only: &[PathBuf]) -> CacheReport {
+    pub fn report(&self, read_only: &[PathBuf]) -> CacheReport {
         let mut report = CacheReport::default();
         let mut budget = COUNT_BUDGET;
         for v in &self.views {
@@ -144,7 +148,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let caches = vec![PathBuf::from("/h/.npm"), PathBuf::from("/h/.cache")];
         let views = CacheViews::create(&caches, &t.path().join("views")).unwrap();
-        let staged: Vec<exec::Staged> = views.staged().collect();
+        let staged: Vec<crate::Staged> = views.staged().collect();
         assert_eq!(staged.len(), 2);
         for s in &staged {
             use std::os::unix::fs::PermissionsExt;

@@ -142,7 +142,6 @@
 #![deny(missing_docs)]
 
 mod ask;
-mod cacheview;
 pub mod background;
 mod capture;
 mod check;
@@ -167,7 +166,7 @@ mod links;
 pub use argv_policy::{Mode, Policy, RunCommandArgs};
 pub use ask::{Asker, Confirmation, DenyAllAsker, Password, PasswordReply, Question};
 pub use check::{Checked, check};
-pub use cacheview::CacheReport;
+pub use exec::CacheReport;
 pub use envfiles::{
     ENV_FILES_MAX, ENV_WALK_DEPTH, ENV_WALK_ENTRIES, EnvFiles, other_projects_env_files,
 };

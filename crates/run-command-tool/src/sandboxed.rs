@@ -14,7 +14,6 @@ use exec::{Access, End, ExecError, Grant, Job, Limits, Network, OnCap, SandboxSp
 use fsguard::RootLease;
 use toolscope::{CallContext, CancelReason, ErrorCode, ToolError};
 
-use crate::cacheview::CacheViews;
 use crate::env::{self, Readable};
 use crate::gitguard::{self, Guarded, Snapshot};
 use crate::roots::{self, WritePath};
@@ -211,14 +210,14 @@ pub(crate) async fn run(
         grants.push(Grant::pinned(home, Arc::new(fd), Access::Read));
     }
     let mut writable: Vec<PathBuf> = vec![work.clone()];
-    // TRUST-3: each cache writable through a private view for this call (module `cacheview`).
+    // TRUST-3: each cache writable through a private view for this call (`exec::CacheViews`).
     let mut caches = Vec::new();
     for (path, fd) in roots::caches(policy, home) {
         writable.push(path.clone());
         caches.push(path.clone());
         grants.push(Grant::pinned(path, Arc::new(fd), Access::ReadWrite));
     }
-    let views = CacheViews::create(&caches, &temp.root().join(CACHE_VIEWS)).map_err(|e| {
+    let views = exec::CacheViews::create(&caches, &temp.root().join(CACHE_VIEWS)).map_err(|e| {
         ToolError::new(
             ErrorCode::ExecIoFailed,
             format!("cannot make the caches' private views in the call's temp dir: {e}"),
