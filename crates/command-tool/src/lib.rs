@@ -5,7 +5,8 @@
 //! unknown fields refused, JSON Schemas) and [`Status`]; argument validation ([`validate`]);
 //! the [`Approver`] trait through which the host asks the user about each extra path, once,
 //! for this call (CMD-3); the hard-link pre-scan of the scope and of every writable extra path
-//! (CMD-9); the call's private temp dir and minimal environment (CMD-13); and the meaning of an
+//! (CMD-9; on Linux each linked file is kept read-only in the sandbox instead of refusing the
+//! call, TRUST-3); the call's private temp dir and minimal environment (CMD-13); and the meaning of an
 //! [`exec::Outcome`]: `status`, `truncated`, `partialExecution`, `descendantsStopped` (CMD-5,
 //! CMD-6).
 //!
@@ -27,8 +28,10 @@
 //! versions and shims, `~/.local/{bin,lib}`, `~/go/{bin,pkg/mod}`, `~/.sdkman/candidates`,
 //! `~/.bun/bin`, `~/.deno/bin`, `~/.volta`), their program directories go in front of `PATH`
 //! (the newest nvm/SDKMAN version first), and `CARGO_HOME`, `RUSTUP_HOME`, `PYENV_ROOT`,
-//! `GOPATH`, `VOLTA_HOME` point at them. Nothing is writable, so offline builds and tests work
-//! and downloads into those caches do not. No grant is, contains or lies inside a location of
+//! `GOPATH`, `VOLTA_HOME` point at them. Nothing is writable but the caches the toolchains fill
+//! as they build (`~/.cargo/registry`, `~/.cargo/git`, `~/go/pkg/mod`), seen through a private
+//! copy-on-write view for the call (TRUST-3): offline builds unpack into the view, the user's
+//! caches never change, and `caches` in the result counts what the view held. No grant is, contains or lies inside a location of
 //! [`CREDENTIALS`] (`~/.ssh`, `~/.cargo/credentials.toml`, `~/.npmrc`, `~/.pypirc`,
 //! `~/.config`, …) or the home directory itself, compared on canonical paths. A hard link
 //! placed inside a toolchain home by the user is not scanned for (read-only grants never

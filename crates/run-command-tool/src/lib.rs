@@ -32,7 +32,10 @@
 //!
 //! **The sandbox (RCS-1…RCS-3).** `exec::SandboxSpec::for_argv` with: the working directory and the
 //! call's temp dir read-write; `$HOME` read-only; the toolchains' cache directories of
-//! `Policy::cache_paths` that exist as real directories read-write; approved `write_paths`
+//! `Policy::cache_paths` that exist as real directories through a private copy-on-write view for
+//! the call (TRUST-3, `exec::CacheViews`: the user's caches never change, `caches` in the result
+//! counts what the view held); files with another hard link in the working directory and the
+//! `write_paths` read-only (TRUST-3, module `links`); approved `write_paths`
 //! read-write (pinned with `openat2(RESOLVE_NO_SYMLINKS)`; one that is `$HOME`, holds it, or is,
 //! holds or lies in a private location is refused, and so is one that would let a missing shell
 //! startup file be created). Hidden: `Policy::private_paths_in` (the private list, also where the
@@ -150,6 +153,7 @@ mod envfiles;
 mod gate;
 mod gitguard;
 mod hint;
+mod links;
 mod outside;
 mod render;
 mod rm;
@@ -162,14 +166,13 @@ mod trashdir;
 mod types;
 mod verify;
 
-mod links;
 pub use argv_policy::{Mode, Policy, RunCommandArgs};
 pub use ask::{Asker, Confirmation, DenyAllAsker, Password, PasswordReply, Question};
 pub use check::{Checked, check};
-pub use exec::CacheReport;
 pub use envfiles::{
     ENV_FILES_MAX, ENV_WALK_DEPTH, ENV_WALK_ENTRIES, EnvFiles, other_projects_env_files,
 };
+pub use exec::CacheReport;
 pub use gitguard::Quarantined;
 pub use render::{
     FRAGMENT_CHARS, Grant, Granted, HEAD_CHARS, MAX_ASKED_CHARS, MAX_TEXT_CHARS, Network, Place,
