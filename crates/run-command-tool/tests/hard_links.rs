@@ -27,7 +27,10 @@ async fn ran(f: &common::Fixture, script: &str) -> Option<RunCommandOutput> {
             eprintln!("skipped: no contained shell here: {e}");
             None
         }
-        Err(e) if e.message().contains("cannot make a private mount namespace") => {
+        Err(e)
+            if e.message()
+                .contains("cannot make a private mount namespace") =>
+        {
             assert!(e.message().contains("--link-mode=copy"), "{e}");
             eprintln!("skipped: no private mount namespace here; the call was refused: {e}");
             None
@@ -42,7 +45,9 @@ async fn a_uv_style_package_file_linked_from_the_cache_is_read_only_and_the_cach
     let cached = f.home.join(".cache/uv/archive-v0/abc/pkg/__init__.py");
     std::fs::create_dir_all(cached.parent().unwrap()).unwrap();
     std::fs::write(&cached, "VALUE = 1\n").unwrap();
-    let installed = f.proj.join(".venv/lib/python3.11/site-packages/pkg/__init__.py");
+    let installed = f
+        .proj
+        .join(".venv/lib/python3.11/site-packages/pkg/__init__.py");
     std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
     std::fs::hard_link(&cached, &installed).unwrap();
     let Some(out) = ran(
