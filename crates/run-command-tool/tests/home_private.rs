@@ -166,3 +166,35 @@ async fn ordinary_home_reads_and_a_toolchain_in_cargo_bin_still_work() {
     );
     assert!(out.output.contains("done"), "{}", out.output);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn links_elsewhere_in_home_to_hidden_files_read_nothing() {
+    if !testkit::sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    let docker = f.home.join("cfg/docker");
+    plant(&docker.join("config.json"), "PLANTED-DOCKER-AUTH\n");
+    std::fs::create_dir_all(f.home.join("code/other/.git")).unwrap();
+    plant(&f.home.join("code/other/.env"), "PLANTED-OTHER-ENV\n");
+    plant(&f.home.join(".vnc/passwd"), "PLANTED-VNC\n");
+    let links = f.home.join("links");
+    std::fs::create_dir_all(&links).unwrap();
+    for (name, target) in [
+        ("docker.json", docker.join("config.json")),
+        ("env", f.home.join("code/other/.env")),
+        ("vnc", f.home.join(".vnc/passwd")),
+    ] {
+        std::os::unix::fs::symlink(&target, links.join(name)).unwrap();
+        std::os::unix::fs::symlink(&target, f.proj.join(name)).unwrap();
+    }
+    let names = ["docker.json", "env", "vnc"];
+    let paths: Vec<std::path::PathBuf> = names
+        .iter()
+        .flat_map(|n| [links.join(n), f.proj.join(n)])
+        .collect();
+    let refs: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
+    let d = docker.display().to_string();
+    let out = cat_all(&f, &refs, move |o| o.env.push(("DOCKER_CONFIG".into(), d))).await;
+    assert!(!out.output.contains("PLANTED"), "{}", out.output);
+}
