@@ -301,7 +301,7 @@ impl<'a> Checker<'a> {
             if let Some(v) = w.fixed() {
                 let sensitive = crate::paths::candidate_paths(v, workdir, &self.ctx.home)
                     .iter()
-                    .any(|p| self.policy.is_sensitive_at(p, &self.ctx.home));
+                    .any(|p| self.policy.is_sensitive_in(p, self.ctx));
                 if sensitive {
                     ro = false;
                 }

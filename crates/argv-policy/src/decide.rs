@@ -190,7 +190,7 @@ fn decide_inner(
                 "write `rm` as a bare name, ['rm', '<path>', …]: it moves the files to the trash",
             ));
         }
-        let (paths, g) = rm_plan(&argv[1..], &workdir, &home, policy)?;
+        let (paths, g) = rm_plan(&argv[1..], &workdir, &home, policy, ctx)?;
         trash = paths;
         gate = g;
         read_only = false;
@@ -224,7 +224,7 @@ fn decide_inner(
                 "write_paths: {} (outside $HOME)",
                 p.display()
             )));
-        } else if policy.is_sensitive_at(p, &home) && mode != Mode::AllowAll {
+        } else if policy.is_sensitive_in(p, ctx) && mode != Mode::AllowAll {
             gate = gate.max(Gate::Confirm(format!(
                 "write_paths: {} (sensitive)",
                 p.display()
@@ -372,6 +372,7 @@ fn rm_plan(
     workdir: &Path,
     home: &Path,
     policy: &Policy,
+    ctx: &Context,
 ) -> Result<(Vec<PathBuf>, Gate), Refusal> {
     let mut paths = Vec::new();
     let mut options_done = false;
@@ -415,7 +416,7 @@ fn rm_plan(
         } else {
             outside.push(p);
         }
-        if policy.is_sensitive_at(p, home) {
+        if policy.is_sensitive_in(p, ctx) {
             gate = gate.max(Gate::Confirm(format!(
                 "rm (move to trash, sensitive): {}",
                 p.display()

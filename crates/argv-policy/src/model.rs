@@ -99,6 +99,10 @@ pub struct Context {
     /// The call is `background_command`'s, the one place a file watcher may run (RC-15, BG-2):
     /// watchers are then not refused. False for `run_command`.
     pub watchers_allowed: bool,
+    /// Private locations the host resolved beyond the policy's list (TRUST-6: where the host's
+    /// relocation variables move them, [`Policy::private_paths_in`](crate::Policy::private_paths_in)).
+    /// Sensitive for RC-9 like the list, so the decision and the sandbox agree. Empty by default.
+    pub private: Vec<PathBuf>,
 }
 
 impl Context {
@@ -110,6 +114,7 @@ impl Context {
             os: Os::current(),
             secrets: Vec::new(),
             watchers_allowed: false,
+            private: Vec::new(),
         }
     }
 }

@@ -597,8 +597,17 @@ impl Policy {
     /// assert!(!private.iter().any(|p| p.starts_with("/srv")));
     /// ```
     pub fn private_paths_in(&self, home: &Path, env: &[(String, String)]) -> Vec<PathBuf> {
+        let mut out = self.private_paths(home);
+        out.extend(self.relocated_paths(home, env));
+        out
+    }
+
+    /// The locations the host's relocation variables move private locations to
+    /// ([`RELOCATIONS`], TRUST-6), without those [`Policy::private_paths`] lists already, each
+    /// once. Every path returned lies strictly below the normalised `home`.
+    pub fn relocated_paths(&self, home: &Path, env: &[(String, String)]) -> Vec<PathBuf> {
         let home = normalize(Path::new("/"), home);
-        let mut out = self.private_paths(&home);
+        let mut out = Vec::new();
         for r in RELOCATIONS {
             let Some(value) = lookup(env, r.var).filter(|v| !v.is_empty()) else {
                 continue;
@@ -629,8 +638,9 @@ impl Policy {
                 }
             }
         }
+        let listed = self.private_paths(&home);
         let mut seen = std::collections::HashSet::new();
-        out.retain(|p| seen.insert(p.clone()));
+        out.retain(|p| !listed.contains(p) && seen.insert(p.clone()));
         out
     }
 
@@ -670,6 +680,17 @@ impl Policy {
     /// A sensitive path for RC-9: a shipped or user sensitive pattern, or a private location.
     pub(crate) fn is_sensitive_at(&self, path: &Path, home: &Path) -> bool {
         self.is_sensitive(path) || self.is_private(path, home)
+    }
+
+    /// A sensitive path for RC-9 in `ctx`: [`Policy::is_sensitive_at`] under its home, or at
+    /// or below one of the private locations the host resolved (`ctx.private`, ASCII case
+    /// ignored).
+    pub(crate) fn is_sensitive_in(&self, path: &Path, ctx: &crate::Context) -> bool {
+        self.is_sensitive_at(path, &ctx.home)
+            || ctx
+                .private
+                .iter()
+                .any(|p| strip_prefix_ignoring_case(path, p).is_some())
     }
 
     /// Adds a user `private_path` entry (`~/.mytokens`).
@@ -925,6 +946,39 @@ mod tests {
             p.private_paths(home),
             "no environment, the shipped and user list"
         );
+    }
+
+    /// TRUST-6, RC-9: a relocated credential the host resolved is a sensitive path, as the
+    /// sandbox hides it.
+    #[test]
+    fn a_relocated_credential_cancels_a_read_only_match() {
+        let p = Policy::defaults(Mode::Safe);
+        let mut ctx = Context::new("/home/u/proj", HOME);
+        let hit = |ctx: &Context, argv: &[&str]| {
+            matches!(
+                decide(&RunCommandArgs::new(argv.iter().copied()), &p, ctx),
+                Decision::Run {
+                    gate: Gate::None,
+                    parallel: true,
+                    ..
+                }
+            )
+        };
+        let cat = ["cat", "/home/u/cfg/docker/config.json"];
+        let script = ["sh", "-c", "cat ~/cfg/docker/config.json"];
+        assert!(
+            hit(&ctx, &cat) && hit(&ctx, &script),
+            "without the environment"
+        );
+        ctx.private = p.relocated_paths(
+            Path::new(HOME),
+            &env(&[("DOCKER_CONFIG", "/home/u/cfg/docker")]),
+        );
+        assert_eq!(ctx.private, vec![PathBuf::from("/home/u/cfg/docker")]);
+        assert!(!hit(&ctx, &cat));
+        assert!(!hit(&ctx, &script));
+        assert!(!hit(&ctx, &["cat", "/home/u/CFG/Docker/config.json"]));
+        assert!(hit(&ctx, &["cat", "/home/u/cfg/other.txt"]));
     }
 
     #[test]

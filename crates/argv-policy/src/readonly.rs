@@ -663,7 +663,7 @@ fn normalize_globals<'a>(name: &str, args: &'a [String]) -> Option<(&'a [String]
 /// `true` when `name args` is a read-only allowlist hit under `policy` (RC-9).
 pub fn is_hit(policy: &Policy, ctx: &Context, name: &str, args: &[Word]) -> bool {
     let workdir = normalize(&ctx.home, &ctx.workdir);
-    if policy.is_sensitive_at(&workdir, &ctx.home) {
+    if policy.is_sensitive_in(&workdir, ctx) {
         return false;
     }
     let mut fixed = Vec::with_capacity(args.len());
@@ -710,6 +710,6 @@ pub fn is_hit(policy: &Policy, ctx: &Context, name: &str, args: &[Word]) -> bool
         .iter()
         .chain(paths.iter())
         .flat_map(|a| candidate_paths(a, &workdir, &ctx.home))
-        .any(|p: PathBuf| policy.is_sensitive_at(&p, &ctx.home));
+        .any(|p: PathBuf| policy.is_sensitive_in(&p, ctx));
     !sensitive
 }

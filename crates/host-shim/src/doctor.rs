@@ -53,11 +53,10 @@ pub struct HostView<'a> {
 pub fn run_command_sets(policy: &Policy, host: HostView<'_>, host_files: &[PathBuf]) -> Value {
     let home = host.home;
     let exists = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok();
-    let listed = policy.private_paths(home);
     let private = policy.private_paths_in(home, host.env);
-    let relocated: Vec<Value> = private
+    let relocated: Vec<Value> = policy
+        .relocated_paths(home, host.env)
         .iter()
-        .filter(|p| !listed.contains(p))
         .map(|p| json!({"path": p.to_string_lossy(), "exists": exists(p)}))
         .collect();
     let hidden: Vec<&PathBuf> = private.iter().filter(|p| exists(p)).collect();

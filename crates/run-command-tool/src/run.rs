@@ -277,6 +277,8 @@ pub(crate) fn plan(
     let work: PathBuf = workdir.path().to_path_buf();
     let home = crate::roots::canonical(&options.home);
     let mut context = Context::new(&work, &home);
+    // RC-9 counts the relocated private locations as sensitive, as the sandbox hides them.
+    context.private = policy.relocated_paths(&home, &env);
     context.secrets = state.secrets();
     context.watchers_allowed = how.watchers_allowed;
     let decision = argv_policy::decide(&args, policy, &context);
