@@ -25,6 +25,7 @@ pub(crate) const BENCHMARKS: &[(&str, Benchmark)] = &[
     ("stop", stop),
     ("call", call),
     ("git", git),
+    ("links", links),
     ("micro", micro),
     ("soak", crate::bench_soak::run),
 ];
@@ -83,6 +84,51 @@ fn git(args: &[String]) -> Result<(), String> {
             rounds.to_string(),
         ],
     )
+}
+
+/// Hard-linked files kept read-only (TRUST-3): `call command` in a pnpm-style tree of 50 000
+/// files all linked into a store outside it (the scan, the cover and its binds), against the
+/// same tree without links (the scan only).
+fn links(args: &[String]) -> Result<(), String> {
+    let runs = flag(args, "--runs", 11)?;
+    let files = flag(args, "--files", 50_000)?;
+    let agent_exec = release_agent_exec()?;
+    let root = std::env::temp_dir().join(format!("agent-exec-bench-links-{files}"));
+    let marker = root.join(".complete");
+    let io = |e: std::io::Error| format!("building the bench tree under {}: {e}", root.display());
+    if !marker.exists() {
+        let _ = fs::remove_dir_all(&root);
+        for i in 0..files {
+            let (pkg, n) = (i / 50, i % 50);
+            let rel = format!("node_modules/.pnpm/p{pkg}@1.0.0/node_modules/p{pkg}/f{n}.js");
+            let store = root.join("store").join(format!("{i}"));
+            if n == 0 {
+                for tree in ["linked", "plain"] {
+                    let dir = root.join(tree).join(&rel);
+                    fs::create_dir_all(dir.parent().unwrap_or(&root)).map_err(io)?;
+                }
+                fs::create_dir_all(root.join("store")).map_err(io)?;
+            }
+            fs::write(&store, b"module.exports = 1;\n").map_err(io)?;
+            fs::hard_link(&store, root.join("linked").join(&rel)).map_err(io)?;
+            fs::write(root.join("plain").join(&rel), b"module.exports = 1;\n").map_err(io)?;
+        }
+        fs::write(&marker, b"").map_err(io)?;
+    }
+    let run_in = |tree: &str| {
+        let mut c = Command::new(&agent_exec);
+        c.args(["call", "command", "--workspace"])
+            .arg(root.join(tree))
+            .args(["--json", r#"{"command":"true"}"#]);
+        c
+    };
+    compare(
+        &format!("call command `true` in {files} hard-linked files vs the same files unlinked"),
+        runs,
+        &mut || run_in("linked"),
+        &mut || run_in("plain"),
+    )?;
+    Ok(())
 }
 
 /// Builds `agent-exec` in release mode and returns the path of its binary.
