@@ -276,6 +276,7 @@ pub async fn command_with(
         sandbox.clone(),
         scope.path().join(validated.cwd().as_path()),
     );
+    let hidden = sandbox.hidden.clone();
     let job = Job {
         program: SHELL.into(),
         args: vec!["-c".into(), validated.command().into()],
@@ -313,6 +314,7 @@ pub async fn command_with(
             .iter()
             .map(|(dir, _)| dir.clone())
             .collect::<Vec<_>>(),
+        &hidden,
     );
     let git = exec::blocking::off_async(move || stage.apply(&read_only, &autorun))
         .await

@@ -236,6 +236,30 @@ async fn a_hard_link_in_the_scope_is_read_only_and_its_other_name_never_changes(
     assert!(denial.remedy.contains("--link-mode=copy"), "{denial:?}");
 }
 
+/// A call pins the directories of its linked files: another call in the same folder, racing
+/// this one's scan, could otherwise move a linked file where the scan had already looked.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_directories_above_a_hard_linked_file_cannot_be_moved() {
+    let f = fixture();
+    let outside = f.outside_dir().join("rw/file.txt");
+    std::fs::create_dir_all(f.scope.join("r1/deep")).unwrap();
+    std::fs::create_dir_all(f.scope.join("r2")).unwrap();
+    std::fs::hard_link(&outside, f.scope.join("r1/deep/X")).unwrap();
+    let Some(out) = ran(
+        &f,
+        json!({"command": "mv r1 r3 || echo r1-pinned; mv r1/deep r2/ || echo deep-pinned; \
+                            mv r2 r4 && echo r2-free"}),
+        &DenyAll,
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(out.stdout, "r1-pinned\ndeep-pinned\nr2-free\n", "{out:?}");
+    assert!(f.scope.join("r1/deep/X").exists());
+}
+
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn many_hard_links_are_kept_read_only_through_their_directory() {

@@ -97,8 +97,10 @@ impl CacheViews {
     }
 
     /// What the views hold once the command's tree has ended; `read_only` is the sandbox's
-    /// list of staged directories it could only make read-only.
-    pub fn report(&self, read_only: &[PathBuf]) -> CacheReport {
+    /// list of staged directories it could only make read-only, `hidden` the call's hidden
+    /// paths (the sandbox shadows those beneath a view with an empty file of mode 0, which is
+    /// not the command's change).
+    pub fn report(&self, read_only: &[PathBuf], hidden: &[PathBuf]) -> CacheReport {
         let mut report = CacheReport::default();
         let mut budget = COUNT_BUDGET;
         for v in &self.views {
@@ -106,7 +108,12 @@ impl CacheViews {
                 report.read_only.push(v.cache.display().to_string());
                 continue;
             }
-            report.changed += count(&v.upper, &mut budget);
+            let shadows: Vec<PathBuf> = hidden
+                .iter()
+                .filter_map(|h| h.strip_prefix(&v.cache).ok())
+                .map(|rel| v.upper.join(rel))
+                .collect();
+            report.changed += count(&v.upper, &shadows, &mut budget);
         }
         report.more = budget == 0;
         report
@@ -115,8 +122,8 @@ impl CacheViews {
 
 /// Entries other than directories beneath `dir` (not following links): files written or
 /// made, links, removals (overlayfs's whiteouts), at most `budget` looked at in all. The
-/// sandbox's own shadows of hidden paths (empty files of mode 0) are not the command's.
-fn count(dir: &Path, budget: &mut usize) -> usize {
+/// sandbox's own shadows (`shadows`, while still empty files of mode 0) are not the command's.
+fn count(dir: &Path, shadows: &[PathBuf], budget: &mut usize) -> usize {
     use std::os::unix::fs::PermissionsExt;
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -130,9 +137,14 @@ fn count(dir: &Path, budget: &mut usize) -> usize {
         let Ok(meta) = entry.metadata() else {
             continue;
         };
+        let path = entry.path();
+        let shadow = meta.is_file()
+            && meta.len() == 0
+            && meta.permissions().mode() & 0o7777 == 0
+            && shadows.contains(&path);
         if meta.is_dir() {
-            n += count(&entry.path(), budget);
-        } else if !(meta.is_file() && meta.len() == 0 && meta.permissions().mode() & 0o7777 == 0) {
+            n += count(&path, shadows, budget);
+        } else if !shadow {
             n += 1;
         }
     }
@@ -169,18 +181,24 @@ mod tests {
         std::fs::create_dir_all(upper.join("_cacache/index")).unwrap();
         std::fs::write(upper.join("_cacache/index/a"), "x").unwrap();
         std::fs::write(upper.join("_cacache/b"), "").unwrap();
-        // A shadow of a hidden path is the sandbox's, not a change.
-        std::fs::write(upper.join("token"), "").unwrap();
-        std::fs::set_permissions(upper.join("token"), std::fs::Permissions::from_mode(0)).unwrap();
-        let report = views.report(&[PathBuf::from("/h/.cache")]);
+        // A shadow of a hidden path is the sandbox's, not a change; the same file elsewhere is.
+        for name in ["token", "other"] {
+            std::fs::write(upper.join(name), "").unwrap();
+            std::fs::set_permissions(upper.join(name), std::fs::Permissions::from_mode(0o000))
+                .unwrap();
+        }
+        let report = views.report(
+            &[PathBuf::from("/h/.cache")],
+            &[PathBuf::from("/h/.npm/token")],
+        );
         assert_eq!(
             report,
             CacheReport {
-                changed: 2,
+                changed: 3,
                 more: false,
                 read_only: vec!["/h/.cache".into()],
             }
         );
-        assert!(CacheViews::default().report(&[]).is_empty());
+        assert!(CacheViews::default().report(&[], &[]).is_empty());
     }
 }

@@ -1,7 +1,9 @@
 //! Which paths keep a root's hard-linked files read-only within a budget of binds (TRUST-3).
 //!
 //! **Owns:** the choice of paths: every hard-linked file itself while they fit the budget;
-//! above it, their directories, the deepest first, until the set fits. A directory chosen
+//! above it, their directories, the deepest first, until the set fits. The budget counts each
+//! chosen path and each directory between the root and it, since the sandbox binds those too
+//! (pinned, so no other call moves a linked file away while this one looks). A directory chosen
 //! keeps everything beneath it read-only (files that are not links too): the price of a bound
 //! on the number of mounts a sandbox makes. **Refuses:** the root itself, which would make the
 //! whole root read-only; a set that cannot fit without it is an error the caller reports.
@@ -35,9 +37,10 @@ pub struct CoverError {
     pub budget: usize,
 }
 
-/// The paths, at most `budget`, whose read-only binds keep every one of `links` (absolute
-/// paths beneath `root`; others are ignored) read-only: the files themselves if they fit,
-/// else the directories holding them, lifted deepest first. Sorted, none beneath another.
+/// The paths whose read-only binds keep every one of `links` (absolute paths beneath `root`;
+/// others are ignored) read-only, they and the directories between `root` and them at most
+/// `budget` in all: the files themselves if they fit, else the directories holding them,
+/// lifted deepest first. Sorted, none beneath another.
 ///
 /// # Errors
 /// [`CoverError`] when only `root` itself would cover them within the budget.
@@ -59,7 +62,7 @@ pub fn read_only_cover(
     let files = set.len();
     loop {
         prune_nested(&mut set);
-        if set.len() <= budget {
+        if cost(&set) <= budget {
             return Ok(set
                 .into_iter()
                 .map(|c| root.join(c.iter().collect::<PathBuf>()))
@@ -83,6 +86,17 @@ pub fn read_only_cover(
             })
             .collect();
     }
+}
+
+/// The binds `set` costs: each entry and each directory between the root and it, once.
+fn cost(set: &BTreeSet<Vec<Component<'_>>>) -> usize {
+    let mut dirs: BTreeSet<&[Component<'_>]> = BTreeSet::new();
+    for c in set {
+        for n in 1..c.len() {
+            dirs.insert(&c[..n]);
+        }
+    }
+    set.len() + dirs.len()
 }
 
 /// Drops every entry beneath another. The set is sorted and holds no duplicate, so an entry's
@@ -110,7 +124,8 @@ mod tests {
     fn files_within_the_budget_are_covered_one_by_one() {
         let root = Path::new("/w");
         let links = paths(root, &["a/x", "b/y", "z"]);
-        assert_eq!(read_only_cover(root, &links, 3).unwrap(), {
+        // Three files and the two directories above them.
+        assert_eq!(read_only_cover(root, &links, 5).unwrap(), {
             let mut l = links.clone();
             l.sort();
             l
@@ -129,7 +144,8 @@ mod tests {
                 "keep.txt",
             ],
         );
-        let cover = read_only_cover(root, &links, 3).unwrap();
+        // Three paths and the six directories above them.
+        let cover = read_only_cover(root, &links, 9).unwrap();
         assert_eq!(
             cover,
             paths(

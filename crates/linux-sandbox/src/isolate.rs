@@ -802,7 +802,9 @@ impl Isolation {
             pin_above(&outermost, &mut pinned, &covered.path);
             protected_paths.push(covered);
         }
-        // A frozen file is kept for its inode, not its name: nothing above it is pinned.
+        // A frozen file's directories are pinned too: in this call's view moving them would
+        // move the bind along, but another call in the same folder has a view of its own, and
+        // a directory moved there during this call's scan could carry a linked file past it.
         for covered in frozen {
             if !outermost.iter().any(|r| covered.path.starts_with(&r.path))
                 || protected_paths
@@ -811,6 +813,7 @@ impl Isolation {
             {
                 continue;
             }
+            pin_above(&outermost, &mut pinned, &covered.path);
             protected_paths.push(covered);
         }
         protected_paths.sort_by_key(|p| p.path.components().count());
@@ -1578,7 +1581,7 @@ fn shadow(upper: &Path, rel: &Path) -> Result<(), SandboxError> {
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0)
+        .mode(0o000)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&at)
     {

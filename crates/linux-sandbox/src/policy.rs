@@ -281,9 +281,10 @@ impl Policy {
     /// lies beneath a writable grant, for what it *is* rather than for its name: a file with
     /// another name elsewhere (a hard link into a package store or another clone) must not
     /// change through this one (TRUST-3). In the program's private mount namespace a read-only
-    /// bind covers it; unlike [`protect`](Policy::protect), the directories above it are not
-    /// pinned, since moving them moves the bind along and a new file at the old name is a new
-    /// file. It cannot be removed or renamed over (`EBUSY`), nor opened for writing (`EROFS`).
+    /// bind covers it and, as for [`protect`](Policy::protect), each directory between the
+    /// writable grant and it is bound onto itself: every call in a folder pins its linked files
+    /// in place, so no call can move one past another call's scan. It cannot be removed or
+    /// renamed over (`EBUSY`), nor opened for writing (`EROFS`).
     /// Where no private mount namespace can be made and the path lies beneath a writable grant,
     /// [`prepare`](Policy::prepare) refuses the policy
     /// ([`SandboxError::CannotFreeze`](crate::SandboxError::CannotFreeze)); a path that does

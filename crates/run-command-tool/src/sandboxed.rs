@@ -134,6 +134,28 @@ pub(crate) fn prepare(
     let path_dirs: Vec<PathBuf> =
         std::env::split_paths(host_path.as_deref().unwrap_or("")).collect();
     let write_paths = roots::write_paths(&args.write_paths, workdir, home, &never, &path_dirs)?;
+    // TRUST-3: a command changes a cache only in its private view for the call, which would
+    // cover a working directory or a write path inside it: say so instead.
+    let caches = policy.cache_paths(home);
+    let inside_cache = |p: &Path| caches.iter().find(|c| p.starts_with(roots::canonical(c)));
+    for (what, path) in std::iter::once(("the working directory", workdir)).chain(
+        write_paths
+            .iter()
+            .map(|w| ("the write path", w.path.as_path())),
+    ) {
+        if let Some(cache) = inside_cache(path) {
+            return Err(ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                format!(
+                    "{what} {} lies in the toolchains' cache {}, which a command only changes \
+                     in a private copy for the call (the user's caches never change), so \
+                     nothing written there would stay; work in a project directory instead",
+                    path.display(),
+                    cache.display()
+                ),
+            ));
+        }
+    }
     // TRUST-6: other projects' `.env` files are hidden too. The walk leaves out what the call
     // may write (a hidden file there would need a mount cover) and what is hidden already.
     let skip: Vec<PathBuf> = never
@@ -338,6 +360,7 @@ pub(crate) async fn run(
         &options.env,
     );
     let explain = (sandbox.clone(), work.clone());
+    let hidden = sandbox.hidden.clone();
     let job = Job {
         program: prepared.program.clone(),
         args: prepared.args.iter().map(Into::into).collect(),
@@ -371,6 +394,7 @@ pub(crate) async fn run(
             .iter()
             .map(|(dir, _)| dir.clone())
             .collect::<Vec<_>>(),
+        &hidden,
     );
     let guard = tokio::task::spawn_blocking(move || {
         let git = stage.apply(&read_only, &autorun);

@@ -251,3 +251,57 @@ async fn pip_install_into_a_venv_caches_its_wheel_into_the_view_only() {
         "the user's ~/.cache changed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_working_directory_or_write_path_inside_a_cache_is_refused_saying_why() {
+    let f = fixture();
+    let inside = f.home.join(".cache/sub/proj");
+    std::fs::create_dir_all(&inside).unwrap();
+    let err = call_with(
+        args(&["true"]),
+        &inside,
+        &f.home,
+        Mode::AllowAll,
+        &DenyAllAsker,
+        &RunCommandState::default(),
+        |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code().as_str(), "AGENT_EXEC_PATH_INVALID", "{err}");
+    assert!(err.message().contains("toolchains' cache"), "{err}");
+
+    let mut with_write_path = args(&["true"]);
+    with_write_path.write_paths = vec![inside.display().to_string()];
+    let err = call_with(
+        with_write_path,
+        &f.proj,
+        &f.home,
+        Mode::AllowAll,
+        &common::Scripted::yes(),
+        &RunCommandState::default(),
+        |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code().as_str(), "AGENT_EXEC_PATH_INVALID", "{err}");
+    assert!(err.message().contains("toolchains' cache"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_mode_0_file_the_command_makes_in_a_cache_is_counted() {
+    let f = fixture();
+    let token = f.home.join(".cache/huggingface/token");
+    std::fs::create_dir_all(token.parent().unwrap()).unwrap();
+    std::fs::write(&token, "PLANTED-HF-TOKEN\n").unwrap();
+    let Some(out) = sh(
+        &f,
+        "touch ~/.cache/sneaky && chmod 0 ~/.cache/sneaky && echo made",
+    )
+    .await
+    else {
+        return;
+    };
+    assert!(out.output.contains("made"), "{out:?}");
+    assert_eq!(out.caches.changed, 1, "{:?}", out.caches);
+}
