@@ -45,6 +45,10 @@ const TASKS: &[(&str, &str)] = &[
         "git status and git clone of a 50 000-file repository through call command vs the host's bare git",
     ),
     (
+        "bench links [--runs N] [--files N]",
+        "call command in 50 000 hard-linked pnpm-style files (kept read-only) vs the same files unlinked",
+    ),
+    (
         "bench stop [--runs N]",
         "stop a 500-process tree with 100 setsid escapees, both proctree modes",
     ),
