@@ -212,6 +212,12 @@ fn words(cause: Cause, access: A) -> (&'static str, &'static str) {
     const EXTRA: &str = "add it as an extraPaths entry (the user confirms it)";
     let writing = matches!(access, A::Write | A::Create);
     match cause {
+        Cause::ForeignOwner => (
+            "a file in a toolchain's cache that belongs to another user (left by `sudo npm`, \
+             `sudo pip`, …): the command's private copy of the cache cannot take it to change it",
+            "ask the user to give the cache back to their own account (`sudo chown -R \
+             \"$USER\" <the cache>`), or leave that file as it is",
+        ),
         Cause::HardLinked => (
             "a file with another name elsewhere (a hard link into a package store such as \
              pnpm's or uv's, or a local clone's objects): writing it would change every other \

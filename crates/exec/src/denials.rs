@@ -137,10 +137,15 @@ pub struct Mention {
     /// the sandbox refuses it; such a mention is explained only for that view, and only from
     /// the rules (never by looking whether the host has the file).
     pub missing: bool,
+    /// The error was `EOVERFLOW` (`Value too large for defined data type`): changing a file
+    /// in a directory seen through a private view (a toolchain's cache) whose owner the
+    /// command's user namespace does not map, so the view cannot copy it.
+    pub overflow: bool,
 }
 
 /// Error texts of `EACCES`, `EPERM` and `EROFS` (the private mount view is read-only outside
-/// the writable roots, so a write there can fail with `EROFS` before Landlock is asked).
+/// the writable roots, so a write there can fail with `EROFS` before Landlock is asked),
+/// `ENOENT` and `EOVERFLOW` (a cache's view that cannot copy a file of an unmapped owner).
 const MARKERS: &[(&str, Kind)] = &[
     ("Permission denied", Kind::Denied),
     ("permission denied", Kind::Denied),
@@ -152,6 +157,8 @@ const MARKERS: &[(&str, Kind)] = &[
     ("no such file or directory", Kind::Missing),
     // dash: `cannot create /x/y: Directory nonexistent`.
     ("Directory nonexistent", Kind::Missing),
+    ("Value too large for defined data type", Kind::Overflow),
+    ("value too large for defined data type", Kind::Overflow),
 ];
 
 /// Which error a marker is.
@@ -160,6 +167,7 @@ enum Kind {
     Denied,
     ReadOnlyFs,
     Missing,
+    Overflow,
 }
 
 /// The paths `text` names with a permission error, in order, each `(path, verb)` once, at most
@@ -201,12 +209,13 @@ fn unsafe_char(c: char) -> bool {
 /// bounded number of times.
 fn marked_lines(text: &str) -> Vec<(usize, usize)> {
     // The markers without their first letter, which is either case.
-    const NEEDLES: [&str; 5] = [
+    const NEEDLES: [&str; 6] = [
         "ermission denied",
         "peration not permitted",
         "ead-only file system",
         "o such file or directory",
         "irectory nonexistent",
+        "alue too large for defined data type",
     ];
     let mut lines = Vec::new();
     for needle in NEEDLES {
@@ -408,6 +417,7 @@ fn mention(path: &str, verb: Option<Verb>, kind: Kind) -> Mention {
     let missing = kind == Kind::Missing;
     Mention {
         missing,
+        overflow: kind == Kind::Overflow,
         path: path.to_owned(),
         verb,
         read_only_fs,
@@ -469,6 +479,10 @@ pub enum Cause {
     /// A file with more than one link beneath a writable root, kept read-only so its other
     /// names (a package store's, another clone's) never change (TRUST-3).
     HardLinked,
+    /// A file in a directory seen through a private view (a toolchain's cache) that belongs to
+    /// a user the command's user namespace does not map (left by `sudo npm`): the view cannot
+    /// copy it to change it (TRUST-3).
+    ForeignOwner,
     /// `.git` in the `run` mirror (macOS).
     DotGit,
     /// `run` executes its one program only.
@@ -544,6 +558,19 @@ fn judged(judge: &Judge, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
         let Some(path) = absolute(cwd, &m.path) else {
             continue;
         };
+        if m.overflow {
+            // Only a view's copy-up says this for the sandbox's sake; elsewhere it is the
+            // program's own (a file too large for a 32-bit reader).
+            let viewed = judge.staged.iter().any(|d| path.starts_with(d));
+            if viewed && !out.iter().any(|d| d.path == path) {
+                out.push(Denial {
+                    path,
+                    access: DeniedAccess::Write,
+                    cause: Cause::ForeignOwner,
+                });
+            }
+            continue;
+        }
         let Some((access, why)) = judge.first_denied(&path, m) else {
             continue;
         };
@@ -610,6 +637,8 @@ struct Judge {
     /// Lookups the Seatbelt resolution made ([`MAX_LOOKUPS`] at most; Linux counts its own).
     #[cfg_attr(target_os = "linux", allow(dead_code))]
     lookups: std::cell::Cell<usize>,
+    /// The directories the command saw through a private view.
+    staged: Vec<PathBuf>,
 }
 
 impl Judge {
@@ -619,6 +648,7 @@ impl Judge {
         Some(Judge {
             explainer: policy.explainer(),
             lookups: std::cell::Cell::new(0),
+            staged: spec.staged.iter().map(|s| s.dir.clone()).collect(),
         })
     }
 
@@ -628,6 +658,7 @@ impl Judge {
         Some(Judge {
             bound,
             lookups: std::cell::Cell::new(0),
+            staged: spec.staged.iter().map(|s| s.dir.clone()).collect(),
         })
     }
 

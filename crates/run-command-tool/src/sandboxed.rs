@@ -472,6 +472,12 @@ pub(crate) fn word(d: exec::denials::Denial) -> Denial {
     use exec::denials::{Cause, DeniedAccess as A};
     let writing = matches!(d.access, A::Write | A::Create);
     let (reason, remedy) = match d.cause {
+        Cause::ForeignOwner => (
+            "a file in a toolchain's cache that belongs to another user (left by `sudo npm`, \
+             `sudo pip`, …): the command's private copy of the cache cannot take it to change it",
+            "ask the user to give the cache back to their own account (`sudo chown -R \
+             \"$USER\" <the cache>`), or leave that file as it is",
+        ),
         Cause::HardLinked => (
             "a file with another name elsewhere (a hard link into a package store such as \
              pnpm's or uv's, or a local clone's objects): writing it would change every other \

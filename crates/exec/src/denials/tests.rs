@@ -641,6 +641,33 @@ mod linux {
         assert_eq!(denials(&c, "cat: /usr/bin/env: Permission denied"), []);
     }
 
+    #[test]
+    fn a_cache_file_its_view_cannot_copy_is_named_and_elsewhere_eoverflow_is_not() {
+        let mut c = call();
+        let cache = c.base.join("ro");
+        c.spec.staged.push(crate::Staged {
+            dir: cache.clone(),
+            upper: c.base.join("up"),
+            work: c.base.join("wk"),
+            through: Vec::new(),
+        });
+        let line = format!(
+            "OSError: [Errno 75] Value too large for defined data type: '{}'",
+            cache.join("tool").display()
+        );
+        let d = denials(&c, &line);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(
+            (d[0].path.clone(), d[0].access, d[0].cause),
+            (cache.join("tool"), DeniedAccess::Write, Cause::ForeignOwner)
+        );
+        let elsewhere = format!(
+            "cat: {}: Value too large for defined data type",
+            c.base.join("ws/big").display()
+        );
+        assert_eq!(denials(&c, &elsewhere), []);
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn a_write_to_a_hard_linked_file_is_named_with_its_own_cause() {
