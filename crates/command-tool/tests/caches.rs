@@ -67,3 +67,65 @@ async fn the_cargo_registry_is_written_in_the_calls_view_and_never_changes() {
     );
     assert_eq!(out.caches.changed, 2, "{:?}", out.caches);
 }
+
+/// TRUST-3, CMD-9 on Linux: a local clone hard-links its objects to the source's; `command`
+/// works in it (a commit) and the source's objects never change.
+#[tokio::test]
+async fn a_local_clone_with_hard_linked_objects_commits_and_the_source_never_changes() {
+    let git_here = std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !sandbox_available() || !git_here {
+        eprintln!("skipped: no sandbox or no git here");
+        return;
+    }
+    let source = tempfile::tempdir().unwrap();
+    let src = source.path().join("src");
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    std::fs::create_dir_all(&src).unwrap();
+    git(&src, &["init", "-q"]);
+    std::fs::write(src.join("a.txt"), "one\n").unwrap();
+    git(&src, &["add", "a.txt"]);
+    git(&src, &["commit", "-qm", "one"]);
+    let f = Fixture::new();
+    git(
+        &f.scope,
+        &["clone", "-q", &src.display().to_string(), "clone"],
+    );
+    let objects_before = files(&src.join(".git/objects"));
+    let (ctx, _h) = CallContext::standalone();
+    let args = CommandArguments::from_json(json!({
+        "command": "cd clone && echo two >> a.txt && \
+                    git -c user.name=t -c user.email=t@t commit -qam two && git log --oneline | wc -l"
+    }))
+    .unwrap();
+    let out = match command_tool::command(args, f.lease.clone(), &DenyAll, &ctx).await {
+        Ok(out) => out,
+        Err(e) if e.code() == toolscope::ErrorCode::ExecSandboxUnavailable => {
+            eprintln!("skipped: no shell can be contained here: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "2", "{out:?}");
+    assert_eq!(files(&src.join(".git/objects")), objects_before);
+}
