@@ -85,7 +85,8 @@ pub(crate) fn hint(
         return Some(format!(
             "writing {} was refused: write inside the working directory instead, or send the \
              call again with its directory in \"write_paths\" (the user confirms; outside $HOME \
-             it needs the password)",
+             or where programs read configuration or code — a dot-directory, ~/bin, a PATH \
+             directory — it needs the password)",
             d.path
         ));
     }

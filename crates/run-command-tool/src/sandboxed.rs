@@ -496,16 +496,18 @@ pub(crate) fn word(d: exec::denials::Denial) -> Denial {
             "use argv sudo (['sudo', '<binary>', …], asks for the password) if the user agrees",
         ),
         Cause::ReadOnly { .. } if writing => (
-            "a read-only location (the system, $HOME outside the caches, or a protected file \
-             such as .git/hooks or a shell startup file)",
+            "a read-only location (the system, $HOME, or a protected file such as .git/hooks \
+             or a shell startup file)",
             "write inside the working directory, or name the directory in write_paths (the \
-             user confirms; outside $HOME the password)",
+             user confirms; outside $HOME or in a dot-directory, ~/bin or a PATH directory, the \
+             password)",
         ),
         _ if writing => (
             "outside the writable roots (the working directory, the call's temp dir, the \
-             toolchains' caches, write_paths)",
+             toolchains' caches through a private copy, write_paths)",
             "write inside the working directory, or name the directory in write_paths (the \
-             user confirms; outside $HOME the password)",
+             user confirms; outside $HOME or in a dot-directory, ~/bin or a PATH directory, the \
+             password)",
         ),
         _ if d.access == A::Execute => (
             "not executable in the sandbox",
