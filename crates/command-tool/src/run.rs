@@ -443,7 +443,7 @@ fn scan_error(e: ScanError) -> ToolError {
 /// CMD-9, TRUST-3: the hard-linked files (regular files with more than one link: a name
 /// inside for an inode that may have a name outside) of the scope and of every writable extra
 /// path. On Linux they are kept read-only in the sandbox, the paths to bind returned (the files
-/// themselves, or above [`LINK_BINDS`] their directories, `fsguard::read_only_cover`); a root
+/// themselves, or above `fsguard::READ_ONLY_BINDS` their directories, `fsguard::read_only_cover`); a root
 /// whose links only the root itself could cover refuses the call. Elsewhere any one refuses it
 /// (`AGENT_EXEC_PATH_INVALID`, at most [`HARD_LINKS_SHOWN`] paths in the message, all counted,
 /// the shown ones in `hardLinks`).
@@ -453,96 +453,69 @@ async fn hard_link_scan(
 ) -> Result<Vec<PathBuf>, ToolError> {
     let scope = Arc::clone(scope);
     let writable: Vec<Extra> = extra.iter().filter(|e| e.write()).cloned().collect();
-    let found = exec::blocking::off_async(move || -> Result<Vec<Found>, ToolError> {
-        // Mounts below the scope are inside the sandbox's grant too, so they are scanned.
-        let options = ScanOptions::new().cross_mounts(true);
-        let paths = |report: fsguard::ScanReport| -> Vec<PathBuf> {
-            report.links.into_iter().map(|l| l.path).collect()
-        };
-        let mut found = vec![Found {
-            root: scope.path().to_path_buf(),
-            links: paths(scan_hard_links_in(&scope, &options).map_err(scan_error)?),
-        }];
-        // Each extra path as it was validated (its pinned descriptor), never looked up again.
-        for extra in &writable {
-            let links = match extra.pin() {
-                Pin::Dir(lease) => paths(scan_hard_links_in(lease, &options).map_err(scan_error)?),
-                Pin::File(fd) => {
-                    let meta = rustix::fs::fstat(&**fd).map_err(|e| {
-                        ToolError::new(
-                            ErrorCode::ExecPathInvalid,
-                            format!(
-                                "cannot check {}: {e}; the command did not run",
-                                extra.path().display()
-                            ),
-                        )
-                    })?;
-                    if meta.st_nlink > 1 {
-                        vec![extra.path().to_path_buf()]
-                    } else {
-                        Vec::new()
-                    }
-                }
+    let found =
+        exec::blocking::off_async(move || -> Result<Vec<(PathBuf, Vec<PathBuf>)>, ToolError> {
+            // Mounts below the scope are inside the sandbox's grant too, so they are scanned.
+            let options = ScanOptions::new().cross_mounts(true);
+            let paths = |report: fsguard::ScanReport| -> Vec<PathBuf> {
+                report.links.into_iter().map(|l| l.path).collect()
             };
-            found.push(Found {
-                root: extra.path().to_path_buf(),
-                links,
-            });
-        }
-        Ok(found)
-    })
-    .await
-    .map_err(|e| {
-        ToolError::new(
-            ErrorCode::ExecIoFailed,
-            format!("the hard-link scan failed: {e}"),
-        )
-    })??;
-    if found.iter().all(|f| f.links.is_empty()) {
+            let mut found = vec![(
+                scope.path().to_path_buf(),
+                paths(scan_hard_links_in(&scope, &options).map_err(scan_error)?),
+            )];
+            // Each extra path as it was validated (its pinned descriptor), never looked up again.
+            for extra in &writable {
+                let links = match extra.pin() {
+                    Pin::Dir(lease) => {
+                        paths(scan_hard_links_in(lease, &options).map_err(scan_error)?)
+                    }
+                    Pin::File(fd) => {
+                        let meta = rustix::fs::fstat(&**fd).map_err(|e| {
+                            ToolError::new(
+                                ErrorCode::ExecPathInvalid,
+                                format!(
+                                    "cannot check {}: {e}; the command did not run",
+                                    extra.path().display()
+                                ),
+                            )
+                        })?;
+                        if meta.st_nlink > 1 {
+                            vec![extra.path().to_path_buf()]
+                        } else {
+                            Vec::new()
+                        }
+                    }
+                };
+                found.push((extra.path().to_path_buf(), links));
+            }
+            Ok(found)
+        })
+        .await
+        .map_err(|e| {
+            ToolError::new(
+                ErrorCode::ExecIoFailed,
+                format!("the hard-link scan failed: {e}"),
+            )
+        })??;
+    if found.iter().all(|(_, links)| links.is_empty()) {
         return Ok(Vec::new());
     }
-    if cfg!(target_os = "linux") {
-        let budget = LINK_BINDS / found.len();
-        let mut frozen = Vec::new();
-        for f in &found {
-            if f.links.len() == 1 && f.links[0] == f.root {
-                // A writable extra path that is itself a hard-linked file.
-                frozen.push(f.root.clone());
-                continue;
-            }
-            match fsguard::read_only_cover(&f.root, &f.links, budget) {
-                Ok(cover) => frozen.extend(cover),
-                Err(e) => {
-                    let all: Vec<PathBuf> = found.into_iter().flat_map(|f| f.links).collect();
-                    return Err(refuse_links(
-                        &all,
-                        &format!(
-                            "{e}, too many to keep read-only one by one, so the command did not \
-                             run"
-                        ),
-                    ));
-                }
+    let why = if cfg!(target_os = "linux") {
+        match fsguard::read_only_cover_roots(&found) {
+            Ok(frozen) => return Ok(frozen),
+            Err(e) => {
+                format!("{e}, too many to keep read-only one by one, so the command did not run")
             }
         }
-        return Ok(frozen);
-    }
-    let all: Vec<PathBuf> = found.into_iter().flat_map(|f| f.links).collect();
-    Err(refuse_links(
-        &all,
-        "a hard link may be another name of a file outside the workspace, so the command did \
-         not run",
-    ))
+    } else {
+        "a hard link may be another name of a file outside the workspace, so the command did not \
+         run"
+        .to_owned()
+    };
+    let all: Vec<PathBuf> = found.into_iter().flat_map(|(_, links)| links).collect();
+    Err(refuse_links(&all, &why))
 }
-
-/// One writable root's hard-linked files.
-struct Found {
-    root: PathBuf,
-    links: Vec<PathBuf>,
-}
-
-/// At most this many read-only binds keep the hard-linked files of one call read-only (the
-/// sandbox makes at most `linux_sandbox`'s 256 mounts in all).
-const LINK_BINDS: usize = 128;
 
 /// The refusal of a call for its hard-linked files, `why` said after the list.
 fn refuse_links(found: &[PathBuf], why: &str) -> ToolError {

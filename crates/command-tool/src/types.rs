@@ -211,21 +211,10 @@ fn words(cause: Cause, access: A) -> (&'static str, &'static str) {
                                 user for a writable extraPaths entry";
     const EXTRA: &str = "add it as an extraPaths entry (the user confirms it)";
     let writing = matches!(access, A::Write | A::Create);
+    if let Some(words) = cause.common_words() {
+        return words;
+    }
     match cause {
-        Cause::ForeignOwner => (
-            "a file in a toolchain's cache that belongs to another user (left by `sudo npm`, \
-             `sudo pip`, …): the command's private copy of the cache cannot take it to change it",
-            "ask the user to give the cache back to their own account (`sudo chown -R \
-             \"$USER\" <the cache>`), or leave that file as it is",
-        ),
-        Cause::HardLinked => (
-            "a file with another name elsewhere (a hard link into a package store such as \
-             pnpm's or uv's, or a local clone's objects): writing it would change every other \
-             name, so it is read-only",
-            "write the result to another file; to make it writable, the user replaces the link \
-             with a copy outside the sandbox or reinstalls with copies: uv \
-             `--link-mode=copy`, pnpm `package-import-method=copy`, `git clone --no-hardlinks`",
-        ),
         Cause::Hidden => (
             "agent-exec's own state directory (grants, mirrors, locks)",
             "never accessible from a command",

@@ -6,7 +6,7 @@
 //! answer — `linux_sandbox::Policy::explain` on Linux, `seatbelt::BoundProfile::explain` on
 //! macOS — into a [`Denial`] with its [`Cause`]; the tools word the cause for the agent (a
 //! reason and a remedy in their own terms: `command`'s roots are the workspace and extra paths,
-//! `run`'s the mirror).
+//! `run`'s the mirror), but for the causes that name no root ([`Cause::common_words`]).
 //!
 //! **Refuses:** to claim a denial the policy would not make. A path is reported only when the
 //! policy, asked about that access to that path, says *denied*; a `Permission denied` on a path
@@ -487,6 +487,32 @@ pub enum Cause {
     DotGit,
     /// `run` executes its one program only.
     NotTheProgram,
+}
+
+impl Cause {
+    /// Reason and remedy of a cause whose words name none of a tool's roots, so every tool
+    /// says them alike; `None` for the causes each tool words in its own terms.
+    pub fn common_words(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Cause::HardLinked => Some((
+                "a file with another name elsewhere (a hard link into a package store such as \
+                 pnpm's or uv's, or a local clone's objects): writing it would change every \
+                 other name, so it is read-only",
+                "write the result to another file; to make it writable, the user replaces the \
+                 link with a copy outside the sandbox or reinstalls with copies: uv \
+                 `--link-mode=copy`, pnpm `package-import-method=copy`, `git clone \
+                 --no-hardlinks`",
+            )),
+            Cause::ForeignOwner => Some((
+                "a file in a toolchain's cache that belongs to another user (left by `sudo \
+                 npm`, `sudo pip`, …): the command's private copy of the cache cannot take it \
+                 to change it",
+                "ask the user to give the cache back to their own account (`sudo chown -R \
+                 \"$USER\" <the cache>`), or leave that file as it is",
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// The denials among the permission errors `stderr` and `stdout` name, for a program that ran

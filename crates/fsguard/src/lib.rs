@@ -75,7 +75,7 @@ pub use checked::{
     CheckError, CheckedFile, MAX_TEXT_BYTES, TextFile, open_checked, read_checked, read_text,
 };
 pub use lease::{FileId, LeaseError, RootLease, kernel_path};
-pub use linkcover::{CoverError, read_only_cover};
+pub use linkcover::{CoverError, READ_ONLY_BINDS, read_only_cover, read_only_cover_roots};
 pub use mirror::{
     BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport,
     Journaling, Mirror, MirrorError, MirrorOptions, NotCopied, RACY_WINDOW, WRITE_BACK_SETTLE,

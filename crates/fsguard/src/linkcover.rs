@@ -20,6 +20,34 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
+/// The read-only binds one call may spend on its hard-linked files, all roots together (the
+/// sandbox makes at most 256 mounts in all).
+pub const READ_ONLY_BINDS: usize = 128;
+
+/// [`read_only_cover`] for several roots (each with its hard-linked files), the
+/// [`READ_ONLY_BINDS`] shared evenly between them. A root that is itself a hard-linked file
+/// (a writable single-file grant) is covered by itself.
+///
+/// # Errors
+/// The first root whose links only the root itself could cover within its share.
+pub fn read_only_cover_roots(
+    found: &[(PathBuf, Vec<PathBuf>)],
+) -> Result<Vec<PathBuf>, CoverError> {
+    let budget = READ_ONLY_BINDS / found.len().max(1);
+    let mut cover = Vec::new();
+    for (root, links) in found {
+        if links.is_empty() {
+            continue;
+        }
+        if links.len() == 1 && links[0] == *root {
+            cover.push(root.clone());
+            continue;
+        }
+        cover.extend(read_only_cover(root, links, budget)?);
+    }
+    Ok(cover)
+}
+
 /// The hard-linked files of a root cannot be kept read-only in fewer than `budget` paths
 /// without making the root itself read-only.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -157,6 +185,31 @@ mod tests {
                 ]
             )
         );
+    }
+
+    #[test]
+    fn roots_share_the_binds_evenly_and_a_linked_file_grant_covers_itself() {
+        let (a, b, f) = (
+            PathBuf::from("/a"),
+            PathBuf::from("/b"),
+            PathBuf::from("/f"),
+        );
+        let many: Vec<PathBuf> = (0..READ_ONLY_BINDS)
+            .map(|i| a.join(format!("d/f{i}")))
+            .collect();
+        let found = vec![
+            (a.clone(), many),
+            (b.clone(), vec![b.join("x")]),
+            (f.clone(), vec![f.clone()]),
+        ];
+        assert_eq!(
+            read_only_cover_roots(&found).unwrap(),
+            vec![a.join("d"), b.join("x"), f]
+        );
+        let top: Vec<PathBuf> = (0..=READ_ONLY_BINDS)
+            .map(|i| a.join(format!("f{i}")))
+            .collect();
+        assert!(read_only_cover_roots(&[(a, top)]).is_err());
     }
 
     #[test]

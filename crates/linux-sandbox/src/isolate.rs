@@ -234,7 +234,7 @@ struct StagePlan {
     shadows: bool,
     /// Landlock rights of the grant that *is* `dir` (0: none), given again on the overlay's
     /// root: Landlock passes over a mount point when it walks up from the mount above it, so
-    /// the grant's own rule, on the directory beneath the overlay, no longer applies.
+    /// the grant's own rule, on the directory beneath the overlay, does not reach into it.
     rights: u64,
 }
 
@@ -971,6 +971,11 @@ impl Isolation {
             });
         }
         Ok(self)
+    }
+
+    /// Whether any directory is staged.
+    pub(crate) fn has_staged(&self) -> bool {
+        !self.staged.is_empty()
     }
 
     /// Gives each staged directory that is itself a grant its grant's Landlock rights

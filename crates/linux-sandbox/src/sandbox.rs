@@ -350,14 +350,20 @@ impl Policy {
             isolation.cover_files()?;
             // The empty file over hidden files reads as empty, not refused, where its
             // directory is split (only `READ_DIR` above it, module `split`).
-            let all = AccessFs::from_all(landlock::ABI::from(i32::from(abi)));
+            let ll_abi = landlock::ABI::from(i32::from(abi));
+            let all = AccessFs::from_all(ll_abi);
             isolation.cover_rights = (all & AccessFs::ReadFile).bits();
             // A staged directory that is itself a grant keeps its grant on the overlay's root.
-            let ll_abi = landlock::ABI::from(i32::from(abi));
+            // Only the writable directory grants can be one, and only a call that stages looks.
             let mut granted: Vec<(PathBuf, u64)> = Vec::new();
-            for rule in opened.iter().filter(|r| r.path.is_some() && r.id.is_dir) {
-                if let Ok(path) = isolate::canonical_path_of(rule.fd.as_fd()) {
-                    granted.push((path, fs_rights(rule.access, ll_abi, true).bits()));
+            if isolation.has_staged() {
+                for rule in opened
+                    .iter()
+                    .filter(|r| r.path.is_some() && r.id.is_dir && r.access.contains(Access::WRITE))
+                {
+                    if let Ok(path) = isolate::canonical_path_of(rule.fd.as_fd()) {
+                        granted.push((path, fs_rights(rule.access, ll_abi, true).bits()));
+                    }
                 }
             }
             isolation.give_staged_rights(|dir| {

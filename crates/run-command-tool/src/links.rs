@@ -3,7 +3,7 @@
 //! **Owns:** the scan of the working directory and the `write_paths` for regular files with
 //! more than one link (uv and pnpm hard-link their stores into projects, `git clone` of a local
 //! path its objects), and the choice of read-only binds that cover them
-//! ([`fsguard::read_only_cover`], at most [`LINK_BINDS`]). A write to one then fails in the
+//! ([`fsguard::read_only_cover`], at most [`fsguard::READ_ONLY_BINDS`]). A write to one then fails in the
 //! sandbox with a denial naming it and the remedy, instead of changing every other project
 //! that shares the inode. **Refuses:** to scan the toolchains' caches (a store's own files are
 //! the other names; the caches are the sandbox's to keep), and to run a call whose links only
@@ -14,10 +14,6 @@ use std::sync::Arc;
 
 use fsguard::{RootLease, ScanOptions};
 use toolscope::{ErrorCode, ToolError};
-
-/// At most this many read-only binds keep one call's hard-linked files read-only (the sandbox
-/// makes at most 256 mounts in all).
-pub(crate) const LINK_BINDS: usize = 128;
 
 /// The paths to keep read-only: every hard-linked file of `workdir` and of `write_paths`, or
 /// the directories holding them where there are more than the binds allow.
@@ -63,43 +59,28 @@ pub(crate) async fn frozen(
     })?
 }
 
-/// The binds for each root's links, the budget shared evenly between the roots.
+/// The binds for each root's links (`fsguard::read_only_cover_roots`), or the call's refusal.
 fn cover(found: Vec<(PathBuf, Vec<PathBuf>)>) -> Result<Vec<PathBuf>, ToolError> {
-    let budget = LINK_BINDS / found.len().max(1);
-    let mut frozen = Vec::new();
-    for (root, links) in &found {
-        if links.is_empty() {
-            continue;
-        }
-        if links.len() == 1 && links[0] == *root {
-            frozen.push(root.clone());
-            continue;
-        }
-        match fsguard::read_only_cover(root, links, budget) {
-            Ok(cover) => frozen.extend(cover),
-            Err(e) => {
-                let count: usize = found.iter().map(|(_, l)| l.len()).sum();
-                let shown: Vec<String> = found
-                    .iter()
-                    .flat_map(|(_, l)| l)
-                    .take(20)
-                    .map(|p| p.display().to_string())
-                    .collect();
-                return Err(ToolError::new(
-                    ErrorCode::ExecPathInvalid,
-                    format!(
-                        "{e}, too many to keep read-only one by one, so nothing ran. A hard link \
-                         is another name of a file elsewhere (a package store's, another \
-                         clone's): replace them with copies (uv `--link-mode=copy`, pnpm \
-                         `package-import-method=copy`, `git clone --no-hardlinks`)"
-                    ),
-                )
-                .with_detail("hardLinks", shown)
-                .with_detail("hardLinkCount", count));
-            }
-        }
-    }
-    Ok(frozen)
+    fsguard::read_only_cover_roots(&found).map_err(|e| {
+        let count: usize = found.iter().map(|(_, l)| l.len()).sum();
+        let shown: Vec<String> = found
+            .iter()
+            .flat_map(|(_, l)| l)
+            .take(20)
+            .map(|p| p.display().to_string())
+            .collect();
+        ToolError::new(
+            ErrorCode::ExecPathInvalid,
+            format!(
+                "{e}, too many to keep read-only one by one, so nothing ran. A hard link is \
+                 another name of a file elsewhere (a package store's, another clone's): replace \
+                 them with copies (uv `--link-mode=copy`, pnpm `package-import-method=copy`, \
+                 `git clone --no-hardlinks`)"
+            ),
+        )
+        .with_detail("hardLinks", shown)
+        .with_detail("hardLinkCount", count)
+    })
 }
 
 fn scan_error(e: fsguard::ScanError) -> ToolError {
@@ -117,21 +98,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_root_gets_an_even_share_of_the_binds() {
-        let a = PathBuf::from("/a");
-        let b = PathBuf::from("/b");
-        let many: Vec<PathBuf> = (0..LINK_BINDS).map(|i| a.join(format!("d/f{i}"))).collect();
-        let cover = cover(vec![(a.clone(), many), (b.clone(), vec![b.join("x")])]).unwrap();
-        assert_eq!(cover, vec![a.join("d"), b.join("x")]);
-    }
-
-    #[test]
     fn links_only_the_root_could_cover_refuse_the_call() {
         let a = PathBuf::from("/a");
-        let many: Vec<PathBuf> = (0..=LINK_BINDS).map(|i| a.join(format!("f{i}"))).collect();
+        let many: Vec<PathBuf> = (0..=fsguard::READ_ONLY_BINDS)
+            .map(|i| a.join(format!("f{i}")))
+            .collect();
         let e = cover(vec![(a, many)]).unwrap_err();
         assert_eq!(e.code(), ErrorCode::ExecPathInvalid);
-        assert_eq!(e.details()["hardLinkCount"], LINK_BINDS + 1);
+        assert_eq!(e.details()["hardLinkCount"], fsguard::READ_ONLY_BINDS + 1);
         assert!(e.message().contains("--link-mode=copy"), "{e}");
     }
 }

@@ -471,21 +471,7 @@ async fn denials((sandbox, cwd): (SandboxSpec, PathBuf), out: &exec::Outcome) ->
 pub(crate) fn word(d: exec::denials::Denial) -> Denial {
     use exec::denials::{Cause, DeniedAccess as A};
     let writing = matches!(d.access, A::Write | A::Create);
-    let (reason, remedy) = match d.cause {
-        Cause::ForeignOwner => (
-            "a file in a toolchain's cache that belongs to another user (left by `sudo npm`, \
-             `sudo pip`, …): the command's private copy of the cache cannot take it to change it",
-            "ask the user to give the cache back to their own account (`sudo chown -R \
-             \"$USER\" <the cache>`), or leave that file as it is",
-        ),
-        Cause::HardLinked => (
-            "a file with another name elsewhere (a hard link into a package store such as \
-             pnpm's or uv's, or a local clone's objects): writing it would change every other \
-             name, so it is read-only",
-            "write the result to another file; to make it writable, replace the link with a \
-             copy outside the sandbox or reinstall with copies: uv `--link-mode=copy`, pnpm \
-             `package-import-method=copy`, `git clone --no-hardlinks`",
-        ),
+    let (reason, remedy) = d.cause.common_words().unwrap_or(match d.cause {
         Cause::Hidden => (
             "a private location (keys, tokens, histories) or the host's own state",
             "never readable or writable from run_command; if the command needs a credential, \
@@ -519,7 +505,7 @@ pub(crate) fn word(d: exec::denials::Denial) -> Denial {
             "name it in write_paths (which also makes it readable), or ask for sandbox: false \
              as a last resort",
         ),
-    };
+    });
     Denial {
         path: d.path.to_string_lossy().into_owned(),
         access: d.access.as_str(),
