@@ -48,6 +48,7 @@ mod decide;
 mod launch;
 mod mask;
 mod model;
+pub mod network_home;
 mod paths;
 mod policy;
 pub mod private;

@@ -405,7 +405,7 @@ pub const RELOCATIONS: &[Relocation] = &[
 
 /// A relocation value resolved lexically: absolute, or `~/…` taken against `home`; `None` for
 /// anything else.
-fn resolve(value: &str, home: &Path) -> Option<PathBuf> {
+pub(crate) fn resolve(value: &str, home: &Path) -> Option<PathBuf> {
     let path = if let Some(rest) = value.strip_prefix("~/") {
         home.join(rest)
     } else if value.starts_with('/') {
@@ -417,12 +417,12 @@ fn resolve(value: &str, home: &Path) -> Option<PathBuf> {
 }
 
 /// `path` when it lies strictly below `home`.
-fn below(path: PathBuf, home: &Path) -> Option<PathBuf> {
+pub(crate) fn below(path: PathBuf, home: &Path) -> Option<PathBuf> {
     (path.starts_with(home) && path != home).then_some(path)
 }
 
 /// The last value of `var` in `env` (later entries win, as when a host adds to its own).
-fn lookup<'e>(env: &'e [(String, String)], var: &str) -> Option<&'e str> {
+pub(crate) fn lookup<'e>(env: &'e [(String, String)], var: &str) -> Option<&'e str> {
     env.iter()
         .rev()
         .find(|(k, _)| k == var)

@@ -70,6 +70,20 @@ pub fn run_command_sets(policy: &Policy, host: HostView<'_>, host_files: &[PathB
     let skip: Vec<PathBuf> = private.iter().chain(&caches).cloned().collect();
     let env_files = run_command_tool::other_projects_env_files(home, host.workdir, &skip);
     let host_files: Vec<&PathBuf> = host_files.iter().filter(|p| exists(p)).collect();
+    // TRUST-6: what a call with network reads of $HOME, as that call resolves it.
+    let network_allowed = policy.network_home_paths(home, host.env);
+    let network_home: Vec<PathBuf> = network_allowed
+        .iter()
+        .filter(|p| exists(p))
+        .cloned()
+        .collect();
+    let network_allowed = network_allowed.len();
+    let network_caches: Vec<String> = policy
+        .network_cache_paths(home, host.env)
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
     // Shown lossily where not UTF-8: JSON holds only Unicode, and the report must not fail.
     let text = |p: &Path| p.to_string_lossy().into_owned();
     let texts = |ps: &[&PathBuf]| ps.iter().map(|p| text(p)).collect::<Vec<_>>();
@@ -99,7 +113,12 @@ pub fn run_command_sets(policy: &Policy, host: HostView<'_>, host_files: &[PathB
                 "files": env_texts,
                 "cutOff": env_files.cut_off,
             },
-            "withNetwork": "the same view: network: true does not narrow $HOME to an allowlist",
+            "withNetwork": {
+                "rule": "network: true reads of $HOME only the toolchains' homes and caches, the PATH directories below $HOME and git's and the package managers' settings (the private locations inside them stay hidden), and writes the caches below through a private copy",
+                "allowedHere": texts(&network_home.iter().collect::<Vec<_>>()),
+                "allowedLocations": network_allowed,
+                "cachesHere": network_caches,
+            },
         },
         "write": {
             "rule": "the working directory, the call's temp dir, the caches below, and write_paths (in $HOME after a confirmation where no host program reads configuration or code, otherwise after the system password)",
@@ -512,5 +531,44 @@ mod tests {
             json!([home.join("other/.env")])
         );
         assert_eq!(read["otherProjectsEnvFiles"]["cutOff"], json!(false));
+    }
+
+    /// TRUST-6: doctor lists what a call with network reads of `$HOME` and the caches it
+    /// writes through a view, as that call resolves them here.
+    #[test]
+    fn doctor_lists_the_network_view_of_home() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().canonicalize().unwrap();
+        for d in [
+            "proj",
+            ".rustup",
+            ".cache/pip",
+            ".cache/google-chrome",
+            "Documents",
+            "bin",
+        ] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::write(home.join(".gitconfig"), "[user]\n").unwrap();
+        let env = [(
+            "PATH".to_owned(),
+            format!("{}:/usr/bin", home.join("bin").display()),
+        )];
+        let host = HostView {
+            home: &home,
+            env: &env,
+            workdir: &home.join("proj"),
+        };
+        let sets = run_command_sets(&Policy::defaults(Mode::Safe), host, &[]);
+        let net = &sets["read"]["withNetwork"];
+        let allowed = net["allowedHere"].as_array().unwrap();
+        for yes in [".rustup", ".cache/pip", ".gitconfig", "bin"] {
+            assert!(allowed.contains(&json!(home.join(yes))), "{yes}: {sets}");
+        }
+        for no in ["Documents", ".cache/google-chrome", ".cache", "proj"] {
+            assert!(!allowed.contains(&json!(home.join(no))), "{no}: {sets}");
+        }
+        assert!(net["allowedLocations"].as_u64().unwrap() > allowed.len() as u64);
+        assert_eq!(net["cachesHere"], json!([home.join(".cache/pip")]));
     }
 }

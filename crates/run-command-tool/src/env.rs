@@ -59,6 +59,9 @@ pub(crate) struct Readable<'a> {
     pub(crate) home: &'a Path,
     pub(crate) workdir: &'a Path,
     pub(crate) private: &'a [PathBuf],
+    /// What of `home` is readable: all of it but `private` (`None`), or only these locations
+    /// (a call with network, TRUST-6).
+    pub(crate) allowed: Option<&'a [PathBuf]>,
 }
 
 impl Readable<'_> {
@@ -69,9 +72,11 @@ impl Readable<'_> {
         if self.private.iter().any(|x| p.starts_with(x)) {
             return false;
         }
-        SYSTEM_PREFIXES.iter().any(|s| p.starts_with(s))
-            || p.starts_with(self.home)
-            || p.starts_with(self.workdir)
+        let in_home = match self.allowed {
+            None => p.starts_with(self.home),
+            Some(allowed) => allowed.iter().any(|a| p.starts_with(a)),
+        };
+        SYSTEM_PREFIXES.iter().any(|s| p.starts_with(s)) || in_home || p.starts_with(self.workdir)
     }
 }
 
@@ -146,6 +151,7 @@ mod tests {
             home: Path::new("/home/u"),
             workdir: Path::new("/home/u/p"),
             private,
+            allowed: None,
         }
     }
 

@@ -17,7 +17,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use argv_policy::{Policy, SHELL_STARTUP_FILES};
+use argv_policy::SHELL_STARTUP_FILES;
 use toolscope::{ErrorCode, ToolError};
 
 /// How deep below a writable root `.git` entries are looked for (the root's own, and two
@@ -340,13 +340,22 @@ pub(crate) fn write_paths(
     Ok(out)
 }
 
-/// The toolchains' cache directories that exist as real directories (no link on the way).
-pub(crate) fn caches(policy: &Policy, home: &Path) -> Vec<(PathBuf, OwnedFd)> {
-    policy
-        .cache_paths(home)
-        .into_iter()
+/// The toolchains' cache directories among `paths` that exist as real directories (no link on
+/// the way).
+pub(crate) fn caches(paths: &[PathBuf]) -> Vec<(PathBuf, OwnedFd)> {
+    paths
+        .iter()
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
-        .filter_map(|p| pin(&p).ok().map(|fd| (p, fd)))
+        .filter_map(|p| pin(p).ok().map(|fd| (p.clone(), fd)))
+        .collect()
+}
+
+/// Each of `paths` that exists, pinned through no symbolic link (a location reached through
+/// a link is not granted: whoever controls the link controls what the grant names).
+pub(crate) fn existing(paths: &[PathBuf]) -> Vec<(PathBuf, OwnedFd)> {
+    paths
+        .iter()
+        .filter_map(|p| pin(p).ok().map(|fd| (p.clone(), fd)))
         .collect()
 }
 

@@ -99,7 +99,7 @@ async fn run_unmasked(
             } else {
                 Lock::Alone(state.lock.write().await)
             };
-            let mut out = execute(*admitted, workdir, policy, state, options, None, ctx).await?;
+            let mut out = execute(*admitted, workdir, state, options, None, ctx).await?;
             confirm_git_keys(&mut out, asker, ctx).await;
             Ok(out)
         }
@@ -445,7 +445,6 @@ async fn ask(
 pub(crate) async fn execute(
     admitted: Admitted,
     workdir: Arc<RootLease>,
-    policy: &Policy,
     state: &RunCommandState,
     options: &RunCommandOptions,
     tap: Option<exec::Tap>,
@@ -468,7 +467,7 @@ pub(crate) async fn execute(
     let ran = match kind {
         Kind::Sandboxed(prepared) => {
             let (ran, g) =
-                crate::sandboxed::run(*prepared, workdir, &home, policy, options, tap, ctx).await?;
+                crate::sandboxed::run(*prepared, workdir, &home, options, tap, ctx).await?;
             guarded = g;
             ran
         }

@@ -86,6 +86,11 @@ pub(crate) struct Prepared {
     pub(crate) write_paths: Vec<WritePath>,
     pub(crate) private: Vec<PathBuf>,
     pub(crate) network: bool,
+    /// What of `$HOME` the command reads: all of it but `private` (`None`), or only these
+    /// locations (with network, TRUST-6).
+    pub(crate) home_view: Option<Vec<PathBuf>>,
+    /// The toolchains' caches the command changes through a private view (TRUST-3).
+    pub(crate) caches: Vec<PathBuf>,
 }
 
 /// Checks the roots and resolves the program; `Ok(Err(message))` when the program does not
@@ -178,10 +183,21 @@ pub(crate) fn prepare(
             ));
         }
     }
+    // TRUST-6: with network, every readable byte could leave: `$HOME` narrows to the
+    // toolchains' homes and settings, and the caches to the toolchains' own folders.
+    let (home_view, caches) = if network {
+        (
+            Some(policy.network_home_paths(home, env)),
+            policy.network_cache_paths(home, env),
+        )
+    } else {
+        (None, policy.cache_paths(home))
+    };
     let readable = Readable {
         home,
         workdir,
         private: &private,
+        allowed: home_view.as_deref(),
     };
     let path = env::sandbox_path(host_path.as_deref(), &readable);
     // A script runs in the shell the decision validated it for: `sh` is /bin/sh, `bash` is
@@ -201,6 +217,8 @@ pub(crate) fn prepare(
         write_paths,
         private,
         network,
+        home_view,
+        caches,
     }))
 }
 
@@ -209,7 +227,6 @@ pub(crate) async fn run(
     prepared: Prepared,
     workdir: Arc<RootLease>,
     home: &Path,
-    policy: &Policy,
     options: &RunCommandOptions,
     tap: Option<exec::Tap>,
     ctx: &CallContext,
@@ -227,14 +244,24 @@ pub(crate) async fn run(
         Grant::leased(&workdir, Access::ReadWrite).map_err(describe)?,
         Grant::leased(temp.lease(), Access::ReadWrite).map_err(describe)?,
     ];
-    // $HOME is read (its toolchains live there) except the hidden private locations.
-    if let Ok(fd) = roots::pin(home) {
-        grants.push(Grant::pinned(home, Arc::new(fd), Access::Read));
+    // $HOME is read (its toolchains live there) except the hidden private locations; with
+    // network, only the allowed locations that exist (TRUST-6).
+    match &prepared.home_view {
+        None => {
+            if let Ok(fd) = roots::pin(home) {
+                grants.push(Grant::pinned(home, Arc::new(fd), Access::Read));
+            }
+        }
+        Some(allowed) => {
+            for (path, fd) in roots::existing(allowed) {
+                grants.push(Grant::pinned(path, Arc::new(fd), Access::Read));
+            }
+        }
     }
     let mut writable: Vec<PathBuf> = vec![work.clone()];
     // TRUST-3: each cache writable through a private view for this call (`exec::CacheViews`).
     let mut caches = Vec::new();
-    for (path, fd) in roots::caches(policy, home) {
+    for (path, fd) in roots::caches(&prepared.caches) {
         writable.push(path.clone());
         caches.push(path.clone());
         grants.push(Grant::pinned(path, Arc::new(fd), Access::ReadWrite));
@@ -343,6 +370,7 @@ pub(crate) async fn run(
         home,
         workdir: &work,
         private: &prepared.private,
+        allowed: prepared.home_view.as_deref(),
     };
     let host: Vec<(String, String)> = std::env::vars().collect();
     let tmpdir = temp
@@ -406,8 +434,10 @@ pub(crate) async fn run(
     })
     .await
     .unwrap_or_default();
+    // With network, a read refused below `$HOME` is the narrowed view's (TRUST-6).
+    let narrowed = prepared.home_view.is_some().then(|| home.to_path_buf());
     let denials = match &outcome {
-        Ok(out) => denials(explain, out).await,
+        Ok(out) => denials(explain, out, narrowed).await,
         Err(_) => Vec::new(),
     };
     let _ = tokio::task::spawn_blocking(move || temp.remove()).await;
@@ -449,7 +479,12 @@ pub(crate) fn exec_error(e: ExecError) -> ToolError {
 }
 
 /// LIVE-4: the accesses the output names that the policy refused, worded for run_command.
-async fn denials((sandbox, cwd): (SandboxSpec, PathBuf), out: &exec::Outcome) -> Vec<Denial> {
+/// `narrowed`: the home a call with network reads only the allowlist of (TRUST-6).
+async fn denials(
+    (sandbox, cwd): (SandboxSpec, PathBuf),
+    out: &exec::Outcome,
+    narrowed: Option<PathBuf>,
+) -> Vec<Denial> {
     let mentions = exec::denials::scan_output(&out.stdout, &out.stderr);
     if mentions.is_empty() {
         return Vec::new();
@@ -463,8 +498,32 @@ async fn denials((sandbox, cwd): (SandboxSpec, PathBuf), out: &exec::Outcome) ->
         .await
         .unwrap_or_default()
         .into_iter()
-        .map(word)
+        .map(|d| match &narrowed {
+            Some(home) if narrowed_read(&d, home) => Denial {
+                path: d.path.to_string_lossy().into_owned(),
+                access: d.access.as_str(),
+                reason: "outside what a call with network reads of $HOME: the toolchains' \
+                         homes and caches, the PATH directories and git's and the package \
+                         managers' settings (`agent-exec doctor` lists them)"
+                    .to_owned(),
+                remedy: "read it in a call without network (nothing of $HOME but the private \
+                         locations is hidden there), or copy what the command needs into the \
+                         working directory"
+                    .to_owned(),
+            },
+            _ => word(d),
+        })
         .collect()
+}
+
+/// A read or listing below `home` that no other cause explains: refused because a call with
+/// network reads only the allowlist of `$HOME`.
+fn narrowed_read(d: &exec::denials::Denial, home: &Path) -> bool {
+    use exec::denials::{Cause, DeniedAccess as A};
+    !matches!(d.access, A::Write | A::Create)
+        && d.path.starts_with(home)
+        && d.cause.common_words().is_none()
+        && !matches!(d.cause, Cause::Hidden | Cause::SystemSecret)
 }
 
 /// A denial in run_command's terms (RC-13's remedies).

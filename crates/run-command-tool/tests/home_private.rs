@@ -10,13 +10,8 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::{args, call_with, fixture};
+use common::{args, call_with, fixture, plant};
 use run_command_tool::{DenyAllAsker, Mode, RunCommandOptions, RunCommandOutput, RunCommandState};
-
-fn plant(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
 
 /// Runs `cat` on each of `files` (one after the other, errors ignored), then `echo done`.
 async fn cat_all(

@@ -390,7 +390,6 @@ impl BackgroundTasks {
             key,
             shared,
             state,
-            policy: policy.clone(),
             options,
             timeout_min: args.timeout_min,
             cancel,
@@ -821,7 +820,6 @@ struct Driver {
     key: u64,
     shared: Arc<Shared>,
     state: Arc<RunCommandState>,
-    policy: Policy,
     options: RunCommandOptions,
     timeout_min: u32,
     cancel: CancelHandle,
@@ -870,7 +868,6 @@ impl Driver {
         let run = execute(
             admitted,
             workdir,
-            &self.policy,
             &self.state,
             &self.options,
             Some(tap),

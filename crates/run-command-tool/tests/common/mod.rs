@@ -103,6 +103,12 @@ impl Asker for Scripted {
     }
 }
 
+/// Writes `text` to `path`, making its parent directories.
+pub fn plant(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
 pub fn args(argv: &[&str]) -> RunCommandArgs {
     RunCommandArgs::new(argv.iter().copied())
 }
