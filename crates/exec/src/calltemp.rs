@@ -149,9 +149,9 @@ impl CallTemp {
     }
 }
 
-/// Gives the owner full access to every directory below `dir` (never following a link).
-#[cfg(not(target_os = "linux"))]
-fn open_up(dir: &Path) {
+/// Gives the owner full access to every directory below `dir` (never following a link): a
+/// directory the command made, or copied with a cache's read-only mode, can then be removed.
+pub(crate) fn open_up(dir: &Path) {
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;

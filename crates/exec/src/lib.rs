@@ -62,6 +62,7 @@ mod capture;
 mod cgroup;
 pub mod denials;
 mod job;
+mod kept_views;
 #[cfg(target_os = "linux")]
 mod libdeps;
 pub mod limits;
@@ -102,6 +103,7 @@ pub mod fuzzing {
 #[cfg(target_os = "linux")]
 pub use cgroup::{describe as describe_limit_mechanisms, report_here as limits_report_here};
 pub use job::{End, ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir};
+pub use kept_views::SessionViews;
 pub use limits::{Enforcer, Limit, LimitHit, LimitsReport, LimitsStatus, ResourceLimits};
 pub use open_error::open_error_code;
 pub use run::{Tap, run, run_tapped};

@@ -1,19 +1,19 @@
-//! The toolchains' caches through a private copy-on-write view, one per call (TRUST-3): the
-//! caches `run_command` writes (RCS-2) and those `command --toolchains` grants.
+//! The toolchains' caches through a private copy-on-write view (TRUST-3): the caches
+//! `run_command` writes (RCS-2) and those `command --toolchains` grants.
 //!
 //! **Owns:** for each existing cache directory (`Policy::cache_paths`: `~/.cargo/registry`,
-//! `~/.npm`, `~/.cache`, …) an empty upper and work directory in the call's temp dir, handed to
-//! the sandbox as a staged directory: the command reads the user's cache as it is and whatever
-//! it writes, renames or removes there lands in the upper, never in the cache. The view lives
-//! as long as the call: the temp dir goes with it, so no whiteout outlives the call and nothing
-//! the command wrote is ever seen by the user's own tools. The result counts the entries the
-//! view changed and names the caches that could only be read.
+//! `~/.npm`, `~/.cache`, …) an upper and a work directory, handed to the sandbox as a staged
+//! directory: the command reads the user's cache as it is and whatever it writes, renames or
+//! removes there lands in the upper, never in the cache, and nothing the command wrote is ever
+//! seen by the user's own tools. A call's own views ([`CacheViews::create`], `command`) live in
+//! its temp dir and go with it; a session's ([`crate::SessionViews`], `run_command`) are kept
+//! for its next call. The result counts the entries the views hold and names the caches that
+//! could only be read.
 //!
 //! **Refuses to know:** how the overlay is made (linux-sandbox's `stage`), which directories
-//! are caches (the tools'), and what the toolchains keep in them. Where the overlay cannot be made the cache is read-only
-//! instead (the sandbox's fallback): a build that must fetch fails with a denial, the user's
-//! cache still unchanged. Not done: a view kept across a session's calls (each call starts
-//! from the user's cache as it is; what one call fetched the next fetches again).
+//! are caches (the tools'), and what the toolchains keep in them. Where the overlay cannot be
+//! made the cache is read-only instead (the sandbox's fallback): a build that must fetch fails
+//! with a denial, the user's cache still unchanged.
 
 use std::path::{Path, PathBuf};
 
@@ -25,10 +25,40 @@ const COUNT_BUDGET: usize = 100_000;
 
 /// One cache seen through a view.
 #[derive(Debug)]
-struct View {
+pub(crate) struct View {
     cache: PathBuf,
-    upper: PathBuf,
+    pub(crate) upper: PathBuf,
     work: PathBuf,
+    /// The session's kept view this is, given back when the call's views go.
+    held: Option<crate::kept_views::Held>,
+}
+
+impl View {
+    /// A view of `cache` with its upper and work directories (mode 0700) in `dir`.
+    pub(crate) fn make(cache: &Path, dir: &Path) -> std::io::Result<View> {
+        use std::os::unix::fs::DirBuilderExt;
+        let (upper, work) = (dir.join("upper"), dir.join("work"));
+        for d in [&upper, &work] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(d)?;
+        }
+        Ok(View {
+            cache: cache.to_path_buf(),
+            upper,
+            work,
+            held: None,
+        })
+    }
+
+    /// This view as the session's kept one.
+    pub(crate) fn held(self, held: crate::kept_views::Held) -> View {
+        View {
+            held: Some(held),
+            ..self
+        }
+    }
 }
 
 /// The views of one call.
@@ -37,13 +67,23 @@ pub struct CacheViews {
     views: Vec<View>,
 }
 
+impl Drop for CacheViews {
+    fn drop(&mut self) {
+        for v in &mut self.views {
+            if let Some(held) = v.held.take() {
+                held.release(&v.upper);
+            }
+        }
+    }
+}
+
 /// What the views hold after the call (JSON in camelCase), in the result as `caches`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheReport {
     /// Files and links the command wrote or made, and entries it removed, in the toolchains'
-    /// caches, all kept in the call's private view and dropped with it: the user's caches
-    /// never change.
+    /// caches, all held in private views (the call's, or the session's when `kept`): the
+    /// user's caches never change.
     pub changed: usize,
     /// Whether `changed` stopped counting at its bound (100 000).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -51,6 +91,10 @@ pub struct CacheReport {
     /// Caches no private view could be made for here: read-only to the command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only: Vec<String>,
+    /// The views are the session's: its next call sees what this one left there (and
+    /// `changed` counts what the session's calls left so far).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
 }
 
 impl CacheReport {
@@ -66,24 +110,16 @@ impl CacheViews {
     /// # Errors
     /// The directories cannot be made.
     pub fn create(caches: &[PathBuf], base: &Path) -> std::io::Result<CacheViews> {
-        use std::os::unix::fs::DirBuilderExt;
-        let mut views = Vec::with_capacity(caches.len());
-        for (i, cache) in caches.iter().enumerate() {
-            let dir = base.join(i.to_string());
-            let (upper, work) = (dir.join("upper"), dir.join("work"));
-            for d in [&upper, &work] {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(d)?;
-            }
-            views.push(View {
-                cache: cache.clone(),
-                upper,
-                work,
-            });
-        }
+        let views = caches
+            .iter()
+            .enumerate()
+            .map(|(i, cache)| View::make(cache, &base.join(i.to_string())))
+            .collect::<std::io::Result<Vec<View>>>()?;
         Ok(CacheViews { views })
+    }
+
+    pub(crate) fn from_views(views: Vec<View>) -> CacheViews {
+        CacheViews { views }
     }
 
     /// The views as the sandbox stages them.
@@ -114,6 +150,7 @@ impl CacheViews {
                 .map(|rel| v.upper.join(rel))
                 .collect();
             report.changed += count(&v.upper, &shadows, &mut budget);
+            report.kept |= v.held.is_some();
         }
         report.more = budget == 0;
         report
@@ -197,6 +234,7 @@ mod tests {
                 changed: 3,
                 more: false,
                 read_only: vec!["/h/.cache".into()],
+                kept: false,
             }
         );
         assert!(CacheViews::default().report(&[], &[]).is_empty());

@@ -467,7 +467,8 @@ pub(crate) async fn execute(
     let ran = match kind {
         Kind::Sandboxed(prepared) => {
             let (ran, g) =
-                crate::sandboxed::run(*prepared, workdir, &home, options, tap, ctx).await?;
+                crate::sandboxed::run(*prepared, workdir, &home, &state.views, options, tap, ctx)
+                    .await?;
             guarded = g;
             ran
         }

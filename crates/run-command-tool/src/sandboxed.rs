@@ -227,6 +227,7 @@ pub(crate) async fn run(
     prepared: Prepared,
     workdir: Arc<RootLease>,
     home: &Path,
+    session_views: &Arc<exec::SessionViews>,
     options: &RunCommandOptions,
     tap: Option<exec::Tap>,
     ctx: &CallContext,
@@ -259,19 +260,13 @@ pub(crate) async fn run(
         }
     }
     let mut writable: Vec<PathBuf> = vec![work.clone()];
-    // TRUST-3: each cache writable through a private view for this call (`exec::CacheViews`).
+    // TRUST-3: each cache writable through a private view (`exec::SessionViews`).
     let mut caches = Vec::new();
     for (path, fd) in roots::caches(&prepared.caches) {
         writable.push(path.clone());
         caches.push(path.clone());
         grants.push(Grant::pinned(path, Arc::new(fd), Access::ReadWrite));
     }
-    let views = exec::CacheViews::create(&caches, &temp.root().join(CACHE_VIEWS)).map_err(|e| {
-        ToolError::new(
-            ErrorCode::ExecIoFailed,
-            format!("cannot make the caches' private views in the call's temp dir: {e}"),
-        )
-    })?;
     for w in &prepared.write_paths {
         writable.push(w.path.clone());
         grants.push(Grant::pinned(
@@ -297,6 +292,16 @@ pub(crate) async fn run(
         .chain(&options.hidden)
         .cloned()
         .collect();
+    // The session's kept views where no other call of the session holds them, else the call's
+    // own (TRUST-3).
+    let views = session_views
+        .lease(&caches, &sandbox.hidden, &temp.root().join(CACHE_VIEWS))
+        .map_err(|e| {
+            ToolError::new(
+                ErrorCode::ExecIoFailed,
+                format!("cannot make the caches' private views in the temp dir: {e}"),
+            )
+        })?;
     let protected_roots = writable.clone();
     let home_owned = home.to_path_buf();
     let host_protected = options.protected.clone();

@@ -1,4 +1,5 @@
-//! Per-session state of `run_command`: the RC-9 lock and the secrets seen so far (RC-14).
+//! Per-session state of `run_command`: the RC-9 lock, the secrets seen so far (RC-14) and the
+//! caches' kept views (TRUST-3).
 //!
 //! **Owns:** which calls may overlap (allowlist hits share the lock, every other call takes it
 //! alone, after its gates so a prompt never blocks a read-only call) and the growing list of
@@ -6,7 +7,7 @@
 //! **Refuses to know:** sessions themselves (the host keeps one state per session, in an `Arc`).
 
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::RwLock;
 
@@ -16,6 +17,9 @@ use tokio::sync::RwLock;
 pub struct RunCommandState {
     pub(crate) lock: RwLock<()>,
     secrets: Mutex<Secrets>,
+    /// The toolchains' caches as this session's commands changed them (TRUST-3): kept from one
+    /// call to the next, removed with the state.
+    pub(crate) views: Arc<exec::SessionViews>,
 }
 
 impl fmt::Debug for RunCommandState {

@@ -136,8 +136,9 @@ pub struct RunCommandOutput {
     /// the sandbox. Absent when there is none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub executable_changes: Vec<String>,
-    /// What the command wrote to the toolchains' caches (TRUST-3): a private view of each, for
-    /// this call only; the user's caches never change. Absent when it wrote nothing there.
+    /// What the command wrote to the toolchains' caches (TRUST-3): a private view of each, kept
+    /// for the session's next call; the user's caches never change. Absent when it wrote
+    /// nothing there.
     #[serde(skip_serializing_if = "crate::CacheReport::is_empty")]
     pub caches: crate::CacheReport,
     /// Why nothing ran and how to run it instead, or what an option meant here.

@@ -1,6 +1,6 @@
 //! TRUST-3: the toolchains' caches through a private copy-on-write view. A command writes its
 //! view of `~/.cargo/registry`, `~/.cache`, `~/.npm`, …; the user's caches never change, and
-//! the result counts what the view held.
+//! the result counts what the view held. A session's views are kept for its next call.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,6 +20,15 @@ async fn sh(f: &common::Fixture, script: &str) -> Option<RunCommandOutput> {
 /// `argv` in the fixture's project with its fake home; `None` (said) where this machine has
 /// no sandbox for it.
 async fn run(f: &common::Fixture, argv: &[&str]) -> Option<RunCommandOutput> {
+    run_in(f, argv, &RunCommandState::default()).await
+}
+
+/// `argv` as a call of the session `state`.
+async fn run_in(
+    f: &common::Fixture,
+    argv: &[&str],
+    state: &RunCommandState,
+) -> Option<RunCommandOutput> {
     if !testkit::sandbox_available() {
         return None;
     }
@@ -29,7 +38,7 @@ async fn run(f: &common::Fixture, argv: &[&str]) -> Option<RunCommandOutput> {
         &f.home,
         Mode::AllowAll,
         &DenyAllAsker,
-        &RunCommandState::default(),
+        state,
         |_| {},
     )
     .await
@@ -150,6 +159,54 @@ async fn nothing_a_call_wrote_to_its_view_is_seen_by_the_next_call() {
     assert!(!second.output.contains("FIRST-CALL"), "{second:?}");
     assert!(second.output.contains("kept\nkeep-there"), "{second:?}");
     assert!(second.caches.is_empty(), "{:?}", second.caches);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_s_next_call_sees_what_it_fetched_but_no_removal_and_no_stale_file() {
+    let f = fixture();
+    let npm = f.home.join(".npm");
+    std::fs::create_dir_all(&npm).unwrap();
+    std::fs::write(npm.join("keep"), "kept\n").unwrap();
+    std::fs::write(npm.join("index"), "user index v1\n").unwrap();
+    let before = tree(&npm);
+    let session = RunCommandState::default();
+    let Some(first) = run_in(
+        &f,
+        &[
+            "sh",
+            "-c",
+            "echo FETCHED > ~/.npm/pkg && echo view >> ~/.npm/index && mv ~/.npm/keep ~/.npm/moved && echo done",
+        ],
+        &session,
+    )
+    .await
+    else {
+        return;
+    };
+    assert!(first.output.contains("done"), "{first:?}");
+    assert!(first.caches.kept, "{:?}", first.caches);
+    assert_eq!(tree(&npm), before, "the user's cache changed");
+    // The user updates a file natively between the calls: theirs wins in the view.
+    std::fs::write(npm.join("index"), "user index v2, longer\n").unwrap();
+    let second = run_in(
+        &f,
+        &["sh", "-c", "cat ~/.npm/pkg ~/.npm/keep ~/.npm/index"],
+        &session,
+    )
+    .await
+    .unwrap();
+    assert!(second.output.contains("FETCHED"), "{second:?}");
+    assert!(second.output.contains("kept"), "{second:?}");
+    assert!(
+        second.output.contains("user index v2, longer"),
+        "{second:?}"
+    );
+    assert!(!second.output.contains("view"), "{second:?}");
+    // Another session starts from the user's cache.
+    let other = run(&f, &["sh", "-c", "cat ~/.npm/pkg; echo end"])
+        .await
+        .unwrap();
+    assert!(!other.output.contains("FETCHED"), "{other:?}");
 }
 
 fn on_path(program: &str) -> bool {
@@ -304,4 +361,9 @@ async fn an_empty_mode_0_file_the_command_makes_in_a_cache_is_counted() {
     };
     assert!(out.output.contains("made"), "{out:?}");
     assert_eq!(out.caches.changed, 1, "{:?}", out.caches);
+}
+
+#[test]
+fn every_test_also_holds_unprivileged() {
+    common::rerun_suite_unprivileged("every_test_also_holds_unprivileged");
 }

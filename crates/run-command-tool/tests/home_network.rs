@@ -160,12 +160,5 @@ async fn with_network_a_cache_write_stays_in_the_view_and_other_caches_are_absen
 
 #[test]
 fn every_test_also_holds_unprivileged() {
-    if !testkit::is_root() {
-        return;
-    }
-    let text = testkit::run_as_nobody(&["--skip", "every_test_also_holds_unprivileged"], &[]);
-    assert!(
-        text.is_empty() || text.contains("test result: ok"),
-        "{text}"
-    );
+    common::rerun_suite_unprivileged("every_test_also_holds_unprivileged");
 }

@@ -103,6 +103,19 @@ impl Asker for Scripted {
     }
 }
 
+/// A suite's `every_test_also_holds_unprivileged` (`own`, its name): as root, runs every other
+/// test of this binary again as uid 65534 and asserts they passed; otherwise nothing.
+pub fn rerun_suite_unprivileged(own: &str) {
+    if !testkit::is_root() {
+        return;
+    }
+    let text = testkit::run_as_nobody(&["--skip", own], &[]);
+    assert!(
+        text.is_empty() || text.contains("test result: ok"),
+        "{text}"
+    );
+}
+
 /// Writes `text` to `path`, making its parent directories.
 pub fn plant(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
