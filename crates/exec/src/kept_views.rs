@@ -22,7 +22,10 @@
 //! **Refuses to know:** how the overlay is made (linux-sandbox), which directories are caches,
 //! what a session is (its owner holds one [`SessionViews`] for as long as the session lasts).
 
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -34,6 +37,9 @@ const PREFIX: &str = "agent-exec-views-";
 /// At most this many entries of one view are checked before a call; past it the view starts
 /// again empty.
 const CHECK_BUDGET: usize = 100_000;
+
+/// Beside a view's upper and work directories: the path of the cache it shows.
+const CACHE_FILE: &str = "cache";
 
 /// The overlayfs attributes that make a directory hide or replace what is below it.
 const HIDING_XATTRS: &[&str] = &[
@@ -124,6 +130,8 @@ impl SessionViews {
                 Some(n) => {
                     let s = &mut inner.slots[n];
                     let view = View::make(cache, &s.dir)?;
+                    // For `agent-exec status` (`kept_here`).
+                    std::fs::write(s.dir.join(CACHE_FILE), cache.as_os_str().as_encoded_bytes())?;
                     prepare(s, &view.upper, hidden);
                     s.busy = true;
                     view.held(Held {
@@ -147,6 +155,73 @@ impl SessionViews {
             .map(|s| (s.cache.clone(), s.busy))
             .collect()
     }
+}
+
+/// One kept view as [`kept_here`] finds it on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptView {
+    /// The cache it shows.
+    pub cache: PathBuf,
+    /// The process whose session keeps it.
+    pub pid: u32,
+    /// Whether that process still runs (a dead one's view is removed by the next session).
+    pub owner_alive: bool,
+    /// Files, links and removals it holds (bounded like the result's count).
+    pub entries: usize,
+    /// Bytes of the files it holds.
+    pub bytes: u64,
+}
+
+/// The kept views of every session of this user on this machine, in the system temp dir.
+#[cfg(target_os = "linux")]
+pub fn kept_here() -> Vec<KeptView> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let stem = PREFIX.trim_end_matches('-');
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some((found, owner)) = name.to_str().and_then(proctree::parse_owned_name) else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if found != stem || !meta.is_dir() || meta.uid() != me {
+            continue;
+        }
+        let owner_alive = proctree::ProcessId::of(owner.pid()).is_some_and(|now| now == owner);
+        let Ok(slots) = std::fs::read_dir(entry.path()) else {
+            continue;
+        };
+        for slot in slots.flatten() {
+            let Ok(cache) = std::fs::read(slot.path().join(CACHE_FILE)) else {
+                continue;
+            };
+            let (mut entries, mut bytes) = (0, 0);
+            let mut budget = CHECK_BUDGET;
+            walk(&slot.path().join("upper"), &mut budget, &mut |_, m| {
+                if !m.is_dir() {
+                    entries += 1;
+                    bytes += m.len();
+                }
+                true
+            });
+            out.push(KeptView {
+                cache: PathBuf::from(std::ffi::OsString::from_vec(cache)),
+                pid: owner.pid(),
+                owner_alive,
+                entries,
+                bytes,
+            });
+        }
+    }
+    out.sort_by(|a, b| (a.pid, &a.cache).cmp(&(b.pid, &b.cache)));
+    out
 }
 
 impl Held {
@@ -450,6 +525,37 @@ mod tests {
             );
         }
         drop(views);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_kept_views_of_live_sessions_are_found_on_disk_with_their_cache() {
+        let t = tempfile::tempdir().unwrap();
+        let cache = t.path().join("listed-cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let session = Arc::new(SessionViews::default());
+        let views = session
+            .lease(std::slice::from_ref(&cache), &[], t.path())
+            .unwrap();
+        let upper = views.staged().next().unwrap().upper;
+        write(&upper.join("a/b"), "12345");
+        drop(views);
+        let found: Vec<KeptView> = kept_here()
+            .into_iter()
+            .filter(|k| k.cache == cache)
+            .collect();
+        assert_eq!(
+            found,
+            vec![KeptView {
+                cache: cache.clone(),
+                pid: std::process::id(),
+                owner_alive: true,
+                entries: 1,
+                bytes: 5,
+            }]
+        );
+        drop(session);
+        assert!(!kept_here().iter().any(|k| k.cache == cache));
     }
 
     #[test]

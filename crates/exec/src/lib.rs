@@ -103,7 +103,9 @@ pub mod fuzzing {
 #[cfg(target_os = "linux")]
 pub use cgroup::{describe as describe_limit_mechanisms, report_here as limits_report_here};
 pub use job::{End, ExecError, Job, LEASE_TICK, Limits, OnCap, Outcome, WorkDir};
-pub use kept_views::SessionViews;
+#[cfg(target_os = "linux")]
+pub use kept_views::kept_here;
+pub use kept_views::{KeptView, SessionViews};
 pub use limits::{Enforcer, Limit, LimitHit, LimitsReport, LimitsStatus, ResourceLimits};
 pub use open_error::open_error_code;
 pub use run::{Tap, run, run_tapped};
