@@ -44,6 +44,25 @@ pub(crate) const TOOLCHAIN_VARS: &[&str] = &[
     "MAVEN_HOME",
 ];
 
+/// Where a machine keeps the certificate authorities it trusts: readable in every sandbox (the
+/// system runtime set holds them), and public.
+const TRUST_STORES: &[&str] = &["/etc/ssl", "/etc/pki", "/etc/ca-certificates"];
+
+/// The TLS trust variables: passed when they name a file or directory of the system's trust
+/// stores or another readable place, so a `network: true` install behind a TLS-inspecting
+/// proxy trusts what the user's own tools trust. They name certificates, never keys.
+const TRUST_VARS: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PIP_CERT",
+    "GIT_SSL_CAINFO",
+    "CARGO_HTTP_CAINFO",
+    "NIX_SSL_CERT_FILE",
+];
+
 /// Variables naming a version or an environment, not a path.
 const NAME_VARS: &[&str] = &["RUSTUP_TOOLCHAIN", "PYENV_VERSION", "CONDA_DEFAULT_ENV"];
 
@@ -133,6 +152,17 @@ pub(crate) fn build(
             env.push(((*k).into(), v.into()));
         }
     }
+    for k in TRUST_VARS {
+        let Some(v) = get(k) else { continue };
+        let p = Path::new(v);
+        // Only what a program may use from the host: no `..` on the way out of a store.
+        let plain = p
+            .components()
+            .all(|c| !matches!(c, std::path::Component::ParentDir));
+        if plain && (TRUST_STORES.iter().any(|s| p.starts_with(s)) || readable.covers(p)) {
+            env.push(((*k).into(), v.into()));
+        }
+    }
     for (k, v) in extra {
         if secret_name(k) || env.iter().any(|(n, _)| n == k.as_str()) {
             continue;
@@ -219,6 +249,34 @@ mod tests {
             assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
         }
         for never in ["GITHUB_TOKEN", "MY_API_KEY", "GOROOT"] {
+            assert!(!names.iter().any(|n| n == never), "{never} passed");
+        }
+    }
+
+    #[test]
+    fn tls_trust_variables_pass_only_into_trust_stores_or_readable_places() {
+        let private = [PathBuf::from("/home/u/.ssh")];
+        let r = readable(&private);
+        let host: Vec<(String, String)> = [
+            ("NODE_EXTRA_CA_CERTS", "/etc/ssl/certs/ca-certificates.crt"),
+            ("SSL_CERT_DIR", "/etc/pki/tls/certs"),
+            ("REQUESTS_CA_BUNDLE", "/home/u/corp/ca.pem"),
+            ("PIP_CERT", "/home/u/.ssh/id_rsa"),
+            ("CURL_CA_BUNDLE", "/etc/ssl/../shadow"),
+            ("GIT_SSL_CAINFO", "/srv/secret/ca.pem"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        let env = build(&host, &[], Path::new("/home/u"), Path::new("/t"), &r, &[]);
+        let names: Vec<String> = env
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        for want in ["NODE_EXTRA_CA_CERTS", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"] {
+            assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
+        }
+        for never in ["PIP_CERT", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"] {
             assert!(!names.iter().any(|n| n == never), "{never} passed");
         }
     }

@@ -77,8 +77,12 @@
 //! `CONDA_DEFAULT_ENV`, `npm_config_cache`, `npm_config_prefix`, `PNPM_HOME`, `BUN_INSTALL`,
 //! `DENO_DIR`, `GEM_HOME`, `GEM_PATH`, `SDKMAN_DIR`, `VOLTA_HOME`, `GRADLE_USER_HOME`,
 //! `MAVEN_HOME` when the host has them and they point into readable places (the version names
-//! when they hold no `/`); then [`RunCommandOptions::env`]. Never a variable whose name looks
-//! secret (argv-policy's rule).
+//! when they hold no `/`); the TLS trust variables (`SSL_CERT_FILE`, `SSL_CERT_DIR`,
+//! `NODE_EXTRA_CA_CERTS`, `REQUESTS_CA_BUNDLE`, `CURL_CA_BUNDLE`, `PIP_CERT`, `GIT_SSL_CAINFO`,
+//! `CARGO_HTTP_CAINFO`, `NIX_SSL_CERT_FILE`) when they name the system's trust stores
+//! (`/etc/ssl`, `/etc/pki`, `/etc/ca-certificates`) or a readable place; then
+//! [`RunCommandOptions::env`]. Never a variable whose name looks secret (argv-policy's rule).
+//! With `network: true` "readable" is the narrowed home view (TRUST-6).
 //!
 //! **The program (RC-2).** `Via::Direct`: `argv[0]` is looked up on that `PATH` after the
 //! decision (a name with `/` is taken against the working directory) and that absolute path is
