@@ -1228,6 +1228,15 @@ fn apply_change(
     Ok(line)
 }
 
+/// The caches' views kept by this user's sessions on this machine (Linux; none elsewhere).
+fn kept_cache_views() -> Value {
+    #[cfg(target_os = "linux")]
+    let views = serde_json::to_value(exec::kept_here()).unwrap_or_default();
+    #[cfg(not(target_os = "linux"))]
+    let views = json!([]);
+    views
+}
+
 fn status(state_dir: Option<&Path>, plugin: Option<&str>) -> ExitCode {
     let result = open_store(state_dir).and_then(|store| {
         let state = store.load()?;
@@ -1242,6 +1251,8 @@ fn status(state_dir: Option<&Path>, plugin: Option<&str>) -> ExitCode {
             "plugins": plugins,
             "keptMirrors": store.kept_mirrors(),
             "keptMirrorLimits": store.kept_limits(),
+            // TRUST-3: the caches' views the sessions of this user keep for their next call.
+            "keptCacheViews": kept_cache_views(),
         }))
     });
     match result {

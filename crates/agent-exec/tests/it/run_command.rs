@@ -332,3 +332,71 @@ fn nothing_a_run_command_call_starts_outlives_it() {
     assert!(testkit::alive_with(&marker).is_empty(), "{marker} survived");
     assert_no_survivors(&f.folder);
 }
+
+/// TRUST-3: an MCP session keeps its caches' views for its next call — what one call fetched
+/// the next finds — `agent-exec status` lists them while the session lasts, the user's cache
+/// never changes, and nothing of the views is left once the session ends.
+#[test]
+fn an_mcp_session_keeps_its_cache_views_lists_them_in_status_and_removes_them_at_the_end() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path().canonicalize().unwrap();
+    let npm = home.join(".npm");
+    std::fs::create_dir_all(&npm).unwrap();
+    std::fs::write(npm.join("index"), "user\n").unwrap();
+    let args = [
+        "--state-dir",
+        s(&f.state),
+        "mcp",
+        "--workspace",
+        s(&f.folder),
+        "--mode",
+        "allow-all",
+    ];
+    let mut raw = crate::mcp::Raw::start_with_env(&args, &f.folder, &[("HOME", home.as_path())]);
+    let sh = |id: u64, script: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "run_command", "arguments": {"argv": ["sh", "-c", script]}}})
+    };
+    raw.send(sh(1, "echo FETCHED > ~/.npm/pkg && echo done"));
+    let first = crate::mcp::result_of(&raw.recv()["result"]);
+    assert_eq!(first["caches"]["kept"], true, "{first}");
+    raw.send(sh(2, "cat ~/.npm/pkg"));
+    let second = crate::mcp::result_of(&raw.recv()["result"]);
+    assert!(
+        second["output"].as_str().unwrap().contains("FETCHED"),
+        "{second}"
+    );
+    let line = crate::util::agent_exec(&["--state-dir", s(&f.state), "status"], None).json;
+    let listed: Vec<&Value> = line["keptCacheViews"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["cache"] == json!(npm))
+        .collect();
+    assert_eq!(listed.len(), 1, "{line}");
+    assert_eq!(listed[0]["pid"], raw.pid(), "{line}");
+    assert_eq!(listed[0]["ownerAlive"], true, "{line}");
+    assert_eq!(listed[0]["entries"], 1, "{line}");
+    let pid = raw.pid();
+    raw.close_stdin();
+    assert!(raw.finish().success());
+    assert_eq!(
+        std::fs::read_dir(&npm).unwrap().count(),
+        1,
+        "the cache changed"
+    );
+    let line = crate::util::agent_exec(&["--state-dir", s(&f.state), "status"], None).json;
+    assert!(
+        !line["keptCacheViews"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["pid"] == pid),
+        "{line}"
+    );
+    assert_no_survivors(&f.folder);
+}
