@@ -1253,6 +1253,17 @@ fn status(state_dir: Option<&Path>, plugin: Option<&str>) -> ExitCode {
             "keptMirrorLimits": store.kept_limits(),
             // TRUST-3: the caches' views the sessions of this user keep for their next call.
             "keptCacheViews": kept_cache_views(),
+            // RUN-16: write-backs in progress or cut short, with our files in their folders.
+            "writeBacks": store
+                .write_backs()
+                .iter()
+                .map(|w| json!({
+                    "journal": w.journal,
+                    "folder": w.folder,
+                    "inProgress": w.in_progress,
+                    "tempFiles": w.temp_files,
+                }))
+                .collect::<Vec<_>>(),
         }))
     });
     match result {

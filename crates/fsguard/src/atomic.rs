@@ -57,6 +57,9 @@ pub(crate) enum Contents<'a> {
     /// The rest of this file, copied by `std::io::copy` (on Linux `copy_file_range`: in the
     /// kernel, a reflink where the file system can), so a large file never sits in memory.
     CopyOf(&'a mut File),
+    /// A file already staged under this name in the same directory, written, `fsync`ed and
+    /// given its mode (the write-back's journaled staging): it only has to be renamed in.
+    Staged(&'a str),
 }
 
 /// Whether [`write_entry`] may replace an existing entry.
@@ -161,7 +164,11 @@ fn fill_temp(
     contents: Contents<'_>,
     io_err: &dyn Fn(&'static str, io::Error) -> WriteError,
 ) -> Result<String, WriteError> {
-    let (tmp_name, tmp) = create_temp(dir, mode.is_some()).map_err(|e| io_err("create temp", e))?;
+    if let Contents::Staged(name) = contents {
+        return Ok(name.to_owned());
+    }
+    let (tmp_name, tmp) =
+        create_temp(dir, mode.is_some(), None).map_err(|e| io_err("create temp", e))?;
     let cleanup = |err: WriteError| {
         // Best effort: the temp name is ours (created with O_EXCL), so removing it is safe.
         let _ = rustix::fs::unlinkat(dir, tmp_name.as_str(), AtFlags::empty());
@@ -183,6 +190,7 @@ fn fill_temp(
     let written = match contents {
         Contents::Bytes(bytes) => file.write_all(bytes),
         Contents::CopyOf(from) => io::copy(from, &mut file).map(|_| ()),
+        Contents::Staged(_) => Ok(()),
     };
     written.map_err(|e| cleanup(io_err("write", e)))?;
     file.sync_all().map_err(|e| cleanup(io_err("fsync", e)))?;
@@ -260,12 +268,53 @@ pub(crate) fn exchange_entry(
     Ok(Exchanged { aside, new, old })
 }
 
-/// Creates a fresh temporary file in `dir` with `O_EXCL`. Its name does not derive from the
-/// target's, so a 255-byte target name still fits. `private` creates it `0600` (the caller sets
-/// the final mode after); otherwise `0666` minus the umask, as any new file gets.
-fn create_temp(dir: BorrowedFd<'_>, private: bool) -> io::Result<(String, OwnedFd)> {
+/// Stages `contents` in `dir` under `name` (created with `O_EXCL`, never over anything) with
+/// `mode` and the old file's owner where the process may, `fsync`ed; returns its metadata. On
+/// error nothing is left behind. The write-back's journal names the file before it exists.
+pub(crate) fn stage_file(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    old: Option<&sys::Meta>,
+    mode: u32,
+    from: &mut File,
+) -> io::Result<sys::Meta> {
+    let (_, fd) = create_temp(dir, true, Some(name))?;
+    let staged = (|| {
+        let mut file = File::from(fd);
+        rustix::fs::fchmod(&file, crate::sys::perm(mode & 0o1777))?;
+        if let Some(o) = old {
+            // As in `fill_temp`: EPERM just leaves the file ours.
+            let _ = rustix::fs::fchown(
+                &file,
+                Some(rustix::fs::Uid::from_raw(o.uid)),
+                Some(rustix::fs::Gid::from_raw(o.gid)),
+            );
+        }
+        io::copy(from, &mut file)?;
+        file.sync_all()?;
+        sys::fstat(&file)
+    })();
+    if staged.is_err() {
+        let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
+    }
+    staged
+}
+
+/// Creates a fresh temporary file in `dir` with `O_EXCL`: named `fixed`, or else a fresh name
+/// that does not derive from the target's, so a 255-byte target name still fits. `private`
+/// creates it `0600` (the caller sets the final mode after); otherwise `0666` minus the umask,
+/// as any new file gets.
+fn create_temp(
+    dir: BorrowedFd<'_>,
+    private: bool,
+    fixed: Option<&str>,
+) -> io::Result<(String, OwnedFd)> {
     let mode = Mode::from_raw_mode(if private { 0o600 } else { 0o666 });
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    if let Some(name) = fixed {
+        let fd = rustix::fs::openat(dir, name, flags, mode)?;
+        return Ok((name.to_owned(), fd));
+    }
     let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
     for _ in 0..16 {
         let name = temp_name();
@@ -291,11 +340,17 @@ fn temp_name() -> String {
 
 /// Renames `name` in `dir` to a fresh name beside it (never over an existing entry) and returns
 /// that name with the moved entry's metadata right after the move: a deletion that can still
-/// be undone until the caller has checked what it moved.
-pub(crate) fn move_aside(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(String, sys::Meta)> {
+/// be undone until the caller has checked what it moved. `planned` is the name a write-back
+/// journal chose for it; it is used as it is, once.
+pub(crate) fn move_aside(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    planned: Option<&str>,
+) -> io::Result<(String, sys::Meta)> {
     let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
-    for _ in 0..16 {
-        let aside = temp_name();
+    let tries = if planned.is_some() { 1 } else { 16 };
+    for _ in 0..tries {
+        let aside = planned.map_or_else(temp_name, str::to_owned);
         match rustix::fs::renameat_with(dir, name, dir, aside.as_str(), RenameFlags::NOREPLACE) {
             Ok(()) => {
                 let meta = sys::stat_at(dir, aside.as_str())?;

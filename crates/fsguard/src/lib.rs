@@ -78,8 +78,9 @@ pub use lease::{FileId, LeaseError, RootLease, kernel_path};
 pub use linkcover::{CoverError, READ_ONLY_BINDS, read_only_cover, read_only_cover_roots};
 pub use mirror::{
     BaselineEntry, Change, ChangeKind, Conflict, ConflictReason, EntryKind, FinalizeReport,
-    Journaling, Mirror, MirrorError, MirrorOptions, NotCopied, RACY_WINDOW, WRITE_BACK_SETTLE,
-    record_path, remove_mirror, remove_tree, set_mirror_aside,
+    Journaling, Mirror, MirrorError, MirrorOptions, NotCopied, PendingWriteBack, RACY_WINDOW,
+    Recovered, STAGED_PREFIX, WRITE_BACK_SETTLE, pending_write_backs, record_path,
+    recover_write_backs, remove_mirror, remove_tree, set_mirror_aside, unique_id,
 };
 pub use relpath::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, OpenError, RelPath, RelPathError};
 pub use scan::{

@@ -159,6 +159,11 @@ mod copy;
 mod journal;
 mod refresh;
 mod settle;
+mod writeback;
+
+pub use writeback::{
+    PendingWriteBack, Recovered, STAGED_PREFIX, pending_write_backs, recover_write_backs, unique_id,
+};
 
 pub use refresh::{record_path, remove_mirror, remove_tree, set_mirror_aside};
 pub use settle::WRITE_BACK_SETTLE;
@@ -520,7 +525,8 @@ pub enum ConflictReason {
     /// The folder's file changed while the write-back was replacing or removing it, and a
     /// still later save sits at its name: the version the write-back had set aside could not
     /// be put back without displacing that save, so it is kept under this folder-relative
-    /// path (a `.fsguard-*.tmp` name beside it) for the user to look at (see
+    /// path (a `.agent-exec-wb-*.tmp` name beside it under a journal, [`STAGED_PREFIX`], else
+    /// a `.fsguard-*.tmp` one) for the user to look at (see
     /// [`WRITE_BACK_SETTLE`]).
     KeptAside {
         /// Where the set-aside version is, relative to the folder.
@@ -1169,6 +1175,19 @@ impl Mirror {
     /// (the `settle` module: a user's save during the write-back is never lost, it becomes a
     /// conflict; the guarantee and its limits are spelled out there and in the module docs).
     pub fn finalize(&mut self) -> Result<FinalizeReport, MirrorError> {
+        self.write_back(None)
+    }
+
+    /// [`Mirror::finalize`] under a write-back journal kept in `journals` (RUN-16; module
+    /// `writeback`): the plan is recorded and every new file staged beside its target, durably,
+    /// before the first rename, so a process killed in the middle leaves a write-back that
+    /// [`recover_write_backs`] finishes. An error recording the journal fails the write-back
+    /// before anything in the folder changed.
+    pub fn finalize_journaled(&mut self, journals: &Path) -> Result<FinalizeReport, MirrorError> {
+        self.write_back(Some(journals))
+    }
+
+    fn write_back(&mut self, journals: Option<&Path>) -> Result<FinalizeReport, MirrorError> {
         self.source.verify()?;
         self.mirror.verify()?;
         let changes = self.changes()?;
@@ -1186,6 +1205,10 @@ impl Mirror {
                 _ => (1, depth),
             }
         });
+        let staging = match journals {
+            Some(dir) => Some(self.stage(dir, &changes, &verdict, &order)?),
+            None => None,
+        };
         let mut report = FinalizeReport::default();
         let mut dir_modes: Vec<(PathBuf, u32)> = Vec::new();
         let mut written: Vec<(PathBuf, Meta)> = Vec::new();
@@ -1208,14 +1231,16 @@ impl Mirror {
                 Some(r) => Some(r),
                 // One path's I/O error is that path's conflict, not the end of the write-back:
                 // the report must list what did land (issue 15).
-                None => match self.apply(c, i, &mut dir_modes).unwrap_or_else(|e| {
-                    Applied::Now(
-                        Some(ConflictReason::Failed {
-                            error: e.to_string(),
-                        }),
-                        None,
-                    )
-                }) {
+                None => match self
+                    .apply(c, i, &mut dir_modes, staging.as_ref())
+                    .unwrap_or_else(|e| {
+                        Applied::Now(
+                            Some(ConflictReason::Failed {
+                                error: e.to_string(),
+                            }),
+                            None,
+                        )
+                    }) {
                     Applied::Now(reason, copy) => {
                         if let Some(copy) = copy {
                             copies.insert(i, copy);
@@ -1234,6 +1259,11 @@ impl Mirror {
             outcome[i] = Some(reason);
         }
         record(settling.settle_all(), &mut outcome);
+        if let Some(staging) = staging {
+            // Every rename is done and verified; a journal that cannot be removed is found by
+            // the next recovery, which sees each entry done or left by the user.
+            let _ = staging.clear();
+        }
         for &i in &order {
             let c = &changes[i];
             match outcome[i].take().flatten() {
@@ -1384,6 +1414,7 @@ impl Mirror {
         c: &Change,
         index: usize,
         dir_modes: &mut Vec<(PathBuf, u32)>,
+        staging: Option<&writeback::Staging>,
     ) -> Result<Applied, MirrorError> {
         let now = |reason| Ok(Applied::Now(reason, None));
         let Some(name) = c.path.file_name() else {
@@ -1451,7 +1482,8 @@ impl Mirror {
                         Err(e) => Err(io_err("delete", &c.path)(e.into())),
                     };
                 }
-                match crate::atomic::move_aside(parent.as_fd(), name) {
+                let planned = staging.and_then(|s| s.aside(index));
+                match crate::atomic::move_aside(parent.as_fd(), name, planned) {
                     Ok((aside, moved)) => Ok(Applied::Later(
                         Box::new(later(
                             parent,
@@ -1471,7 +1503,13 @@ impl Mirror {
                 match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {
                     Ok(()) => {}
                     Err(rustix::io::Errno::EXIST) => match sys::stat_at(parent.as_fd(), name) {
-                        Ok(m) if m.kind == Kind::Dir => return now(None),
+                        Ok(m) if m.kind == Kind::Dir => {
+                            // Made while staging: it gets its mode like any new directory.
+                            if staging.is_some_and(|s| s.made_dir(index)) {
+                                dir_modes.push((c.path.clone(), mode));
+                            }
+                            return now(None);
+                        }
                         _ => return now(Some(ConflictReason::CreatedInSource)),
                     },
                     Err(e) => return Err(io_err("create", &c.path)(e.into())),
@@ -1494,14 +1532,13 @@ impl Mirror {
                 let Some(vetted) = self.vetted_file(&c.path)? else {
                     return now(Some(ConflictReason::ChangedInSource));
                 };
-                let (mut contents, copy) = self.mirror_file(&c.path)?;
-                match exchange_entry(
-                    parent.as_fd(),
-                    name,
-                    Contents::CopyOf(&mut contents),
-                    Some(copy.mode),
-                    shown,
-                ) {
+                let mut file = None;
+                let (contents, copy) =
+                    match self.new_contents(&c.path, index, staging, &mut file)? {
+                        Ok(new) => new,
+                        Err(reason) => return now(Some(reason)),
+                    };
+                match exchange_entry(parent.as_fd(), name, contents, Some(copy.mode), shown) {
                     Ok(Exchanged {
                         aside: Some(aside),
                         new,
@@ -1522,11 +1559,16 @@ impl Mirror {
                 }
             }
             (_, _) => {
-                let (mut contents, copy) = self.mirror_file(&c.path)?;
+                let mut file = None;
+                let (contents, copy) =
+                    match self.new_contents(&c.path, index, staging, &mut file)? {
+                        Ok(new) => new,
+                        Err(reason) => return now(Some(reason)),
+                    };
                 match write_entry(
                     parent.as_fd(),
                     name,
-                    Contents::CopyOf(&mut contents),
+                    contents,
                     Some(copy.mode),
                     Replace::Never,
                     shown,
@@ -1534,6 +1576,28 @@ impl Mirror {
                     Ok(()) => Ok(Applied::Now(None, Some(copy))),
                     Err(e) => refused_write(&c.path, e),
                 }
+            }
+        }
+    }
+
+    /// The new content of change `index` at `rel` and the mirror copy it comes from: the file
+    /// staged for it under a write-back journal, or else the mirror's file (opened into
+    /// `file`); `Err` is the change's conflict when its staging failed.
+    fn new_contents<'f>(
+        &self,
+        rel: &Path,
+        index: usize,
+        staging: Option<&'f writeback::Staging>,
+        file: &'f mut Option<File>,
+    ) -> Result<Result<(Contents<'f>, Meta), ConflictReason>, MirrorError> {
+        match staging.map(|s| s.file(index)) {
+            Some(writeback::StagedFile::Yes(staged, copy)) => {
+                Ok(Ok((Contents::Staged(staged), copy)))
+            }
+            Some(writeback::StagedFile::Failed(error)) => Ok(Err(ConflictReason::Failed { error })),
+            _ => {
+                let (opened, copy) = self.mirror_file(rel)?;
+                Ok(Ok((Contents::CopyOf(file.insert(opened)), copy)))
             }
         }
     }

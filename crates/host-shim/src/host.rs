@@ -101,6 +101,9 @@ struct HostInner {
     registry: Registry,
     overlay: Overlay,
     watch: Mutex<Option<StateWatch>>,
+    /// Write-backs this host found cut short and finished or undid (RUN-16), until a turn on
+    /// their folder reports them.
+    recovered: Mutex<Vec<fsguard::Recovered>>,
 }
 
 /// What a host embeds: the state, the authority every call is checked against, the account
@@ -154,6 +157,10 @@ impl Host {
         // Issue 15 §4: what hosts that died left behind (their temp dirs and per-call mirrors;
         // never a live owner's) goes before this one adds its own.
         crate::state::sweep_orphans(&store);
+        store.sweep_temp_files();
+        // RUN-16: a write-back a dead host left half done is finished (or, before its commit,
+        // undone) at the next start.
+        let recovered = fsguard::recover_write_backs(&store.writeback_dir());
         Ok(Host {
             inner: Arc::new(HostInner {
                 store,
@@ -162,8 +169,26 @@ impl Host {
                 registry,
                 overlay: Arc::default(),
                 watch: Mutex::new(None),
+                recovered: Mutex::new(recovered),
             }),
         })
+    }
+
+    /// Recovers every write-back whose host is gone (RUN-16) and hands over the reports of
+    /// those to `folder`, this host's earlier ones included, as the sentences a turn reports.
+    fn recovered_for(&self, folder: &Path) -> Vec<String> {
+        let found = fsguard::recover_write_backs(&self.inner.store.writeback_dir());
+        let mut all = self
+            .inner
+            .recovered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        all.extend(found);
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut *all)
+            .into_iter()
+            .partition(|r| r.folder == folder);
+        *all = rest;
+        mine.iter().map(ToString::to_string).collect()
     }
 
     /// Starts following the state file, so grants changed by another process (e.g.
@@ -336,15 +361,7 @@ fn sweep_dead_sessions(sessions: &Path, own: &str) {
 /// A session id unique on this machine for the life of the state directory: the process,
 /// the time and a counter (the name of the session's background log directory).
 fn session_id() -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "{}-{nanos:x}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    fsguard::unique_id()
 }
 
 fn folder_lease_error(e: fsguard::LeaseError) -> ToolError {
@@ -569,6 +586,7 @@ impl Session {
                 let report = TurnReport {
                     workspace: self.config.workspace.kind,
                     mirror: None,
+                    recovered: Vec::new(),
                 };
                 return CallAnswer::new(Err(self.unless_state_invalid(e)), report);
             }
@@ -615,6 +633,8 @@ impl Session {
             .current()
             .begin_turn(Arc::clone(&authority), self.plugin.clone())?;
         let folder_lease = self.checked_folder(&authority)?;
+        // RUN-16: the folder's unfinished write-backs are finished before anything reads it.
+        let recovered = self.host.recovered_for(&self.folder);
         let mut queued_at = PathBuf::new();
         let ws = match self.config.workspace.kind {
             WorkspaceKind::Mounted => {
@@ -641,6 +661,7 @@ impl Session {
             ws: tokio::sync::OnceCell::new_with(ws),
             queued_at,
             id: TURNS.fetch_add(1, Ordering::Relaxed),
+            recovered,
         })
     }
 
@@ -1015,6 +1036,8 @@ pub struct Turn {
     queued_at: PathBuf,
     /// Unique in this process: the origin of the background tasks the turn starts (BG-9).
     id: u64,
+    /// What the recovery of the folder's cut-short write-backs did at the turn's start (RUN-16).
+    recovered: Vec<String>,
 }
 
 /// How a turn ended, for [`Turn::finish`]: only a turn that succeeded is written back (RUN-11).
@@ -1057,6 +1080,10 @@ pub struct TurnReport {
     /// For `mounted`: the mirror's fate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mirror: Option<MirrorReport>,
+    /// Write-backs to the folder that a dead process left cut short, finished or undone at
+    /// this turn's start (RUN-16), one sentence each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recovered: Vec<String>,
 }
 
 /// What happened to a `mounted` turn's mirror (RUN-11).
@@ -1321,6 +1348,7 @@ impl Turn {
             return TurnReport {
                 workspace: kind,
                 mirror: None,
+                recovered: self.recovered,
             };
         };
         let mut report = MirrorReport {
@@ -1335,7 +1363,10 @@ impl Turn {
             // A caught signal waits: replaced files sit aside in the user's folder until the
             // write-back verified them (fsguard's `settle`); cut there, they would stay.
             let whole = defer_signal_exit();
-            let finalized = mirror.finalize();
+            // RUN-16: journaled, so a host killed in the middle leaves a write-back the next
+            // start or turn on the folder finishes.
+            let journals = self.session.host.inner.store.writeback_dir();
+            let finalized = mirror.finalize_journaled(&journals);
             drop(whole);
             match finalized {
                 Ok(done) => {
@@ -1440,6 +1471,7 @@ impl Turn {
         TurnReport {
             workspace: kind,
             mirror: Some(report),
+            recovered: self.recovered,
         }
     }
 }

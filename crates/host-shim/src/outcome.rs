@@ -193,6 +193,9 @@ impl CallAnswer {
                 serde_json::to_value(mirror).unwrap_or_default(),
             );
         }
+        if !self.report.recovered.is_empty() {
+            line.insert("recovered".into(), json!(self.report.recovered));
+        }
         Value::Object(line)
     }
 }

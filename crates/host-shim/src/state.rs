@@ -236,6 +236,8 @@ pub struct KeptMirror {
 }
 
 /// The part of a temporary (per-call) mirror's name before its owner: `<plugin>-call-<pid>-…`.
+/// Only Linux records the owner (proctree) and sweeps orphans by it.
+#[cfg(target_os = "linux")]
 pub(crate) const CALL_MIRROR_MARK: &str = "-call-";
 
 /// The suffix of a kept mirror's record, beside it in `mirrors/`.
@@ -303,6 +305,38 @@ pub(crate) fn sweep_orphans(store: &StateStore) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = store;
+}
+
+/// Opens (making it, mode 0600, never through a link) the lock file `path` and takes its
+/// exclusive `flock`, waiting; the lock goes with the returned file.
+fn lock_exclusive(path: &Path) -> io::Result<fs::File> {
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc_o_nofollow())
+        .open(path)?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)?;
+    Ok(lock)
+}
+
+/// Removes the state directory's own temporary files: `.fsguard-<pid>-<n>-<nanos>.tmp`, the
+/// name `fsguard::atomic_write` gives the new `state.json` before its rename. Every such write
+/// holds `state.lock`, and so does the caller: any such file now belongs to a writer that died
+/// (a `grant` or `revoke` killed mid-write). Regular files only, never through a link.
+fn sweep_state_temps(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let ours = name.starts_with(".fsguard-") && name.ends_with(".tmp");
+        if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// `id` as a [`PluginId`] (usable as a directory name: app-private folders live at
@@ -465,19 +499,9 @@ impl StateStore {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             return;
         };
-        let Ok(lock) = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc_o_nofollow())
-            .open(dir.join("kept.lock"))
-        else {
+        let Ok(lock) = lock_exclusive(&dir.join("kept.lock")) else {
             return;
         };
-        if rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).is_err() {
-            return;
-        }
         let record = KeptMirror {
             path: path.to_path_buf(),
             bytes: tree_bytes(path),
@@ -512,6 +536,25 @@ impl StateStore {
     /// The state directory (absolute, canonical).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Removes the temporary files of state writes that died before their rename (see
+    /// [`sweep_state_temps`]), under the state lock.
+    pub fn sweep_temp_files(&self) {
+        if let Ok(_lock) = lock_exclusive(&self.dir.join("state.lock")) {
+            sweep_state_temps(&self.dir);
+        }
+    }
+
+    /// Where write-back journals live (RUN-16: `fsguard::recover_write_backs`).
+    pub fn writeback_dir(&self) -> PathBuf {
+        self.dir.join("writeback")
+    }
+
+    /// The write-backs in progress or cut short, with the files of ours each has in its folder
+    /// (`agent-exec status`, RUN-16).
+    pub fn write_backs(&self) -> Vec<fsguard::PendingWriteBack> {
+        fsguard::pending_write_backs(&self.writeback_dir())
     }
 
     fn file(&self) -> PathBuf {
@@ -555,23 +598,11 @@ impl StateStore {
         change: impl FnOnce(&mut HostState) -> Result<R, StateError>,
     ) -> Result<R, StateError> {
         let lock_path = self.dir.join("state.lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc_o_nofollow())
-            .open(&lock_path)
-            .map_err(|source| StateError::Io {
-                path: lock_path.clone(),
-                source,
-            })?;
-        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).map_err(|e| {
-            StateError::Io {
-                path: lock_path.clone(),
-                source: e.into(),
-            }
+        let lock = lock_exclusive(&lock_path).map_err(|source| StateError::Io {
+            path: lock_path.clone(),
+            source,
         })?;
+        sweep_state_temps(&self.dir);
         let mut state = self.load()?;
         let out = change(&mut state)?;
         state.version = STATE_VERSION;

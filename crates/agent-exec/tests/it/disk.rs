@@ -25,7 +25,7 @@ fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn names(dir: &Path) -> Vec<String> {
+pub(crate) fn names(dir: &Path) -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir(dir)
         .map(|r| {
             r.flatten()

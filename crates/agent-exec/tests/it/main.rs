@@ -14,3 +14,4 @@ mod mcp_wire;
 mod run_command;
 mod tty;
 mod util;
+mod writeback_kill;

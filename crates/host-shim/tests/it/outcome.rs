@@ -101,6 +101,7 @@ fn report(mirror: MirrorReport) -> TurnReport {
     TurnReport {
         workspace: WorkspaceKind::Mounted,
         mirror: Some(mirror),
+        recovered: Vec::new(),
     }
 }
 
@@ -153,6 +154,7 @@ fn a_result_cannot_smuggle_ok_code_or_message_past_the_rule() {
         &TurnReport {
             workspace: WorkspaceKind::Direct,
             mirror: None,
+            recovered: Vec::new(),
         },
     );
     assert!(line_is_ok(&line), "{line}");
