@@ -16,8 +16,9 @@
 //! - what stands at a hidden path (the sandbox's shadows) is removed, so the next call's
 //!   hidden set decides alone.
 //!
-//! Where the view could not be checked (the walk's bound, an error), it starts again empty:
-//! forgetting a fetch costs a download, keeping a stale file could run old code.
+//! Where the view could not be checked (the walk's bound, an error), or it holds more than a
+//! call's temp dir may (4 GiB), it starts again empty: forgetting a fetch costs a download,
+//! keeping a stale file could run old code.
 //!
 //! **Refuses to know:** how the overlay is made (linux-sandbox), which directories are caches,
 //! what a session is (its owner holds one [`SessionViews`] for as long as the session lasts).
@@ -37,6 +38,10 @@ const PREFIX: &str = "agent-exec-views-";
 /// At most this many entries of one view are checked before a call; past it the view starts
 /// again empty.
 const CHECK_BUDGET: usize = 100_000;
+
+/// A kept view holding more than this (like a call's temp dir, LIM-1) starts again empty: a
+/// session's fetches do not pile up in the system temp dir past what one call may write.
+const KEPT_BYTES: u64 = 4 << 30;
 
 /// Beside a view's upper and work directories: the path of the cache it shows.
 const CACHE_FILE: &str = "cache";
@@ -238,8 +243,9 @@ impl Held {
         };
         let mut seen = Vec::new();
         let mut budget = CHECK_BUDGET;
-        let whole = record(upper, &slot.cache, &mut seen, &mut budget);
-        slot.seen = whole.then_some(seen);
+        let mut bytes = 0;
+        let whole = record(upper, &slot.cache, &mut seen, &mut budget, &mut bytes);
+        slot.seen = (whole && bytes <= KEPT_BYTES).then_some(seen);
         slot.busy = false;
     }
 }
@@ -330,16 +336,18 @@ fn walk(
     true
 }
 
-/// Adds each entry but directories beneath `upper` with what the cache holds at its path;
-/// `false` when the walk was cut short.
+/// Adds each entry but directories beneath `upper` with what the cache holds at its path, and
+/// their sizes to `bytes`; `false` when the walk was cut short.
 fn record(
     upper: &Path,
     cache: &Path,
     seen: &mut Vec<(PathBuf, Original)>,
     budget: &mut usize,
+    bytes: &mut u64,
 ) -> bool {
     walk(upper, budget, &mut |path, meta| {
         if !meta.is_dir() {
+            *bytes = bytes.saturating_add(meta.len());
             if let Ok(rel) = path.strip_prefix(upper) {
                 seen.push((rel.to_path_buf(), original(&cache.join(rel))));
             }
@@ -556,6 +564,28 @@ mod tests {
         );
         drop(session);
         assert!(!kept_here().iter().any(|k| k.cache == cache));
+    }
+
+    #[test]
+    fn a_view_grown_past_the_bound_starts_the_next_call_empty() {
+        let t = tempfile::tempdir().unwrap();
+        let cache = t.path().join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let session = Arc::new(SessionViews::default());
+        let views = session
+            .lease(std::slice::from_ref(&cache), &[], t.path())
+            .unwrap();
+        let upper = views.staged().next().unwrap().upper;
+        write(&upper.join("small"), "kept?");
+        // Sparse: its length counts, not its blocks.
+        let big = std::fs::File::create(upper.join("big")).unwrap();
+        big.set_len(KEPT_BYTES + 1).unwrap();
+        drop(views);
+        let views = session
+            .lease(std::slice::from_ref(&cache), &[], t.path())
+            .unwrap();
+        assert_eq!(std::fs::read_dir(&upper).unwrap().count(), 0);
+        drop(views);
     }
 
     #[test]
