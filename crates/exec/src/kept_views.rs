@@ -23,7 +23,6 @@
 //! **Refuses to know:** how the overlay is made (linux-sandbox), which directories are caches,
 //! what a session is (its owner holds one [`SessionViews`] for as long as the session lasts).
 
-use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 
 use serde::Serialize;
@@ -181,6 +180,7 @@ pub struct KeptView {
 /// The kept views of every session of this user on this machine, in the system temp dir.
 #[cfg(target_os = "linux")]
 pub fn kept_here() -> Vec<KeptView> {
+    use std::os::unix::ffi::OsStringExt;
     use std::os::unix::fs::MetadataExt;
     let me = rustix::process::geteuid().as_raw();
     let stem = PREFIX.trim_end_matches('-');
