@@ -192,7 +192,9 @@ pub(crate) fn to_value<T: Serialize>(out: &T) -> Result<serde_json::Value, ToolE
 #[derive(Debug, Clone, Default)]
 pub struct Hidden {
     rels: Vec<PathBuf>,
-    ids: Vec<(u64, u64)>,
+    /// `st_dev` keeps its platform type (`u64` on Linux, `i32` on macOS): compared, never
+    /// converted.
+    ids: Vec<(rustix::fs::Dev, u64)>,
 }
 
 impl Hidden {

@@ -822,7 +822,7 @@ fn temporary_mirror_name(plugin: &PluginId) -> String {
     #[cfg(target_os = "linux")]
     return proctree::owned_name(&format!("{plugin}{}", crate::state::CALL_MIRROR_MARK));
     #[cfg(not(target_os = "linux"))]
-    unique_name(&plugin.to_string())
+    unique_name(plugin.as_ref())
 }
 
 #[cfg(target_os = "linux")]

@@ -54,9 +54,25 @@ fn io_error(what: &str, e: impl std::fmt::Display) -> ToolError {
 }
 
 fn pipe_pair() -> Result<(pipe::Receiver, OwnedFd), ToolError> {
-    let (rx, tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| io_error("cannot create a pipe", e))?;
+    let (rx, tx) = cloexec_pipe().map_err(|e| io_error("cannot create a pipe", e))?;
     let rx = pipe::Receiver::from_owned_fd(rx).map_err(|e| io_error("cannot watch a pipe", e))?;
+    Ok((rx, tx))
+}
+
+/// A pipe whose two ends close on `exec`, set atomically by `pipe2`.
+#[cfg(not(target_os = "macos"))]
+fn cloexec_pipe() -> rustix::io::Result<(OwnedFd, OwnedFd)> {
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+}
+
+/// A pipe whose two ends close on `exec`. macOS has no `pipe2`, so the flag is set right after
+/// `pipe`, as std does there: a child another thread spawns in between inherits the ends.
+#[cfg(target_os = "macos")]
+fn cloexec_pipe() -> rustix::io::Result<(OwnedFd, OwnedFd)> {
+    let (rx, tx) = rustix::pipe::pipe()?;
+    for fd in [&rx, &tx] {
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC)?;
+    }
     Ok((rx, tx))
 }
 

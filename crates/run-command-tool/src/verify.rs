@@ -282,6 +282,8 @@ const PAM_LIBRARIES: &[&str] = &["libpam.so.0", "libpam.so"];
 fn user_name() -> Option<CString> {
     let uid = rustix::process::geteuid().as_raw();
     let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: `passwd` is a C struct of integers and pointers, for which all zeros (null
+    // pointers) is a valid value; getpwuid_r overwrites it.
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: buffers sized as passed; getpwuid_r is thread-safe.
