@@ -580,7 +580,14 @@ impl Session {
         keep: KeepMirror,
         cancelled: impl std::future::Future<Output = ()>,
     ) -> CallAnswer {
-        let turn = match self.begin_turn() {
+        // The descriptors the call needs are there, or it is refused before anything starts;
+        // a step that still meets EMFILE says so, not what it was doing.
+        let begun = crate::descriptors::admit().and_then(|admission| {
+            self.begin_turn()
+                .map(|turn| (admission, turn))
+                .map_err(crate::descriptors::remap)
+        });
+        let (_admission, turn) = match begun {
             Ok(t) => t,
             Err(e) => {
                 let report = TurnReport {
@@ -599,6 +606,7 @@ impl Session {
                 "the caller cancelled this call; send it again if it is still wanted",
             )),
         };
+        let result = result.map_err(crate::descriptors::remap);
         let report = turn.finish(TurnEnd::of(&result), keep);
         CallAnswer::new(result.map_err(|e| self.unless_state_invalid(e)), report)
             .with_program_success(verdict.succeeded())

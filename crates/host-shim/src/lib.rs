@@ -67,6 +67,7 @@
 mod approve;
 mod background_tools;
 mod config;
+mod descriptors;
 pub mod doctor;
 mod grants;
 mod host;
@@ -80,6 +81,7 @@ pub use config::{
     AgentConfig, ConfigError, MAX_SYSTEM_PROMPT_BYTES, Memory, Mode, Runtime, SCHEMA_VERSION,
     ToolName, ToolRef, Unrunnable, WorkspaceConfig, WorkspaceKind,
 };
+pub use descriptors::PER_CALL as DESCRIPTORS_PER_CALL;
 pub use fsguard::PendingWriteBack;
 pub use grants::{GrantChange, Permission};
 pub use host::{

@@ -65,6 +65,10 @@ pub enum ErrorCode {
     /// not all reach the user's folder (a conflict with the user's own edits, or the write-back
     /// could not run); the result's `mirror` says which, and where the mirror is kept (RUN-11).
     ExecWriteBackIncomplete,
+    /// `AGENT_EXEC_DESCRIPTORS_EXHAUSTED`: the process cannot open the file descriptors the
+    /// call needs (its `ulimit -n`, or the system's table, is full); nothing ran. The message
+    /// names the limit and the number a call needs.
+    ExecDescriptorsExhausted,
     /// `AGENT_PERMISSION_DENIED`: service approval, consent, capability approval or a folder
     /// grant is missing or was revoked (TS-3, PERM-1, PERM-2).
     PermissionDenied,
@@ -140,6 +144,7 @@ impl ErrorCode {
         ErrorCode::ExecScopeRequired,
         ErrorCode::ExecFailed,
         ErrorCode::ExecWriteBackIncomplete,
+        ErrorCode::ExecDescriptorsExhausted,
         ErrorCode::PermissionDenied,
         ErrorCode::BudgetExhausted,
         ErrorCode::AccountRetired,
@@ -184,6 +189,7 @@ impl ErrorCode {
             ErrorCode::ExecScopeRequired => "AGENT_EXEC_SCOPE_REQUIRED",
             ErrorCode::ExecFailed => "AGENT_EXEC_FAILED",
             ErrorCode::ExecWriteBackIncomplete => "AGENT_EXEC_WRITE_BACK_INCOMPLETE",
+            ErrorCode::ExecDescriptorsExhausted => "AGENT_EXEC_DESCRIPTORS_EXHAUSTED",
             ErrorCode::PermissionDenied => "AGENT_PERMISSION_DENIED",
             ErrorCode::BudgetExhausted => "AGENT_BUDGET_EXHAUSTED",
             ErrorCode::AccountRetired => "AGENT_ACCOUNT_RETIRED",
@@ -380,6 +386,7 @@ mod tests {
         "AGENT_EXEC_SCOPE_REQUIRED",
         "AGENT_EXEC_FAILED",
         "AGENT_EXEC_WRITE_BACK_INCOMPLETE",
+        "AGENT_EXEC_DESCRIPTORS_EXHAUSTED",
         "AGENT_PERMISSION_DENIED",
         "AGENT_BUDGET_EXHAUSTED",
         "AGENT_ACCOUNT_RETIRED",

@@ -7,6 +7,7 @@
 
 mod check;
 mod cli;
+mod descriptors;
 mod disk;
 mod mcp;
 mod mcp_background;

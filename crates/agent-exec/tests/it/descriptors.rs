@@ -1,0 +1,91 @@
+//! A server at its descriptor limit (`ulimit -n`) refuses the calls it cannot serve with
+//! `AGENT_EXEC_DESCRIPTORS_EXHAUSTED` and a message naming the limit and what a call needs;
+//! never as a missing kernel feature or a state directory's permissions. The calls it admits
+//! succeed. Issue's interface rule: a message says what to do.
+
+use serde_json::{Value, json};
+
+use crate::mcp::{Raw, result_of};
+use crate::util::{Fixture, assert_no_survivors, s, sandbox_available};
+
+const CALLS: u64 = 32;
+
+/// Sets the server's `RLIMIT_NOFILE` (soft and hard) to `n`, as `ulimit -n n` before its start
+/// would, for every descriptor it opens from now on.
+fn set_nofile(pid: u32, n: u64) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::prlimit(
+        Some(pid),
+        rustix::process::Resource::Nofile,
+        rustix::process::Rlimit {
+            current: Some(n),
+            maximum: Some(n),
+        },
+    )
+    .unwrap();
+}
+
+fn calls_at_limit(limit: u64) -> (u64, u64) {
+    let f = Fixture::new();
+    f.write("a.txt", "one\ntwo\n");
+    let mut raw = Raw::start(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "mcp",
+            "--workspace",
+            s(&f.folder),
+        ],
+        &f.folder,
+    );
+    set_nofile(raw.pid(), limit);
+    for id in 1..=CALLS {
+        let (name, arguments) = if id % 2 == 0 {
+            ("command", json!({"command": "sleep 0.3; echo ok"}))
+        } else {
+            ("run", json!({"program": "wc", "args": ["-l", "a.txt"]}))
+        };
+        raw.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}));
+    }
+    let (mut ok, mut refused) = (0, 0);
+    for _ in 1..=CALLS {
+        let reply = raw.recv();
+        let line: Value = result_of(&reply["result"]);
+        if line["ok"] == json!(true) {
+            ok += 1;
+            continue;
+        }
+        let message = line["message"].as_str().unwrap_or_default();
+        assert_eq!(line["code"], "AGENT_EXEC_DESCRIPTORS_EXHAUSTED", "{line}");
+        assert!(
+            message.contains(&format!("it may have {limit} open (`ulimit -n`)")),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!(
+                "a call needs about {}",
+                host_shim::DESCRIPTORS_PER_CALL
+            )),
+            "{message}"
+        );
+        assert!(!message.contains("seccomp"), "{message}");
+        assert!(!message.contains("permissions"), "{message}");
+        refused += 1;
+    }
+    assert!(raw.finish().success());
+    assert_no_survivors(f.folder.parent().unwrap());
+    (ok, refused)
+}
+
+#[test]
+fn at_ulimit_128_and_512_calls_are_served_or_refused_with_the_limit_named() {
+    if !sandbox_available() {
+        return;
+    }
+    for limit in [128, 512] {
+        let (ok, refused) = calls_at_limit(limit);
+        eprintln!("ulimit -n {limit}: {CALLS} calls in flight, {ok} served, {refused} refused");
+        assert_eq!(ok + refused, CALLS);
+    }
+}
