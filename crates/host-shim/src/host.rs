@@ -711,7 +711,15 @@ impl Session {
     /// The workspace's copy for a turn, under `right`.
     fn mount(&self, dir: &Path, right: CopyRight) -> Result<Workspace, ToolError> {
         let (mirror, persistent, call_dir, slot) = match right {
-            CopyRight::Persistent(p) => (p.take(&self.folder, &self.warm)?, Some(p), None, None),
+            CopyRight::Persistent(p) => {
+                let store = &self.host.inner.store;
+                (
+                    p.take(store, &self.folder, &self.warm)?,
+                    Some(p),
+                    None,
+                    None,
+                )
+            }
             CopyRight::Temporary(slot) => {
                 let (mirror, call_dir) = self.temporary_mirror(dir)?;
                 (mirror, None, call_dir, slot)
@@ -807,13 +815,71 @@ impl Session {
         let dest = dir.join(temporary_mirror_name(&self.plugin));
         // A caught signal waits until the copy is a CallDir it can remove (issue 15).
         let _whole = defer_signal_exit();
-        let mirror = Mirror::create(&self.folder, &dest).map_err(|e| {
-            // A half-made mirror is ours and useless; remove it.
-            let _ = fsguard::remove_tree(&dest);
-            run_tool::mirror_error(e)
+        let mirror = with_room(&self.host.inner.store, &self.folder, || {
+            Mirror::create(&self.folder, &dest).inspect_err(|_| {
+                // A half-made mirror is ours and useless; remove it.
+                let _ = fsguard::remove_tree(&dest);
+            })
         })?;
         Ok((mirror, adopt_call_dir(&dest)))
     }
+}
+
+/// Makes a mirror of `folder` with `make` (which removes its half-made copy on failure). When
+/// the state directory's disk is full, the folder's kept mirrors go, oldest first, until the
+/// copy fits; when none is left, the error names every kept mirror, its size and
+/// `agent-exec status`, so the user can see what takes the room.
+fn with_room(
+    store: &StateStore,
+    folder: &Path,
+    mut make: impl FnMut() -> Result<Mirror, fsguard::MirrorError>,
+) -> Result<Mirror, ToolError> {
+    loop {
+        match make() {
+            Ok(mirror) => return Ok(mirror),
+            Err(e) if out_of_space(&e) => {
+                if store.drop_oldest_kept_of(folder).is_none() {
+                    return Err(no_room(store, &e));
+                }
+            }
+            Err(e) => return Err(run_tool::mirror_error(e)),
+        }
+    }
+}
+
+fn out_of_space(e: &fsguard::MirrorError) -> bool {
+    const ENOSPC: i32 = 28;
+    matches!(e, fsguard::MirrorError::Io { source, .. }
+        if source.raw_os_error() == Some(ENOSPC) || source.kind() == std::io::ErrorKind::StorageFull)
+}
+
+/// The error of a mirror that does not fit even without this folder's kept mirrors.
+fn no_room(store: &StateStore, e: &fsguard::MirrorError) -> ToolError {
+    let kept = store.kept_mirrors();
+    let listed = if kept.is_empty() {
+        "it holds no kept mirrors".to_owned()
+    } else {
+        let each: Vec<String> = kept
+            .iter()
+            .map(|k| format!("{} ({} bytes)", k.path.display(), k.bytes))
+            .collect();
+        format!(
+            "its kept mirrors take {} bytes: {}",
+            kept.iter().map(|k| k.bytes).sum::<u64>(),
+            each.join(", ")
+        )
+    };
+    let free = crate::state::free_bytes(store.dir())
+        .map_or_else(|| "unknown".to_owned(), |b| b.to_string());
+    ToolError::new(
+        ErrorCode::ExecIoFailed,
+        format!(
+            "could not mirror the workspace: {e}. The state directory {} has {free} bytes free \
+             and {listed}. Remove the kept mirrors you no longer need (`agent-exec status` lists \
+             them) or free space on its disk; nothing ran",
+            store.dir().display()
+        ),
+    )
 }
 
 /// `<prefix>-<ms since epoch>-<pid>-<n>`: unique among this state directory's mirrors.
@@ -988,7 +1054,12 @@ impl PersistentMirror {
 
     /// The mirror for this turn: the persistent one refreshed, or — when that fails — removed
     /// and created anew. Its record is saved for the next turn.
-    fn take(&self, folder: &Path, warm: &WarmMirror) -> Result<Mirror, ToolError> {
+    fn take(
+        &self,
+        store: &StateStore,
+        folder: &Path,
+        warm: &WarmMirror,
+    ) -> Result<Mirror, ToolError> {
         let dest = self.path();
         let journaling = if warm.keep.load(Ordering::Relaxed) {
             fsguard::Journaling::Both
@@ -1010,9 +1081,10 @@ impl PersistentMirror {
             Ok(m) => m,
             Err(_) => {
                 let _ = fsguard::remove_mirror(&dest);
-                Mirror::create_with(folder, &dest, &options).map_err(|e| {
-                    let _ = fsguard::remove_mirror(&dest);
-                    run_tool::mirror_error(e)
+                with_room(store, folder, || {
+                    Mirror::create_with(folder, &dest, &options).inspect_err(|_| {
+                        let _ = fsguard::remove_mirror(&dest);
+                    })
                 })?
             }
         };

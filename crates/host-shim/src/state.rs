@@ -307,6 +307,12 @@ pub(crate) fn sweep_orphans(store: &StateStore) {
     let _ = store;
 }
 
+/// Bytes free for this user on the file system holding `dir`; `None` when it cannot be asked.
+pub(crate) fn free_bytes(dir: &Path) -> Option<u64> {
+    let st = rustix::fs::statvfs(dir).ok()?;
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
 /// Opens (making it, mode 0600, never through a link) the lock file `path` and takes its
 /// exclusive `flock`, waiting; the lock goes with the returned file.
 fn lock_exclusive(path: &Path) -> io::Result<fs::File> {
@@ -512,11 +518,15 @@ impl StateStore {
         if let Ok(text) = serde_json::to_vec(&record) {
             let _ = fs::write(dir.join(format!("{name}{KEPT_RECORD}")), text);
         }
+        // The next mirror of this folder needs about as much room as the one just kept: kept
+        // mirrors may not take it (a full state disk would fail every later `run`).
+        let room_for_next = record.bytes;
         let mut kept = self.kept_mirrors();
         let mut count = kept.len();
         let mut bytes: u64 = kept.iter().map(|k| k.bytes).sum();
         for old in kept.drain(..) {
-            if count <= self.kept.max_count && bytes <= self.kept.max_bytes {
+            let crowded = free_bytes(&dir).is_some_and(|free| free < room_for_next);
+            if count <= self.kept.max_count && bytes <= self.kept.max_bytes && !crowded {
                 break;
             }
             if old.path == path {
@@ -531,6 +541,22 @@ impl StateStore {
             }
         }
         drop(lock);
+    }
+
+    /// Removes the oldest kept mirror of `folder` (under `mirrors/kept.lock`), to make room for
+    /// a new mirror of it; returns what was removed, `None` when it has none left.
+    pub fn drop_oldest_kept_of(&self, folder: &Path) -> Option<KeptMirror> {
+        let dir = self.dir.join("mirrors");
+        let _lock = lock_exclusive(&dir.join("kept.lock")).ok()?;
+        let oldest = self
+            .kept_mirrors()
+            .into_iter()
+            .find(|k| k.folder == folder)?;
+        fsguard::remove_tree(&oldest.path).ok()?;
+        if let Some(n) = oldest.path.file_name().and_then(|n| n.to_str()) {
+            let _ = fs::remove_file(dir.join(format!("{n}{KEPT_RECORD}")));
+        }
+        Some(oldest)
     }
 
     /// The state directory (absolute, canonical).

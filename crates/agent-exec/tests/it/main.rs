@@ -9,6 +9,7 @@ mod check;
 mod cli;
 mod descriptors;
 mod disk;
+mod disk_space;
 mod mcp;
 mod mcp_background;
 mod mcp_wire;
