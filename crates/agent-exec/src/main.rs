@@ -793,6 +793,7 @@ fn call(state_dir: Option<&Path>, args: CallArgs, password: Option<std::fs::File
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
+    let reporter = host.clone();
     let answer = runtime.block_on(async move {
         host.watch_state();
         let plugin = calling_plugin(&host, args.plugin.as_deref(), &config)
@@ -822,6 +823,10 @@ fn call(state_dir: Option<&Path>, args: CallArgs, password: Option<std::fs::File
             .await;
         Ok::<_, ToolError>(answer)
     });
+    // RUN-16: write-backs to other folders that this start found cut short and finished.
+    for recovered in reporter.take_recovered() {
+        eprintln!("agent-exec: {recovered}");
+    }
     let answer = match answer {
         Ok(a) => a,
         Err(e) => return fail(&e),

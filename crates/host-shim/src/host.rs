@@ -174,6 +174,21 @@ impl Host {
         })
     }
 
+    /// The reports of write-backs this host finished or undid (RUN-16) that no turn on their
+    /// folder has reported yet, as sentences; they are reported once, here or by such a turn.
+    pub fn take_recovered(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .inner
+                .recovered
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+    }
+
     /// Recovers every write-back whose host is gone (RUN-16) and hands over the reports of
     /// those to `folder`, this host's earlier ones included, as the sentences a turn reports.
     fn recovered_for(&self, folder: &Path) -> Vec<String> {

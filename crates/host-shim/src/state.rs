@@ -307,6 +307,24 @@ pub(crate) fn sweep_orphans(store: &StateStore) {
     let _ = store;
 }
 
+/// Removes each kept mirror's record (`<name>.kept.json`) whose mirror is gone: a process that
+/// died between removing a mirror and its record left it. The caller holds `kept.lock`, under
+/// which records are written and removed.
+fn remove_orphan_records(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(mirror) = name.to_str().and_then(|n| n.strip_suffix(KEPT_RECORD)) else {
+            continue;
+        };
+        if fs::symlink_metadata(dir.join(mirror)).is_err() {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Bytes free for this user on the file system holding `dir`; `None` when it cannot be asked.
 pub(crate) fn free_bytes(dir: &Path) -> Option<u64> {
     let st = rustix::fs::statvfs(dir).ok()?;
@@ -540,6 +558,7 @@ impl StateStore {
                 bytes = bytes.saturating_sub(old.bytes);
             }
         }
+        remove_orphan_records(&dir);
         drop(lock);
     }
 

@@ -162,3 +162,20 @@ fn a_state_dir_others_may_write_or_own_is_refused() {
         assert!(err.contains("belongs to uid 65533"), "{err}");
     }
 }
+
+#[test]
+fn a_kept_mirror_record_whose_mirror_is_gone_is_removed_when_the_next_is_kept() {
+    // Issue's orphaned `.kept.json` records: a record outlives its mirror only until the next
+    // mirror is kept.
+    let f = Fixture::new();
+    let store = f.store();
+    let mirrors = store.mirrors_dir().unwrap();
+    std::fs::write(mirrors.join("gone-kept-1-2-3.kept.json"), "{}").unwrap();
+    let kept = mirrors.join("ws-kept-1796000000000-1-0");
+    std::fs::create_dir(&kept).unwrap();
+    std::fs::write(kept.join("a.txt"), "x").unwrap();
+    store.record_kept_mirror(&kept, &f.folder, host_shim::KeptWhy::Failed);
+    assert!(!mirrors.join("gone-kept-1-2-3.kept.json").exists());
+    assert!(mirrors.join("ws-kept-1796000000000-1-0.kept.json").exists());
+    assert_eq!(store.kept_mirrors().len(), 1);
+}
