@@ -350,9 +350,38 @@ fn fail(err: &ToolError) -> ExitCode {
     ExitCode::from(1)
 }
 
+/// A usage error: the message on stderr, exit status 2; for `call`, whose stdout is always one
+/// JSON line, also that line (`AGENT_EXEC_ARGUMENTS_INVALID`), so a caller that reads only
+/// stdout learns why.
 fn usage(message: &str) -> ExitCode {
     eprintln!("agent-exec: {message}");
+    usage_line(message)
+}
+
+/// [`usage`] for an error already printed on stderr: the JSON line alone, for `call`.
+fn usage_line(message: &str) -> ExitCode {
+    if is_call(&std::env::args_os().collect::<Vec<_>>()) {
+        print_line(&json!({
+            "ok": false,
+            "code": ErrorCode::ExecArgumentsInvalid.as_str(),
+            "message": message,
+        }));
+    }
     ExitCode::from(2)
+}
+
+/// Whether the command line's subcommand is `call` (its first word that is neither an option
+/// nor `--state-dir`'s value).
+fn is_call(args: &[std::ffi::OsString]) -> bool {
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        if arg == "--state-dir" {
+            rest.next();
+        } else if !arg.to_string_lossy().starts_with('-') {
+            return arg == "call";
+        }
+    }
+    false
 }
 
 fn open_store(cli_dir: Option<&Path>) -> Result<StateStore, StateError> {
@@ -401,7 +430,28 @@ fn main() -> ExitCode {
     if let Some(what) = &early {
         start(what);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` and `--version` print and succeed, as clap does.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let _ = e.print();
+            // clap's text up to its usage block, on one line.
+            let text = e.to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            let message = message.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            return usage_line(&format!("{message}; see agent-exec call --help"));
+        }
+    };
     // Before anything else of ours can open a descriptor that would take the number N.
     let password_file = match &cli.command {
         Command::Call(c) => match c.password_fd.map(|n| take_password_fd(n, c.json.is_some())) {
@@ -1290,6 +1340,33 @@ mod tests {
     fn plan(args: &[&str]) -> Option<Start> {
         let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
         early_plan(&args)
+    }
+
+    fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
+        args.iter().map(Into::into).collect()
+    }
+
+    #[test]
+    fn a_usage_error_is_a_call_s_when_call_is_the_subcommand() {
+        assert!(is_call(&os(&["ae", "call"])));
+        assert!(is_call(&os(&["ae", "--state-dir", "call", "call", "bash"])));
+        assert!(!is_call(&os(&["ae", "--state-dir", "call", "mcp"])));
+        assert!(!is_call(&os(&["ae", "frobnicate", "call"])));
+        assert!(!is_call(&os(&["ae"])));
+    }
+
+    proptest! {
+        #[test]
+        fn options_before_the_subcommand_do_not_decide_it(
+            flags in proptest::collection::vec("-[a-z-]{1,12}", 0..4),
+            sub in "[a-z]{1,8}",
+        ) {
+            let mut args = vec!["ae".to_owned()];
+            args.extend(flags.into_iter().filter(|f| f != "--state-dir"));
+            args.push(sub.clone());
+            let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+            prop_assert_eq!(is_call(&args), sub == "call");
+        }
     }
 
     #[test]

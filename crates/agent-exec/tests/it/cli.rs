@@ -168,19 +168,25 @@ fn failures_exit_1_with_the_error_object_and_usage_errors_exit_2() {
         (out.code, out.json["code"].as_str()),
         (1, Some("AGENT_EXEC_PATH_INVALID"))
     );
+    // A usage error of `call` is also its one JSON line on stdout; other commands print none.
     for args in [
         vec!["call", "bash", "--workspace", s(&f.folder), "--json", "{}"],
         vec!["call", "read", "--json", "{}"],
         vec!["call"],
-        vec!["frobnicate"],
     ] {
         let out = agent_exec(&args, None);
         assert_eq!(out.code, 2, "{args:?}");
+        assert_eq!(out.json["ok"], false, "{args:?}");
+        assert_eq!(out.json["code"], "AGENT_EXEC_ARGUMENTS_INVALID", "{args:?}");
+        let message = out.json["message"].as_str().unwrap();
         assert!(
-            out.stdout.is_empty(),
-            "usage errors print nothing on stdout"
+            out.stderr.contains(message.trim_end_matches("; see agent-exec call --help")),
+            "{args:?}: {message} / {}",
+            out.stderr
         );
     }
+    let out = agent_exec(&["frobnicate"], None);
+    assert_eq!((out.code, out.stdout.as_str()), (2, ""));
     assert_eq!(f.read("a.txt"), "x\n");
 }
 
