@@ -158,6 +158,9 @@ impl Host {
         // never a live owner's) goes before this one adds its own.
         crate::state::sweep_orphans(&store);
         store.sweep_temp_files();
+        // Background logs of sessions whose host died (SIGKILL, a crash) go at this start, not
+        // only when another session starts background work.
+        sweep_dead_sessions(&store.dir().join("sessions"), "");
         // RUN-16: a write-back a dead host left half done is finished (or, before its commit,
         // undone) at the next start.
         let recovered = fsguard::recover_write_backs(&store.writeback_dir());

@@ -179,3 +179,22 @@ fn a_kept_mirror_record_whose_mirror_is_gone_is_removed_when_the_next_is_kept() 
     assert!(mirrors.join("ws-kept-1796000000000-1-0.kept.json").exists());
     assert_eq!(store.kept_mirrors().len(), 1);
 }
+
+#[test]
+fn a_dead_session_s_background_logs_are_removed_at_the_next_start_and_a_live_one_s_stay() {
+    // Issue's `kill -9` of `agent-exec mcp`: its logs go at the next start, not at some later
+    // session's first background task.
+    let f = Fixture::new();
+    let store = f.store();
+    let sessions = store.dir().join("sessions");
+    for name in ["dead", "live"] {
+        std::fs::create_dir_all(sessions.join(name).join("background")).unwrap();
+        std::fs::write(sessions.join(name).join("background/bg-1.log"), "out").unwrap();
+        std::fs::write(sessions.join(name).join(".lock"), "").unwrap();
+    }
+    let held = std::fs::File::open(sessions.join("live/.lock")).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    drop(Host::open(store, "alice".into()).unwrap());
+    assert!(!sessions.join("dead").exists());
+    assert!(sessions.join("live/background/bg-1.log").exists());
+}
