@@ -21,8 +21,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolscope::{ErrorCode, ToolError};
 
-/// The largest file `read` and `edit` accept and `write` produces: 1 MiB, the same bound as
-/// `grep` (FILE-3), so every file these tools write can be read back.
+/// The largest file `edit` accepts, `write` produces and `read` holds whole: 1 MiB, the same
+/// bound as `grep` (FILE-3), so every file these tools write can be read back. `read` streams a
+/// larger file and returns the window asked for.
 pub const MAX_FILE_BYTES: u64 = fsguard::MAX_TEXT_BYTES;
 
 /// Lines `read` returns when `limit` is not given.
@@ -315,7 +316,8 @@ fn check_error(err: CheckError) -> ToolError {
             ToolError::new(ErrorCode::ExecPathInvalid, err.to_string())
         }
         CheckError::TooLarge { .. } => invalid(format!(
-            "{err}; the file tools handle files up to 1 MiB, use grep to find the lines you need"
+            "{err}; edit and write handle files up to 1 MiB; read reads a larger one in parts \
+             (offset and limit)"
         )),
         _ => ToolError::new(ErrorCode::ExecIoFailed, err.to_string()),
     }
@@ -353,10 +355,69 @@ fn read_text_file(
     let bytes = file.read_to_end(MAX_FILE_BYTES).map_err(check_error)?;
     match TextFile::classify(bytes) {
         TextFile::Text(text) => Ok((text, id)),
-        _ => Err(invalid(format!(
-            "`{path}` is binary or not UTF-8 text; the file tools handle text files only"
-        ))),
+        _ => Err(not_text(path)),
     }
+}
+
+fn not_text(path: &RelPath) -> ToolError {
+    invalid(format!(
+        "`{path}` is binary or not UTF-8 text; the file tools handle text files only"
+    ))
+}
+
+/// `read` of a file over [`MAX_FILE_BYTES`]: streamed, never held whole. Every line is counted
+/// (for `totalLines`), and only those of the window are kept, each checked to be text (UTF-8,
+/// no NUL). A line longer than [`MAX_READ_CONTENT_BYTES`] is read in pieces and never held
+/// whole either: it ends the window (`truncated`).
+fn read_large(
+    file: fsguard::CheckedFile,
+    path: &RelPath,
+    offset: u64,
+    limit: u64,
+) -> Result<ReadOutput, ToolError> {
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::new(file.into_file());
+    let io = |e: std::io::Error| ToolError::new(ErrorCode::ExecIoFailed, format!("`{path}`: {e}"));
+    let (mut total, mut returned, mut full) = (0u64, 0u64, false);
+    let mut content = String::new();
+    let mut piece = Vec::new();
+    // Whether the bytes read next continue a line already counted.
+    let mut within_line = false;
+    loop {
+        piece.clear();
+        let cap = MAX_READ_CONTENT_BYTES as u64 + 1;
+        let n = (&mut reader)
+            .take(cap)
+            .read_until(b'\n', &mut piece)
+            .map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        let ends_line = piece.last() == Some(&b'\n');
+        if !within_line {
+            if total >= offset && !full {
+                // Whole: ended by a newline, or by the end of the file before the cap.
+                let whole = ends_line || (n as u64) < cap;
+                if whole && returned < limit && content.len() + n <= MAX_READ_CONTENT_BYTES {
+                    let text = std::str::from_utf8(&piece)
+                        .ok()
+                        .filter(|t| !t.contains('\0'))
+                        .ok_or_else(|| not_text(path))?;
+                    content.push_str(text);
+                    returned += 1;
+                } else {
+                    full = true;
+                }
+            }
+            total += 1;
+        }
+        within_line = !ends_line;
+    }
+    Ok(ReadOutput {
+        content,
+        total_lines: total,
+        truncated: offset.saturating_add(returned) < total,
+    })
 }
 
 /// `read {path, offset?, limit?}` → `{content, totalLines, truncated}`.
@@ -370,7 +431,14 @@ pub fn read(root: &RootLease, args: ReadArguments) -> Result<ReadOutput, ToolErr
         ));
     }
     root.verify().map_err(lease_error)?;
-    let (text, _) = read_text_file(root, &path)?;
+    let file = fsguard::open_checked(root, &path).map_err(check_error)?;
+    if file.size() > MAX_FILE_BYTES {
+        return read_large(file, &path, offset, limit);
+    }
+    let text = match TextFile::classify(file.read_to_end(MAX_FILE_BYTES).map_err(check_error)?) {
+        TextFile::Text(text) => text,
+        _ => return Err(not_text(&path)),
+    };
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let total = lines.len() as u64;
     let mut content = String::new();

@@ -487,3 +487,46 @@ fn a_path_ending_in_a_slash_is_refused_by_write_read_and_edit() {
     );
     assert_eq!(f.read("f.txt"), "x");
 }
+
+#[test]
+fn read_of_a_file_over_1_mib_streams_the_window_asked_for() {
+    // FILE-3's bound is on what is returned: a larger file is read in parts, not refused.
+    let f = Fixture::new();
+    let text: String = (0..200_000).map(|i| format!("line {i}\n")).collect();
+    assert!(text.len() > 1024 * 1024);
+    // A last line without a newline, and one longer than a whole answer before it.
+    let long = "x".repeat(300 * 1024);
+    f.write("big.txt", format!("{text}{long}\nend"));
+    let root = lease(&f);
+    let args = |v: serde_json::Value| -> ReadArguments { serde_json::from_value(v).unwrap() };
+    let part = file_tools::read(
+        &root,
+        args(json!({"path": "big.txt", "offset": 150_000, "limit": 3})),
+    )
+    .unwrap();
+    assert_eq!(part.content, "line 150000\nline 150001\nline 150002\n");
+    assert_eq!((part.total_lines, part.truncated), (200_002, true));
+    // The long line ends the window: it is not returned, and the answer says there is more.
+    let at_long = file_tools::read(
+        &root,
+        args(json!({"path": "big.txt", "offset": 199_999, "limit": 3})),
+    )
+    .unwrap();
+    assert_eq!(at_long.content, "line 199999\n");
+    assert!(at_long.truncated);
+    let last =
+        file_tools::read(&root, args(json!({"path": "big.txt", "offset": 200_001}))).unwrap();
+    assert_eq!((last.content.as_str(), last.truncated), ("end", false));
+
+    let mut binary = text.into_bytes();
+    binary.extend_from_slice(b"\0\n");
+    f.write("big.bin", &binary);
+    let err =
+        file_tools::read(&root, args(json!({"path": "big.bin", "offset": 200_000}))).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecArgumentsInvalid);
+    assert!(
+        err.message().contains("binary or not UTF-8"),
+        "{}",
+        err.message()
+    );
+}
