@@ -154,8 +154,9 @@ pub struct GrepMatch {
 pub struct GrepOutput {
     /// The matches, in walk order.
     pub matches: Vec<GrepMatch>,
-    /// True when the search passed over a file it could not search (over 1 MiB, unreadable,
-    /// hard-linked) or stopped at `maxResults`: no match is then not proof of absence (FILE-3).
+    /// True when the search passed over a file or line it could not search (unreadable,
+    /// hard-linked, a line over 1 MiB) or stopped at `maxResults`: no match is then not proof of
+    /// absence (FILE-3).
     pub truncated: bool,
 }
 
@@ -595,8 +596,8 @@ fn is_git_component(name: &OsStr) -> bool {
 ///
 /// Walks `path` with `.gitignore`/`.ignore` rules of the workspace (never of folders above it,
 /// never `.git/info/exclude`), hidden files included, `.git` in any case excluded, symlinks not
-/// followed. Files over 1 MiB, unreadable or hard-linked set `truncated`; binary and non-UTF-8
-/// files are skipped without it.
+/// followed. Files over 1 MiB are searched a line at a time; unreadable or hard-linked files,
+/// and lines over 1 MiB, set `truncated`; binary and non-UTF-8 files are skipped without it.
 ///
 /// The walk is our own, from the pinned root's descriptor: every directory, file and ignore
 /// file is opened relative to its parent's fd with `O_NOFOLLOW` (issue 14), so a directory
@@ -778,10 +779,60 @@ impl Search<'_> {
         })
     }
 
+    /// `file` for a file over 1 MiB: streamed a line at a time. A line that is not
+    /// text (NUL, not UTF-8) makes it binary: its matches are taken back and it is passed over,
+    /// as a small binary file is. A line longer than 1 MiB is passed over (`truncated`).
+    fn large_file(&mut self, dir: BorrowedFd<'_>, name: &RelPath, rel: &RelPath) -> bool {
+        use std::io::{BufRead, Read};
+        let Ok(file) = fsguard::open_checked(dir, name) else {
+            self.out.truncated = true;
+            return true;
+        };
+        let mut reader = std::io::BufReader::new(file.into_file());
+        let shown = display_path(rel.as_path());
+        let first = self.out.matches.len();
+        let cap = MAX_FILE_BYTES + 1;
+        let (mut n, mut within_line) = (0u64, false);
+        let mut piece = Vec::new();
+        loop {
+            piece.clear();
+            let Ok(read) = (&mut reader).take(cap).read_until(b'\n', &mut piece) else {
+                self.out.truncated = true;
+                return true;
+            };
+            if read == 0 {
+                return true;
+            }
+            let ends_line = piece.last() == Some(&b'\n');
+            let starts_line = !within_line;
+            within_line = !ends_line;
+            if !starts_line {
+                continue;
+            }
+            n += 1;
+            if !ends_line && read as u64 == cap {
+                self.out.truncated = true;
+                continue;
+            }
+            let Some(line) = std::str::from_utf8(&piece)
+                .ok()
+                .filter(|l| !l.contains('\0'))
+            else {
+                self.out.matches.truncate(first);
+                return true;
+            };
+            if !self.line(&shown, n, line) {
+                return false;
+            }
+        }
+    }
+
     /// Searches the file `name` in `dir` (shown as `rel`); false once `maxResults` is reached.
     fn file(&mut self, dir: BorrowedFd<'_>, name: &RelPath, rel: &RelPath) -> bool {
         let text = match fsguard::read_text(dir, name) {
             Ok(TextFile::Text(t)) => t,
+            // Over 1 MiB: searched line by line, never held whole.
+            Ok(TextFile::TooLarge { .. }) => return self.large_file(dir, name, rel),
             Ok(t) => {
                 // Too large or denied: passed over, so say so. Binary or not UTF-8: outside
                 // text search, not truncation.
@@ -798,17 +849,25 @@ impl Search<'_> {
         };
         let shown = display_path(rel.as_path());
         for (n, line) in text.split_inclusive('\n').enumerate() {
-            if self.regex.is_match(line.strip_suffix('\n').unwrap_or(line)) {
-                if self.out.matches.len() as u64 == self.max {
-                    self.out.truncated = true;
-                    return false;
-                }
-                self.out.matches.push(GrepMatch {
-                    path: shown.clone(),
-                    line: n as u64 + 1,
-                    text: cut_line(line),
-                });
+            if !self.line(&shown, n as u64 + 1, line) {
+                return false;
             }
+        }
+        true
+    }
+
+    /// Matches line `n` of the file shown as `shown`; false once `maxResults` is reached.
+    fn line(&mut self, shown: &str, n: u64, line: &str) -> bool {
+        if self.regex.is_match(line.strip_suffix('\n').unwrap_or(line)) {
+            if self.out.matches.len() as u64 == self.max {
+                self.out.truncated = true;
+                return false;
+            }
+            self.out.matches.push(GrepMatch {
+                path: shown.to_owned(),
+                line: n,
+                text: cut_line(line),
+            });
         }
         true
     }

@@ -126,16 +126,25 @@ fn symlinks_are_refused_as_files_and_as_directories() {
 }
 
 #[test]
-fn grep_marks_a_two_mib_file_truncated_and_skips_a_binary_file() {
-    // SPEC FILE-3.
+fn grep_searches_a_two_mib_file_line_by_line_and_skips_a_binary_file() {
+    // SPEC FILE-3: a large file is searched, not passed over; a binary one, of any size, is
+    // skipped.
     let f = Fixture::new();
-    f.write("big.txt", "needle\n".repeat(2 * 1024 * 1024 / 7 + 1));
+    let filler = "hay\n".repeat(2 * 1024 * 1024 / 4 + 1);
+    f.write("big.txt", format!("{filler}a needle at the end\n"));
+    f.write("big.bin", format!("needle\n{filler}\0\n"));
     f.write("bin.dat", b"needle\0\x01\x02");
     f.write("latin1.txt", b"needle caf\xe9\n");
     let root = lease(&f);
     let out = file_tools::grep(&root, grep_args(json!({"pattern": "needle"}))).unwrap();
-    assert!(out.matches.is_empty(), "{:?}", out.matches);
-    assert!(out.truncated, "the 2 MiB file was passed over");
+    let found: Vec<(&str, u64, &str)> = out
+        .matches
+        .iter()
+        .map(|m| (m.path.as_str(), m.line, m.text.as_str()))
+        .collect();
+    let last = filler.lines().count() as u64 + 1;
+    assert_eq!(found, [("big.txt", last, "a needle at the end")]);
+    assert!(!out.truncated, "nothing was passed over");
 
     let f2 = Fixture::new();
     f2.write("bin.dat", b"needle\0\x01\x02");

@@ -180,7 +180,8 @@ fn failures_exit_1_with_the_error_object_and_usage_errors_exit_2() {
         assert_eq!(out.json["code"], "AGENT_EXEC_ARGUMENTS_INVALID", "{args:?}");
         let message = out.json["message"].as_str().unwrap();
         assert!(
-            out.stderr.contains(message.trim_end_matches("; see agent-exec call --help")),
+            out.stderr
+                .contains(message.trim_end_matches("; see agent-exec call --help")),
             "{args:?}: {message} / {}",
             out.stderr
         );
