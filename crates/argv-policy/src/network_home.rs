@@ -30,7 +30,9 @@ pub const NETWORK_HOME: &[(&str, &str)] = &[
         "cargo's home: its registry, git checkouts, config and installed programs",
     ),
     (".rustup", "rustup's toolchains"),
-    ("go", "Go's GOPATH: modules and installed programs"),
+    // Not GOPATH's `src`: other projects live there in the GOPATH layout.
+    ("go/pkg", "Go's module cache"),
+    ("go/bin", "programs go install made"),
     (".npm", "npm's cache"),
     (".nvm", "nvm's Node versions"),
     (".fnm", "fnm's Node versions"),
@@ -109,7 +111,6 @@ pub const NETWORK_HOME: &[(&str, &str)] = &[
     (".cache/sccache", "sccache's cache"),
     (".cache/zig", "Zig's cache"),
     (".cache/coursier", "Coursier's cache"),
-    (".cache/JetBrains", "IDEs' indexes shared by builds"),
     (".cache/huggingface", "Hugging Face models and datasets"),
     (".cache/torch", "PyTorch's model cache"),
     (".cache/fontconfig", "fontconfig's cache"),
@@ -127,15 +128,17 @@ pub const NETWORK_HOME: &[(&str, &str)] = &[
     ("Library/Caches/org.swift.swiftpm", "SwiftPM's cache"),
     ("Library/Caches/bazel", "Bazel's output base"),
     ("Library/Caches/ccache", "ccache's cache"),
-    // The tools' own settings, none of which holds a secret (the ones that may — `.npmrc`,
-    // `pip.conf`, `.yarnrc.yml`, `~/.m2/settings.xml` — are private and stay out).
+    // The tools' own settings. Those made for secrets (`.npmrc`, `pip.conf`, `.yarnrc.yml`,
+    // `~/.m2/settings.xml`, pnpm's `rc`) are private and stay out; mise's `config.toml`, whose
+    // `[env]` often holds them, is not here. A token a user writes inline into one of these
+    // (a URL in `.gitconfig`, a registry token in `.cargo/config.toml`) is readable with
+    // network: the note in `doctor` says so.
     (".gitconfig", "git's settings"),
     (".config/git", "git's settings, ignore and attribute files"),
     (".gitignore_global", "git's global ignore file"),
     (".config/uv", "uv's settings"),
     (".config/pnpm", "pnpm's settings"),
     (".config/go", "Go's settings (go env -w)"),
-    (".config/mise", "mise's settings"),
     (".editorconfig", "editors' and formatters' settings"),
 ];
 

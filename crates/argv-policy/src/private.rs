@@ -1076,6 +1076,7 @@ mod tests {
         let inside = [
             home.join(".cache/huggingface/token"),
             home.join(".cache/huggingface/stored_tokens"),
+            home.join(".hex/hex.config"),
         ];
         for c in &caches {
             assert!(c.starts_with(home) && c != home);

@@ -60,12 +60,32 @@ type Original = Option<(u64, u64, i64, i64, i64, i64, u64)>;
 #[derive(Debug)]
 struct Slot {
     cache: PathBuf,
-    dir: PathBuf,
+    /// The session's directory and this slot's place in it.
+    base: PathBuf,
+    index: usize,
+    /// Bumped each time the view starts again empty: a new directory, never one emptied in
+    /// place (what a command made unreadable or too deep might survive that).
+    generation: u64,
     /// A call holds it now.
     busy: bool,
     /// What the user's cache held at each path the view holds, as of the last call's end;
     /// `None`: unknown, start again empty.
     seen: Option<Vec<(PathBuf, Original)>>,
+}
+
+impl Slot {
+    fn dir(&self) -> PathBuf {
+        self.base
+            .join(format!("{}-{}", self.index, self.generation))
+    }
+
+    /// Starts the view again empty: a new directory, the old one removed as far as it can be
+    /// (what stays goes with the session's directory).
+    fn renew(&mut self) {
+        let old = self.dir();
+        self.generation += 1;
+        remove(&old);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -88,6 +108,8 @@ pub struct SessionViews {
 pub(crate) struct Held {
     session: Arc<SessionViews>,
     slot: usize,
+    /// When the call took it: an original changed since then is the user's newer version.
+    since: (i64, i64),
 }
 
 impl SessionViews {
@@ -123,7 +145,9 @@ impl SessionViews {
                     let n = inner.slots.len();
                     inner.slots.push(Slot {
                         cache: cache.clone(),
-                        dir: base.join(n.to_string()),
+                        base,
+                        index: n,
+                        generation: 0,
                         busy: false,
                         seen: Some(Vec::new()),
                     });
@@ -133,14 +157,19 @@ impl SessionViews {
             let view = match slot {
                 Some(n) => {
                     let s = &mut inner.slots[n];
-                    let view = View::make(cache, &s.dir)?;
+                    let since = now();
+                    prepare(s, hidden);
+                    let view = View::make(cache, &s.dir())?;
                     // For `agent-exec status` (`kept_here`).
-                    std::fs::write(s.dir.join(CACHE_FILE), cache.as_os_str().as_encoded_bytes())?;
-                    prepare(s, &view.upper, hidden);
+                    std::fs::write(
+                        s.dir().join(CACHE_FILE),
+                        cache.as_os_str().as_encoded_bytes(),
+                    )?;
                     s.busy = true;
                     view.held(Held {
                         session: Arc::clone(self),
                         slot: n,
+                        since,
                     })
                 }
                 None => View::make(cache, &fresh.join(i.to_string()))?,
@@ -214,7 +243,7 @@ pub fn kept_here() -> Vec<KeptView> {
                     entries += 1;
                     bytes += m.len();
                 }
-                true
+                Step::Go
             });
             out.push(KeptView {
                 cache: PathBuf::from(std::ffi::OsString::from_vec(cache)),
@@ -230,8 +259,9 @@ pub fn kept_here() -> Vec<KeptView> {
 }
 
 impl Held {
-    /// Gives the view back: records what the user's cache holds at each path the view holds
-    /// (bounded: past it the view starts again empty next time).
+    /// Gives the view back: records what the user's cache holds at each path the view holds,
+    /// dropping what the user changed while the call ran (bounded: past it the view starts
+    /// again empty next time).
     pub(crate) fn release(self, upper: &Path) {
         let mut inner = self
             .session
@@ -244,7 +274,14 @@ impl Held {
         let mut seen = Vec::new();
         let mut budget = CHECK_BUDGET;
         let mut bytes = 0;
-        let whole = record(upper, &slot.cache, &mut seen, &mut budget, &mut bytes);
+        let whole = record(
+            upper,
+            &slot.cache,
+            self.since,
+            &mut seen,
+            &mut budget,
+            &mut bytes,
+        );
         slot.seen = (whole && bytes <= KEPT_BYTES).then_some(seen);
         slot.busy = false;
     }
@@ -268,29 +305,75 @@ fn make_base() -> std::io::Result<tempfile::TempDir> {
         .tempdir_in(std::env::temp_dir())
 }
 
-/// Makes the kept view fit for the next call (module docs).
-fn prepare(slot: &mut Slot, upper: &Path, hidden: &[PathBuf]) {
-    match slot.seen.take() {
-        None => empty(upper),
+/// Makes the kept view fit for the next call (module docs): checked where it can be, else a
+/// new, empty one.
+fn prepare(slot: &mut Slot, hidden: &[PathBuf]) {
+    let upper = slot.dir().join("upper");
+    let fine = match slot.seen.take() {
+        None => false,
+        Some(_) if std::fs::symlink_metadata(&upper).is_err() => true,
         Some(seen) => {
+            // A command may have made the view's root unreadable (`chmod 000` on the cache).
+            let _ = std::fs::set_permissions(
+                &upper,
+                std::os::unix::fs::PermissionsExt::from_mode(0o700),
+            );
             for (rel, was) in seen {
                 if original(&slot.cache.join(&rel)) != was {
-                    remove(&upper.join(&rel));
+                    remove_beneath(&upper, &rel);
                 }
             }
             let mut budget = CHECK_BUDGET;
-            if !unhide(upper, &mut budget) {
-                empty(upper);
-            }
+            unhide(&upper, &slot.cache, &mut budget)
         }
+    };
+    if !fine {
+        slot.renew();
     }
+    let upper = slot.dir().join("upper");
     for h in hidden {
         if let Ok(rel) = h.strip_prefix(&slot.cache) {
-            if !rel.as_os_str().is_empty() {
-                remove(&upper.join(rel));
+            remove_beneath(&upper, rel);
+        }
+    }
+}
+
+/// Removes what stands at `rel` beneath `root`, following no link: a link or a file on the way
+/// goes itself (nothing can lie beneath it). Nothing there is fine.
+fn remove_beneath(root: &Path, rel: &Path) {
+    let names: Vec<&std::ffi::OsStr> = rel
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(name) => Some(name),
+            _ => None,
+        })
+        .collect();
+    if names.len() != rel.components().count() || names.is_empty() {
+        return;
+    }
+    let mut at = root.to_path_buf();
+    for (i, name) in names.iter().enumerate() {
+        at.push(name);
+        match std::fs::symlink_metadata(&at) {
+            Err(_) => return,
+            Ok(m) if i + 1 < names.len() && m.is_dir() => {}
+            Ok(_) => {
+                remove(&at);
+                return;
             }
         }
     }
+}
+
+/// Seconds and nanoseconds since the epoch, now.
+fn now() -> (i64, i64) {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (
+        i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        i64::from(d.subsec_nanos()),
+    )
 }
 
 /// What the user's cache holds at `path` now.
@@ -308,13 +391,23 @@ fn original(path: &Path) -> Original {
     })
 }
 
+/// What a walk does after visiting an entry.
+enum Step {
+    /// Go on (into it, if it is a directory).
+    Go,
+    /// Go on beside it: it is gone.
+    Skip,
+    /// Stop: the walk failed.
+    Stop,
+}
+
 /// Calls `visit` on each entry beneath `dir` (a directory before what it holds; no link
 /// followed); `false` when `visit` said stop, the bound cut the walk short or a directory
 /// could not be read.
 fn walk(
     dir: &Path,
     budget: &mut usize,
-    visit: &mut dyn FnMut(&Path, &std::fs::Metadata) -> bool,
+    visit: &mut dyn FnMut(&Path, &std::fs::Metadata) -> Step,
 ) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return false;
@@ -329,45 +422,73 @@ fn walk(
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             return false;
         };
-        if !visit(&path, &meta) || meta.is_dir() && !walk(&path, budget, visit) {
-            return false;
+        match visit(&path, &meta) {
+            Step::Stop => return false,
+            Step::Skip => {}
+            Step::Go => {
+                if meta.is_dir() && !walk(&path, budget, visit) {
+                    return false;
+                }
+            }
         }
     }
     true
 }
 
 /// Adds each entry but directories beneath `upper` with what the cache holds at its path, and
-/// their sizes to `bytes`; `false` when the walk was cut short.
+/// their sizes to `bytes`; an entry whose original changed since `since` (the user's update
+/// while the call ran) is dropped instead. `false` when the walk was cut short.
 fn record(
     upper: &Path,
     cache: &Path,
+    since: (i64, i64),
     seen: &mut Vec<(PathBuf, Original)>,
     budget: &mut usize,
     bytes: &mut u64,
 ) -> bool {
     walk(upper, budget, &mut |path, meta| {
-        if !meta.is_dir() {
-            *bytes = bytes.saturating_add(meta.len());
-            if let Ok(rel) = path.strip_prefix(upper) {
-                seen.push((rel.to_path_buf(), original(&cache.join(rel))));
-            }
+        if meta.is_dir() {
+            return Step::Go;
         }
-        true
+        let Ok(rel) = path.strip_prefix(upper) else {
+            return Step::Stop;
+        };
+        let now = original(&cache.join(rel));
+        if now.is_some_and(|o| (o.4, o.5) >= since) {
+            remove(path);
+            return Step::Skip;
+        }
+        *bytes = bytes.saturating_add(meta.len());
+        seen.push((rel.to_path_buf(), now));
+        Step::Go
     })
 }
 
-/// Deletes the whiteouts beneath `dir` and the attributes that make a directory opaque or
-/// redirected; `false` when the walk was cut short or something could not be undone.
-fn unhide(dir: &Path, budget: &mut usize) -> bool {
-    plain(dir)
-        && walk(dir, budget, &mut |path, meta| {
+/// Deletes the whiteouts beneath `upper` and the attributes that make a directory opaque or
+/// redirected, and drops a directory where the user's cache now holds something else;
+/// `false` when the walk was cut short or something could not be undone.
+fn unhide(upper: &Path, cache: &Path, budget: &mut usize) -> bool {
+    plain(upper)
+        && walk(upper, budget, &mut |path, meta| {
+            let rel = path.strip_prefix(upper).unwrap_or(path);
             if meta.is_dir() {
-                plain(path)
+                if std::fs::symlink_metadata(cache.join(rel)).is_ok_and(|m| !m.is_dir()) {
+                    remove(path);
+                    Step::Skip
+                } else if plain(path) {
+                    Step::Go
+                } else {
+                    Step::Stop
+                }
             } else if meta.file_type().is_char_device() && meta.rdev() == 0 {
                 // overlayfs's whiteout: a removal in the view.
-                std::fs::remove_file(path).is_ok()
+                if std::fs::remove_file(path).is_ok() {
+                    Step::Skip
+                } else {
+                    Step::Stop
+                }
             } else {
-                true
+                Step::Go
             }
         })
 }
@@ -399,16 +520,6 @@ fn remove(path: &Path) {
     }
 }
 
-/// Empties `dir`, keeping it.
-fn empty(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        remove(&entry.path());
-    }
-}
-
 /// Whether a call holds each kept view, by cache.
 #[cfg(test)]
 fn busy(session: &SessionViews) -> std::collections::HashMap<PathBuf, bool> {
@@ -418,6 +529,20 @@ fn busy(session: &SessionViews) -> std::collections::HashMap<PathBuf, bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lease of `cache` in `session` and the upper of its one view.
+    fn take(
+        session: &Arc<SessionViews>,
+        cache: &Path,
+        hidden: &[PathBuf],
+        fresh: &Path,
+    ) -> (CacheViews, PathBuf) {
+        let views = session
+            .lease(&[cache.to_path_buf()], hidden, fresh)
+            .unwrap();
+        let upper = views.staged().next().unwrap().upper;
+        (views, upper)
+    }
 
     fn write(path: &Path, text: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -430,26 +555,17 @@ mod tests {
         let cache = t.path().join("cache");
         std::fs::create_dir_all(&cache).unwrap();
         let session = Arc::new(SessionViews::default());
-        let first = session
-            .lease(std::slice::from_ref(&cache), &[], &t.path().join("f1"))
-            .unwrap();
-        let upper = first.staged().next().unwrap().upper;
+        let (first, upper) = take(&session, &cache, &[], &t.path().join("f1"));
         write(&upper.join("crate/lib.rs"), "fetched");
         // Held: another call at once gets its own.
-        let second = session
-            .lease(std::slice::from_ref(&cache), &[], &t.path().join("f2"))
-            .unwrap();
-        let other = second.staged().next().unwrap().upper;
+        let (second, other) = take(&session, &cache, &[], &t.path().join("f2"));
         assert_ne!(other, upper);
         assert!(other.starts_with(t.path().join("f2")));
         assert!(busy(&session)[&cache]);
         drop(second);
         drop(first);
         assert!(!busy(&session)[&cache]);
-        let third = session
-            .lease(std::slice::from_ref(&cache), &[], &t.path().join("f3"))
-            .unwrap();
-        let again = third.staged().next().unwrap().upper;
+        let (third, again) = take(&session, &cache, &[], &t.path().join("f3"));
         assert_eq!(again, upper);
         assert_eq!(
             std::fs::read_to_string(again.join("crate/lib.rs")).unwrap(),
@@ -464,10 +580,7 @@ mod tests {
         write(&cache.join("a"), "user a");
         write(&cache.join("b"), "user b");
         let session = Arc::new(SessionViews::default());
-        let views = session
-            .lease(std::slice::from_ref(&cache), &[], t.path())
-            .unwrap();
-        let upper = views.staged().next().unwrap().upper;
+        let (views, upper) = take(&session, &cache, &[], t.path());
         write(&upper.join("a"), "view a");
         write(&upper.join("b"), "view b");
         write(&upper.join("new"), "view new");
@@ -491,10 +604,7 @@ mod tests {
         let cache = t.path().join("cache");
         std::fs::create_dir_all(cache.join("d")).unwrap();
         let session = Arc::new(SessionViews::default());
-        let views = session
-            .lease(std::slice::from_ref(&cache), &[], t.path())
-            .unwrap();
-        let upper = views.staged().next().unwrap().upper;
+        let (views, upper) = take(&session, &cache, &[], t.path());
         std::fs::create_dir_all(upper.join("d")).unwrap();
         write(&upper.join("token"), "");
         let opaque = rustix::fs::lsetxattr(
@@ -542,10 +652,7 @@ mod tests {
         let cache = t.path().join("listed-cache");
         std::fs::create_dir_all(&cache).unwrap();
         let session = Arc::new(SessionViews::default());
-        let views = session
-            .lease(std::slice::from_ref(&cache), &[], t.path())
-            .unwrap();
-        let upper = views.staged().next().unwrap().upper;
+        let (views, upper) = take(&session, &cache, &[], t.path());
         write(&upper.join("a/b"), "12345");
         drop(views);
         let found: Vec<KeptView> = kept_here()
@@ -572,19 +679,86 @@ mod tests {
         let cache = t.path().join("cache");
         std::fs::create_dir_all(&cache).unwrap();
         let session = Arc::new(SessionViews::default());
-        let views = session
-            .lease(std::slice::from_ref(&cache), &[], t.path())
-            .unwrap();
-        let upper = views.staged().next().unwrap().upper;
+        let (views, upper) = take(&session, &cache, &[], t.path());
         write(&upper.join("small"), "kept?");
         // Sparse: its length counts, not its blocks.
         let big = std::fs::File::create(upper.join("big")).unwrap();
         big.set_len(KEPT_BYTES + 1).unwrap();
         drop(views);
-        let views = session
-            .lease(std::slice::from_ref(&cache), &[], t.path())
+        let (views, again) = take(&session, &cache, &[], t.path());
+        assert_eq!(std::fs::read_dir(&again).unwrap().count(), 0);
+        assert!(!upper.exists(), "the old view is removed");
+        drop(views);
+    }
+
+    #[test]
+    fn a_link_on_a_hidden_path_s_way_is_removed_never_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let cache = t.path().join("cache");
+        let victim = t.path().join("victim");
+        write(&victim.join("token"), "precious");
+        write(&victim.join("stored_tokens/sub/f"), "d");
+        std::fs::create_dir_all(&cache).unwrap();
+        let session = Arc::new(SessionViews::default());
+        let (views, upper) = take(&session, &cache, &[], t.path());
+        // What a command leaves in its view: the hidden paths' directory as a link.
+        std::os::unix::fs::symlink(&victim, upper.join("huggingface")).unwrap();
+        drop(views);
+        let hidden = [
+            cache.join("huggingface/token"),
+            cache.join("huggingface/stored_tokens"),
+        ];
+        let (views, upper) = take(&session, &cache, &hidden, t.path());
+        assert!(std::fs::symlink_metadata(upper.join("huggingface")).is_err());
+        assert_eq!(
+            std::fs::read_to_string(victim.join("token")).unwrap(),
+            "precious"
+        );
+        assert!(victim.join("stored_tokens/sub/f").exists());
+        drop(views);
+    }
+
+    #[test]
+    fn an_unreadable_view_root_starts_the_next_call_from_a_new_empty_view() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let cache = t.path().join("cache");
+        write(&cache.join("src/lib.rs"), "user v1");
+        let session = Arc::new(SessionViews::default());
+        let (views, upper) = take(&session, &cache, &[], t.path());
+        write(&upper.join("src/lib.rs"), "agent old");
+        std::fs::set_permissions(upper.join("src"), std::fs::Permissions::from_mode(0o000))
             .unwrap();
-        assert_eq!(std::fs::read_dir(&upper).unwrap().count(), 0);
+        std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(0o000)).unwrap();
+        drop(views);
+        write(&cache.join("src/lib.rs"), "user v2, newer");
+        let (views, now) = take(&session, &cache, &[], t.path());
+        // Root reads it anyway: then the stale file must be gone by the check instead.
+        assert!(
+            std::fs::read_to_string(now.join("src/lib.rs")).is_err(),
+            "the stale copy survived"
+        );
+        drop(views);
+    }
+
+    #[test]
+    fn what_the_user_changed_while_the_call_ran_and_a_directory_over_a_new_file_go() {
+        let t = tempfile::tempdir().unwrap();
+        let cache = t.path().join("cache");
+        write(&cache.join("index/serde"), "user v1");
+        let session = Arc::new(SessionViews::default());
+        let (views, upper) = take(&session, &cache, &[], t.path());
+        write(&upper.join("index/serde"), "agent v1");
+        std::fs::create_dir_all(upper.join("index/tokio/x")).unwrap();
+        // The user updates while the call runs.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write(&cache.join("index/serde"), "user v2");
+        drop(views);
+        assert!(!upper.join("index/serde").exists());
+        // Between the calls the user makes a file where the view holds a directory.
+        write(&cache.join("index/tokio"), "user file");
+        let (views, upper) = take(&session, &cache, &[], t.path());
+        assert!(!upper.join("index/tokio").exists());
         drop(views);
     }
 
@@ -594,10 +768,7 @@ mod tests {
         let cache = t.path().join("cache");
         std::fs::create_dir_all(&cache).unwrap();
         let session = Arc::new(SessionViews::default());
-        let views = session
-            .lease(std::slice::from_ref(&cache), &[], t.path())
-            .unwrap();
-        let upper = views.staged().next().unwrap().upper;
+        let (views, upper) = take(&session, &cache, &[], t.path());
         write(&upper.join("x/y"), "z");
         drop(views);
         assert!(upper.exists());

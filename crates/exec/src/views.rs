@@ -159,9 +159,9 @@ impl CacheViews {
 
 /// Entries other than directories beneath `dir` (not following links): files written or
 /// made, links, removals (overlayfs's whiteouts), at most `budget` looked at in all. The
-/// sandbox's own shadows (`shadows`, while still empty files of mode 0) are not the command's.
+/// sandbox's own shadows (`shadows`, while still empty files of mode 0 or whiteouts) are not the command's.
 fn count(dir: &Path, shadows: &[PathBuf], budget: &mut usize) -> usize {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
@@ -175,9 +175,9 @@ fn count(dir: &Path, shadows: &[PathBuf], budget: &mut usize) -> usize {
             continue;
         };
         let path = entry.path();
-        let shadow = meta.is_file()
-            && meta.len() == 0
-            && meta.permissions().mode() & 0o7777 == 0
+        // An empty file of mode 0 where the hidden path exists, a whiteout where it does not.
+        let shadow = (meta.is_file() && meta.len() == 0 && meta.permissions().mode() & 0o7777 == 0
+            || meta.file_type().is_char_device() && meta.rdev() == 0)
             && shadows.contains(&path);
         if meta.is_dir() {
             n += count(&path, shadows, budget);

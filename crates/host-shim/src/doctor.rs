@@ -114,7 +114,7 @@ pub fn run_command_sets(policy: &Policy, host: HostView<'_>, host_files: &[PathB
                 "cutOff": env_files.cut_off,
             },
             "withNetwork": {
-                "rule": "network: true reads of $HOME only the toolchains' homes and caches, the PATH directories below $HOME and git's and the package managers' settings (the private locations inside them stay hidden), and writes the caches below through a private copy",
+                "rule": "network: true reads of $HOME only the toolchains' homes and caches, the PATH directories below $HOME and git's and the package managers' settings (the private locations inside them stay hidden; a token written inline into one of those settings files is readable), and writes the caches below through a private copy",
                 "allowedHere": texts(&network_home.iter().collect::<Vec<_>>()),
                 "allowedLocations": network_allowed,
                 "cachesHere": network_caches,

@@ -228,9 +228,10 @@ struct StagePlan {
     through: Vec<(Target, CString)>,
     /// What the child did ([`crate::stage::Staging`]).
     outcome: Arc<AtomicI32>,
-    /// Whether hidden paths lie beneath `dir`: shadowed in `upper` by an empty file of mode 0
-    /// (overlayfs shows the upper's entry, never the lower's beneath it), so their covers are
-    /// made only where the overlay is not (the read-only fallback shows the real paths).
+    /// Whether hidden paths lie beneath `dir`: shadowed in `upper` by an empty file of mode 0,
+    /// or a whiteout where they do not exist yet (overlayfs shows the upper's entry, never the
+    /// lower's beneath it), so their covers are made only where the overlay is not (the
+    /// read-only fallback shows the real paths).
     shadows: bool,
     /// Landlock rights of the grant that *is* `dir` (0: none), given again on the overlay's
     /// root: Landlock passes over a mount point when it walks up from the mount above it, so
@@ -698,6 +699,25 @@ fn mask_proc_tables() -> Result<(), i32> {
     result
 }
 
+/// `path` (absolute) with its longest existing ancestor made canonical and the rest appended
+/// as given: where a path that does not exist yet would be, as the kernel names its parent.
+pub(crate) fn canonical_as_far_as_it_exists(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(real, |p, name| p.join(name));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
 /// The canonical path of the file `fd` names, as the kernel knows it now.
 pub(crate) fn canonical_path_of(fd: BorrowedFd<'_>) -> std::io::Result<PathBuf> {
     use std::os::fd::AsRawFd;
@@ -865,10 +885,13 @@ impl Isolation {
 
     /// Adds the staged directories beneath the writable grants among `roots`, pinning the
     /// directories between each grant and the staged directory like a protected path's.
+    /// `missing`: the hidden paths that do not exist now (canonical as far as they exist),
+    /// kept absent beneath a staged directory.
     pub(crate) fn with_staged(
         mut self,
         roots: &[Root],
         staged: Vec<StagedDir>,
+        missing: &[PathBuf],
     ) -> Result<Isolation, SandboxError> {
         if staged.is_empty() {
             return Ok(self);
@@ -919,7 +942,15 @@ impl Isolation {
                 let path = Path::new(std::ffi::OsStr::from_bytes(target.path.as_bytes()));
                 if let Ok(rel) = path.strip_prefix(&s.dir.path) {
                     if !rel.as_os_str().is_empty() {
-                        shadow(&s.upper.path, rel)?;
+                        shadow(&s.upper.path, rel, true)?;
+                        shadows = true;
+                    }
+                }
+            }
+            for path in missing {
+                if let Ok(rel) = path.strip_prefix(&s.dir.path) {
+                    if !rel.as_os_str().is_empty() {
+                        shadow(&s.upper.path, rel, false)?;
                         shadows = true;
                     }
                 }
@@ -1566,32 +1597,83 @@ fn attach_staged(plan: &StagePlan, overlay: &Overlay, ruleset: i32) -> Result<()
     Ok(())
 }
 
-/// An empty file of mode 0 at `rel` beneath the staged directory's `upper` (parents made
-/// private), which an overlay shows in place of whatever the lower layer holds there. In the
-/// parent, before any fork.
-fn shadow(upper: &Path, rel: &Path) -> Result<(), SandboxError> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let at = upper.join(rel);
-    let fail = |source: std::io::Error| SandboxError::OpenPath {
-        path: at.clone(),
-        source,
+/// What the overlay shows at `rel` beneath a staged directory: an empty file of mode 0 where
+/// the hidden path exists now (as a cover shows it elsewhere), a whiteout where it does not, so
+/// the path stays absent even when the real one appears while the command runs (a token the
+/// user logs in to meanwhile). Made in `upper` (parents made private) relative to descriptors,
+/// never through a link: a session's kept upper holds what earlier commands left there, and
+/// this runs in the parent, with the host's rights, before any fork.
+fn shadow(upper: &Path, rel: &Path, exists: bool) -> Result<(), SandboxError> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    use rustix::io::Errno;
+    let fail = |e: Errno| SandboxError::OpenPath {
+        path: upper.join(rel),
+        source: e.into(),
     };
-    if let Some(parent) = at.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
-            .map_err(fail)?;
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let private = Mode::from_raw_mode(0o700);
+    let mut names = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(name) => names.push(name),
+            // The hidden path lies strictly beneath the staged directory, as given.
+            _ => return Err(fail(Errno::INVAL)),
+        }
     }
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o000)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&at)
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+    let Some((last, parents)) = names.split_last() else {
+        return Ok(());
+    };
+    let mut dir = rustix::fs::open(upper, dir_flags, Mode::empty()).map_err(fail)?;
+    for name in parents {
+        match rustix::fs::mkdirat(&dir, *name, private) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(fail(e)),
+        }
+        dir = match rustix::fs::openat(&dir, *name, dir_flags, Mode::empty()) {
+            Ok(next) => next,
+            // A link or a file stands there: replaced by a directory, never followed.
+            Err(Errno::LOOP | Errno::NOTDIR) => {
+                rustix::fs::unlinkat(&dir, *name, AtFlags::empty()).map_err(fail)?;
+                rustix::fs::mkdirat(&dir, *name, private).map_err(fail)?;
+                rustix::fs::openat(&dir, *name, dir_flags, Mode::empty()).map_err(fail)?
+            }
+            Err(e) => return Err(fail(e)),
+        };
+    }
+    let empty_file = || {
+        rustix::fs::openat(
+            &dir,
+            *last,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map(drop)
+    };
+    let made = if exists {
+        empty_file()
+    } else {
+        // A whiteout (a character device 0:0) is an unprivileged user's to make since Linux
+        // 5.8; before, the empty file hides the path as well, only not as absent.
+        match rustix::fs::mknodat(&dir, *last, FileType::CharacterDevice, Mode::empty(), 0) {
+            Err(Errno::PERM) => empty_file(),
+            other => other,
+        }
+    };
+    match made {
+        Ok(()) => Ok(()),
+        // Made already (the same path hidden twice): only a shadow of ours may stand there.
+        Err(Errno::EXIST) => {
+            let st = rustix::fs::statat(&dir, *last, AtFlags::SYMLINK_NOFOLLOW).map_err(fail)?;
+            let kind = FileType::from_raw_mode(st.st_mode);
+            let ours =
+                (kind == FileType::RegularFile && st.st_size == 0 && st.st_mode & 0o7777 == 0)
+                    || (kind == FileType::CharacterDevice && st.st_rdev == 0);
+            if ours {
+                Ok(())
+            } else {
+                Err(fail(Errno::EXIST))
+            }
+        }
         Err(e) => Err(fail(e)),
     }
 }
@@ -2583,6 +2665,39 @@ mod tests {
             paths(&plan.protected),
             [work.join(".git/hooks"), work.join(".git/config")]
         );
+    }
+
+    #[test]
+    fn a_shadow_replaces_a_link_on_its_way_and_never_follows_it() {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let t = tempfile::tempdir().unwrap();
+        let upper = t.path().join("upper");
+        let victim = t.path().join("victim");
+        std::fs::create_dir_all(&upper).unwrap();
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::write(victim.join("token"), "precious").unwrap();
+        // A session's kept upper holds what an earlier command left there.
+        std::os::unix::fs::symlink(&victim, upper.join("hf")).unwrap();
+        shadow(&upper, Path::new("hf/token"), true).unwrap();
+        shadow(&upper, Path::new("hf/stored_tokens"), false).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(victim.join("token")).unwrap(),
+            "precious"
+        );
+        assert!(!victim.join("stored_tokens").exists());
+        let hf = std::fs::symlink_metadata(upper.join("hf")).unwrap();
+        assert!(hf.is_dir());
+        let file = std::fs::symlink_metadata(upper.join("hf/token")).unwrap();
+        assert!(file.is_file() && file.len() == 0 && file.mode() & 0o7777 == 0);
+        let absent = std::fs::symlink_metadata(upper.join("hf/stored_tokens")).unwrap();
+        assert!(
+            absent.file_type().is_char_device() && absent.rdev() == 0
+                || absent.is_file() && absent.len() == 0
+        );
+        // The same path again is fine; something else standing there is not.
+        shadow(&upper, Path::new("hf/token"), true).unwrap();
+        std::fs::write(upper.join("hf/other"), "x").unwrap();
+        assert!(shadow(&upper, Path::new("hf/other"), true).is_err());
     }
 
     #[test]

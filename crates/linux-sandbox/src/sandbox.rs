@@ -622,8 +622,13 @@ impl Policy {
             }))
         };
         let mut hidden = Vec::with_capacity(self.hidden.len());
+        // Those that do not exist now stay absent beneath a staged directory (`with_staged`).
+        let mut missing = Vec::new();
         for path in &self.hidden {
             let Some(covered) = resolve(path)? else {
+                if path.is_absolute() {
+                    missing.push(isolate::canonical_as_far_as_it_exists(path));
+                }
                 continue;
             };
             if !namespaces {
@@ -737,7 +742,7 @@ impl Policy {
             return Ok(None);
         }
         Isolation::prepare(&roots, &hidden, &protected, &frozen, &links)
-            .and_then(|plan| plan.with_staged(&roots, staged))
+            .and_then(|plan| plan.with_staged(&roots, staged, &missing))
             .map(Some)
     }
 

@@ -330,6 +330,18 @@ pub(crate) fn write_paths(
                 p.display()
             )));
         }
+        // The system temp dir holds every call's private directory and the sessions' kept
+        // cache views (other sessions' too): a root holding it would hand them over.
+        let temp = canonical(&std::env::temp_dir());
+        if temp.starts_with(&real) {
+            return Err(path_error(format!(
+                "write_paths entry {} is or contains the system temp dir {}, where other calls \
+                 and sessions keep their private directories; name a directory inside it (a \
+                 new one of the command's own) or elsewhere",
+                real.display(),
+                temp.display()
+            )));
+        }
         let gate = classify_write_path(&real, home, path_dirs);
         out.push(WritePath {
             path: real,

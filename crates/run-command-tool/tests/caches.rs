@@ -367,3 +367,55 @@ async fn an_empty_mode_0_file_the_command_makes_in_a_cache_is_counted() {
 fn every_test_also_holds_unprivileged() {
     common::rerun_suite_unprivileged("every_test_also_holds_unprivileged");
 }
+
+/// TRUST-6 through a view (attack finding): a private file that appears while the command runs
+/// (`huggingface-cli login` in the user's terminal) stays absent in the view, with network and
+/// without, where the view shows the cache holding it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_file_made_while_the_command_runs_stays_absent_in_the_view() {
+    for network in [false, true] {
+        let f = fixture();
+        let hf = f.home.join(".cache/huggingface");
+        std::fs::create_dir_all(&hf).unwrap();
+        let token = hf.join("token");
+        let writer = {
+            let token = token.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(1500));
+                std::fs::write(token, "hf_LOGGED_IN_MEANWHILE\n").unwrap();
+            })
+        };
+        let mut a = args(&[
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 40 ]; do ls ~/.cache/huggingface | grep -q token && break; \
+             sleep 0.1; i=$((i+1)); done; cat ~/.cache/huggingface/token; echo done",
+        ]);
+        a.network = network;
+        if !testkit::sandbox_available() {
+            writer.join().unwrap();
+            return;
+        }
+        let out = call_with(
+            a,
+            &f.proj,
+            &f.home,
+            Mode::AllowAll,
+            &DenyAllAsker,
+            &RunCommandState::default(),
+            |_| {},
+        )
+        .await
+        .unwrap();
+        writer.join().unwrap();
+        assert!(out.output.contains("done"), "{out:?}");
+        assert!(
+            !out.output.contains("hf_LOGGED_IN"),
+            "network {network}: {out:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&token).unwrap(),
+            "hf_LOGGED_IN_MEANWHILE\n"
+        );
+    }
+}
