@@ -353,6 +353,156 @@ fn a_unix_socket_server_and_client_in_the_workspace_talk() {
     );
 }
 
+/// Where the command could get no network namespace of its own (NET-1), inet sockets stay
+/// refused and the result's `sandbox` says so: then `out` must have failed, a `refused as
+/// expected:` line says why, and the caller returns.
+fn loopback_refused_here(test: &str, out: &Value) -> bool {
+    let sandbox = out["sandbox"].as_str().unwrap_or_default();
+    if sandbox.contains("a private loopback network") {
+        return false;
+    }
+    assert!(sandbox.contains("inet sockets refused"), "{out:#}");
+    assert_ne!(out["exitCode"], 0, "{out:#}");
+    eprintln!("{} {test}: {sandbox}", common::REFUSED_MARK);
+    true
+}
+
+/// NET-1: `python -m http.server` and a client in the same command meet on `127.0.0.1` and
+/// `::1`, and the command sees one interface, its own `lo`.
+#[test]
+fn a_python_http_server_and_its_client_meet_on_the_commands_own_loopback() {
+    let test = "a_python_http_server_and_its_client_meet_on_the_commands_own_loopback";
+    if !sandbox_available() || !have("python3") || refused_here(test) {
+        return;
+    }
+    let ws = Ws::new();
+    ws.write("index.html", "hello from the loopback\n");
+    ws.write(
+        "client.py",
+        "import socket, sys, time, urllib.request\n\
+         print(socket.if_nameindex())\n\
+         for host in sys.argv[1:]:\n\
+         \x20   for _ in range(100):\n\
+         \x20       try:\n\
+         \x20           print(urllib.request.urlopen(f'http://{host}:8731/index.html').read().decode(), end='')\n\
+         \x20           break\n\
+         \x20       except OSError:\n\
+         \x20           time.sleep(0.1)\n",
+    );
+    let out = ws.call(
+        "python3 -m http.server 8731 --bind 127.0.0.1 >/dev/null 2>&1 & v4=$!; \
+         python3 client.py 127.0.0.1; kill $v4; \
+         python3 -m http.server 8731 --bind ::1 >/dev/null 2>&1 & v6=$!; \
+         python3 client.py [::1]; kill $v6",
+    );
+    if loopback_refused_here(test, &out) {
+        return;
+    }
+    assert_ran(&out, &["[(1, 'lo')]"]);
+    let stdout = out["stdout"].as_str().unwrap_or_default();
+    assert_eq!(
+        stdout.matches("hello from the loopback").count(),
+        2,
+        "{out:#}"
+    );
+}
+
+/// NET-1: a Node `http` server and `fetch` in one command; `os.networkInterfaces()` (which
+/// Vite, Next.js and webpack-dev-server call, over `NETLINK_ROUTE`) lists only `lo`.
+#[test]
+fn a_node_http_server_answers_fetch_and_network_interfaces_lists_lo() {
+    let test = "a_node_http_server_answers_fetch_and_network_interfaces_lists_lo";
+    if !sandbox_available() || !have("node") || refused_here(test) {
+        return;
+    }
+    let ws = Ws::new();
+    ws.write(
+        "serve.js",
+        "const http = require('http'); const os = require('os');\n\
+         console.log('interfaces', Object.keys(os.networkInterfaces()).join(','));\n\
+         const server = http.createServer((req, res) => res.end('node says hi'));\n\
+         server.listen(0, '127.0.0.1', async () => {\n\
+         \x20 const r = await fetch(`http://127.0.0.1:${server.address().port}/`);\n\
+         \x20 console.log(await r.text()); server.close();\n\
+         });\n",
+    );
+    let out = ws.call("node serve.js");
+    if loopback_refused_here(test, &out) {
+        return;
+    }
+    assert_ran(&out, &["interfaces lo\n", "node says hi"]);
+}
+
+/// NET-1: a pytest suite whose fixtures serve TCP and UDP on `localhost`.
+#[test]
+fn pytest_with_tcp_and_udp_fixtures_on_localhost_passes() {
+    let test = "pytest_with_tcp_and_udp_fixtures_on_localhost_passes";
+    if !sandbox_available() || !have("pytest") || refused_here(test) {
+        return;
+    }
+    let ws = Ws::new();
+    ws.write(
+        "test_loopback.py",
+        "import socket, threading, pytest\n\
+         @pytest.fixture\n\
+         def tcp_echo():\n\
+         \x20   srv = socket.create_server(('localhost', 0))\n\
+         \x20   def serve():\n\
+         \x20       c, _ = srv.accept(); c.sendall(c.recv(64)); c.close()\n\
+         \x20   threading.Thread(target=serve, daemon=True).start()\n\
+         \x20   yield srv.getsockname()[1]\n\
+         \x20   srv.close()\n\
+         @pytest.fixture\n\
+         def udp_echo():\n\
+         \x20   srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); srv.bind(('localhost', 0))\n\
+         \x20   def serve():\n\
+         \x20       data, peer = srv.recvfrom(64); srv.sendto(data, peer)\n\
+         \x20   threading.Thread(target=serve, daemon=True).start()\n\
+         \x20   yield srv.getsockname()[1]\n\
+         \x20   srv.close()\n\
+         def test_tcp(tcp_echo):\n\
+         \x20   with socket.create_connection(('localhost', tcp_echo), 5) as c:\n\
+         \x20       c.sendall(b'ping'); assert c.recv(64) == b'ping'\n\
+         def test_udp(udp_echo):\n\
+         \x20   c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.settimeout(5)\n\
+         \x20   c.sendto(b'pong', ('localhost', udp_echo)); assert c.recvfrom(64)[0] == b'pong'\n",
+    );
+    let out = ws.call("pytest -q -p no:cacheprovider test_loopback.py 2>&1");
+    if loopback_refused_here(test, &out) {
+        return;
+    }
+    assert_ran(&out, &["2 passed"]);
+}
+
+/// NET-1: `go test` with `net/http/httptest`, which listens on `127.0.0.1` or `[::1]`.
+#[test]
+fn go_test_with_httptest_passes() {
+    let test = "go_test_with_httptest_passes";
+    if !sandbox_available() || !have("go") || refused_here(test) {
+        return;
+    }
+    let ws = Ws::new();
+    ws.write("go.mod", "module live\n\ngo 1.18\n");
+    ws.write(
+        "live_test.go",
+        "package live\n\n\
+         import (\n\t\"io\"\n\t\"net/http\"\n\t\"net/http/httptest\"\n\t\"testing\"\n)\n\n\
+         func TestServer(t *testing.T) {\n\
+         \tsrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, \"go says hi\") }))\n\
+         \tdefer srv.Close()\n\
+         \tres, err := http.Get(srv.URL)\n\
+         \tif err != nil {\n\t\tt.Fatal(err)\n\t}\n\
+         \tbody, _ := io.ReadAll(res.Body)\n\
+         \tif string(body) != \"go says hi\" {\n\t\tt.Fatalf(\"got %q\", body)\n\t}\n\
+         }\n",
+    );
+    let out = ws.call("GOFLAGS=-mod=mod GOPROXY=off go test ./... 2>&1");
+    if loopback_refused_here(test, &out) {
+        return;
+    }
+    assert_ran(&out, &["ok"]);
+}
+
 #[test]
 fn node_runs_npm_test_and_loads_https() {
     if !sandbox_available()

@@ -15,7 +15,10 @@
 //! # What the child does, in order ([`Isolation::enter`])
 //! 1. `unshare(CLONE_NEWNS | CLONE_NEWIPC)`: the mount table is copied, the host's System V
 //!    IPC objects and POSIX message queues are out of sight, and the IPC namespace dies with
-//!    the call, so nothing the command makes there outlives it.
+//!    the call, so nothing the command makes there outlives it. A shell without network also
+//!    gets `CLONE_NEWNET` in the same call (NET-1), and brings the new namespace's `lo` up
+//!    (`loopback_up`): its own `127.0.0.1` and `::1`, no other interface, none of the host's
+//!    listeners or abstract unix sockets (those are named per network namespace).
 //! 2. Every mount becomes private, so nothing below propagates back to the host (a root
 //!    host's mounts are shared). A shell's `proc` is made now (step 5 attaches it): in a user
 //!    namespace the kernel makes one only while a fully visible `proc` is mounted.
@@ -650,6 +653,10 @@ pub(crate) struct World {
     /// The call's temp dir (canonical path), the `size=` and `nr_inodes=` of the tmpfs that
     /// covers it and the Landlock rights on that tmpfs (LIM-1); `None`: not covered.
     pub(crate) temp: Option<(CString, (CString, CString), u64)>,
+    /// A private network namespace whose only interface is `lo`, brought up (NET-1): the
+    /// command's own `127.0.0.1` and `::1`, nothing of the host's network, and none of the
+    /// host's abstract unix sockets (their names live in the network namespace).
+    pub(crate) net: bool,
 }
 
 /// `/proc` files a root host's command would read as their owner (mode 0400, or listing what
@@ -1076,7 +1083,10 @@ impl Isolation {
             return Err(fail(libc::ESTALE));
         }
 
-        enter_private_namespaces().map_err(fail)?;
+        enter_private_namespaces(self.world.net).map_err(fail)?;
+        if self.world.net {
+            loopback_up().map_err(fail)?;
+        }
         // Made before the new root replaces the host's tree: in a user namespace the kernel
         // mounts a `proc` only where a fully visible one is mounted already
         // (`mount_too_revealing`, checked by `fsmount`).
@@ -1712,11 +1722,13 @@ fn pivot_into(root: i32) -> Result<(), i32> {
     sys(unsafe { syscall!(Sysno::chdir, c"/".as_ptr()) }).map(drop)
 }
 
-/// Steps 1 and 2: new mount and IPC namespaces, every mount private (a root host's mounts are
-/// shared: without this, the mounts below would appear in the host's namespace too).
-fn enter_private_namespaces() -> Result<(), i32> {
+/// Steps 1 and 2: new mount and IPC namespaces (and with `net` a network namespace: one
+/// `unshare` for all), every mount private (a root host's mounts are shared: without this, the
+/// mounts below would appear in the host's namespace too).
+fn enter_private_namespaces(net: bool) -> Result<(), i32> {
+    let net = if net { libc::CLONE_NEWNET } else { 0 };
     // SAFETY: plain flags.
-    sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWNS | libc::CLONE_NEWIPC) })?;
+    sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWNS | libc::CLONE_NEWIPC | net) })?;
     // SAFETY: NUL-terminated strings and null pointers, as mount(2) allows for a change of
     // propagation.
     sys(unsafe {
@@ -1730,6 +1742,47 @@ fn enter_private_namespaces() -> Result<(), i32> {
         )
     })
     .map(drop)
+}
+
+/// `struct ifreq` (`<net/if.h>`) as `SIOCGIFFLAGS` and `SIOCSIFFLAGS` use it: the name, then
+/// the flags at the start of the 24-byte union.
+#[repr(C)]
+struct InterfaceFlags {
+    name: [u8; 16],
+    flags: libc::c_short,
+    rest: [u8; 22],
+}
+
+/// Brings up `lo` of the network namespace just made, by `ioctl` on a datagram socket of it
+/// (two system calls, cheaper than a netlink exchange): the kernel then gives it `127.0.0.1/8`
+/// and `::1` itself. Needs `CAP_NET_ADMIN` in the namespace's user namespace, which the child
+/// holds until `drop_capabilities`.
+fn loopback_up() -> Result<(), i32> {
+    // SAFETY: plain arguments.
+    let fd = fd_of(sys(unsafe {
+        syscall!(
+            Sysno::socket,
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0
+        )
+    }))?;
+    let mut request = InterfaceFlags {
+        name: [0; 16],
+        flags: 0,
+        rest: [0; 22],
+    };
+    request.name[..2].copy_from_slice(b"lo");
+    let at = &mut request as *mut InterfaceFlags;
+    // SAFETY: a live `struct ifreq` the kernel reads and writes.
+    let result =
+        sys(unsafe { syscall!(Sysno::ioctl, fd, libc::SIOCGIFFLAGS, at) }).and_then(|_| {
+            request.flags |= libc::IFF_UP as libc::c_short;
+            // SAFETY: as above.
+            sys(unsafe { syscall!(Sysno::ioctl, fd, libc::SIOCSIFFLAGS, at) }).map(drop)
+        });
+    close(fd);
+    result
 }
 
 /// Empties every capability set the process may empty; the effective, permitted and
@@ -2290,17 +2343,28 @@ const LANDLOCK_RULE_PATH_BENEATH: usize = 1;
 /// makes: tried in a forked child (after its own user namespace, when not root). `Err` holds
 /// the errno of the first step that failed.
 pub(crate) fn probe_namespaces() -> Result<(), i32> {
-    probe_forked(probe_in_child)
+    probe_forked(&probe_in_child)
 }
 
 /// Whether a child of this process that runs in a PID namespace of its own (as proctree's
 /// supervisor makes one: after its own user namespace, when not root) can mount a fresh
-/// `proc` there. The kernel refuses it inside a user namespace where the host's `/proc` is
-/// partly covered (`mount_too_revealing`: a container that masks `/proc/kcore`), so it is
-/// probed, not assumed. `Err` holds the errno of the step that failed.
-pub(crate) fn probe_private_proc() -> Result<(), i32> {
-    probe_forked(|uid, uid_map, gid_map, grandchild| {
+/// `proc` there, and whether it can make a network namespace with `lo` up (NET-1): the
+/// second answer. The kernel refuses the `proc` inside a user namespace where the host's
+/// `/proc` is partly covered (`mount_too_revealing`: a container that masks `/proc/kcore`),
+/// and a network namespace where `user.max_net_namespaces` is 0, so both are probed, not
+/// assumed, in one child. `Err` holds the errno of the step that failed.
+pub(crate) fn probe_private_proc_and_network() -> (Result<(), i32>, Result<(), i32>) {
+    // Written by the child, which shares this memory; 0 is success, -1 not reached.
+    let net = std::sync::atomic::AtomicI32::new(-1);
+    let proc = probe_forked(&|uid, uid_map, gid_map, grandchild| {
         probe_in_child(uid, uid_map, gid_map, grandchild)?;
+        // SAFETY: plain flags.
+        let made = sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWNET) })
+            .and_then(|_| loopback_up());
+        net.store(
+            made.err().unwrap_or(0),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         // SAFETY: plain flags; the new PID namespace is for the children made below.
         sys(unsafe { syscall!(Sysno::unshare, libc::CLONE_NEWPID) })?;
         // The grandchild makes raw system calls only, on its own stack.
@@ -2309,12 +2373,18 @@ pub(crate) fn probe_private_proc() -> Result<(), i32> {
             close(fd);
             Ok(())
         })
-    })
+    });
+    let net = match net.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => Ok(()),
+        -1 => Err(proc.err().unwrap_or(libc::ECHILD)),
+        errno => Err(errno),
+    };
+    (proc, net)
 }
 
 /// A probe run in the child: given the uid, the uid and gid map lines, and a stack for a
 /// grandchild of its own.
-type ProbeBody = fn(u32, &[u8], &[u8], &ProbeStack) -> Result<(), i32>;
+type ProbeBody<'a> = &'a dyn Fn(u32, &[u8], &[u8], &ProbeStack) -> Result<(), i32>;
 
 /// Runs `body` in a child and returns what it returned (an errno fits an exit status).
 ///
@@ -2478,7 +2548,7 @@ fn probe_in_child(
         write_file(c"/proc/self/uid_map", uid_map)?;
         write_file(c"/proc/self/gid_map", gid_map)?;
     }
-    enter_private_namespaces()?;
+    enter_private_namespaces(false)?;
     let root = open_no_symlinks(libc::AT_FDCWD, c"/".as_ptr().cast(), libc::O_DIRECTORY)?;
     let tree = clone_tree(root, libc::MOUNT_ATTR_NOSUID);
     close(root);

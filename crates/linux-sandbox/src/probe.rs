@@ -45,6 +45,7 @@ pub struct Availability {
     user_namespaces: Result<(), i32>,
     namespaces: Result<(), i32>,
     proc: Result<(), i32>,
+    net: Result<(), i32>,
     abi_cap: Result<Option<u8>, String>,
 }
 
@@ -100,6 +101,13 @@ impl Availability {
     /// own `/proc` (issue 16, LIVE-2).
     pub fn private_proc(&self) -> bool {
         self.proc.is_ok()
+    }
+
+    /// Whether a child in its own user namespace (or as root) can make a network namespace
+    /// and bring its `lo` up (tried once in a forked child): then a shell without network
+    /// gets its own loopback (NET-1); otherwise inet sockets stay refused.
+    pub fn private_network(&self) -> bool {
+        self.net.is_ok()
     }
 
     /// Whether a program started as `launch` says gets private namespaces: the kernel allows
@@ -216,6 +224,19 @@ impl Availability {
                 errno_text(errno)
             )?,
         }
+        match self.net {
+            Ok(()) => writeln!(
+                f,
+                "private network: available (a shell without network gets its own loopback, \
+                 127.0.0.1 and ::1, and nothing of the host's network)"
+            )?,
+            Err(errno) => writeln!(
+                f,
+                "private network: not available ({}); a shell without network gets no \
+                 loopback (inet sockets refused)",
+                errno_text(errno)
+            )?,
+        }
         if let Err(why) = &self.abi_cap {
             write!(
                 f,
@@ -290,7 +311,7 @@ pub fn probe() -> &'static Availability {
         // The `/proc` probe makes the namespaces first, in the same way: where it succeeds the
         // namespaces probe would too, and one throwaway child fewer is forked (each costs this
         // whole process's page tables).
-        let proc = crate::isolate::probe_private_proc();
+        let (proc, net) = crate::isolate::probe_private_proc_and_network();
         let namespaces = match proc {
             Ok(()) => Ok(()),
             Err(_) => crate::isolate::probe_namespaces(),
@@ -308,6 +329,7 @@ pub fn probe() -> &'static Availability {
             user_namespaces,
             namespaces,
             proc,
+            net,
             abi_cap: abi_cap(std::env::var_os(LANDLOCK_ABI_MAX_VAR).as_deref()),
         }
     })
@@ -434,6 +456,7 @@ mod tests {
             user_namespaces: namespaces,
             namespaces,
             proc: namespaces,
+            net: namespaces,
             abi_cap: Ok(None),
         }
     }
@@ -476,6 +499,7 @@ mod tests {
             user_namespaces: Ok(()),
             namespaces: Ok(()),
             proc: Ok(()),
+            net: Ok(()),
             abi_cap: cap,
         };
         assert_eq!(with(7, Ok(Some(3))).landlock_abi(), Some(3));

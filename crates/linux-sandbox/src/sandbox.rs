@@ -79,6 +79,9 @@ pub struct Enforcement {
     root: bool,
     unix: bool,
     temp: bool,
+    /// Without network: whether the program has a private loopback (NET-1). `None` with
+    /// network.
+    loopback: Option<bool>,
 }
 
 impl Enforcement {
@@ -137,6 +140,15 @@ impl Enforcement {
         self.temp
     }
 
+    /// Whether the program runs in a private network namespace of its own whose only
+    /// interface is `lo` (NET-1): its servers and clients meet on `127.0.0.1` and `::1`,
+    /// nothing of the host's network (loopback services, abstract unix sockets) is reachable,
+    /// and seccomp allows `AF_INET`, `AF_INET6` and route and socket-diagnostics netlink.
+    /// Without it and without network, inet sockets are refused.
+    pub fn private_loopback(&self) -> bool {
+        self.loopback == Some(true)
+    }
+
     /// Whether the program may make unix sockets (`socket(AF_UNIX)`): where nothing outside
     /// the sandbox can be reached through one, with or without the network (issue 18) (a [`private_root`] and the
     /// abstract-socket scope, or Landlock ABI 9). `socketpair` always works.
@@ -172,11 +184,19 @@ impl fmt::Display for Enforcement {
         } else {
             ", unix sockets refused (the view holds the host's)"
         };
+        let loopback = match self.loopback {
+            Some(true) => ", a private loopback network",
+            Some(false) => {
+                ", no private network namespace (inet sockets refused: no loopback for test \
+                 servers)"
+            }
+            None => "",
+        };
         match self.status() {
             EnforcementStatus::FullyEnforced => {
                 write!(
                     f,
-                    "fully enforced (Landlock ABI {}; {layers}{unix})",
+                    "fully enforced (Landlock ABI {}; {layers}{unix}{loopback})",
                     self.landlock_abi
                 )
             }
@@ -184,7 +204,7 @@ impl fmt::Display for Enforcement {
                 let names: Vec<&str> = self.gaps.iter_names().map(|(name, _)| name).collect();
                 write!(
                     f,
-                    "partially enforced (Landlock ABI {}; {layers}{unix}; not enforced: {})",
+                    "partially enforced (Landlock ABI {}; {layers}{unix}{loopback}; not enforced: {})",
                     self.landlock_abi,
                     names.join(", ")
                 )
@@ -381,8 +401,9 @@ impl Policy {
                 i.world.temp.is_some(),
             )
         });
+        let loopback = isolation.as_ref().is_some_and(|i| i.world.net);
         let splits = self.splits(&opened)?;
-        let ruleset = build_ruleset(self, abi, &opened, &splits)?;
+        let ruleset = build_ruleset(self, abi, &opened, &splits, loopback)?;
         let unix_connect_contained = abi >= 9
             || (root
                 && self.unix_in_view
@@ -397,6 +418,7 @@ impl Policy {
             private_ipc: namespaces,
             own_pid_namespace: self.launch.own_pid_namespace,
             broker_links: false,
+            private_net: loopback,
         };
         let filter = seccomp::build_cached(options)?;
         // Only a private `/dev/shm` makes brokered links possible: the supervisor links names
@@ -436,6 +458,7 @@ impl Policy {
                 root,
                 unix: unix_connect_contained,
                 temp,
+                loopback: (self.network == Network::None).then_some(loopback),
             },
             isolation,
             links,
@@ -479,6 +502,7 @@ impl Policy {
         });
         isolate::World {
             temp,
+            net: self.network == Network::None && availability.private_network(),
             mask_proc: proc_rights.is_some() && root && !self.launch.own_user_namespace,
             proc_rights,
             shm: shm_is_dir.then(|| (self.shm_size(), shm_rights.bits())),
@@ -1034,6 +1058,7 @@ fn build_ruleset(
     abi: u8,
     opened: &[OpenedRule],
     splits: &[Option<split::Tree>],
+    loopback: bool,
 ) -> Result<OwnedFd, SandboxError> {
     let landlock_abi = landlock::ABI::from(i32::from(abi));
     // Hard requirement: every right handled here exists at `abi` (the kernel's or lower), so
@@ -1041,7 +1066,9 @@ fn build_ruleset(
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(landlock_abi))?;
-    if policy.network == Network::None && abi >= 4 {
+    // In a private network namespace every address is the command's own loopback (NET-1):
+    // its test servers bind and its clients connect there.
+    if policy.network == Network::None && abi >= 4 && !loopback {
         // Handled with no rule: every TCP bind/connect (and UDP from ABI 10) is denied.
         ruleset = ruleset.handle_access(AccessNet::from_all(landlock_abi))?;
     }

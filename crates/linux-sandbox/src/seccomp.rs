@@ -40,7 +40,9 @@
 //!      ([`IMMUTABLE_FLAG_IOCTLS`], issue 14: `chattr +i` as root leaves files the user cannot
 //!      delete);
 //!    - `socket` and `socketpair` without network: unix sockets only (`socket` only where
-//!      they are contained, see [`FilterOptions`]);
+//!      they are contained, see [`FilterOptions`]); in a private network namespace `socket`
+//!      also makes `AF_INET`, `AF_INET6` and route or socket-diagnostics netlink sockets
+//!      ([`FilterOptions::private_net`], NET-1);
 //!    - the `chmod` family, `creat`, `mknod(at)`, and `open(at)` when it creates: no set-id mode
 //!      bits ([`mode_setters`], [`creating_opens`], issue 14: a set-id file outlives the
 //!      sandbox and runs as the user for whoever starts it);
@@ -92,7 +94,22 @@ pub(crate) struct FilterOptions {
     /// inside that `/dev/shm` and refuses everything else, so CMD-9 holds: no hard link is ever
     /// made in the workspace, the temp dir or a grant.
     pub(crate) broker_links: bool,
+    /// The command runs in a private network namespace of its own whose only interface is
+    /// `lo` (NET-1, made by the sandbox before the filter). With [`Network::None`], `socket`
+    /// then allows `AF_INET` and `AF_INET6` (nothing but that loopback is reachable from
+    /// there) and `AF_NETLINK` with `NETLINK_ROUTE` or `NETLINK_SOCK_DIAG` (they describe that
+    /// namespace only: Node's `os.networkInterfaces()`, `if_nameindex()`, `ss`). Every other
+    /// family stays refused: `AF_PACKET` and the other netlink protocols reach kernel
+    /// subsystems no test server needs (audit, uevents, netfilter), and `AF_VSOCK` is not
+    /// network-namespaced at all, so it would reach the hypervisor's and the host's vsock
+    /// services from inside the namespace.
+    pub(crate) private_net: bool,
 }
+
+/// `NETLINK_ROUTE` and `NETLINK_SOCK_DIAG` (`<linux/netlink.h>`): the netlink protocols a
+/// command in a private network namespace may open (see [`FilterOptions::private_net`]).
+const NETLINK_ROUTE: u32 = 0;
+const NETLINK_SOCK_DIAG: u32 = 4;
 
 /// The hard-link calls: `EPERM` for every policy, or with [`FilterOptions::broker_links`]
 /// handed to the supervisor. `link` exists only on x86_64 here; elsewhere libc uses `linkat`.
@@ -559,6 +576,7 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     let notify = asm.label();
     let unix_pair = asm.label();
     let unix_refused = asm.label();
+    let loopback_socket = asm.label();
 
     let mut listed: Vec<(i64, Label)> = always_denied().into_iter().map(|nr| (nr, eperm)).collect();
     // Hard links: Landlock allows `link` inside one writable directory (SPEC CMD-9).
@@ -576,7 +594,15 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
         listed.push((libc::SYS_fork, eperm));
         listed.push((libc::SYS_vfork, eperm));
     }
+    let loopback = options.network == Network::None && options.private_net;
     match (options.network, options.unix_connect_contained) {
+        // A private network namespace: the loopback families (see `private_net`); pairs as
+        // without one.
+        (Network::None, contained) if loopback => {
+            let pair = if contained { not_unix } else { unix_pair };
+            listed.push((libc::SYS_socketpair, pair));
+            listed.push((libc::SYS_socket, loopback_socket));
+        }
         (Network::None, true) => {
             listed.push((libc::SYS_socketpair, not_unix));
             listed.push((libc::SYS_socket, not_unix));
@@ -649,6 +675,24 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     for (i, &request) in requests.iter().enumerate() {
         let otherwise = if i + 1 == requests.len() { allow } else { NEXT };
         asm.jump(JEQ, request, eperm, otherwise);
+    }
+    if loopback {
+        // AF_INET and AF_INET6 first: they are the common case. AF_UNIX as without the
+        // namespace (pathname sockets of the host are a filesystem matter, not the network's).
+        asm.bind(loopback_socket);
+        asm.stmt(LD_ABS, arg_low(0));
+        asm.jump(JEQ, libc::AF_INET as u32, allow, NEXT);
+        asm.jump(JEQ, libc::AF_INET6 as u32, allow, NEXT);
+        let unix = if options.unix_connect_contained {
+            allow
+        } else {
+            eperm
+        };
+        asm.jump(JEQ, libc::AF_UNIX as u32, unix, NEXT);
+        asm.jump(JEQ, libc::AF_NETLINK as u32, NEXT, eperm);
+        asm.stmt(LD_ABS, arg_low(2));
+        asm.jump(JEQ, NETLINK_ROUTE, allow, NEXT);
+        asm.jump(JEQ, NETLINK_SOCK_DIAG, allow, eperm);
     }
     if options.network == Network::None && options.unix_connect_contained {
         asm.bind(not_unix);
@@ -839,6 +883,7 @@ mod tests {
         private_ipc: false,
         own_pid_namespace: false,
         broker_links: false,
+        private_net: false,
     };
     const RUN: FilterOptions = FilterOptions {
         may_spawn: false,
@@ -944,6 +989,59 @@ mod tests {
     }
 
     #[test]
+    fn a_private_network_namespace_allows_loopback_families_and_route_and_diag_netlink_only() {
+        // NET-1.
+        let socket = |family: i32, protocol: u64| [bits(family), 1, protocol, 0, 0, 0];
+        for contained in [false, true] {
+            let net = FilterOptions {
+                private_net: true,
+                unix_connect_contained: contained,
+                private_ipc: true,
+                own_pid_namespace: true,
+                ..COMMAND
+            };
+            check(net, libc::SYS_socket, socket(libc::AF_INET, 0), ALLOW);
+            check(net, libc::SYS_socket, socket(libc::AF_INET6, 17), ALLOW);
+            check(net, libc::SYS_socket, socket(libc::AF_NETLINK, 0), ALLOW);
+            check(net, libc::SYS_socket, socket(libc::AF_NETLINK, 4), ALLOW);
+            // Garbage in the upper half changes nothing.
+            check(
+                net,
+                libc::SYS_socket,
+                socket(libc::AF_NETLINK, 4 | 1 << 32),
+                ALLOW,
+            );
+            for protocol in [9, 15, 12, 1 << 32 | 9] {
+                check(
+                    net,
+                    libc::SYS_socket,
+                    socket(libc::AF_NETLINK, protocol),
+                    EPERM,
+                );
+            }
+            for family in [
+                libc::AF_PACKET,
+                libc::AF_VSOCK,
+                libc::AF_BLUETOOTH,
+                libc::AF_ALG,
+            ] {
+                check(net, libc::SYS_socket, socket(family, 0), EPERM);
+            }
+            let unix = if contained { ALLOW } else { EPERM };
+            check(net, libc::SYS_socket, socket(libc::AF_UNIX, 0), unix);
+            check(net, libc::SYS_socketpair, socket(libc::AF_INET, 0), EPERM);
+            check(net, libc::SYS_socketpair, socket(libc::AF_UNIX, 0), ALLOW);
+            // Without the namespace: nothing but unix.
+            let host = FilterOptions {
+                private_net: false,
+                ..net
+            };
+            check(host, libc::SYS_socket, socket(libc::AF_INET, 0), EPERM);
+            check(host, libc::SYS_socket, socket(libc::AF_NETLINK, 0), EPERM);
+        }
+    }
+
+    #[test]
     fn sockets_without_network_are_unix_only() {
         let unix = bits(libc::AF_UNIX);
         let inet = bits(libc::AF_INET);
@@ -1032,10 +1130,10 @@ mod tests {
         );
     }
 
-    /// Every option set the filter can be built for (32).
+    /// Every option set the filter can be built for (64).
     fn all_options() -> Vec<FilterOptions> {
         let mut all = Vec::new();
-        for bits in 0..16u32 {
+        for bits in 0..32u32 {
             let bit = |i: u32| bits & 1 << i != 0;
             for network in [Network::None, Network::All] {
                 all.push(FilterOptions {
@@ -1045,6 +1143,7 @@ mod tests {
                     private_ipc: bit(2),
                     own_pid_namespace: bit(3),
                     broker_links: false,
+                    private_net: bit(4),
                 });
             }
         }
@@ -1069,6 +1168,11 @@ mod tests {
             bits(libc::AF_INET6),
             bits(libc::AF_NETLINK),
             bits(libc::AF_PACKET),
+            bits(libc::AF_VSOCK),
+            // Netlink protocols: NETLINK_SOCK_DIAG, NETLINK_AUDIT, NETLINK_KOBJECT_UEVENT.
+            4,
+            9,
+            15,
             libc::TIOCSTI,
             libc::TIOCLINUX,
             libc::TCGETS,
@@ -1234,7 +1338,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn compact_and_seccompiler_programs_agree_on_random_calls(
-            option in 0usize..32,
+            option in 0usize..64,
             arch in 0usize..4,
             nr in proptest::prelude::any::<u32>(),
             small_nr in 0u32..1024,
@@ -1278,7 +1382,8 @@ mod tests {
             let program = build(options).unwrap();
             // 129 at most since issue 16 refused `TIOCSETD` too (one more ioctl compared);
             // 133 since a datagram `socketpair` is refused where unix sockets are (review 5).
-            assert!(program.len() <= 134, "{options:?}: {}", program.len());
+            // 141 with the socket rule of a private network namespace (NET-1: eight more).
+            assert!(program.len() <= 142, "{options:?}: {}", program.len());
             let walks: Vec<(u32, usize)> = (0..1024u32)
                 .map(|nr| (nr, run_counting(&program, &data(NATIVE, nr, [0; 6])).1))
                 .collect();

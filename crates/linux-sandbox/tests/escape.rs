@@ -350,9 +350,17 @@ fn udp_send_to_a_loopback_listener_is_denied() {
     let port = socket.local_addr().unwrap().port();
     let out = s.python(&format!(
         "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-         s.sendto(b'ESCAPED', ('127.0.0.1', {port}))\nprint('ESCAPED')"
+         s.sendto(b'ESCAPED', ('127.0.0.1', {port}))\nprint('sent')"
     ));
-    assert_denied(&out);
+    // A shell's policy gets a private network namespace where the machine allows one (NET-1):
+    // the datagram then goes to the command's own loopback, where nothing listens; otherwise
+    // the socket is refused. Either way nothing arrives here.
+    assert!(
+        !out.status.success() || stdout(&out) == "sent\n",
+        "{}",
+        stderr(&out)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(100));
     let mut buf = [0u8; 64];
     assert_eq!(
         socket.recv(&mut buf).unwrap_err().kind(),

@@ -183,7 +183,28 @@ pub(crate) fn eperm_rules(
     // A datagram pair (type bit 1) is refused too where unix sockets are not contained.
     let mut pair = not_unix.clone();
     pair.push(rule(vec![condition(1, SeccompCmpOp::MaskedEq(2), 2)?])?);
+    let loopback = options.network == Network::None && options.private_net;
     match (options.network, options.unix_connect_contained) {
+        (Network::None, contained) if loopback => {
+            rules.insert(
+                libc::SYS_socketpair,
+                if contained { not_unix } else { pair },
+            );
+            let mut others = vec![
+                condition(0, SeccompCmpOp::Ne, bits(libc::AF_INET))?,
+                condition(0, SeccompCmpOp::Ne, bits(libc::AF_INET6))?,
+                condition(0, SeccompCmpOp::Ne, bits(libc::AF_NETLINK))?,
+            ];
+            if contained {
+                others.push(condition(0, SeccompCmpOp::Ne, unix)?);
+            }
+            let netlink = vec![
+                condition(0, SeccompCmpOp::Eq, bits(libc::AF_NETLINK))?,
+                condition(2, SeccompCmpOp::Ne, 0)?,
+                condition(2, SeccompCmpOp::Ne, 4)?,
+            ];
+            rules.insert(libc::SYS_socket, vec![rule(others)?, rule(netlink)?]);
+        }
         (Network::None, true) => {
             rules.insert(libc::SYS_socketpair, not_unix.clone());
             rules.insert(libc::SYS_socket, not_unix);
