@@ -151,6 +151,23 @@ fn a_call_dir_is_removed_when_dropped_also_when_its_insides_were_locked() {
 }
 
 #[test]
+fn a_tree_deeper_than_the_descriptors_held_at_once_is_removed_whole() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = CallDir::create(parent.path(), "agent-exec-run-").unwrap();
+    let path = dir.path().to_path_buf();
+    // What a command can make in its temp dir: levels past what one walk keeps open.
+    let mut deep = path.join("deep");
+    for _ in 0..1500 {
+        deep.push("d");
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("planted"), "x").unwrap();
+    drop(dir);
+    assert!(!path.exists(), "{} is still there", path.display());
+    assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
+}
+
+#[test]
 fn the_sweep_removes_only_dirs_whose_owner_is_gone_and_never_follows_links() {
     let parent = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();

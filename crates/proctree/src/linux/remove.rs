@@ -8,8 +8,10 @@
 //! - the top directory is identified by device and inode recorded when it was made, and checked
 //!   on the opened descriptor before anything below it is touched and again before the final
 //!   `rmdir`, so a directory renamed into its place is left alone;
-//! - the depth is bounded ([`MAX_DEPTH`] descriptors at once); what lies deeper, and what
-//!   cannot be removed, is left (and counted as not clean) instead of looping.
+//! - the depth is bounded ([`MAX_DEPTH`] descriptors at once); what lies deeper moves up
+//!   beside the top's entries (renamed within the tree, never replacing anything) and is
+//!   removed from there; what cannot be removed is left (and counted as not clean) instead of
+//!   looping.
 //!
 //! Directories the command made unwritable or unsearchable (`chmod 000`) are given back to the
 //! owner (`0700`) once, then retried: the tree is ours, the command's modes are not a reason to
@@ -27,6 +29,8 @@ use super::supervisor::{Sys, close, openat, sys};
 pub(crate) const MAX_DEPTH: usize = 256;
 /// Directories that could not be emptied, remembered so a rescan of their parent skips them.
 const MAX_STUCK: usize = 256;
+/// A name's bytes with its NUL (`NAME_MAX` is 255).
+const NAME_BYTES: usize = 256;
 
 /// Device and inode of a directory, as recorded when it was made.
 pub(crate) type DirId = (u64, u64);
@@ -106,9 +110,13 @@ pub(crate) fn remove_tree_at(parent: RawFd, name: &CStr, expect: Option<DirId>) 
 }
 
 /// What one pass over a directory found.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "no allocation here (the supervisor runs this after the host died): the name stays on the stack"
+)]
 enum Pass {
-    /// A subdirectory that is not empty, opened: empty it first.
-    Descend(RawFd),
+    /// A subdirectory that is not empty, opened, and its name (NUL-terminated): empty it first.
+    Descend(RawFd, [u8; NAME_BYTES]),
     /// Every entry was handled; `clean` when all of them are gone.
     Done { clean: bool },
 }
@@ -127,7 +135,7 @@ fn empty_tree(top: RawFd) -> bool {
     loop {
         let cur = stack.get(depth).copied().unwrap_or(-1);
         match pass(cur, stuck.get(..n_stuck).unwrap_or(&[])) {
-            Pass::Descend(child) if depth.wrapping_add(1) < MAX_DEPTH => {
+            Pass::Descend(child, _) if depth.wrapping_add(1) < MAX_DEPTH => {
                 depth = depth.wrapping_add(1);
                 if let Some(slot) = stack.get_mut(depth) {
                     *slot = child;
@@ -136,10 +144,16 @@ fn empty_tree(top: RawFd) -> bool {
                     *u = false;
                 }
             }
-            Pass::Descend(child) => {
-                // Too deep: leave this subtree, and make its parent skip it.
+            Pass::Descend(child, name) => {
+                // Too deep to hold every level open: the subtree moves up beside the top's
+                // entries (a directory of ours, renamed within the tree being removed), where a
+                // later pass over the top reaches it with the levels it needs.
                 let ino = stat_at(child, c"").map_or(0, |((_, ino), _, _)| ino);
                 close(child);
+                if move_up(cur, &name, top, ino) {
+                    continue;
+                }
+                // It cannot move: leave it, and make its parent skip it.
                 if !remember(&mut stuck, &mut n_stuck, ino) {
                     unwind(&stack, depth);
                     return false;
@@ -168,6 +182,55 @@ fn empty_tree(top: RawFd) -> bool {
             }
         }
     }
+}
+
+/// Renames the entry `name` (NUL-terminated in its buffer) of `dir` to `.deep-<ino>` in `top`,
+/// never replacing anything; whether it moved.
+fn move_up(dir: RawFd, name: &[u8; NAME_BYTES], top: RawFd, ino: u64) -> bool {
+    let Ok(from) = CStr::from_bytes_until_nul(name) else {
+        return false;
+    };
+    let mut to = [0u8; 32];
+    let prefix = b".deep-";
+    let mut len = 0usize;
+    for &b in prefix {
+        if let Some(slot) = to.get_mut(len) {
+            *slot = b;
+        }
+        len = len.wrapping_add(1);
+    }
+    let mut digits = [0u8; 20];
+    let mut n = 0usize;
+    let mut rest = ino;
+    loop {
+        if let Some(slot) = digits.get_mut(n) {
+            // The remainder is below 10: a digit.
+            *slot = b'0'.wrapping_add(u8::try_from(rest % 10).unwrap_or(0));
+        }
+        n = n.wrapping_add(1);
+        rest /= 10;
+        if rest == 0 || n >= digits.len() {
+            break;
+        }
+    }
+    for i in (0..n).rev() {
+        if let (Some(slot), Some(&d)) = (to.get_mut(len), digits.get(i)) {
+            *slot = d;
+        }
+        len = len.wrapping_add(1);
+    }
+    // SAFETY: both names are NUL-terminated buffers that outlive the call; plain descriptors.
+    sys(unsafe {
+        syscall!(
+            Sysno::renameat2,
+            dir,
+            from.as_ptr(),
+            top,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE
+        )
+    })
+    .is_ok()
 }
 
 fn remember(stuck: &mut [u64; MAX_STUCK], n: &mut usize, ino: u64) -> bool {
@@ -242,7 +305,14 @@ fn pass(dir: RawFd, stuck: &[u64]) -> Pass {
             match remove_entry(dir, name, d_type, &mut opened_up) {
                 Entry::Gone => {}
                 Entry::Left => clean = false,
-                Entry::Descend(child) => return Pass::Descend(child),
+                Entry::Descend(child) => {
+                    let mut kept = [0u8; NAME_BYTES];
+                    let bytes = name.to_bytes_with_nul();
+                    if let Some(slot) = kept.get_mut(..bytes.len()) {
+                        slot.copy_from_slice(bytes);
+                    }
+                    return Pass::Descend(child, kept);
+                }
             }
         }
     }
