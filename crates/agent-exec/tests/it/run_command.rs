@@ -230,7 +230,12 @@ fn password_fd_refuses_the_outputs_stdin_holding_the_arguments_and_closed_descri
         (vec!["--password-fd", "57"], "is not open"),
     ] {
         let c = call(&f, &flags, &json!({"argv": ["touch", "x"]}), "");
-        assert_eq!((c.code, &c.line), (2, &Value::Null), "{flags:?}: {c:?}");
+        // A usage error of `call`: exit 2, the message on stderr and in its one JSON line.
+        assert_eq!(
+            (c.code, c.line["code"].as_str()),
+            (2, Some("AGENT_EXEC_ARGUMENTS_INVALID")),
+            "{flags:?}: {c:?}"
+        );
         assert!(c.stderr.contains(says), "{flags:?}: {c:?}");
     }
     // Without --json stdin is the arguments: it cannot be the password too.
