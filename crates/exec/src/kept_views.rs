@@ -160,11 +160,18 @@ impl SessionViews {
                     let since = now();
                     prepare(s, hidden);
                     let view = View::make(cache, &s.dir())?;
-                    // For `agent-exec status` (`kept_here`).
-                    std::fs::write(
-                        s.dir().join(CACHE_FILE),
-                        cache.as_os_str().as_encoded_bytes(),
-                    )?;
+                    // For `agent-exec status` (`kept_here`); never through a link.
+                    {
+                        use std::io::Write;
+                        use std::os::unix::fs::OpenOptionsExt;
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .create(true)
+                            .truncate(true)
+                            .custom_flags(libc::O_NOFOLLOW)
+                            .open(s.dir().join(CACHE_FILE))?
+                            .write_all(cache.as_os_str().as_encoded_bytes())?;
+                    }
                     s.busy = true;
                     view.held(Held {
                         session: Arc::clone(self),
@@ -313,11 +320,19 @@ fn prepare(slot: &mut Slot, hidden: &[PathBuf]) {
         None => false,
         Some(_) if std::fs::symlink_metadata(&upper).is_err() => true,
         Some(seen) => {
-            // A command may have made the view's root unreadable (`chmod 000` on the cache).
-            let _ = std::fs::set_permissions(
+            // A command may have made the view's root unreadable (`chmod 000` on the cache):
+            // given back through a descriptor of the directory itself, never a link.
+            #[cfg(target_os = "linux")]
+            if let Ok(fd) = rustix::fs::open(
                 &upper,
-                std::os::unix::fs::PermissionsExt::from_mode(0o700),
-            );
+                rustix::fs::OFlags::PATH
+                    | rustix::fs::OFlags::NOFOLLOW
+                    | rustix::fs::OFlags::DIRECTORY,
+                rustix::fs::Mode::empty(),
+            ) {
+                let at = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+                let _ = rustix::fs::chmod(at.as_str(), rustix::fs::Mode::from_raw_mode(0o700));
+            }
             for (rel, was) in seen {
                 if original(&slot.cache.join(&rel)) != was {
                     remove_beneath(&upper, &rel);
@@ -365,11 +380,14 @@ fn remove_beneath(root: &Path, rel: &Path) {
     }
 }
 
-/// Seconds and nanoseconds since the epoch, now.
+/// Seconds and nanoseconds since the epoch, a little before now: a file's times come from the
+/// kernel's coarse clock, up to a tick behind, and a change just after the lease must still
+/// count as after it.
 fn now() -> (i64, i64) {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .saturating_sub(std::time::Duration::from_millis(10));
     (
         i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         i64::from(d.subsec_nanos()),
@@ -565,7 +583,7 @@ mod tests {
         drop(second);
         drop(first);
         assert!(!busy(&session)[&cache]);
-        let (third, again) = take(&session, &cache, &[], &t.path().join("f3"));
+        let (_third, again) = take(&session, &cache, &[], &t.path().join("f3"));
         assert_eq!(again, upper);
         assert_eq!(
             std::fs::read_to_string(again.join("crate/lib.rs")).unwrap(),
@@ -579,6 +597,8 @@ mod tests {
         let cache = t.path().join("cache");
         write(&cache.join("a"), "user a");
         write(&cache.join("b"), "user b");
+        // Older than the lease by more than the clock's margin.
+        std::thread::sleep(std::time::Duration::from_millis(30));
         let session = Arc::new(SessionViews::default());
         let (views, upper) = take(&session, &cache, &[], t.path());
         write(&upper.join("a"), "view a");

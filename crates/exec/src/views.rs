@@ -175,10 +175,15 @@ fn count(dir: &Path, shadows: &[PathBuf], budget: &mut usize) -> usize {
             continue;
         };
         let path = entry.path();
-        // An empty file of mode 0 where the hidden path exists, a whiteout where it does not.
-        let shadow = (meta.is_file() && meta.len() == 0 && meta.permissions().mode() & 0o7777 == 0
-            || meta.file_type().is_char_device() && meta.rdev() == 0)
-            && shadows.contains(&path);
+        // An empty file of mode 0 where the hidden path exists, a whiteout where it does not
+        // (where the path first leaves the cache: at it or above it).
+        let shadow = meta.is_file()
+            && meta.len() == 0
+            && meta.permissions().mode() & 0o7777 == 0
+            && shadows.contains(&path)
+            || meta.file_type().is_char_device()
+                && meta.rdev() == 0
+                && shadows.iter().any(|s| s.starts_with(&path));
         if meta.is_dir() {
             n += count(&path, shadows, budget);
         } else if !shadow {

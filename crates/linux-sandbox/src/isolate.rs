@@ -955,7 +955,7 @@ impl Isolation {
                 let path = Path::new(std::ffi::OsStr::from_bytes(target.path.as_bytes()));
                 if let Ok(rel) = path.strip_prefix(&s.dir.path) {
                     if !rel.as_os_str().is_empty() {
-                        shadow(&s.upper.path, rel, true)?;
+                        shadow(&s.upper.path, &s.dir.path, rel, true)?;
                         shadows = true;
                     }
                 }
@@ -963,7 +963,7 @@ impl Isolation {
             for path in missing {
                 if let Ok(rel) = path.strip_prefix(&s.dir.path) {
                     if !rel.as_os_str().is_empty() {
-                        shadow(&s.upper.path, rel, false)?;
+                        shadow(&s.upper.path, &s.dir.path, rel, false)?;
                         shadows = true;
                     }
                 }
@@ -1654,7 +1654,12 @@ fn attach_staged(plan: &StagePlan, overlay: &Overlay, ruleset: i32) -> Result<()
 /// user logs in to meanwhile). Made in `upper` (parents made private) relative to descriptors,
 /// never through a link: a session's kept upper holds what earlier commands left there, and
 /// this runs in the parent, with the host's rights, before any fork.
-fn shadow(upper: &Path, rel: &Path, exists: bool) -> Result<(), SandboxError> {
+///
+/// A whiteout goes where the path first leaves the staged directory `lower` as it is now (the
+/// topmost missing component): inside a directory overlayfs merges with the lower one, where
+/// a listing leaves it out, and covering whatever appears beneath it later. Where something
+/// other than a directory stands on the way, the path cannot appear beneath it: nothing to do.
+fn shadow(upper: &Path, lower: &Path, rel: &Path, exists: bool) -> Result<(), SandboxError> {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags};
     use rustix::io::Errno;
     let fail = |e: Errno| SandboxError::OpenPath {
@@ -1670,6 +1675,22 @@ fn shadow(upper: &Path, rel: &Path, exists: bool) -> Result<(), SandboxError> {
             // The hidden path lies strictly beneath the staged directory, as given.
             _ => return Err(fail(Errno::INVAL)),
         }
+    }
+    if !exists {
+        let mut at = lower.to_path_buf();
+        let mut keep = names.len();
+        for (i, name) in names.iter().enumerate() {
+            at.push(name);
+            match std::fs::symlink_metadata(&at) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) if i + 1 < names.len() => return Ok(()),
+                _ => {
+                    keep = i + 1;
+                    break;
+                }
+            }
+        }
+        names.truncate(keep);
     }
     let Some((last, parents)) = names.split_last() else {
         return Ok(());
@@ -2818,8 +2839,15 @@ mod tests {
         std::fs::write(victim.join("token"), "precious").unwrap();
         // A session's kept upper holds what an earlier command left there.
         std::os::unix::fs::symlink(&victim, upper.join("hf")).unwrap();
-        shadow(&upper, Path::new("hf/token"), true).unwrap();
-        shadow(&upper, Path::new("hf/stored_tokens"), false).unwrap();
+        let lower = t.path().join("lower");
+        std::fs::create_dir_all(lower.join("hf")).unwrap();
+        shadow(&upper, &lower, Path::new("hf/token"), true).unwrap();
+        shadow(&upper, &lower, Path::new("hf/stored_tokens"), false).unwrap();
+        // Missing from the lower higher up: the whiteout goes there, in a merged directory.
+        shadow(&upper, &lower, Path::new("gone/deeper/token"), false).unwrap();
+        assert!(std::fs::symlink_metadata(upper.join("gone/deeper")).is_err());
+        let gone = std::fs::symlink_metadata(upper.join("gone")).unwrap();
+        assert!(gone.file_type().is_char_device() || gone.is_file());
         assert_eq!(
             std::fs::read_to_string(victim.join("token")).unwrap(),
             "precious"
@@ -2835,9 +2863,9 @@ mod tests {
                 || absent.is_file() && absent.len() == 0
         );
         // The same path again is fine; something else standing there is not.
-        shadow(&upper, Path::new("hf/token"), true).unwrap();
+        shadow(&upper, &lower, Path::new("hf/token"), true).unwrap();
         std::fs::write(upper.join("hf/other"), "x").unwrap();
-        assert!(shadow(&upper, Path::new("hf/other"), true).is_err());
+        assert!(shadow(&upper, &lower, Path::new("hf/other"), true).is_err());
     }
 
     #[test]

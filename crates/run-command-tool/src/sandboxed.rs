@@ -293,15 +293,21 @@ pub(crate) async fn run(
         .cloned()
         .collect();
     // The session's kept views where no other call of the session holds them, else the call's
-    // own (TRUST-3).
-    let views = session_views
-        .lease(&caches, &sandbox.hidden, &temp.root().join(CACHE_VIEWS))
-        .map_err(|e| {
-            ToolError::new(
-                ErrorCode::ExecIoFailed,
-                format!("cannot make the caches' private views in the temp dir: {e}"),
-            )
-        })?;
+    // own (TRUST-3). Not kept where the system temp dir lies in $HOME: every session's
+    // commands read $HOME, so another session could read and plant files in them.
+    let fresh = temp.root().join(CACHE_VIEWS);
+    let temp_in_home = roots::canonical(&std::env::temp_dir()).starts_with(home);
+    let views = if temp_in_home {
+        exec::CacheViews::create(&caches, &fresh)
+    } else {
+        session_views.lease(&caches, &sandbox.hidden, &fresh)
+    }
+    .map_err(|e| {
+        ToolError::new(
+            ErrorCode::ExecIoFailed,
+            format!("cannot make the caches' private views in the temp dir: {e}"),
+        )
+    })?;
     let protected_roots = writable.clone();
     let home_owned = home.to_path_buf();
     let host_protected = options.protected.clone();

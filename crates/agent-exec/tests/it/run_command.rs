@@ -405,3 +405,57 @@ fn an_mcp_session_keeps_its_cache_views_lists_them_in_status_and_removes_them_at
     );
     assert_no_survivors(&f.folder);
 }
+
+/// TRUST-3 (attack finding): where the system temp dir lies in `$HOME`, which every session's
+/// commands read, a session keeps no view for its next call: each call's view is its own.
+#[test]
+fn with_the_temp_dir_in_home_no_cache_view_is_kept_across_calls() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path().canonicalize().unwrap();
+    let tmp = home.join("tmp");
+    std::fs::create_dir_all(home.join(".npm")).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let args = [
+        "--state-dir",
+        s(&f.state),
+        "mcp",
+        "--workspace",
+        s(&f.folder),
+        "--mode",
+        "allow-all",
+    ];
+    let mut raw = crate::mcp::Raw::start_with_env(
+        &args,
+        &f.folder,
+        &[("HOME", home.as_path()), ("TMPDIR", tmp.as_path())],
+    );
+    let sh = |id: u64, script: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "run_command", "arguments": {"argv": ["sh", "-c", script]}}})
+    };
+    raw.send(sh(1, "echo FETCHED > ~/.npm/pkg && echo done"));
+    let first = crate::mcp::result_of(&raw.recv()["result"]);
+    assert!(
+        first["output"].as_str().unwrap().contains("done"),
+        "{first}"
+    );
+    assert_ne!(first["caches"]["kept"], true, "{first}");
+    raw.send(sh(2, "cat ~/.npm/pkg; echo end"));
+    let second = crate::mcp::result_of(&raw.recv()["result"]);
+    assert!(
+        !second["output"].as_str().unwrap().contains("FETCHED"),
+        "{second}"
+    );
+    raw.close_stdin();
+    assert!(raw.finish().success());
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "left in the temp dir"
+    );
+    assert_no_survivors(&f.folder);
+}
