@@ -254,7 +254,7 @@ pub fn report() -> Value {
             "no /proc of the command's own and no /dev/shm"
         },
         "unixSockets": if namespaces {
-            "allowed inside the command's own root, refused when an extra path is approved; an extra path holding a socket (or /tmp, /run, /dev, ~/.gnupg, ~/.ssh) is refused; NOT covered: host clients connecting to an abstract name the command binds (no private network namespace)"
+            "allowed inside the command's own root, refused when an extra path is approved; an extra path holding a socket (or /tmp, /run, /dev, ~/.gnupg, ~/.ssh) is refused; abstract names are the call's own where it has a private network namespace (the summary says whether this machine gives one); NOT covered where it has none: host clients connecting to an abstract name the command binds"
         } else {
             "refused (socketpair only): the view holds the host's sockets"
         },
