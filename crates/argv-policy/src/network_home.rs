@@ -271,7 +271,7 @@ impl Policy {
     pub fn network_cache_paths(&self, home: &Path, env: &[(String, String)]) -> Vec<PathBuf> {
         let allowed = self.network_home_paths(home, env);
         let mut out = Vec::new();
-        for cache in self.cache_paths(home) {
+        for cache in self.cache_paths_in(home, env) {
             if allowed.iter().any(|a| cache.starts_with(a)) {
                 out.push(cache);
             } else {

@@ -132,6 +132,29 @@ const CACHE_DIRECTORIES: &[&str] = &[
     "Library/Caches/ccache",
 ];
 
+/// The variables that move a toolchain's cache, and the directory below the value that is the
+/// cache (empty: the value itself), TRUST-3.
+pub const CACHE_VARS: &[(&str, &str)] = &[
+    ("GOMODCACHE", ""),
+    ("GOPATH", "pkg/mod"),
+    ("GOCACHE", ""),
+    ("CARGO_HOME", "registry"),
+    ("CARGO_HOME", "git"),
+    ("npm_config_cache", ""),
+    ("NPM_CONFIG_CACHE", ""),
+    ("YARN_CACHE_FOLDER", ""),
+    ("PIP_CACHE_DIR", ""),
+    ("UV_CACHE_DIR", ""),
+    ("POETRY_CACHE_DIR", ""),
+    ("GRADLE_USER_HOME", "caches"),
+    ("GRADLE_USER_HOME", "wrapper"),
+    ("PUB_CACHE", ""),
+    ("NUGET_PACKAGES", ""),
+    ("CCACHE_DIR", ""),
+    ("SCCACHE_DIR", ""),
+    ("XDG_CACHE_HOME", ""),
+];
+
 /// What a relocation variable's value names (TRUST-6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Relocated {
@@ -662,6 +685,45 @@ impl Policy {
                 })
             })
             .collect()
+    }
+
+    /// [`Policy::cache_paths`] plus the caches the host's environment moves ([`CACHE_VARS`]:
+    /// `GOMODCACHE`, `npm_config_cache`, `$CARGO_HOME/registry`, …), each strictly below the
+    /// normalised `home` and outside the private locations, without duplicates. `env` is the
+    /// host's environment (a later entry of a name wins).
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use argv_policy::{Mode, Policy};
+    /// let env = [("GOMODCACHE".to_owned(), "/home/u/gomod".to_owned())];
+    /// let caches = Policy::defaults(Mode::Safe).cache_paths_in(Path::new("/home/u"), &env);
+    /// assert!(caches.contains(&Path::new("/home/u/gomod").to_path_buf()));
+    /// assert!(caches.contains(&Path::new("/home/u/go/pkg/mod").to_path_buf()));
+    /// ```
+    pub fn cache_paths_in(&self, home: &Path, env: &[(String, String)]) -> Vec<PathBuf> {
+        let home = normalize(Path::new("/"), home);
+        let mut out = self.cache_paths(&home);
+        let private = self.private_paths_in(&home, env);
+        for (var, below_it) in CACHE_VARS {
+            let Some(base) = lookup(env, var).and_then(|v| resolve(v, &home)) else {
+                continue;
+            };
+            let path = if below_it.is_empty() {
+                base
+            } else {
+                base.join(below_it)
+            };
+            if let Some(p) = below(path, &home) {
+                if !private
+                    .iter()
+                    .any(|x| p.starts_with(x) || x.starts_with(&p))
+                    && !out.contains(&p)
+                {
+                    out.push(p);
+                }
+            }
+        }
+        out
     }
 
     /// `true` when the normalised absolute `path` is a private location under `home` or lies

@@ -141,8 +141,15 @@ pub(crate) fn prepare(
     let write_paths = roots::write_paths(&args.write_paths, workdir, home, &never, &path_dirs)?;
     // TRUST-3: a command changes a cache only in its private view for the call, which would
     // cover a working directory or a write path inside it: say so instead.
-    let caches = policy.cache_paths(home);
-    let inside_cache = |p: &Path| caches.iter().find(|c| p.starts_with(roots::canonical(c)));
+    // A root holding a cache (`~/go` holds `~/go/pkg/mod`, even before it exists) would let
+    // the command write the cache itself, around its view.
+    let caches = policy.cache_paths_in(home, env);
+    let inside_cache = |p: &Path| {
+        caches.iter().find(|c| {
+            let c = roots::canonical(c);
+            p.starts_with(&c) || c.starts_with(p)
+        })
+    };
     for (what, path) in std::iter::once(("the working directory", workdir)).chain(
         write_paths
             .iter()
@@ -152,9 +159,9 @@ pub(crate) fn prepare(
             return Err(ToolError::new(
                 ErrorCode::ExecPathInvalid,
                 format!(
-                    "{what} {} lies in the toolchains' cache {}, which a command only changes \
-                     in a private copy for the call (the user's caches never change), so \
-                     nothing written there would stay; work in a project directory instead",
+                    "{what} {} is, holds or lies in the toolchains' cache {}, which a command \
+                     only changes in a private copy (the user's caches never change); work in \
+                     a project directory instead",
                     path.display(),
                     cache.display()
                 ),
@@ -166,7 +173,7 @@ pub(crate) fn prepare(
     let skip: Vec<PathBuf> = never
         .iter()
         .cloned()
-        .chain(policy.cache_paths(home))
+        .chain(policy.cache_paths_in(home, env))
         .chain(write_paths.iter().map(|w| w.path.clone()))
         .collect();
     private.extend(crate::envfiles::other_projects_env_files(home, workdir, &skip).files);
@@ -191,7 +198,7 @@ pub(crate) fn prepare(
             policy.network_cache_paths(home, env),
         )
     } else {
-        (None, policy.cache_paths(home))
+        (None, policy.cache_paths_in(home, env))
     };
     let readable = Readable {
         home,

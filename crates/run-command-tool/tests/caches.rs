@@ -419,3 +419,43 @@ async fn a_private_file_made_while_the_command_runs_stays_absent_in_the_view() {
         );
     }
 }
+
+/// TRUST-3 (attack finding): a root that holds a cache, even one not made yet (`~/go` holds
+/// `~/go/pkg/mod`), or a cache the host's environment moves (`GOMODCACHE`), is refused as a
+/// working directory or write path: the command would write the cache itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_root_holding_a_cache_or_a_relocated_cache_is_refused_saying_why() {
+    if !testkit::sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    let go = f.home.join("go");
+    let moved = f.home.join("gomod");
+    std::fs::create_dir_all(&go).unwrap();
+    std::fs::create_dir_all(&moved).unwrap();
+    for (workdir, write_path) in [
+        (go.clone(), None),
+        (f.proj.clone(), Some(&go)),
+        (f.proj.clone(), Some(&moved)),
+    ] {
+        let mut a = args(&["true"]);
+        if let Some(w) = write_path {
+            a.write_paths = vec![w.display().to_string()];
+        }
+        let gomod = moved.display().to_string();
+        let err = call_with(
+            a,
+            &workdir,
+            &f.home,
+            Mode::AllowAll,
+            &DenyAllAsker,
+            &RunCommandState::default(),
+            |o| o.env.push(("GOMODCACHE".into(), gomod)),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.code().as_str(), "AGENT_EXEC_PATH_INVALID", "{err}");
+        assert!(err.message().contains("toolchains' cache"), "{err}");
+    }
+    assert!(!go.join("pkg").exists());
+}
