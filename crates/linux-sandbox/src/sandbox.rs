@@ -364,15 +364,6 @@ impl Policy {
             isolation.world = self.world(availability, abi);
             if self.may_spawn() {
                 isolation.root = self.new_root(&opened, &isolation.world)?;
-                // NET-2: the view's own `/tmp` and `/var/tmp`, bounded like the call's temp
-                // dir and with its rights, where that is bounded (LIM-1).
-                if let (Some(root), Some((_, size, rights))) =
-                    (isolation.root.as_mut(), &isolation.world.temp)
-                {
-                    if root.may_have_private_tmp() {
-                        root.tmp = Some((size.clone(), *rights));
-                    }
-                }
             }
             // An empty file to cover a hidden one is made in the new root only: the host's
             // tree has no place to make one that the host would not see.
