@@ -584,7 +584,7 @@ impl StateStore {
     }
 
     /// Removes the temporary files of state writes that died before their rename (see
-    /// [`sweep_state_temps`]), under the state lock.
+    /// `sweep_state_temps`), under the state lock.
     pub fn sweep_temp_files(&self) {
         if let Ok(_lock) = lock_exclusive(&self.dir.join("state.lock")) {
             sweep_state_temps(&self.dir);
