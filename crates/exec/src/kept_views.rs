@@ -127,7 +127,7 @@ impl SessionViews {
     ) -> std::io::Result<CacheViews> {
         let mut views = Vec::with_capacity(caches.len());
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        for (i, cache) in caches.iter().enumerate() {
+        let one = |inner: &mut Inner, i: usize, cache: &PathBuf| -> std::io::Result<View> {
             let found = inner.slots.iter().position(|s| &s.cache == cache);
             let slot = match found {
                 Some(n) if inner.slots[n].busy => None,
@@ -154,7 +154,7 @@ impl SessionViews {
                     Some(n)
                 }
             };
-            let view = match slot {
+            Ok(match slot {
                 Some(n) => {
                     let s = &mut inner.slots[n];
                     let since = now();
@@ -180,20 +180,26 @@ impl SessionViews {
                     })
                 }
                 None => View::make(cache, &fresh.join(i.to_string()))?,
-            };
-            views.push(view);
+            })
+        };
+        let mut failed = None;
+        for (i, cache) in caches.iter().enumerate() {
+            match one(&mut inner, i, cache) {
+                Ok(view) => views.push(view),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
         }
-        Ok(CacheViews::from_views(views))
-    }
-
-    /// The caches the session keeps a view of, each with whether a call holds it now.
-    pub fn kept(&self) -> Vec<(PathBuf, bool)> {
-        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        inner
-            .slots
-            .iter()
-            .map(|s| (s.cache.clone(), s.busy))
-            .collect()
+        drop(inner);
+        // On a failure the views already taken go back to the session (`CacheViews`' drop,
+        // which takes the lock released above).
+        let views = CacheViews::from_views(views);
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(views),
+        }
     }
 }
 
@@ -541,7 +547,12 @@ fn remove(path: &Path) {
 /// Whether a call holds each kept view, by cache.
 #[cfg(test)]
 fn busy(session: &SessionViews) -> std::collections::HashMap<PathBuf, bool> {
-    session.kept().into_iter().collect()
+    let inner = session.inner.lock().unwrap_or_else(PoisonError::into_inner);
+    inner
+        .slots
+        .iter()
+        .map(|s| (s.cache.clone(), s.busy))
+        .collect()
 }
 
 #[cfg(test)]
@@ -780,6 +791,22 @@ mod tests {
         let (views, upper) = take(&session, &cache, &[], t.path());
         assert!(!upper.join("index/tokio").exists());
         drop(views);
+    }
+
+    #[test]
+    fn a_lease_that_fails_part_way_gives_back_the_views_it_took() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b) = (t.path().join("a"), t.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let session = Arc::new(SessionViews::default());
+        let (held_b, _) = take(&session, &b, &[], t.path());
+        // `b` is held, so its view would be a fresh one in `fresh`, which cannot be made.
+        let fresh = t.path().join("not-a-dir");
+        std::fs::write(&fresh, "").unwrap();
+        assert!(session.lease(&[a.clone(), b.clone()], &[], &fresh).is_err());
+        assert!(!busy(&session)[&a], "the view of `a` stayed taken");
+        drop(held_b);
     }
 
     #[test]
