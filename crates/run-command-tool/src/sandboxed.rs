@@ -139,13 +139,13 @@ pub(crate) fn prepare(
     let path_dirs: Vec<PathBuf> =
         std::env::split_paths(host_path.as_deref().unwrap_or("")).collect();
     let write_paths = roots::write_paths(&args.write_paths, workdir, home, &never, &path_dirs)?;
-    // TRUST-3: a command changes a cache only in its private view for the call, which would
-    // cover a working directory or a write path inside it: say so instead.
-    // A root holding a cache (`~/go` holds `~/go/pkg/mod`, even before it exists) would let
-    // the command write the cache itself, around its view.
-    let caches = policy.cache_paths_in(home, env);
+    // TRUST-3: a command changes a cache only in its private view, which would cover a working
+    // directory or a write path inside it; a root holding a cache (`~/go` holds
+    // `~/go/pkg/mod`, even before it exists) would let the command write the cache itself,
+    // around its view. Either is refused, saying why.
+    let all_caches = policy.cache_paths_in(home, env);
     let inside_cache = |p: &Path| {
-        caches.iter().find(|c| {
+        all_caches.iter().find(|c| {
             let c = roots::canonical(c);
             p.starts_with(&c) || c.starts_with(p)
         })
@@ -173,7 +173,7 @@ pub(crate) fn prepare(
     let skip: Vec<PathBuf> = never
         .iter()
         .cloned()
-        .chain(policy.cache_paths_in(home, env))
+        .chain(all_caches.iter().cloned())
         .chain(write_paths.iter().map(|w| w.path.clone()))
         .collect();
     private.extend(crate::envfiles::other_projects_env_files(home, workdir, &skip).files);
@@ -198,7 +198,7 @@ pub(crate) fn prepare(
             policy.network_cache_paths(home, env),
         )
     } else {
-        (None, policy.cache_paths_in(home, env))
+        (None, all_caches)
     };
     let readable = Readable {
         home,
@@ -516,36 +516,14 @@ async fn denials(
         .await
         .unwrap_or_default()
         .into_iter()
-        .map(|d| match &narrowed {
-            Some(home) if narrowed_read(&d, home) => Denial {
-                path: d.path.to_string_lossy().into_owned(),
-                access: d.access.as_str(),
-                reason: "outside what a call with network reads of $HOME: the toolchains' \
-                         homes and caches, the PATH directories and git's and the package \
-                         managers' settings (`agent-exec doctor` lists them)"
-                    .to_owned(),
-                remedy: "read it in a call without network (nothing of $HOME but the private \
-                         locations is hidden there), or copy what the command needs into the \
-                         working directory"
-                    .to_owned(),
-            },
-            _ => word(d),
-        })
+        .map(|d| word(d, narrowed.as_deref()))
         .collect()
 }
 
-/// A read or listing below `home` that no other cause explains: refused because a call with
-/// network reads only the allowlist of `$HOME`.
-fn narrowed_read(d: &exec::denials::Denial, home: &Path) -> bool {
-    use exec::denials::{Cause, DeniedAccess as A};
-    !matches!(d.access, A::Write | A::Create)
-        && d.path.starts_with(home)
-        && d.cause.common_words().is_none()
-        && !matches!(d.cause, Cause::Hidden | Cause::SystemSecret)
-}
-
-/// A denial in run_command's terms (RC-13's remedies).
-pub(crate) fn word(d: exec::denials::Denial) -> Denial {
+/// A denial in run_command's terms (RC-13's remedies). `narrowed`: the home a call with
+/// network reads only the allowlist of (TRUST-6), which explains a read there no other cause
+/// does.
+pub(crate) fn word(d: exec::denials::Denial, narrowed: Option<&Path>) -> Denial {
     use exec::denials::{Cause, DeniedAccess as A};
     let writing = matches!(d.access, A::Write | A::Create);
     let (reason, remedy) = d.cause.common_words().unwrap_or(match d.cause {
@@ -571,6 +549,13 @@ pub(crate) fn word(d: exec::denials::Denial) -> Denial {
             "write inside the working directory, or name the directory in write_paths (the \
              user confirms; outside $HOME or in a dot-directory, ~/bin or a PATH directory, the \
              password)",
+        ),
+        _ if narrowed.is_some_and(|home| d.path.starts_with(home)) => (
+            "outside what a call with network reads of $HOME: the toolchains' homes and \
+             caches, the PATH directories and git's and the package managers' settings \
+             (`agent-exec doctor` lists them)",
+            "read it in a call without network (nothing of $HOME but the private locations is \
+             hidden there), or copy what the command needs into the working directory",
         ),
         _ if d.access == A::Execute => (
             "not executable in the sandbox",

@@ -209,6 +209,37 @@ async fn a_session_s_next_call_sees_what_it_fetched_but_no_removal_and_no_stale_
     assert!(!other.output.contains("FETCHED"), "{other:?}");
 }
 
+/// The error of a call refused before it runs: `argv` with `write_paths` in `workdir`, the
+/// host's environment `env` added.
+async fn refused(
+    argv: &[&str],
+    write_paths: &[&Path],
+    workdir: &Path,
+    home: &Path,
+    env: &[(&str, &str)],
+) -> toolscope::ToolError {
+    let mut a = args(argv);
+    a.write_paths = write_paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    call_with(
+        a,
+        workdir,
+        home,
+        Mode::AllowAll,
+        &DenyAllAsker,
+        &RunCommandState::default(),
+        |o| o.env.extend(env),
+    )
+    .await
+    .unwrap_err()
+}
+
 fn on_path(program: &str) -> bool {
     ["/usr/local/bin", "/usr/bin", "/bin"]
         .iter()
@@ -314,35 +345,13 @@ async fn a_working_directory_or_write_path_inside_a_cache_is_refused_saying_why(
     let f = fixture();
     let inside = f.home.join(".cache/sub/proj");
     std::fs::create_dir_all(&inside).unwrap();
-    let err = call_with(
-        args(&["true"]),
-        &inside,
-        &f.home,
-        Mode::AllowAll,
-        &DenyAllAsker,
-        &RunCommandState::default(),
-        |_| {},
-    )
-    .await
-    .unwrap_err();
-    assert_eq!(err.code().as_str(), "AGENT_EXEC_PATH_INVALID", "{err}");
-    assert!(err.message().contains("toolchains' cache"), "{err}");
-
-    let mut with_write_path = args(&["true"]);
-    with_write_path.write_paths = vec![inside.display().to_string()];
-    let err = call_with(
-        with_write_path,
-        &f.proj,
-        &f.home,
-        Mode::AllowAll,
-        &common::Scripted::yes(),
-        &RunCommandState::default(),
-        |_| {},
-    )
-    .await
-    .unwrap_err();
-    assert_eq!(err.code().as_str(), "AGENT_EXEC_PATH_INVALID", "{err}");
-    assert!(err.message().contains("toolchains' cache"), "{err}");
+    for err in [
+        refused(&["true"], &[], &inside, &f.home, &[]).await,
+        refused(&["true"], &[&inside], &f.proj, &f.home, &[]).await,
+    ] {
+        assert_eq!(err.code().as_str(), "AGENT_EXEC_PATH_INVALID", "{err}");
+        assert!(err.message().contains("toolchains' cache"), "{err}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -368,7 +377,7 @@ fn every_test_also_holds_unprivileged() {
     common::rerun_suite_unprivileged("every_test_also_holds_unprivileged");
 }
 
-/// TRUST-6 through a view (attack finding): a private file that appears while the command runs
+/// TRUST-6 through a view: a private file that appears while the command runs
 /// (`huggingface-cli login` in the user's terminal) stays absent in the view, with network and
 /// without, where the view shows the cache holding it.
 #[tokio::test(flavor = "multi_thread")]
@@ -420,7 +429,7 @@ async fn a_private_file_made_while_the_command_runs_stays_absent_in_the_view() {
     }
 }
 
-/// TRUST-3 (attack finding): a root that holds a cache, even one not made yet (`~/go` holds
+/// TRUST-3: a root that holds a cache, even one not made yet (`~/go` holds
 /// `~/go/pkg/mod`), or a cache the host's environment moves (`GOMODCACHE`), is refused as a
 /// working directory or write path: the command would write the cache itself.
 #[tokio::test(flavor = "multi_thread")]
@@ -433,29 +442,76 @@ async fn a_root_holding_a_cache_or_a_relocated_cache_is_refused_saying_why() {
     let moved = f.home.join("gomod");
     std::fs::create_dir_all(&go).unwrap();
     std::fs::create_dir_all(&moved).unwrap();
-    for (workdir, write_path) in [
-        (go.clone(), None),
-        (f.proj.clone(), Some(&go)),
-        (f.proj.clone(), Some(&moved)),
+    let env = [("GOMODCACHE", moved.to_str().unwrap())];
+    for err in [
+        refused(&["true"], &[], &go, &f.home, &env).await,
+        refused(&["true"], &[&go], &f.proj, &f.home, &env).await,
+        refused(&["true"], &[&moved], &f.proj, &f.home, &env).await,
     ] {
-        let mut a = args(&["true"]);
-        if let Some(w) = write_path {
-            a.write_paths = vec![w.display().to_string()];
-        }
-        let gomod = moved.display().to_string();
-        let err = call_with(
-            a,
-            &workdir,
-            &f.home,
-            Mode::AllowAll,
-            &DenyAllAsker,
-            &RunCommandState::default(),
-            |o| o.env.push(("GOMODCACHE".into(), gomod)),
-        )
-        .await
-        .unwrap_err();
         assert_eq!(err.code().as_str(), "AGENT_EXEC_PATH_INVALID", "{err}");
         assert!(err.message().contains("toolchains' cache"), "{err}");
     }
     assert!(!go.join("pkg").exists());
+}
+
+/// A write path that is or holds the system temp dir, where other calls and sessions keep
+/// their private directories and kept views, is refused saying why (a write path inside it,
+/// like the fixture's `outside/`, works as any other: `write_paths_home.rs`, `sandbox.rs`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_path_holding_the_system_temp_dir_is_refused_saying_why() {
+    if !testkit::sandbox_available() {
+        return;
+    }
+    // A home outside the temp dir, or the home check would answer first.
+    let Ok(base) = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")) else {
+        eprintln!("skipped: cannot make a home outside the system temp dir here");
+        return;
+    };
+    let home = base.path().canonicalize().unwrap();
+    let proj = home.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let temp = std::env::temp_dir().canonicalize().unwrap();
+    let err = refused(&["true"], &[&temp], &proj, &home, &[]).await;
+    assert_eq!(err.code().as_str(), "AGENT_EXEC_PATH_INVALID", "{err}");
+    assert!(err.message().contains("system temp dir"), "{err}");
+}
+
+/// TRUST-3: a cache the host's environment moves (`GOMODCACHE`) is seen through a view like
+/// the shipped ones: the command writes it, the user's directory never changes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_relocated_cache_is_written_through_its_view_only() {
+    let f = fixture();
+    let moved = f.home.join("gomod");
+    std::fs::create_dir_all(moved.join("example.com")).unwrap();
+    std::fs::write(moved.join("example.com/m.go"), "package m\n").unwrap();
+    if !testkit::sandbox_available() {
+        return;
+    }
+    let gomod = moved.display().to_string();
+    let out = call_with(
+        args(&[
+            "sh",
+            "-c",
+            "echo planted >> \"$GOMODCACHE_AT\"/example.com/m.go && echo new > \"$GOMODCACHE_AT\"/n && cat \"$GOMODCACHE_AT\"/example.com/m.go",
+        ]),
+        &f.proj,
+        &f.home,
+        Mode::AllowAll,
+        &DenyAllAsker,
+        &RunCommandState::default(),
+        |o| {
+            o.env.push(("GOMODCACHE".into(), gomod.clone()));
+            o.env.push(("GOMODCACHE_AT".into(), gomod));
+        },
+    )
+    .await
+    .unwrap();
+    assert!(out.is_success(), "{out:?}");
+    assert!(out.output.contains("package m\nplanted"), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(moved.join("example.com/m.go")).unwrap(),
+        "package m\n"
+    );
+    assert!(!moved.join("n").exists());
+    assert_eq!(out.caches.changed, 2, "{:?}", out.caches);
 }

@@ -406,7 +406,7 @@ fn an_mcp_session_keeps_its_cache_views_lists_them_in_status_and_removes_them_at
     assert_no_survivors(&f.folder);
 }
 
-/// TRUST-3 (attack finding): where the system temp dir lies in `$HOME`, which every session's
+/// TRUST-3: where the system temp dir lies in `$HOME`, which every session's
 /// commands read, a session keeps no view for its next call: each call's view is its own.
 #[test]
 fn with_the_temp_dir_in_home_no_cache_view_is_kept_across_calls() {
