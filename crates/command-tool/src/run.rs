@@ -260,6 +260,9 @@ pub async fn command_with(
     .and_then(|r| r)
     .map_err(stage_error)?;
     sandbox.protected.extend(stage.protect());
+    // TRUST-1: what the stage found, by identity: a directory swapped for a link since then
+    // refuses the run instead of leaving the one found unprotected.
+    sandbox.found_at = stage.found().to_vec();
     sandbox.staged = stage
         .dirs()
         .iter()

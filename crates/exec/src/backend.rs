@@ -19,6 +19,7 @@ pub(crate) fn prepare(spec: &SandboxSpec) -> Result<Prepared, ExecError> {
         | linux_sandbox::SandboxError::CannotHideFile { .. }
         | linux_sandbox::SandboxError::CannotProtect { .. }
         | linux_sandbox::SandboxError::CannotFreeze { .. }
+        | linux_sandbox::SandboxError::Moved { .. }
         | linux_sandbox::SandboxError::TooManyMounts { .. }
         | linux_sandbox::SandboxError::TooManyEntries { .. }) => ExecError::Refused(e.to_string()),
         e => ExecError::Io(format!("cannot prepare the sandbox: {e}")),

@@ -118,6 +118,9 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
     for path in &spec.frozen {
         policy = policy.freeze(path.clone());
     }
+    for (path, (dev, ino)) in &spec.found_at {
+        policy = policy.found_at(path.clone(), *dev, *ino);
+    }
     for staged in &spec.staged {
         policy = policy.stage(
             staged.dir.clone(),

@@ -148,6 +148,13 @@ pub struct SandboxSpec {
     /// mount namespace can be made the run is refused, as for a protected path. On macOS the
     /// directory is protected (read-only).
     pub staged: Vec<Staged>,
+    /// Where the caller found some of the paths of [`protected`](SandboxSpec::protected) and
+    /// [`staged`](SandboxSpec::staged), by device and inode, each reached from its writable
+    /// root without following a link. A path that resolves to another file when the sandbox is
+    /// made (another process of the session swapped a directory on its way for a link) refuses
+    /// the run: protecting or staging what the link leads to would leave the file found
+    /// writable. Linux checks it; macOS's rules are paths.
+    pub found_at: Vec<(PathBuf, (u64, u64))>,
     /// Whether unix sockets may be made where the platform can keep the host's out of reach
     /// (Linux: a view of the grants only). `false` when a grant may hold another program's
     /// listening socket (an approved extra path such as `/tmp`, issue 16 review).
@@ -220,6 +227,7 @@ impl SandboxSpec {
             protected: Vec::new(),
             frozen: Vec::new(),
             staged: Vec::new(),
+            found_at: Vec::new(),
             unix_sockets: true,
             resources: crate::ResourceLimits::for_run(),
             temp_dir: Some(temp.path().to_path_buf()),
@@ -250,6 +258,7 @@ impl SandboxSpec {
             protected: Vec::new(),
             frozen: Vec::new(),
             staged: Vec::new(),
+            found_at: Vec::new(),
             unix_sockets: true,
             resources: crate::ResourceLimits::for_command(),
             temp_dir: Some(temp.path().to_path_buf()),
@@ -270,6 +279,7 @@ impl SandboxSpec {
             protected: Vec::new(),
             frozen: Vec::new(),
             staged: Vec::new(),
+            found_at: Vec::new(),
             unix_sockets: false,
             resources: crate::ResourceLimits::for_command(),
             temp_dir: None,

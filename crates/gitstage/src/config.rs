@@ -1,14 +1,21 @@
 //! Reading and changing a git config file through the host's own `git`, so that every quoting,
 //! continuation and subsection rule is git's: `git config --file F --list -z --no-includes`
-//! to read, `--unset-all` and `--add` to change (git locks and renames the file itself).
+//! to read, `--unset-all` and `--add` to change. A real config is never named to git by path:
+//! git edits a private copy, written back under `config.lock` through the directory's
+//! descriptor ([`Locked`]).
 //!
 //! The `git` run here is the system's (`/usr/bin`, `/bin`, `/usr/local/bin`), never one found on
 //! a `PATH` or in a workspace; it runs with an empty environment but for what makes it read
 //! nothing else (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`, no `HOME`), in `/`, and
 //! reads or writes only the named file: `--list --file` runs no program a config names.
 
+use std::io::{Read, Write};
+use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
 
 /// The system's git.
 #[derive(Debug, Clone)]
@@ -94,6 +101,149 @@ impl Git {
             }
         }
         Ok(())
+    }
+}
+
+/// A config file being changed the way git changes one, through its directory's descriptor:
+/// `config.lock` made exclusively beside it (a host's git at work holds it: the change waits
+/// for none and is refused), the current content copied to a private file the system's git
+/// edits, then the result written to the lock and renamed over `config`. Dropped without
+/// [`Locked::commit`], the lock is removed and `config` is as it was.
+pub(crate) struct Locked<'d> {
+    dir: BorrowedFd<'d>,
+    lock: Option<std::fs::File>,
+    copy: PathBuf,
+}
+
+const CONFIG: &str = "config";
+const CONFIG_LOCK: &str = "config.lock";
+
+/// The most bytes of a config file copied for an edit.
+const EDIT_MAX: u64 = 16 << 20;
+
+impl<'d> Locked<'d> {
+    /// Locks `config` in `dir` and copies it (empty when it does not exist) into `scratch`.
+    pub(crate) fn take(dir: BorrowedFd<'d>, scratch: &Path) -> Result<Locked<'d>, String> {
+        let current = match rustix::fs::openat(
+            dir,
+            CONFIG,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+            Mode::empty(),
+        ) {
+            Ok(fd) => Some(std::fs::File::from(fd)),
+            Err(Errno::NOENT) => None,
+            Err(Errno::LOOP) => {
+                return Err("it is a symbolic link; git's own config never is".into());
+            }
+            Err(e) => return Err(format!("cannot open it: {e}")),
+        };
+        let mode = match &current {
+            Some(file) => {
+                let meta = file
+                    .metadata()
+                    .map_err(|e| format!("cannot read it: {e}"))?;
+                if !meta.is_file() {
+                    return Err("it is not a regular file".into());
+                }
+                std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o666
+            }
+            None => 0o644,
+        };
+        let lock = rustix::fs::openat(
+            dir,
+            CONFIG_LOCK,
+            OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+        )
+        .map_err(|e| match e {
+            Errno::EXIST => {
+                "config.lock exists: a git of the host is changing it; its change stays".to_owned()
+            }
+            e => format!("cannot lock it: {e}"),
+        })?;
+        let locked = Locked {
+            dir,
+            lock: Some(std::fs::File::from(lock)),
+            copy: scratch.join("config-edit"),
+        };
+        let mut bytes = Vec::new();
+        if let Some(file) = current {
+            file.take(EDIT_MAX + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| format!("cannot read it: {e}"))?;
+            if bytes.len() as u64 > EDIT_MAX {
+                return Err(format!("it is larger than {EDIT_MAX} bytes"));
+            }
+        }
+        std::fs::write(&locked.copy, &bytes)
+            .map_err(|e| format!("cannot write a temporary copy: {e}"))?;
+        Ok(locked)
+    }
+
+    /// The private copy to edit.
+    pub(crate) fn copy(&self) -> &Path {
+        &self.copy
+    }
+
+    /// Writes the edited copy over `config`.
+    pub(crate) fn commit(mut self) -> Result<(), String> {
+        let mut lock = self.lock.take().ok_or("no lock")?;
+        let edited = std::fs::read(&self.copy).map_err(|e| format!("cannot read the edit: {e}"));
+        let written = edited.and_then(|bytes| {
+            lock.write_all(&bytes)
+                .and_then(|()| lock.sync_data())
+                .map_err(|e| format!("cannot write it: {e}"))
+        });
+        let renamed = written.and_then(|()| {
+            rustix::fs::renameat(self.dir, CONFIG_LOCK, self.dir, CONFIG)
+                .map_err(|e| format!("cannot replace it: {e}"))
+        });
+        if renamed.is_err() {
+            let _ = rustix::fs::unlinkat(self.dir, CONFIG_LOCK, AtFlags::empty());
+        }
+        let _ = std::fs::remove_file(&self.copy);
+        renamed
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        if self.lock.take().is_some() {
+            let _ = rustix::fs::unlinkat(self.dir, CONFIG_LOCK, AtFlags::empty());
+        }
+        let _ = std::fs::remove_file(&self.copy);
+    }
+}
+
+/// A private directory (mode 0700) in the system's temp dir for one edit, removed when
+/// dropped.
+pub(crate) struct Scratch(PathBuf);
+
+impl Scratch {
+    pub(crate) fn new() -> std::io::Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("gitstage-{}-{n}-{nanos}", std::process::id()));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(Scratch(path))
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -9,10 +9,11 @@
 //! `*.sample` files, a `config` with any other key, `commondir`, `config.worktree` and
 //! `info/attributes` are moved aside.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use crate::allow;
+use crate::beneath;
 use crate::config::Git;
 use crate::{Quarantined, Report};
 
@@ -20,52 +21,58 @@ use crate::{Quarantined, Report};
 pub const QUARANTINE_SUFFIX: &str = ".agent-exec-quarantined";
 
 /// Moves `path` aside to the first free `<path>.agent-exec-quarantined[.N]`, its files'
-/// execute bits off, and records it.
-pub(crate) fn quarantine(path: &Path, why: &str, user_may_keep: bool, report: &mut Report) {
-    let mut target = PathBuf::from(format!("{}{QUARANTINE_SUFFIX}", path.display()));
-    let mut n = 1;
-    while target.symlink_metadata().is_ok() {
-        target = PathBuf::from(format!("{}{QUARANTINE_SUFFIX}.{n}", path.display()));
-        n += 1;
-    }
-    let moved = std::fs::rename(path, &target).is_ok();
-    if moved {
-        strip_execute(&target);
-    }
+/// execute bits off, and records it. `path` is reached from the root of `roots` it lies in
+/// without following a link (a concurrent process may have swapped a parent for one): where
+/// it cannot be, it is reported unmoved.
+pub(crate) fn quarantine(
+    roots: &[PathBuf],
+    path: &Path,
+    why: &str,
+    user_may_keep: bool,
+    report: &mut Report,
+) {
+    let moved = move_aside(roots, path);
     report.quarantined.push(Quarantined {
         path: path.display().to_string(),
-        moved_to: moved.then(|| target.display().to_string()),
+        moved_to: moved.map(|p| p.display().to_string()),
         why: why.to_owned(),
         user_may_keep,
+        roots: roots.to_vec(),
     });
 }
 
-/// Clears the execute bits of `path` and, for a directory, of every file beneath it (links
-/// are not followed).
-fn strip_execute(path: &Path) {
-    let mut stack = vec![path.to_owned()];
-    while let Some(p) = stack.pop() {
-        let Ok(meta) = p.symlink_metadata() else {
-            continue;
-        };
-        if meta.is_dir() {
-            if let Ok(entries) = std::fs::read_dir(&p) {
-                stack.extend(entries.flatten().map(|e| e.path()));
+/// The most `.N` suffixes tried for a free name.
+const FREE_NAMES_MAX: usize = 1000;
+
+/// How deep beneath a quarantined directory execute bits are cleared.
+const STRIP_DEPTH: usize = 32;
+
+pub(crate) fn move_aside(roots: &[PathBuf], path: &Path) -> Option<PathBuf> {
+    use rustix::fs::RenameFlags;
+    let (dir, name) = beneath::open_parent_in(roots, path).ok()?;
+    for n in 0..FREE_NAMES_MAX {
+        let mut target = name.to_os_string();
+        target.push(QUARANTINE_SUFFIX);
+        if n > 0 {
+            target.push(format!(".{n}"));
+        }
+        // `NOREPLACE`: a name taken meanwhile is never overwritten.
+        match rustix::fs::renameat_with(&dir, name, &dir, &*target, RenameFlags::NOREPLACE) {
+            Ok(()) => {
+                beneath::strip_execute(dir.as_fd(), &target, STRIP_DEPTH);
+                return Some(path.with_file_name(target));
             }
-        } else if meta.is_file() {
-            let mode = meta.permissions().mode();
-            if mode & 0o111 != 0 {
-                let _ =
-                    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode & !0o111));
-            }
+            Err(rustix::io::Errno::EXIST) => {}
+            Err(_) => return None,
         }
     }
+    None
 }
 
 /// A repository the command made: what of it makes git run a program goes aside, in it and in
 /// every git directory beneath its `modules/` and `worktrees/`.
-pub(crate) fn new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
-    one_new_git_dir(dir, git, report);
+pub(crate) fn new_git_dir(roots: &[PathBuf], dir: &Path, git: Option<&Git>, report: &mut Report) {
+    one_new_git_dir(roots, dir, git, report);
     let mut stack: Vec<(PathBuf, usize)> = ["modules", "worktrees"]
         .iter()
         .map(|d| (dir.join(d), 0))
@@ -79,7 +86,7 @@ pub(crate) fn new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
                 continue;
             }
             if e.path().join("HEAD").symlink_metadata().is_ok() {
-                new_git_dir(&e.path(), git, report);
+                new_git_dir(roots, &e.path(), git, report);
             } else {
                 stack.push((e.path(), depth + 1));
             }
@@ -87,7 +94,7 @@ pub(crate) fn new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
     }
 }
 
-fn one_new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
+fn one_new_git_dir(roots: &[PathBuf], dir: &Path, git: Option<&Git>, report: &mut Report) {
     // Its index: `git checkout -- .` writes what it names.
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
@@ -99,6 +106,7 @@ fn one_new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
             let ordinary = std::fs::read(e.path()).is_ok_and(|b| crate::index::check(&b).is_ok());
             if !ordinary {
                 quarantine(
+                    roots,
                     &e.path(),
                     "a new repository's index naming a path git never checks out",
                     false,
@@ -115,6 +123,7 @@ fn one_new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
     });
     if live_hook || hooks.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
         quarantine(
+            roots,
             &hooks,
             "a new repository's hooks: git would run them",
             false,
@@ -131,7 +140,7 @@ fn one_new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
     ] {
         let path = dir.join(name);
         if path.symlink_metadata().is_ok() {
-            quarantine(&path, why, false, report);
+            quarantine(roots, &path, why, false, report);
         }
     }
     let config = dir.join("config");
@@ -153,6 +162,7 @@ fn one_new_git_dir(dir: &Path, git: Option<&Git>, report: &mut Report) {
     };
     if let Some(why) = refused {
         quarantine(
+            roots,
             &config,
             &format!("a new repository's config: {why}"),
             false,
@@ -184,7 +194,7 @@ pub(crate) fn gitlink_target(link: &Path) -> Option<PathBuf> {
 
 /// A `.gitmodules` the command made or changed: aside when a submodule's `update` runs a
 /// command or its URL is not one git fetches without running a program.
-pub(crate) fn gitmodules(path: &Path, git: Option<&Git>, report: &mut Report) {
+pub(crate) fn gitmodules(roots: &[PathBuf], path: &Path, git: Option<&Git>, report: &mut Report) {
     let why = match git {
         None => Some("no system git to check it with".to_owned()),
         Some(git) => match git.list(path) {
@@ -198,13 +208,14 @@ pub(crate) fn gitmodules(path: &Path, git: Option<&Git>, report: &mut Report) {
         },
     };
     if let Some(why) = why {
-        quarantine(path, &why, false, report);
+        quarantine(roots, path, &why, false, report);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_quarantined_name_moves_to_a_free_name_without_execute_bits() {
@@ -223,7 +234,7 @@ mod tests {
         )
         .unwrap();
         let mut report = Report::default();
-        quarantine(&hooks, "why", false, &mut report);
+        quarantine(&[dir.path().to_owned()], &hooks, "why", false, &mut report);
         let moved = dir.path().join(format!("hooks{QUARANTINE_SUFFIX}.1"));
         assert_eq!(
             report.quarantined[0].moved_to.as_deref(),
@@ -235,5 +246,26 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o111, 0);
+    }
+
+    #[test]
+    fn a_name_behind_a_link_is_reported_unmoved_and_what_the_link_leads_to_is_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let victim = dir.path().join("victim");
+        std::fs::create_dir_all(victim.join(".claude")).unwrap();
+        std::fs::create_dir(&root).unwrap();
+        std::os::unix::fs::symlink(&victim, root.join("b")).unwrap();
+        let mut report = Report::default();
+        quarantine(
+            std::slice::from_ref(&root),
+            &root.join("b/.claude"),
+            "why",
+            true,
+            &mut report,
+        );
+        assert_eq!(report.quarantined[0].moved_to, None);
+        assert!(victim.join(".claude").is_dir());
+        assert!(!victim.join(format!(".claude{QUARANTINE_SUFFIX}")).exists());
     }
 }

@@ -12,7 +12,11 @@
 //! `core.fsmonitor` and every other key that makes git run a program or read another file,
 //! `commondir`, `config.worktree`, `info/attributes` — is refused and reported, never applied:
 //! only the user sets those. A top-level file or a key the host changed meanwhile keeps the
-//! host's value and is reported as a conflict.
+//! host's value and is reported as a conflict. Each git directory is opened once, from its
+//! root without following a link, and read and written through that descriptor only (module
+//! `beneath`); [`Stage::found`] gives the sandbox the same identities, so another process
+//! that swaps a directory on the way for a link (a background task of the session) neither
+//! redirects the changes nor unprotects what was found.
 //! **Refuses to know:** how the copy is made (the sandbox shows the command each git directory
 //! through an overlay whose upper directory is the stage's; `linux_sandbox::Policy::stage`),
 //! which tool ran, and how a result is worded beyond [`Report`].
@@ -28,10 +32,11 @@
 //!
 //! # Example
 //! ```no_run
-//! use std::path::Path;
+//! use std::path::{Path, PathBuf};
 //!
-//! let found = gitstage::find(&[Path::new("/home/me/project")], 100_000);
-//! let stage = gitstage::Stage::create(Path::new("/tmp/call-1234/stage"), &found.dirs)?;
+//! let roots = [PathBuf::from("/home/me/project")];
+//! let found = gitstage::find(&[roots[0].as_path()], 100_000);
+//! let stage = gitstage::Stage::create(Path::new("/tmp/call-1234/stage"), &roots, &found.dirs)?;
 //! for dir in stage.dirs() {
 //!     // Hand dir.path, dir.upper, dir.work and dir.through to the sandbox; run the command.
 //!     let _ = (dir.path(), dir.upper(), dir.work(), dir.through());
@@ -40,11 +45,12 @@
 //! for refused in &report.refused {
 //!     eprintln!("not applied: {} {} ({})", refused.path, refused.what, refused.why);
 //! }
-//! # Ok::<(), std::io::Error>(())
+//! # Ok::<(), gitstage::StageError>(())
 //! ```
 #![deny(missing_docs)]
 
 mod allow;
+mod beneath;
 mod config;
 mod find;
 mod guard;
@@ -52,8 +58,10 @@ mod index;
 mod merge;
 
 use std::collections::BTreeMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -110,8 +118,11 @@ pub struct Report {
 /// One config change the allowlist refused: where, which key, the values the command left.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyChange {
-    /// The real config file.
+    /// The real config file, as the report names it.
     pub config: PathBuf,
+    /// The directory holding it, as the stage found it: a change is written there, wherever
+    /// that directory's path leads by then.
+    dir: PinnedDir,
     /// The key as `git config --list` names it.
     pub key: String,
     /// Its values in order (`None`: a bare boolean key); empty: removed.
@@ -149,8 +160,29 @@ impl Report {
 /// No system git, or git could not set it.
 pub fn apply_key(change: &KeyChange) -> Result<(), String> {
     let git = config::Git::find().ok_or("no system git to set it with")?;
-    git.replace(&change.config, &change.key, &change.values)
+    let scratch = tempfile_dir()?;
+    let edit = config::Locked::take(change.dir.0.as_fd(), &scratch)?;
+    git.replace(edit.copy(), &change.key, &change.values)?;
+    edit.commit()
 }
+
+/// A private directory for one config edit, removed when dropped.
+fn tempfile_dir() -> Result<config::Scratch, String> {
+    config::Scratch::new().map_err(|e| format!("cannot make a temporary directory: {e}"))
+}
+
+/// A directory descriptor shared by the stage and the changes it reports; equal when it is
+/// the same descriptor.
+#[derive(Debug, Clone)]
+pub(crate) struct PinnedDir(pub(crate) Arc<OwnedFd>);
+
+impl PartialEq for PinnedDir {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for PinnedDir {}
 
 impl Report {
     /// Whether nothing was applied, refused or in conflict.
@@ -189,6 +221,9 @@ pub struct Quarantined {
     /// on a yes that names it ([`restore`]). Not part of the JSON.
     #[serde(skip)]
     pub user_may_keep: bool,
+    /// The roots it lies in: [`restore`] reaches it from there, following no link.
+    #[serde(skip)]
+    pub(crate) roots: Vec<PathBuf>,
 }
 
 /// Puts a quarantined name back where the command made it, after the user confirmed keeping
@@ -198,10 +233,30 @@ pub struct Quarantined {
 /// It was never moved, or its place is taken, or the rename failed.
 pub fn restore(q: &Quarantined) -> Result<(), String> {
     let moved = q.moved_to.as_deref().ok_or("it was never moved")?;
-    if Path::new(&q.path).symlink_metadata().is_ok() {
-        return Err(format!("{} exists again", q.path));
-    }
-    std::fs::rename(moved, &q.path).map_err(|e| e.to_string())
+    let (dir, name) = beneath::open_parent_in(&q.roots, Path::new(&q.path))
+        .map_err(|e| format!("cannot reach it without following a link: {e}"))?;
+    let moved_name = Path::new(moved).file_name().ok_or("no name")?;
+    // `NOREPLACE`: whatever took its place since stays.
+    rustix::fs::renameat_with(
+        &dir,
+        moved_name,
+        &dir,
+        name,
+        rustix::fs::RenameFlags::NOREPLACE,
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::EXIST => format!("{} exists again", q.path),
+        e => e.to_string(),
+    })
+}
+
+/// Moves `path`, lying in one of `roots`, aside to the first free
+/// `<path>.agent-exec-quarantined[.N]` (never over another name) with its files' execute bits
+/// off, reaching it from its root without following a link: a directory on its way swapped
+/// for a link (another process of the session moves it) leaves it unmoved, never moves what
+/// the link leads to. Where it is now, or `None` when it could not be moved.
+pub fn move_aside(roots: &[PathBuf], path: &Path) -> Option<PathBuf> {
+    guard::move_aside(roots, path)
 }
 
 /// One refused change.
@@ -235,6 +290,17 @@ impl FileStamp {
             mtime_ns: m.mtime_nsec(),
         })
     }
+
+    /// The stamp of `rel` beneath `at`, no link followed.
+    pub(crate) fn at(at: BorrowedFd<'_>, rel: &Path) -> Option<FileStamp> {
+        let st = beneath::stat(at, rel)?;
+        Some(FileStamp {
+            ino: st.st_ino,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            mtime: st.st_mtime,
+            mtime_ns: i64::try_from(st.st_mtime_nsec).unwrap_or(0),
+        })
+    }
 }
 
 /// What the host's git directory held at the start: each top-level file's stamp (`None`:
@@ -256,73 +322,81 @@ const BASELINE_REFS_MAX: usize = 50_000;
 /// The most bytes of a config kept as a baseline.
 const BASELINE_CONFIG_MAX: u64 = 1 << 20;
 
+/// A directory entry's name, when it is one the baseline keeps (UTF-8).
+fn utf8_name(name: &[u8]) -> Option<&str> {
+    std::str::from_utf8(name).ok()
+}
+
 impl Baseline {
-    fn take(dir: &Path) -> Baseline {
+    /// Reads the git directory `dir` (its descriptor), following no link.
+    fn take(dir: BorrowedFd<'_>) -> Baseline {
+        use rustix::fs::FileType;
         let mut b = Baseline::default();
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_file()) {
-                    if let Some(name) = e.file_name().to_str() {
-                        b.files.insert(name.to_owned(), FileStamp::of(&e.path()));
-                    }
+        for (name, kind) in beneath::entries(dir) {
+            if kind == Some(FileType::RegularFile) {
+                if let Some(name) = utf8_name(&name) {
+                    b.files
+                        .insert(name.to_owned(), FileStamp::at(dir, Path::new(name)));
                 }
             }
         }
-        b.configs
-            .insert("config".to_owned(), read_config(&dir.join("config")));
+        b.configs.insert(
+            "config".to_owned(),
+            beneath::read(dir, Path::new("config"), BASELINE_CONFIG_MAX),
+        );
         // Loose refs and reflogs: a branch the host's git moved while the command ran keeps
         // the host's commit.
-        let mut stack: Vec<(PathBuf, String)> = ["refs", "logs"]
-            .iter()
-            .map(|d| (dir.join(d), (*d).to_owned()))
-            .collect();
+        let mut stack: Vec<String> = vec!["refs".to_owned(), "logs".to_owned()];
         let mut recorded = 0;
-        while let Some((path, rel)) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&path) else {
+        while let Some(rel) = stack.pop() {
+            let Ok(fd) = beneath::open_dir(dir, Path::new(&rel)) else {
                 continue;
             };
-            for e in entries.flatten() {
-                let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+            for (name, kind) in beneath::entries(fd.as_fd()) {
+                let Some(name) = utf8_name(&name) else {
                     continue;
                 };
                 let child = format!("{rel}/{name}");
-                match e.file_type() {
-                    Ok(t) if t.is_dir() => stack.push((e.path(), child)),
-                    Ok(t) if t.is_file() => {
+                match kind {
+                    Some(FileType::Directory) => stack.push(child),
+                    Some(FileType::RegularFile) => {
                         if recorded == BASELINE_REFS_MAX {
                             b.refs_incomplete = true;
                             continue;
                         }
                         recorded += 1;
-                        b.files.insert(child, FileStamp::of(&e.path()));
+                        b.files
+                            .insert(child, FileStamp::at(fd.as_fd(), Path::new(name)));
                     }
                     _ => {}
                 }
             }
         }
         // Submodules' git directories, a few levels down.
-        let mut stack = vec![(dir.join("modules"), "modules".to_owned(), 0)];
-        while let Some((path, rel, depth)) = stack.pop() {
+        let mut stack = vec![("modules".to_owned(), 0)];
+        while let Some((rel, depth)) = stack.pop() {
             if depth > 6 {
                 continue;
             }
-            let Ok(entries) = std::fs::read_dir(&path) else {
+            let Ok(fd) = beneath::open_dir(dir, Path::new(&rel)) else {
                 continue;
             };
-            for e in entries.flatten() {
-                if !e.file_type().is_ok_and(|t| t.is_dir()) {
-                    continue;
-                }
-                let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+            for (name, kind) in beneath::entries(fd.as_fd()) {
+                let Some(name) = utf8_name(&name).filter(|_| kind == Some(FileType::Directory))
+                else {
                     continue;
                 };
                 let child = format!("{rel}/{name}");
-                let config = e.path().join("config");
-                if config.is_file() {
-                    b.configs
-                        .insert(format!("{child}/config"), read_config(&config));
+                let config = Path::new(name).join("config");
+                if beneath::stat(fd.as_fd(), &config)
+                    .is_some_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+                {
+                    b.configs.insert(
+                        format!("{child}/config"),
+                        beneath::read(fd.as_fd(), &config, BASELINE_CONFIG_MAX),
+                    );
                 }
-                stack.push((e.path(), child, depth + 1));
+                stack.push((child, depth + 1));
             }
         }
         b
@@ -341,6 +415,10 @@ fn read_config(path: &Path) -> Option<Vec<u8>> {
 #[derive(Debug)]
 pub struct StagedDir {
     path: PathBuf,
+    /// The git directory as the stage found it, walking from its root without following a
+    /// link: the changes are applied here, wherever its path leads by then.
+    fd: PinnedDir,
+    id: (u64, u64),
     through: Vec<PathBuf>,
     upper: PathBuf,
     work: PathBuf,
@@ -364,6 +442,11 @@ impl StagedDir {
     /// Directories beneath the git directory written through (its `objects`).
     pub fn through(&self) -> &[PathBuf] {
         &self.through
+    }
+    /// The git directory's device and inode, as the stage found it: a sandbox stages this
+    /// directory only, never another one a link leads to by the time the command starts.
+    pub fn id(&self) -> (u64, u64) {
+        self.id
     }
 }
 
@@ -392,6 +475,8 @@ pub struct Stage {
     missing_hooks_paths: Vec<PathBuf>,
     /// Git directories past [`STAGED_MAX`]: read-only for the call ([`Stage::protect`]).
     read_only: Vec<PathBuf>,
+    /// Where [`Stage::protect`]'s paths and the staged directories were found ([`Stage::found`]).
+    found_at: Vec<(PathBuf, (u64, u64))>,
 }
 
 /// The most git directories one call stages (the sandbox's limit); the deeper ones are
@@ -430,6 +515,18 @@ pub enum StageError {
         /// The roots searched.
         roots: Vec<PathBuf>,
     },
+    /// A git directory or a protected path is no longer where the search found it, or a link
+    /// now stands on its way: another process moves directories of the roots.
+    #[error(
+        "{} changed while the call was being prepared (a directory on its way was moved or \
+         replaced by a link: another process, such as a background task, is moving it); \
+         run the call again when nothing else moves the workspace's directories",
+        path.display()
+    )]
+    Moved {
+        /// The path.
+        path: PathBuf,
+    },
     /// The staging area could not be made.
     #[error("cannot make the staging area: {0}")]
     Io(#[source] std::io::Error),
@@ -450,14 +547,27 @@ fn is_git_dir(dir: &Path) -> bool {
 }
 
 impl Stage {
-    /// Makes `base` (which must not exist) and a staging area for each of `dirs` in it.
+    /// Makes `base` (which must not exist) and a staging area for each of `dirs` in it. Each
+    /// git directory is opened from the root of `roots` it lies in without following a link
+    /// below it, and applied through that descriptor.
     ///
     /// # Errors
-    /// A directory could not be made; nothing is left behind.
-    pub fn create(base: &Path, dirs: &[GitDir]) -> std::io::Result<Stage> {
+    /// [`StageError::Moved`]: a git directory is not reached that way (it lies in no root,
+    /// or a link stands on its way); [`StageError::Io`]: a directory could not be made.
+    /// Nothing is left behind.
+    pub fn create(base: &Path, roots: &[PathBuf], dirs: &[GitDir]) -> Result<Stage, StageError> {
+        let mut pinned = Vec::with_capacity(dirs.len());
+        for dir in dirs {
+            let moved = || StageError::Moved {
+                path: dir.path.clone(),
+            };
+            let fd = beneath::open_dir_in(roots, &dir.path).map_err(|_| moved())?;
+            let st = rustix::fs::fstat(&fd).map_err(|_| moved())?;
+            pinned.push((fd, beneath::id_of(&st)));
+        }
         let mut builder = std::fs::DirBuilder::new();
         builder.mode(0o700);
-        builder.create(base)?;
+        builder.create(base).map_err(StageError::Io)?;
         let mut stage = Stage {
             base: base.to_owned(),
             dirs: Vec::with_capacity(dirs.len()),
@@ -469,22 +579,27 @@ impl Stage {
             hooks_paths: Vec::new(),
             missing_hooks_paths: Vec::new(),
             read_only: Vec::new(),
+            found_at: Vec::new(),
         };
-        for (i, dir) in dirs.iter().enumerate() {
+        for (i, (dir, (fd, id))) in dirs.iter().zip(pinned).enumerate() {
             let area = base.join(i.to_string());
             let (upper, work, scratch) = (area.join("u"), area.join("w"), area.join("s"));
             for d in [&area, &upper, &work, &scratch] {
-                builder.create(d)?;
+                builder.create(d).map_err(StageError::Io)?;
             }
+            stage.found_at.push((dir.path.clone(), id));
             stage.dirs.push(StagedDir {
                 path: dir.path.clone(),
                 through: dir.objects.iter().cloned().collect(),
                 upper,
                 work,
                 scratch,
-                baseline: Baseline::take(&dir.path),
+                baseline: Baseline::take(fd.as_fd()),
+                fd: PinnedDir(Arc::new(fd)),
+                id,
             });
         }
+        stage.roots = roots.to_vec();
         Ok(stage)
     }
 
@@ -532,7 +647,8 @@ impl Stage {
         found.dirs.sort_by_key(|d| d.path.components().count());
         // The shallowest get a private copy; the rest are read-only for this call.
         let staged = &found.dirs[..found.dirs.len().min(STAGED_MAX)];
-        let mut stage = Stage::create(base, staged).map_err(StageError::Io)?;
+        let owned_roots: Vec<PathBuf> = roots.iter().map(|r| r.to_path_buf()).collect();
+        let mut stage = Stage::create(base, &owned_roots, staged)?;
         stage.read_only = found.dirs[staged.len()..]
             .iter()
             .map(|d| d.path.clone())
@@ -578,14 +694,38 @@ impl Stage {
                 }
             }
         }
-        stage.roots = roots.iter().map(|r| r.to_path_buf()).collect();
         stage.git_link_targets = found
             .git_links
             .iter()
             .map(|l| (l.clone(), l.canonicalize().ok()))
             .collect();
         stage.before = found;
+        // Each protected path the search found (it follows no link) as it is now, reached from
+        // its root through no link: the sandbox protects this file, or refuses the call if a
+        // link now leads elsewhere. A `core.hooksPath` directory is named by config and may
+        // lie beyond a link of the user's: the sandbox protects it where the link leads.
+        let searched: Vec<PathBuf> = stage
+            .before
+            .autorun
+            .iter()
+            .chain(&stage.before.gitlinks)
+            .chain(&stage.read_only)
+            .cloned()
+            .collect();
+        for path in searched {
+            let id = beneath::identity_in(&stage.roots, &path)
+                .map_err(|_| StageError::Moved { path: path.clone() })?;
+            stage.found_at.push((path, id));
+        }
         Ok(stage)
+    }
+
+    /// Where the staged git directories and the paths of [`Stage::protect`] were found, by
+    /// device and inode, each reached from its root without following a link: a sandbox must
+    /// refuse to stage or protect anything else at those paths (a concurrent process may swap
+    /// a parent directory for a link between the search and the command's start).
+    pub fn found(&self) -> &[(PathBuf, (u64, u64))] {
+        &self.found_at
     }
 
     /// What must stay read-only for the whole call beside the staged directories: the auto-run
@@ -638,6 +778,7 @@ impl Stage {
             }
             merge::Merge {
                 real: &dir.path,
+                dir: &dir.fd,
                 upper: &dir.upper,
                 baseline: &dir.baseline,
                 git: git.as_ref(),
@@ -669,12 +810,13 @@ impl Stage {
         for dir in &after.dirs {
             let known = self.before.dirs.iter().any(|d| d.path == dir.path);
             if !known {
-                guard::new_git_dir(&dir.path, git, report);
+                guard::new_git_dir(&self.roots, &dir.path, git, report);
             }
         }
         for path in &after.autorun {
             if !self.before.autorun.contains(path) {
                 guard::quarantine(
+                    &self.roots,
                     path,
                     "auto-run configuration a host obeys without asking; only the user makes it",
                     true,
@@ -703,6 +845,7 @@ impl Stage {
             });
             if !inside_staged && !checked {
                 guard::quarantine(
+                    &self.roots,
                     link,
                     "a gitlink to a directory that is not a submodule's or a worktree's git \
                      directory",
@@ -730,6 +873,7 @@ impl Stage {
                 .is_some_and(|t| after.dirs.iter().any(|d| d.path == *t));
             if !staged && !checked {
                 guard::quarantine(
+                    &self.roots,
                     link,
                     "a .git link to a directory that is not a checked git directory",
                     false,
@@ -740,6 +884,7 @@ impl Stage {
         for hooks in &self.missing_hooks_paths {
             if hooks.symlink_metadata().is_ok() {
                 guard::quarantine(
+                    &self.roots,
                     hooks,
                     "the hooks directory the repository's core.hooksPath names: git runs it",
                     false,
@@ -753,7 +898,7 @@ impl Stage {
                 .get(path)
                 .is_some_and(|stamp| *stamp == FileStamp::of(path));
             if !unchanged {
-                guard::gitmodules(path, git, report);
+                guard::gitmodules(&self.roots, path, git, report);
             }
         }
         if after.truncated && report.not_searched.is_none() {

@@ -2,7 +2,9 @@
 //! after the command's whole tree has ended: each entry classified by [`crate::allow`],
 //! state installed by write-and-rename beneath the git directory's descriptor (no symbolic
 //! link followed), deletions (overlayfs whiteouts) applied, `config` key by key through the
-//! system's git, and everything else refused and reported. A top-level file, loose ref or
+//! system's git on a private copy written back under git's own lock (`config.lock`), and
+//! everything else refused and reported. Every read and write of the real directory goes
+//! through the descriptor the stage opened, never its path. A top-level file, loose ref or
 //! reflog the host changed during the call (its git ran meanwhile) is a conflict: the host's
 //! stays.
 
@@ -15,7 +17,8 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::allow::{self, PathKind};
-use crate::config::Git;
+use crate::beneath;
+use crate::config::{Git, Locked};
 use crate::{Applied, Baseline, Refused, Report};
 
 /// The most bytes of one config file read for the comparison.
@@ -27,7 +30,10 @@ const TEMP_SUFFIX: &str = ".agent-exec-merge";
 
 /// One staged git directory to apply.
 pub(crate) struct Merge<'a> {
+    /// The real git directory's path, as the report names it.
     pub(crate) real: &'a Path,
+    /// The real git directory as the stage found it: everything read and written beneath it.
+    pub(crate) dir: &'a crate::PinnedDir,
     pub(crate) upper: &'a Path,
     pub(crate) baseline: &'a Baseline,
     pub(crate) git: Option<&'a Git>,
@@ -42,7 +48,7 @@ pub(crate) struct Merge<'a> {
 
 impl Merge<'_> {
     pub(crate) fn run(mut self) {
-        let real = match open_dir(None, self.real) {
+        let real = match self.dir.0.try_clone() {
             Ok(fd) => fd,
             Err(e) => {
                 self.refuse(
@@ -156,17 +162,16 @@ impl Merge<'_> {
     }
 
     fn clear_missing(&mut self, real_dir: &OwnedFd, rel: &str, upper: &Path) {
-        let Ok(entries) = std::fs::read_dir(self.real.join(rel)) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
+        for (name, kind) in beneath::entries(real_dir.as_fd()) {
+            let Ok(name) = String::from_utf8(name) else {
+                continue;
+            };
             if upper.join(&name).symlink_metadata().is_ok() {
                 continue;
             }
-            let Some(name) = name.to_str() else { continue };
+            let name = name.as_str();
             let child_rel = format!("{rel}/{name}");
-            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let is_dir = kind == Some(rustix::fs::FileType::Directory);
             let class = allow::classify(&child_rel, is_dir);
             self.delete(real_dir, name, &child_rel, &class);
         }
@@ -205,17 +210,9 @@ impl Merge<'_> {
             return;
         }
         let path = self.real.join(rel);
-        let is_dir = path.symlink_metadata().is_ok_and(|m| m.is_dir());
-        let removed = if is_dir {
-            // Beneath a git directory's own state directory (`rebase-merge`): std's removal
-            // does not follow symbolic links.
-            std::fs::remove_dir_all(&path).map_err(|e| e.to_string())
-        } else {
-            match rustix::fs::unlinkat(real_dir, name, AtFlags::empty()) {
-                Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
-                Err(e) => Err(e.to_string()),
-            }
-        };
+        // A git directory's own state directory (`rebase-merge`) is shallow.
+        let removed =
+            beneath::remove_tree(real_dir.as_fd(), name.as_ref(), 16).map_err(|e| e.to_string());
         match removed {
             Ok(()) => self.applied(rel, "removed".to_owned()),
             Err(e) => self.refuse(
@@ -272,7 +269,7 @@ impl Merge<'_> {
                     );
                 }
             }
-            PathKind::Config => self.config(rel, upper),
+            PathKind::Config => self.config(real_dir, rel, upper),
             PathKind::Strategy => {
                 let bounded = read_bounded(upper);
                 let content = bounded.clone().unwrap_or_default();
@@ -333,7 +330,8 @@ impl Merge<'_> {
 
     /// Whether the copy's file holds what the real one holds (copied up, not changed).
     fn same_file(&self, rel: &str, upper: &Path) -> bool {
-        match (read_small(upper), read_small(&self.real.join(rel))) {
+        let real = beneath::read(self.dir.0.as_fd(), Path::new(rel), CONFIG_MAX * 64);
+        match (read_small(upper), real) {
             (Some(a), Some(b)) => a == b,
             _ => false,
         }
@@ -350,7 +348,7 @@ impl Merge<'_> {
         if at_start.is_none() && self.baseline.refs_incomplete && rel.contains('/') {
             return false;
         }
-        let now = crate::FileStamp::of(&self.real.join(rel));
+        let now = crate::FileStamp::at(self.dir.0.as_fd(), Path::new(rel));
         if at_start == now {
             return false;
         }
@@ -391,7 +389,7 @@ impl Merge<'_> {
 
     /// `config`: each key whose values the command changed, applied when allowed, refused
     /// (named with its values) otherwise; keys the host changed meanwhile keep the host's.
-    fn config(&mut self, rel: &str, upper: &Path) {
+    fn config(&mut self, real_dir: &OwnedFd, rel: &str, upper: &Path) {
         let real = self.real.join(rel);
         let Some(git) = self.git else {
             if !self.same_file(rel, upper) {
@@ -430,13 +428,21 @@ impl Merge<'_> {
         if changed.is_empty() {
             return;
         }
-        if !real.exists() {
-            if let Err(e) = File::options().write(true).create_new(true).open(&real) {
-                self.refuse(real, String::new(), format!("could not make it: {e}"));
+        // Changed the way git changes it, beneath the descriptor the stage found.
+        let edit = match Locked::take(real_dir.as_fd(), self.scratch) {
+            Ok(edit) => edit,
+            Err(e) => {
+                self.refuse(real, String::new(), format!("not changed: {e}"));
                 return;
             }
-        }
-        let now = git.list(&real).unwrap_or_default();
+        };
+        let now = git.list(edit.copy()).unwrap_or_default();
+        // Where a confirmed change is written later: this directory, not its path.
+        let pinned = real_dir
+            .try_clone()
+            .ok()
+            .map(|fd| crate::PinnedDir(std::sync::Arc::new(fd)));
+        let mut applied = Vec::new();
         for (key, values) in changed {
             let shown = show_values(&key, &values);
             let plain: Vec<String> = values
@@ -458,12 +464,15 @@ impl Merge<'_> {
                 || self.repoints_a_remote(&key, &was)
                 || self.names_a_repository_the_command_could_have_made(&key, &plain, &after);
             if value_refused || !allow::key_allowed(&key, &plain, module) {
-                self.report.refused_keys.push(crate::KeyChange {
-                    config: real.clone(),
-                    key: key.clone(),
-                    values: values.clone(),
-                    shown: shown.clone(),
-                });
+                if let Some(dir) = &pinned {
+                    self.report.refused_keys.push(crate::KeyChange {
+                        config: real.clone(),
+                        dir: dir.clone(),
+                        key: key.clone(),
+                        values: values.clone(),
+                        shown: shown.clone(),
+                    });
+                }
                 self.refuse(
                     real.clone(),
                     shown,
@@ -479,9 +488,24 @@ impl Merge<'_> {
                     .push(format!("{} ({key})", real.display()));
                 continue;
             }
-            match git.replace(&real, &key, &values) {
-                Ok(()) => self.applied(rel, shown),
+            match git.replace(edit.copy(), &key, &values) {
+                Ok(()) => applied.push(shown),
                 Err(e) => self.refuse(real.clone(), shown, format!("git could not set it: {e}")),
+            }
+        }
+        if applied.is_empty() {
+            return;
+        }
+        match edit.commit() {
+            Ok(()) => {
+                for shown in applied {
+                    self.applied(rel, shown);
+                }
+            }
+            Err(e) => {
+                for shown in applied {
+                    self.refuse(real.clone(), shown, format!("could not write it: {e}"));
+                }
             }
         }
     }

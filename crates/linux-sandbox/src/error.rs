@@ -59,6 +59,17 @@ pub enum SandboxError {
         /// The missing path.
         path: PathBuf,
     },
+    /// A protected or staged path resolves to another file than the caller found there
+    /// ([`Policy::found_at`](crate::Policy::found_at)).
+    #[error(
+        "{path:?} changed while the sandbox was being made (a directory on its way was moved \
+         or replaced by a link: another process, such as a background task, is moving it); \
+         run the command again when nothing else moves the workspace's directories"
+    )]
+    Moved {
+        /// The path.
+        path: PathBuf,
+    },
     /// A policy path exists but could not be opened or inspected.
     #[error("cannot open sandbox path {path:?}: {source}")]
     OpenPath {

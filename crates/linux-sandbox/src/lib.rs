@@ -135,6 +135,36 @@ mod tests {
     }
 
     #[test]
+    fn a_protected_path_that_resolves_elsewhere_than_it_was_found_refuses_the_policy() {
+        use std::os::unix::fs::MetadataExt;
+        if !testkit::sandbox_available() {
+            eprintln!("skipped: no sandbox on this machine");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        // Found at b/sub; then b was moved away and a link put in its place.
+        std::fs::create_dir_all(root.join("b.old/sub")).unwrap();
+        std::fs::create_dir_all(root.join("elsewhere/sub")).unwrap();
+        std::os::unix::fs::symlink(root.join("elsewhere"), root.join("b")).unwrap();
+        let found = std::fs::metadata(root.join("b.old/sub")).unwrap();
+        let there = std::fs::metadata(root.join("elsewhere/sub")).unwrap();
+        let policy = |(dev, ino): (u64, u64)| {
+            Policy::new()
+                .allow(&root, Access::READ | Access::WRITE)
+                .protect(root.join("b/sub"))
+                .found_at(root.join("b/sub"), dev, ino)
+        };
+        let err = policy((found.dev(), found.ino())).prepare().unwrap_err();
+        assert!(matches!(err, SandboxError::Moved { .. }), "{err}");
+        assert!(err.to_string().contains("run the command again"), "{err}");
+        // The same path found as what it resolves to now is no refusal of this kind.
+        if let Err(err) = policy((there.dev(), there.ino())).prepare() {
+            assert!(!matches!(err, SandboxError::Moved { .. }), "{err}");
+        }
+    }
+
+    #[test]
     fn single_program_policy_refuses_other_executables() {
         if !testkit::sandbox_available() {
             return;

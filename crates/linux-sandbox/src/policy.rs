@@ -144,6 +144,8 @@ pub struct Policy {
     pub(crate) frozen: Vec<PathBuf>,
     /// Directories seen through a private copy ([`Policy::stage`]).
     pub(crate) staged: Vec<crate::stage::StageRequest>,
+    /// Where the caller found protected or staged paths ([`Policy::found_at`]).
+    pub(crate) found: Vec<(PathBuf, u64, u64)>,
     pub(crate) network: Network,
     pub(crate) spawn: Spawn,
     pub(crate) scopes: Scopes,
@@ -176,6 +178,7 @@ impl Policy {
             protected: Vec::new(),
             frozen: Vec::new(),
             staged: Vec::new(),
+            found: Vec::new(),
             network: Network::None,
             spawn: Spawn::Allowed,
             scopes: Scopes::default(),
@@ -321,6 +324,18 @@ impl Policy {
             work: work.into(),
             through,
         });
+        self
+    }
+
+    /// Says that the caller found `path` (a path it also [protects](Policy::protect) or
+    /// [stages](Policy::stage)) as the file with device `dev` and inode `ino`, reached from its
+    /// writable grant without following a link. Where `path` resolves to another file at
+    /// [`prepare`](Policy::prepare) — another process swapped a directory on its way for a
+    /// link — the policy is refused ([`SandboxError::Moved`](crate::SandboxError::Moved)):
+    /// protecting what the link leads to would leave the file found writable. The child checks
+    /// the same identity when it mounts.
+    pub fn found_at(mut self, path: impl Into<PathBuf>, dev: u64, ino: u64) -> Self {
+        self.found.push((path.into(), dev, ino));
         self
     }
 

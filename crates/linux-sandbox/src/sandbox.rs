@@ -635,8 +635,18 @@ impl Policy {
                 return Err(SandboxError::RelativePath { path: path.clone() });
             }
             let Some((fd, file_id)) = open_path(path, true)? else {
+                if self.found.iter().any(|(p, _, _)| p == path) {
+                    return Err(SandboxError::Moved { path: path.clone() });
+                }
                 return Ok(None);
             };
+            let moved = self
+                .found
+                .iter()
+                .any(|(p, dev, ino)| p == path && (*dev, *ino) != (file_id.dev, file_id.ino));
+            if moved {
+                return Err(SandboxError::Moved { path: path.clone() });
+            }
             let canonical =
                 isolate::canonical_path_of(fd.as_fd()).map_err(|e| open_error(path, e))?;
             Ok(Some(isolate::Covered {

@@ -36,7 +36,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -713,30 +713,13 @@ pub(crate) fn modules_danger(e: &Entry) -> bool {
                     .starts_with("ext::")))
 }
 
-/// Moves each finding aside: `<name>.agent-exec-quarantined` (a free name), execute bits off.
-pub(crate) fn quarantine(findings: Vec<(PathBuf, String)>) -> Vec<Quarantined> {
+/// Moves each finding aside: `<name>.agent-exec-quarantined` (a free name), execute bits off,
+/// each reached from its root in `roots` without following a link (`gitstage::move_aside`).
+pub(crate) fn quarantine(roots: &[PathBuf], findings: Vec<(PathBuf, String)>) -> Vec<Quarantined> {
     findings
         .into_iter()
         .map(|(path, why)| {
-            let mut dest = None;
-            for n in 0..100 {
-                let mut name = path.file_name().unwrap_or_default().to_os_string();
-                name.push(QUARANTINE_SUFFIX);
-                if n > 0 {
-                    name.push(format!(".{n}"));
-                }
-                let d = path.with_file_name(name);
-                if std::fs::symlink_metadata(&d).is_ok() {
-                    continue;
-                }
-                if std::fs::rename(&path, &d).is_ok() {
-                    dest = Some(d);
-                }
-                break;
-            }
-            if let Some(d) = &dest {
-                strip_exec(d);
-            }
+            let dest = gitstage::move_aside(roots, &path);
             Quarantined {
                 path: path.to_string_lossy().into_owned(),
                 moved_to: dest.map(|d| d.to_string_lossy().into_owned()),
@@ -744,34 +727,6 @@ pub(crate) fn quarantine(findings: Vec<(PathBuf, String)>) -> Vec<Quarantined> {
             }
         })
         .collect()
-}
-
-fn strip_exec(p: &Path) {
-    let Ok(m) = std::fs::symlink_metadata(p) else {
-        return;
-    };
-    if m.file_type().is_symlink() {
-        return;
-    }
-    let _ = std::fs::set_permissions(
-        p,
-        std::fs::Permissions::from_mode(m.permissions().mode() & !0o111),
-    );
-    if m.is_dir() {
-        // A quarantined hooks directory: its files lose their execute bits too.
-        if let Ok(entries) = std::fs::read_dir(p) {
-            for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_file()) {
-                    strip_exec(&e.path());
-                }
-            }
-        }
-        // The directory itself stays listable.
-        let _ = std::fs::set_permissions(
-            p,
-            std::fs::Permissions::from_mode((m.permissions().mode() & !0o022) | 0o700),
-        );
-    }
 }
 
 /// What the guard did after one run.
@@ -803,7 +758,7 @@ pub(crate) fn after_run(before: &Snapshot, roots: &[PathBuf]) -> Guarded {
     unchecked.sort();
     unchecked.dedup();
     Guarded {
-        quarantined: quarantine(before.findings(&after)),
+        quarantined: quarantine(roots, before.findings(&after)),
         unchecked,
         ..Guarded::default()
     }
@@ -994,6 +949,7 @@ pub(crate) fn protected_paths(snapshot: &Snapshot, roots: &[PathBuf]) -> Vec<Pat
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn keys(text: &str) -> Vec<String> {
         parse_config(text).iter().map(Entry::key).collect()
@@ -1099,7 +1055,7 @@ mod tests {
         ] {
             assert!(f.contains(&p), "{p:?} not in {f:?}");
         }
-        let q = quarantine(after.findings(&later));
+        let q = quarantine(std::slice::from_ref(&root), after.findings(&later));
         assert_eq!(q.len(), f.len());
         assert!(!g.join("hooks/pre-commit").exists());
         let moved = g.join("hooks/pre-commit.agent-exec-quarantined");

@@ -384,7 +384,7 @@ pub(crate) fn protected(roots: &[PathBuf], home: &Path, host: &[PathBuf]) -> Vec
             if meta.as_ref().is_ok_and(|m| m.is_dir()) {
                 let hooks = git.join("hooks");
                 if std::fs::symlink_metadata(&hooks).is_err() {
-                    let _ = std::fs::create_dir(&hooks);
+                    make_hooks_dir(root, &git);
                 }
                 out.push(hooks);
                 out.push(git.join("config"));
@@ -407,6 +407,31 @@ pub(crate) fn protected(roots: &[PathBuf], home: &Path, host: &[PathBuf]) -> Vec
     out.sort();
     out.dedup();
     out
+}
+
+/// Makes the empty `hooks` directory of the git directory `git` (beneath `root`), reaching it
+/// from `root` without following a link: another process of the session may have swapped a
+/// directory on the way for a link into someone else's repository.
+fn make_hooks_dir(root: &Path, git: &Path) {
+    use rustix::fs::{Mode, OFlags};
+    let Ok(rel) = git.strip_prefix(root) else {
+        return;
+    };
+    let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::RDONLY;
+    let Ok(mut at) = rustix::fs::open(root, OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+    else {
+        return;
+    };
+    for part in rel.components() {
+        let std::path::Component::Normal(name) = part else {
+            return;
+        };
+        match rustix::fs::openat(&at, name, flags, Mode::empty()) {
+            Ok(next) => at = next,
+            Err(_) => return,
+        }
+    }
+    let _ = rustix::fs::mkdirat(&at, "hooks", Mode::from_raw_mode(0o755));
 }
 
 /// Startup files a writable root holds that do not exist: a command could create them, and a

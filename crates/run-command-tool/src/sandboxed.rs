@@ -362,6 +362,9 @@ pub(crate) async fn run(
         .collect();
     sandbox.protected.sort();
     sandbox.protected.dedup();
+    // TRUST-1: what the stage found, by identity: a directory swapped for a link since then
+    // refuses the run instead of leaving the one found unprotected.
+    sandbox.found_at = stage.found().to_vec();
     // TRUST-3: a file with another name elsewhere (a store's, another clone's) is read-only.
     let linked_roots: Vec<PathBuf> = prepared
         .write_paths
