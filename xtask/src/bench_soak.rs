@@ -1,5 +1,5 @@
 //! `cargo xtask bench soak [--calls N] [--concurrency C] [--uid U] [--agent-exec PATH]`: the MCP
-//! soak (issue 20 §4). N mixed `tools/call` requests (default 10 000), C in flight at once
+//! soak. N mixed `tools/call` requests (default 10 000), C in flight at once
 //! (default 16), through ONE `agent-exec mcp --workspace DIR` process over stdio, spoken to by
 //! the small JSON-RPC client below (threads and `serde_json`; nothing else in the timing).
 //!

@@ -1,6 +1,6 @@
 //! `cargo xtask matrix [--full]`: the escape suite (`tests/tests/escape.rs` and
 //! `private_world.rs`) and the liveness suite (`tests/tests/liveness.rs`) under each sandbox
-//! capability level this project supports, each forced on this one machine (issue 20 part 2;
+//! capability level this project supports, each forced on this one machine (
 //! DESIGN invariants 2 and 4; the levels are described in docs/architecture.md, "Capability
 //! matrix"):
 //!

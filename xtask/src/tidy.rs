@@ -132,7 +132,7 @@ fn metadata(no_deps: bool) -> serde_json::Value {
 }
 
 /// The crates `testkit::require` asks whether a capability is present: the code under test's own
-/// probes, so a test skips exactly when that code would refuse to run (issue 17).
+/// probes, so a test skips exactly when that code would refuse to run.
 const TESTKIT_PROBES: &[&str] = &["linux-sandbox", "proctree"];
 
 /// `Some(violation)` when a dependency edge between two workspace crates breaks DESIGN's layering.
@@ -251,7 +251,7 @@ fn no_dependency_is_gpl_only() {
     );
 }
 
-// ---- drift between the docs, the workspace and its manifests (issue 17) ----------------------
+// ---- drift between the docs, the workspace and its manifests ---------------------------------
 
 /// The directory of each workspace member, relative to the root (`crates/exec`, `xtask`).
 fn member_dirs(meta: &serde_json::Value) -> BTreeSet<String> {

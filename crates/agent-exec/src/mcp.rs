@@ -121,11 +121,10 @@
 //!
 //! # Why not `rmcp`
 //!
-//! This server was built on the official Rust SDK's service loop and stdio transport. Every
-//! failure of issue 15 lived in that loop, below any handler we could write: requests in flight
-//! are kept in a map by id, so a duplicate id replaced the first's entry and the second's reply
-//! was dropped; it never stops reading, and spawns one task per reply waiting to be written,
-//! so a client that does not read grows the server without bound; an unparsable line or one
+//! The official Rust SDK's service loop and stdio transport fail below any handler we could
+//! write. Requests in flight are kept in a map by id, so a duplicate id replaces the first's
+//! entry and the second's reply is dropped. It never stops reading, and spawns one task per
+//! reply waiting to be written, so a client that does not read grows the server without bound; an unparsable line or one
 //! whose id it cannot route is dropped unanswered; the last line without `\n` is discarded at
 //! end of input; wrong params fall through its untagged request enum to "method not found";
 //! a request before `initialize` is answered with the 2026 per-request `_meta` error; and a
@@ -354,7 +353,7 @@ impl McpServer {
     /// not serve the three: nobody here would hear its tasks.
     pub fn add_session(&mut self, session: &Session) -> Vec<String> {
         // Not `Session::keep_mirror_warm`: its folder journal misses changes it cannot hear
-        // (an attack of issue 21: writes through a hard link made elsewhere, remote or FUSE
+        // (writes through a hard link made elsewhere, remote or FUSE
         // edits, mounts), so every turn refreshes by the walk, one `statx` per file.
         let mut skipped = Vec::new();
         let mut added_background = Vec::new();

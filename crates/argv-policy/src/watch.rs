@@ -1,4 +1,4 @@
-//! File-watcher detection (RC-15, issue 9 rule 6).
+//! File-watcher detection (RC-15).
 //!
 //! A watcher never ends and `run_command` waits for the end, so it is refused before start with a
 //! pointer to `background_command`. Detected:

@@ -37,7 +37,7 @@
 //! placed inside a toolchain home by the user is not scanned for (read-only grants never
 //! are, CMD-9).
 //!
-//! **Pinned paths (issue 14).** The work root and every extra path are opened once, when they
+//! **Pinned paths.** The work root and every extra path are opened once, when they
 //! are validated (extra paths with `openat2(RESOLVE_NO_SYMLINKS)`, the root and the temp dir
 //! as `RootLease`s); the hard-link scan and the sandbox rules use those descriptors, never the
 //! path looked up again. A path swapped for a symbolic link after validation grants nothing

@@ -1,4 +1,4 @@
-//! Unix sockets of other programs inside an extra path (issue 16 review): refused before
+//! Unix sockets of other programs inside an extra path: refused before
 //! anything runs.
 //!
 //! **Why.** Landlock below ABI 9 does not govern `connect` or `sendto` on a pathname socket,

@@ -128,7 +128,7 @@ pub struct CommandOutput {
     pub descendants_stopped: usize,
     /// What the sandbox enforced on this machine, in words: the Landlock ABI, whether the
     /// command had private mount and IPC namespaces, and any protection that is missing here
-    /// (issue 14). Not in seed 000; ours.
+    /// (a field of ours, beyond the tool's original description).
     pub sandbox: String,
     /// With `status: limitExceeded`: the limit, its value, what to do and the stable code
     /// (`AGENT_EXEC_LIMIT_EXCEEDED`), in one sentence. Absent otherwise.

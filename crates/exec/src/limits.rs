@@ -386,7 +386,7 @@ impl Enforcer {
     fn name(self, limit: Limit) -> &'static str {
         match self {
             // RLIMIT_DATA counts private memory only: shared mappings, memfd and SysV shm are
-            // not in it (issue 20 attack 1).
+            // not in it.
             Enforcer::ProcessRlimit if limit == Limit::Memory => {
                 "rlimit per process, private memory only"
             }

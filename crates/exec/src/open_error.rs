@@ -1,4 +1,4 @@
-//! The one `fsguard::OpenError → ErrorCode` mapping the tools share (issue 17): `run`,
+//! The one `fsguard::OpenError → ErrorCode` mapping the tools share: `run`,
 //! `command` and the file tools all open workspace paths through `fsguard` and must answer a
 //! failed open with the same code. It lives here because this is the lowest crate that knows
 //! both `fsguard`'s errors and `toolscope`'s codes, and every tool crate depends on it.

@@ -57,7 +57,7 @@ pub enum Network {
     /// itself is refused too while the kernel cannot restrict connecting to *pathname* unix
     /// sockets (Landlock ABI < 9): otherwise the session D-Bus socket or a Docker socket would be
     /// a way out — unless the program's view is a new root holding only the grants (a shell
-    /// with private namespaces, issue 16; see
+    /// with private namespaces; see
     /// [`Enforcement::private_root`](crate::Enforcement::private_root)), where those sockets
     /// are not, and the abstract-socket scope holds. `socketpair(AF_UNIX)` always works.
     #[default]
@@ -150,12 +150,12 @@ pub struct Policy {
     pub(crate) abi_limit: Option<u8>,
     pub(crate) launch: Launch,
     pub(crate) namespaces: bool,
-    /// Whether unix sockets may be made where the view holds only the grants (issue 16 review).
+    /// Whether unix sockets may be made where the view holds only the grants.
     pub(crate) unix_in_view: bool,
     /// A writable grant to cover with a fresh tmpfs of this many bytes (LIM-1).
     pub(crate) bounded_temp: Option<(PathBuf, u64)>,
     /// Whether a policy that may spawn is refused where a shell would get out
-    /// ([`Policy::refuse_uncontained_shell`], issue 20).
+    /// ([`Policy::refuse_uncontained_shell`]).
     pub(crate) refuse_uncontained: bool,
 }
 
@@ -219,7 +219,7 @@ impl Policy {
     /// Grants `access` beneath the file or directory `fd` names (an `O_PATH` or ordinary
     /// descriptor), opened by the caller when it validated the path. The rule is made on this
     /// descriptor and `path` is never looked up again, so a path swapped for a symbolic link
-    /// after validation changes nothing (issue 14). `path` names the grant in errors.
+    /// after validation changes nothing. `path` names the grant in errors.
     pub fn allow_fd(mut self, path: impl Into<PathBuf>, fd: Arc<OwnedFd>, access: Access) -> Self {
         self.rules.push(PathRule {
             path: path.into(),
@@ -247,7 +247,7 @@ impl Policy {
     /// gets no cover (and needs no namespace).
     ///
     /// Beneath a read-only directory grant of the caller's, Landlock does not grant a hidden
-    /// path either, existing or not (issue 18 review 5): the grant gets no rule on its root but
+    /// path either, existing or not: the grant gets no rule on its root but
     /// `READ_DIR` on it and on each directory on the way to a hidden path, and its rights on
     /// every other entry of those directories that exists at `prepare` (symbolic links get
     /// none). So a private directory the host makes during the call (`~/.docker`), or a file it
@@ -334,7 +334,7 @@ impl Policy {
     /// Whether the program may make unix sockets where its view holds only the grants (default
     /// `true`; see [`Network::None`]). Pass `false` when a grant may hold another program's
     /// listening socket: a user's approved `/tmp` holds tmux's and ssh-agent's, and Landlock
-    /// below ABI 9 does not govern `connect` (issue 16 review). `socketpair` always works.
+    /// below ABI 9 does not govern `connect`. `socketpair` always works.
     pub fn unix_sockets_in_view(mut self, allowed: bool) -> Self {
         self.unix_in_view = allowed;
         self

@@ -1,4 +1,4 @@
-//! The trash directory `rm` (RC-4) moves a file to must be the user's own (issue 18, finding
+//! The trash directory `rm` (RC-4) moves a file to must be the user's own (finding
 //! 6): another user may plant `/dev/shm/.Trash-1001 -> /dev/shm/evtrash` (mode 777) and read
 //! what uid 1001 "removes" there.
 //!

@@ -304,7 +304,7 @@ impl ProfileSpec {
                             .filters(programs())
                             .filters(rw_filters.iter().cloned())
                             // An approved read-only extra path runs its tools (`~/.cargo`
-                            // runs `cargo`, issue 16), as on Linux.
+                            // runs `cargo`), as on Linux.
                             .filters(ro_filters.iter().cloned()),
                     )
                     .rule(

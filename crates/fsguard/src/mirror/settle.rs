@@ -1,4 +1,4 @@
-//! The write-back's replacements and deletions, held undoable until verified (issue 15, item 1;
+//! The write-back's replacements and deletions, held undoable until verified (
 //! DESIGN invariant 7).
 //!
 //! A check of the folder's file right before it is replaced cannot be enough: a user's save

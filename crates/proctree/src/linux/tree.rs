@@ -328,7 +328,7 @@ impl Command {
     }
 
     /// Has the supervisor remove `dir` if the host dies while the command runs — after it has
-    /// killed and reaped the whole tree (issue 15 §4). Directories in scope of a
+    /// killed and reaped the whole tree. Directories in scope of a
     /// [`remove_if_host_dies`](crate::remove_if_host_dies) future being polled are added
     /// too; at most four in all (the rest are left to the host and to
     /// [`sweep_orphans`](crate::sweep_orphans)).
@@ -338,7 +338,7 @@ impl Command {
         self
     }
 
-    /// Makes the supervisor the command's hard-link broker (issue 16, LIVE-2): `channel` is one
+    /// Makes the supervisor the command's hard-link broker (LIVE-2): `channel` is one
     /// end of a unix socket pair whose other end the [`pre_exec`](Self::pre_exec) hook holds.
     /// Before `execve` the hook sends over it, in one message with `SCM_RIGHTS`, a seccomp
     /// listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`, for a filter that returns
