@@ -1,6 +1,6 @@
 //! The escape suite: each test tries one way out of the sandbox through `exec::run` and asserts
 //! the attempt failed, nothing outside the scope changed, and no process it started is alive
-//! (SPEC RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; DESIGN invariants 2, 4). Liveness tests show the
+//! (RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; invariants 2, 4). Liveness tests show the
 //! same specs still run real work. Run as root, then again as uid 65534 by
 //! `every_test_also_holds_unprivileged`.
 #![cfg(target_os = "linux")]

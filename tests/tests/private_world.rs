@@ -1,4 +1,4 @@
-//! The command's own world (issue 16 part 2, SPEC LIVE-2): a private `/proc` of its PID
+//! The command's own world (issue 16 part 2, LIVE-2): a private `/proc` of its PID
 //! namespace and a private `/dev/shm`, through `exec::run` with the `command` spec. Both
 //! directions: what works (`ps`, `/proc/self`, Python's multiprocessing and shared memory) and
 //! what stays out of reach (the host's processes, the supervisor that is PID 1, the host's and

@@ -102,7 +102,7 @@ fn no_ignored_tests() {
     );
 }
 
-/// The layer of each workspace member, as in DESIGN.md: arrows only point down. `testkit` is
+/// The layer of each workspace member, as in docs/architecture.md: arrows only point down. `testkit` is
 /// test-only: it may be only a dev-dependency, and it depends on no workspace crate but the
 /// leaves whose probes decide its capability skips ([`TESTKIT_PROBES`]; checked in
 /// `workspace_dependency_arrows_point_down`).
@@ -135,7 +135,7 @@ fn metadata(no_deps: bool) -> serde_json::Value {
 /// probes, so a test skips exactly when that code would refuse to run.
 const TESTKIT_PROBES: &[&str] = &["linux-sandbox", "proctree"];
 
-/// `Some(violation)` when a dependency edge between two workspace crates breaks DESIGN's layering.
+/// `Some(violation)` when a dependency edge between two workspace crates breaks the layering.
 /// `dev` edges to `testkit` are allowed from anywhere; any other edge to it is not.
 fn forbidden_edge(from: &str, to: &str, dev: bool) -> Option<String> {
     if to == "testkit" {
@@ -193,7 +193,7 @@ fn workspace_dependency_arrows_point_down() {
         let from = pkg["name"].as_str().unwrap();
         assert!(
             layer(from).is_some(),
-            "workspace member `{from}` has no layer; add it to tidy::layer and DESIGN.md"
+            "workspace member `{from}` has no layer; add it to tidy::layer and docs/architecture.md"
         );
         for dep in pkg["dependencies"].as_array().unwrap() {
             if dep["path"].is_string() {

@@ -86,7 +86,7 @@
 //!   connection lasts. When the connection ends — stdin closed and every reply written, or
 //!   stdout gone — every task is stopped and waited for and the session's log directory
 //!   removed ([`Session::end_background`]) before the server exits: nothing outlives the
-//!   connection (DESIGN invariant 4).
+//!   connection (invariant 4).
 //! - **Each event is a `notifications/message`** (MCP logging) from logger
 //!   [`BACKGROUND_LOGGER`] (`"agent-exec/background"`), its `data` the event's JSON exactly as
 //!   the library serialises it — structured content whose `"event"` is `started`, `report`,
@@ -443,7 +443,7 @@ impl McpServer {
             .and_then(Background::take_events)
             .map(|events| tokio::spawn(deliver(events, self.notifier.clone())));
         let served = conn::serve(Arc::new(self), std::io::stdin(), std::io::stdout(), watch).await;
-        // Nothing outlives the connection (DESIGN invariant 4): the tasks end with it, also
+        // Nothing outlives the connection (invariant 4): the tasks end with it, also
         // when reading failed.
         if let Some(b) = &background {
             b.session.end_background().await;

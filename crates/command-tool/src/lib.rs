@@ -1,5 +1,5 @@
 //! The `command` tool: one `/bin/sh -c` command line in a `direct` or `app-private` work
-//! scope, under a deny-default sandbox. SPEC: CMD-1…CMD-11, CMD-13; DESIGN invariant 1.
+//! scope, under a deny-default sandbox. CMD-1…CMD-11, CMD-13; invariant 1.
 //!
 //! **Owns:** the wire types [`CommandArguments`] / [`CommandOutput`] (exact camelCase names,
 //! unknown fields refused, JSON Schemas) and [`Status`]; argument validation ([`validate`]);

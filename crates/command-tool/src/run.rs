@@ -29,7 +29,7 @@ const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
 
 /// Runs one `command` call.
 ///
-/// In order (DESIGN "One call, end to end"; nothing is asked, created or started before the
+/// In order (docs/architecture.md, "The path of one call"; nothing is asked, created or started before the
 /// step that needs it):
 /// 1. [`validate`] the arguments (`AGENT_EXEC_ARGUMENTS_INVALID`, `AGENT_EXEC_PATH_INVALID`).
 /// 2. Verify the work-root lease (CMD-8): a replaced root is `AGENT_EXEC_CANCELLED`.

@@ -135,7 +135,7 @@ pub struct CommandOutput {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_exceeded: Option<String>,
     /// Accesses the sandbox refused that the output names (`Permission denied` on a path the
-    /// policy denies), with why and what to do (SPEC LIVE-4). Absent when there is none: a
+    /// policy denies), with why and what to do (LIVE-4). Absent when there is none: a
     /// permission error the policy did not cause (a file's own mode) is not listed. At most 16.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denials: Vec<Denial>,
@@ -159,7 +159,7 @@ pub struct CommandOutput {
     pub caches: exec::CacheReport,
 }
 
-/// One access the sandbox refused (SPEC LIVE-4), derived from the policy itself.
+/// One access the sandbox refused (LIVE-4), derived from the policy itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Denial {

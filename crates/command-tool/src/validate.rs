@@ -1,4 +1,4 @@
-//! "Validate, then act" (DESIGN invariant 1) for `command`: CMD-4's inputs and CMD-3's extra
+//! "Validate, then act" (invariant 1) for `command`: CMD-4's inputs and CMD-3's extra
 //! paths, checked before anything is asked, created or started.
 
 use std::os::fd::OwnedFd;

@@ -1,6 +1,6 @@
 //! Bounded capture of one output pipe.
 //!
-//! Every byte is read until EOF (DESIGN invariant 5: a child must never block on a full pipe);
+//! Every byte is read until EOF (invariant 5: a child must never block on a full pipe);
 //! only the first `cap` bytes are kept. What happens past the cap is the caller's choice,
 //! signalled through `over_cap`: in `OnCap::Kill` mode the runner stops the tree at the first byte
 //! over the cap (RUN-9), in `OnCap::Truncate` mode the command keeps running and the rest is

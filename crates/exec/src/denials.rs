@@ -1,4 +1,4 @@
-//! Denials the agent can act on (SPEC LIVE-4): which of the paths a command's
+//! Denials the agent can act on (LIVE-4): which of the paths a command's
 //! output names with a permission error the *sandbox* refused, what access, why, and what to do.
 //!
 //! **Owns:** a bounded scanner for the error shapes common tools print ([`scan`]: coreutils,

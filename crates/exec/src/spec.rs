@@ -6,7 +6,7 @@
 //! start — loader and libraries, program directories, `/etc` files — differ per platform, so
 //! each backend adds its own: [`linux`](crate::linux) from ELF headers and a short list,
 //! `seatbelt` from its profile constants. A spec holds paths as data, never profile or shell
-//! text (DESIGN invariant 6).
+//! text (invariant 6).
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};

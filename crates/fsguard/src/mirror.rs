@@ -1,5 +1,5 @@
 //! `Mirror`: a private copy of a user's folder, written back only where the folder still
-//! matches what was copied (RUN-11, DESIGN invariant 7).
+//! matches what was copied (RUN-11, invariant 7).
 //!
 //! # How "unchanged" is decided without reading every file
 //!

@@ -649,8 +649,8 @@ impl Session {
     /// `AGENT_ACCOUNT_RETIRED` for a retired one, CMD-12) and the workspace. A `mounted`
     /// workspace is copied only after the folder grant is confirmed — here, or, when the
     /// workspace already has its [`StateStore::concurrent_copies`] temporary copies besides
-    /// the persistent mirror, at the turn's first call, once a copy slot is free (
-    /// this never blocks: the wait is in the async call).
+    /// the persistent mirror, at the turn's first call, once a copy slot is free
+    /// (this never blocks: the wait is in the async call).
     pub fn begin_turn(&self) -> Result<Turn, ToolError> {
         let host = &self.host.inner;
         let authority: Arc<dyn Authority> = host.authority.clone();

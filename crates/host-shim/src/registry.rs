@@ -115,7 +115,7 @@ pub trait ToolHandler: Send + Sync + fmt::Debug {
     /// The JSON Schema of its arguments.
     fn input_schema(&self) -> Value;
 
-    /// Runs one call. Validates `args` before doing anything (DESIGN invariant 1).
+    /// Runs one call. Validates `args` before doing anything (invariant 1).
     fn call<'a>(&'a self, args: Value, env: ToolEnv<'a>) -> ToolFuture<'a>;
 }
 

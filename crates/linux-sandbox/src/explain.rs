@@ -1,5 +1,5 @@
 //! Why a policy allows or denies one access: [`Policy::explain`], the policy's own answer to
-//! "may the program read (write, execute) this path, and which rule decides?" (SPEC LIVE-4).
+//! "may the program read (write, execute) this path, and which rule decides?" (LIVE-4).
 //!
 //! **Owns:** replaying the policy's path rules the way Landlock applies them — a rule is bound
 //! to the inode its path resolved to, and an access is allowed when a rule on the file or on

@@ -102,7 +102,7 @@
 //! gets an empty tmpfs there, bounded (see `sandbox::shm_size`), gone with the call's mount
 //! namespace: the host's objects and another call's are never in it. Named semaphores need one
 //! hard link: glibc's `sem_open` makes one by `link(2)`ing a temporary file to its name, and
-//! the command may make no hard link (SPEC CMD-9). With a private `/dev/shm` and a supervisor
+//! the command may make no hard link (CMD-9). With a private `/dev/shm` and a supervisor
 //! that takes the link broker (`PreparedSandbox::take_link_broker`), seccomp hands `link` and
 //! `linkat` to the supervisor instead of refusing them ([`open_private_shm`] names the
 //! directory it links in), which links two single names inside this tmpfs and refuses

@@ -19,8 +19,8 @@ bitflags::bitflags! {
         const READ = 1;
         /// Create, write, truncate, rename and remove files and directories, and make
         /// symbolic links, fifos and sockets. Never device nodes (a root-run command could
-        /// otherwise read a raw disk through a block device it made), never hard links (SPEC
-        /// CMD-9; see [`Policy`]).
+        /// otherwise read a raw disk through a block device it made), never hard links
+        /// (CMD-9; see [`Policy`]).
         const WRITE = 1 << 1;
         /// Execute files. Implies reading the file: the kernel opens an executable for reading
         /// and Landlock checks both rights on that open.
@@ -76,7 +76,7 @@ pub(crate) enum Spawn {
     Allowed,
     /// No new process: `fork`, `vfork` and `clone` without `CLONE_THREAD` are refused, `clone3`
     /// reports `ENOSYS` (so libc falls back to `clone` and threads still work), and only this
-    /// program (plus its interpreter) is executable. SPEC RUN-7.
+    /// program (plus its interpreter) is executable. RUN-7.
     Denied {
         /// The one executable file.
         program: PathBuf,
@@ -120,7 +120,7 @@ pub(crate) struct PathRule {
 /// (unless [`Network::All`]), signals and abstract sockets outside the sandbox. Some things are
 /// denied whatever the policy says, because no tool needs them and each is a known way out:
 /// creating hard links (`link`/`linkat`; Landlock alone allows a link inside one writable
-/// directory, SPEC CMD-9), `ptrace` and `process_vm_*`, `io_uring_*`, the mount family,
+/// directory, CMD-9), `ptrace` and `process_vm_*`, `io_uring_*`, the mount family,
 /// `unshare`/`setns`/`clone` with namespace flags, `keyctl`/`add_key`/`request_key`, `bpf`,
 /// `perf_event_open`, `userfaultfd`, module loading, `kexec_*`, terminal injection (`TIOCSTI`,
 /// `TIOCLINUX`), and the root-only calls that act on the whole machine (`reboot`, clock
@@ -189,7 +189,7 @@ impl Policy {
     }
 
     /// A policy for exactly one program that may not start any other process (the `run` tool,
-    /// SPEC RUN-7): `program` is the only executable file (with its ELF interpreter, which the
+    /// RUN-7): `program` is the only executable file (with its ELF interpreter, which the
     /// kernel opens for execution too), `fork`/`vfork`/non-thread `clone` fail with `EPERM`.
     /// Threads still work. Grant the program's shared libraries with
     /// [`allow`](Policy::allow)`(…, Access::READ)`; [`Access::EXECUTE`] on any other path makes

@@ -4,8 +4,8 @@
 //!
 //! Why a deny-list and not an allow-list: the `command` tool runs arbitrary programs (`git`,
 //! `python3`, compilers), whose syscall needs change with every libc; Landlock is the
-//! deny-default layer for files, seccomp closes what Landlock does not see (DESIGN, platform
-//! matrix). What Landlock does not see includes file metadata (mode bits, extended attributes,
+//! deny-default layer for files, seccomp closes what Landlock does not see (docs/architecture.md,
+//! "Platforms"). What Landlock does not see includes file metadata (mode bits, extended attributes,
 //! inode flags), System V IPC and calls that act on other processes by PID.
 //!
 //! The program, in order:
@@ -579,7 +579,7 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     let loopback_socket = asm.label();
 
     let mut listed: Vec<(i64, Label)> = always_denied().into_iter().map(|nr| (nr, eperm)).collect();
-    // Hard links: Landlock allows `link` inside one writable directory (SPEC CMD-9).
+    // Hard links: Landlock allows `link` inside one writable directory (CMD-9).
     let links = if options.broker_links { notify } else { eperm };
     listed.extend(link_calls().into_iter().map(|nr| (nr, links)));
     listed.extend(unreadable_arguments().map(|nr| (nr, enosys)));
@@ -653,7 +653,7 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     search(&mut asm, &runs(&sorted), allow);
 
     // clone: a namespace flag (each is one bit, so "any set" is one JSET) is refused; without
-    // spawning, so is a clone without CLONE_THREAD (a new process; SPEC RUN-7).
+    // spawning, so is a clone without CLONE_THREAD (a new process; RUN-7).
     asm.bind(clone);
     asm.stmt(LD_ABS, arg_low(0));
     let namespaces = CLONE_NAMESPACE_FLAGS

@@ -1,5 +1,5 @@
 //! Process identity: a PID is only a name that the kernel recycles; the PID together with the
-//! process's start time names one process for good (SPEC: CMD-7, DESIGN invariant 3).
+//! process's start time names one process for good (CMD-7, invariant 3).
 //!
 //! The `/proc/<pid>/stat` parser here allocates nothing, so the supervisor may use it between
 //! `fork` and `exec` as well as the host.

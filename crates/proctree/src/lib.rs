@@ -13,7 +13,7 @@
 //! Also on Linux, when asked ([`Command::link_broker`]): the command's hard-link broker, which
 //! answers seccomp notifications for `link`/`linkat` by linking two single names inside the
 //! call's private `/dev/shm` and refuses every other link (LIVE-2, CMD-9).
-//! SPEC: CMD-6, CMD-7 (with its \[beyond\] clause), RUN-10; DESIGN invariants 3 and 4.
+//! CMD-6, CMD-7 (with its \[beyond\] clause), RUN-10; invariants 3 and 4.
 //!
 //! **Refuses to know:** sandboxes (the caller passes an async-signal-safe `pre_exec` hook),
 //! tools, output capture, deadlines and async runtimes (the caller awaits

@@ -1,6 +1,6 @@
 //! Call directories: removed by the supervisor after the tree when the host dies, swept when
-//! their owner is gone, never followed through a link (issue 15 §4; SPEC CMD-6, RUN-10;
-//! DESIGN invariant 4: nothing outlives a call, files included).
+//! their owner is gone, never followed through a link (issue 15 §4; CMD-6, RUN-10;
+//! invariant 4: nothing outlives a call, files included).
 #![cfg(target_os = "linux")]
 
 use std::os::unix::fs::PermissionsExt;

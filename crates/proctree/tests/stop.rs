@@ -1,4 +1,4 @@
-//! Nothing a command starts survives `stop` (SPEC: CMD-6, CMD-7 [beyond], RUN-10; DESIGN
+//! Nothing a command starts survives `stop` (CMD-6, CMD-7 [beyond], RUN-10;
 //! invariant 4), and `descendants_stopped` is exact.
 //!
 //! Every test marks its processes with a unique `sleep 100.<digits>` (a form GNU sleep accepts:

@@ -1,5 +1,5 @@
-//! The `run_command` tool of seed 001: argv-policy's decision carried out. SPEC RC-1…RC-14,
-//! RCS-1…RCS-3; DESIGN invariants 1–7.
+//! The `run_command` tool of seed 001: argv-policy's decision carried out. RC-1…RC-14,
+//! RCS-1…RCS-3; invariants 1–7.
 //!
 //! **Owns:** the [`Asker`] through which a host asks the user (confirmations and passwords,
 //! CannotAsk never being a yes); checking a password with the system (PAM service

@@ -258,7 +258,7 @@ impl<'de> Deserialize<'de> for ErrorCode {
 
 /// A failed tool call: `{"ok": false, "code": "…", "message": "…", …details}`.
 ///
-/// The message says what was wrong and what to do instead (SPEC "Interfaces"). Details are extra
+/// The message says what was wrong and what to do instead (docs/requirements.md, "Interfaces"). Details are extra
 /// top-level fields a tool adds, e.g. the bounded output of `AGENT_EXEC_FAILED` (RUN-12); they
 /// can never replace `ok`, `code` or `message`.
 ///
@@ -369,7 +369,7 @@ impl<'de> Deserialize<'de> for ToolError {
 mod tests {
     use super::*;
 
-    /// SPEC RUN-13: the exact strings, written out independently of `as_str`.
+    /// RUN-13: the exact strings, written out independently of `as_str`.
     const EXPECTED: &[&str] = &[
         "AGENT_EXEC_UNSUPPORTED",
         "AGENT_EXEC_YOLO_REQUIRED",
@@ -427,7 +427,7 @@ mod tests {
 
     #[test]
     fn every_code_of_run_13_exists() {
-        // SPEC RUN-13 lists these verbatim, plus AGENT_EXEC_FAILED.
+        // RUN-13 lists these verbatim, plus AGENT_EXEC_FAILED.
         for s in [
             "AGENT_EXEC_UNSUPPORTED",
             "AGENT_EXEC_YOLO_REQUIRED",

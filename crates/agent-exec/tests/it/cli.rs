@@ -258,7 +258,7 @@ fn the_kernel_facts_are_the_same_when_the_parent_ignores_sigchld() {
 
 #[test]
 fn run_writes_the_mirror_back_after_success_and_keeps_it_after_failure() {
-    // SPEC RUN-11 through `agent-exec call run` (a one-call turn).
+    // RUN-11 through `agent-exec call run` (a one-call turn).
     if !sandbox_available() {
         return;
     }
@@ -354,7 +354,7 @@ fn plugin_call(f: &Fixture, tool: &str, args: &str) -> crate::util::Output {
 
 #[test]
 fn grant_revoke_and_status_drive_what_a_plugin_may_do() {
-    // SPEC PERM-1, PERM-2, PERM-3, TS-5.
+    // PERM-1, PERM-2, PERM-3, TS-5.
     let f = Fixture::new();
     f.write("a.txt", "x\n");
     let read = r#"{"path": "a.txt"}"#;
@@ -454,7 +454,7 @@ fn grant_revoke_and_status_drive_what_a_plugin_may_do() {
 
 #[test]
 fn revoke_from_another_process_stops_a_running_call_with_no_survivors() {
-    // SPEC TS-3 across processes: the state watch of the running `agent-exec call`.
+    // TS-3 across processes: the state watch of the running `agent-exec call`.
     if !sandbox_available() {
         return;
     }
@@ -526,7 +526,7 @@ fn the_readme_main_job_runs_command_in_the_demo_folder() {
 
 #[test]
 fn an_extra_path_needs_approval_and_a_non_interactive_caller_is_refused() {
-    // SPEC CMD-3: without --approve-extra-path and without a terminal, the call does not run.
+    // CMD-3: without --approve-extra-path and without a terminal, the call does not run.
     if !sandbox_available() {
         return;
     }

@@ -1,7 +1,7 @@
 //! Issue 15 §4: nothing accumulates on disk. A host killed mid-call (SIGTERM, SIGINT, SIGHUP,
 //! SIGKILL) leaves no temp dir, no per-call mirror and no process; what a dead host left is
-//! swept at the next start; kept mirrors are bounded and listed. SPEC RUN-10, RUN-11, CMD-6;
-//! DESIGN invariant 4.
+//! swept at the next start; kept mirrors are bounded and listed. RUN-10, RUN-11, CMD-6;
+//! invariant 4.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -308,7 +308,7 @@ fn start_sleeper(raw: &mut Raw, id: u64, marker: &str) -> Value {
 
 #[test]
 fn closing_stdin_stops_the_background_tasks_and_the_server_exits_cleanly() {
-    // Tasks live as long as the connection (DESIGN invariant 4): end of input, every reply
+    // Tasks live as long as the connection (invariant 4): end of input, every reply
     // written, then every task stopped and its log and the session's directory removed.
     if !sandbox_available() {
         return;

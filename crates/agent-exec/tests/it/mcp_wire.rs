@@ -332,7 +332,7 @@ fn a_duplicate_in_flight_id_is_refused_and_runs_nothing_while_the_first_gets_its
 
 #[test]
 fn a_client_that_stops_reading_stops_the_running_calls_and_nothing_more_starts() {
-    // SPEC CMD-6, RUN-10; DESIGN invariant 4. Only stdout is closed: stdin stays open.
+    // CMD-6, RUN-10; invariant 4. Only stdout is closed: stdin stays open.
     if !sandbox_available() {
         return;
     }

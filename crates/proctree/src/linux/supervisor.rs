@@ -1,4 +1,4 @@
-//! The supervisor: the process that stands between the host and the command (SPEC: CMD-6,
+//! The supervisor: the process that stands between the host and the command (CMD-6,
 //! CMD-7 \[beyond\], RUN-10).
 //!
 //! # How it is started, and why it never `exec`s

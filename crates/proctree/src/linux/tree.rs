@@ -1,6 +1,6 @@
 //! The host side: [`Command`] builds and validates what to run, [`ProcessTree`] is the running
-//! command under its supervisor, and [`ProcessTree::stop`] ends all of it (SPEC: CMD-6, CMD-7,
-//! RUN-10; DESIGN invariants 3 and 4).
+//! command under its supervisor, and [`ProcessTree::stop`] ends all of it (CMD-6, CMD-7,
+//! RUN-10; invariants 3 and 4).
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsStr, OsString};
