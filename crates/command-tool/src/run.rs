@@ -231,7 +231,7 @@ pub async fn command_with(
     // the command makes no unix sockets (`socketpair` still works). The workspace, the temp
     // dir and the toolchain homes are not such places.
     // A workspace that is or holds such a place (a home directory: `~/.gnupg`'s gpg-agent)
-    // brings its sockets in too (review 5).
+    // brings its sockets in too.
     let workspace_sockets = crate::sockets::socket_place_in(scope.path());
     sandbox.unix_sockets = !approved_extra && workspace_sockets.is_none();
     for path in &options.hidden {

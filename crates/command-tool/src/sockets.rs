@@ -22,7 +22,7 @@
 //! The workspace and the toolchain homes are not walked (the workspace is the user's project; a
 //! toolchain home holds programs). A workspace that is or contains one of those places (a home
 //! directory picked as the workspace holds `~/.gnupg` and `~/.ssh`) is not refused, but its
-//! command gets no unix socket ([`socket_place_in`]; review 5).
+//! command gets no unix socket ([`socket_place_in`]).
 
 use std::path::{Path, PathBuf};
 

@@ -583,8 +583,8 @@ fn inodes_beneath(
 /// Every entry that is not a link is opened beneath `dir` (`O_NOFOLLOW`; `O_PATH` unless it is
 /// a directory, which is opened to be listed) and judged by that descriptor's `fstat`; the rule
 /// is made on the same descriptor ([`Policy::allow_system_file`]), so a file renamed onto a
-/// judged name before the sandbox is prepared is never the one granted (the attack of issue
-/// 21 swapped a secret and a public file in a loop and read the secret in most calls). No path
+/// judged name before the sandbox is prepared is never the one granted (swapping a secret and
+/// a public file in a loop would otherwise read the secret in most calls). No path
 /// is resolved twice, and `prepare` opens none of these again.
 ///
 /// [`Policy::allow_system_file`]: linux_sandbox::Policy::allow_system_file
@@ -929,8 +929,8 @@ mod tests {
     }
 
     /// A denied name that is a link to a directory denies what is inside it too, under any
-    /// name (found in review: the contents were indexed only through `O_NOFOLLOW`, which a
-    /// link refuses).
+    /// name (indexing the contents only through `O_NOFOLLOW` would miss them: a
+    /// link refuses it).
     #[test]
     fn a_file_inside_the_directory_a_denied_link_leads_to_is_withheld_under_another_name() {
         let (_base, etc) = fake_etc();

@@ -785,8 +785,8 @@ impl Session {
         }
     }
 
-    /// The folder, looked up now: it must still be the directory the session pinned (issue
-    /// 14), so a path that now leads elsewhere (an ancestor swapped for a link) is never
+    /// The folder, looked up now: it must still be the directory the session pinned
+    /// (CMD-8), so a path that now leads elsewhere (an ancestor swapped for a link) is never
     /// followed. A folder that was missing when the session began is checked for re-pointable
     /// links again and pinned by this lookup.
     fn pinned_folder(&self) -> Result<RootLease, ToolError> {

@@ -116,8 +116,8 @@
 //! fails the spawn with `ESTALE` (nothing runs) instead of granting what it now names.
 //!
 //! # Capabilities ([`drop_capabilities`])
-//! A root host's command used to keep every capability (`capsh --print`: `=ep`), so socket
-//! ioctls could reconfigure the host's network. The child empties its bounding and ambient
+//! A root host's command would otherwise keep every capability (`capsh --print`: `=ep`), and
+//! socket ioctls could reconfigure the host's network. The child empties its bounding and ambient
 //! sets (where it holds `CAP_SETPCAP`) and its effective, permitted and inheritable sets.
 //! With `no_new_privs` set just after, `execve` grants nothing back, not even to root.
 //!
@@ -2244,8 +2244,8 @@ const MAX_PTYS: &[u8] = b"64\0";
 /// invisible to the host's (a new instance since Linux 4.7); no set-id, no execution. Devices
 /// must work on it, so not `nodev`. At most [`MAX_PTYS`] at once: every instance but the host's
 /// first draws on one machine-wide pool (`kernel.pty.max` − `kernel.pty.reserve`, 3072 by
-/// default), which one call could otherwise empty for every other call and container (issue
-/// 16 review).
+/// default), which one call could otherwise empty for every other call
+/// and container.
 fn private_pts() -> Result<i32, i32> {
     new_mount(
         c"devpts",

@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn a_per_volume_trash_planted_as_a_link_is_refused() {
-        // The reviewer's repro: /dev/shm/.Trash-$uid -> a directory of another user's.
+        // /dev/shm/.Trash-$uid -> a directory of another user's.
         let shm = Path::new("/dev/shm");
         let mounts = mount_points();
         let home_top = home_trash().map(|h| topdir(&existing_ancestor(&h), &mounts).to_owned());
