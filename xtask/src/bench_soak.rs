@@ -16,7 +16,8 @@
 //! and a JSON-RPC error (a protocol error) always is; tool errors are counted by code.
 //!
 //! **Baseline and probe.** Before the run, the same mix at concurrency 1 (N/20 calls, 20 to
-//! 300), so the throughput is a ratio measured on this machine in the same run (STYLE rule 9),
+//! 300), so the throughput is a ratio measured on this machine in the same run
+//! (docs/architecture.md, "Benchmarks"),
 //! and C `command` calls of `sleep 0.5` sent at once: a server that ran calls one at a time
 //! would take C × 0.5 s for them whatever the CPU, and a CPU-bound mix on a small machine gains
 //! little from concurrency even when nothing serialises, so the probe is the figure that

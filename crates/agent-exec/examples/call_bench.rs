@@ -1,5 +1,5 @@
 //! Whole-process cost of `agent-exec call` against baselines in the same run (docs/architecture.md,
-//! "Benchmark"; STYLE practice 9), rounds alternating so drift hits every column alike:
+//! "Benchmarks"), rounds alternating so drift hits every column alike:
 //!
 //! 1. `agent-exec call command` running `true`, against
 //!    `bwrap --ro-bind / / --dev /dev --unshare-all --die-with-parent sh -c true` (if bwrap is

@@ -1,4 +1,5 @@
-//! Overhead of `run` against the bare program, same machine, same run (STYLE practice 9):
+//! Overhead of `run` against the bare program, same machine, same run (docs/architecture.md,
+//! "Benchmarks"):
 //! `wc -l` on a 200 MB file through `run_tool::run` (validation, private temp dir, sandbox,
 //! supervisor, capture) against `/usr/bin/wc -l` started directly. Prints medians and the
 //! ratio (target: at most 1.1x).
