@@ -102,9 +102,9 @@ fn no_ignored_tests() {
     );
 }
 
-/// The layer of each workspace member, as in docs/architecture.md: arrows only point down. `testkit` is
-/// test-only: it may be only a dev-dependency, and it depends on no workspace crate but the
-/// leaves whose probes decide its capability skips ([`TESTKIT_PROBES`]; checked in
+/// The layer of each workspace member, as in docs/architecture.md: arrows only point down.
+/// `testkit` is test-only: it may be only a dev-dependency, and it depends on no workspace crate
+/// but the leaves whose probes decide its capability skips ([`TESTKIT_PROBES`]; checked in
 /// `workspace_dependency_arrows_point_down`).
 fn layer(name: &str) -> Option<u8> {
     Some(match name {
@@ -786,8 +786,9 @@ fn no_issue_numbers_outside_tests() {
 }
 
 /// Phrases that narrate how the code got here rather than what it does: rounds of review,
-/// passes of attack, what it once did. Lowercase; a trailing `#` stands for any digit. Present-tense uses
-/// of the same words (`no longer exists`, `for review`, `attack surface`) are not listed.
+/// passes of attack, what it once did. Lowercase; a trailing `#` stands for any digit.
+/// Present-tense uses of the same words (`no longer exists`, `for review`, `attack surface`)
+/// are not listed.
 const HISTORY_PHRASES: &[&str] = &[
     "review #",
     "review round",

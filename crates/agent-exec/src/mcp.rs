@@ -124,8 +124,8 @@
 //! The official Rust SDK's service loop and stdio transport fail below any handler we could
 //! write. Requests in flight are kept in a map by id, so a duplicate id replaces the first's
 //! entry and the second's reply is dropped. It never stops reading, and spawns one task per
-//! reply waiting to be written, so a client that does not read grows the server without bound; an unparsable line or one
-//! whose id it cannot route is dropped unanswered; the last line without `\n` is discarded at
+//! reply waiting to be written, so a client that does not read grows the server without bound;
+//! an unparsable line or one whose id it cannot route is dropped unanswered; the last line without `\n` is discarded at
 //! end of input; wrong params fall through its untagged request enum to "method not found";
 //! a request before `initialize` is answered with the 2026 per-request `_meta` error; and a
 //! failed write is logged while the loop goes on executing requests. A front layer could mend

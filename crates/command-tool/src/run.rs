@@ -29,8 +29,8 @@ const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
 
 /// Runs one `command` call.
 ///
-/// In order (docs/architecture.md, "The path of one call"; nothing is asked, created or started before the
-/// step that needs it):
+/// In order (docs/architecture.md, "The path of one call"; nothing is asked, created or started
+/// before the step that needs it):
 /// 1. [`validate`] the arguments (`AGENT_EXEC_ARGUMENTS_INVALID`, `AGENT_EXEC_PATH_INVALID`).
 /// 2. Verify the work-root lease (CMD-8): a replaced root is `AGENT_EXEC_CANCELLED`.
 /// 3. Hard-link pre-scan (CMD-9, TRUST-3) of the scope and of every writable extra path: on

@@ -58,7 +58,8 @@
 //! seccompiler's output for the same decisions (kept in the tests as the oracle, `oracle.rs`)
 //! is ~840–970 instructions and walks up to ~270 for a listed call; this one is 113–128 on
 //! x86_64 and takes ~56 µs to attach, ~6 µs (12%) more than an 84–91-instruction program
-//! without the argument checks (measured side by side), against ~15 µs for a one-instruction filter (Linux 6.18,
+//! without the argument checks (measured side by side), against ~15 µs for a one-instruction
+//! filter (Linux 6.18,
 //! `cargo run --release -p linux-sandbox --example seccomp_attach`). The calls with an argument
 //! check (among them `openat` and `ioctl`) leave the kernel's per-number "always allowed" cache
 //! and run the filter on every call: at most 18 JITed instructions, nanoseconds against the

@@ -20,10 +20,10 @@
 //! [`ProcessTree::status_fd`] however it likes).
 //!
 //! # Architecture
-//! The host is typically multi-threaded, so the supervisor is forked and then runs only
-//! async-signal-safe code (raw system calls, stack buffers) for its whole life; everything it
-//! needs is built before the fork. It never steals the host's `waitpid`: it reaps the command's
-//! processes itself and reports the main process's status over a socket. When the host dies,
+//! The host is typically multi-threaded, so the supervisor is started with `clone(2)` and then
+//! runs only async-signal-safe code (raw system calls, stack buffers) for its whole life;
+//! everything it needs is built before the clone. It never steals the host's `waitpid`: it
+//! reaps the command's processes itself and reports the main process's status over a socket. When the host dies,
 //! even by SIGKILL, the socket reaches EOF and the supervisor kills and reaps the whole tree
 //! before it exits. The tracking rules live in [`Tracker`], free of system calls, and are
 //! tested on random process tables.

@@ -1,5 +1,6 @@
 //! The wire types of `run`: what the model sends ([`AgentRunArguments`]) and what it gets back
-//! ([`AgentRunOutput`]), with the exact camelCase names of the seed (RUN-14, docs/requirements.md "Interfaces").
+//! ([`AgentRunOutput`]), with the exact camelCase names of its description (RUN-14,
+//! docs/requirements.md "Interfaces").
 //!
 //! Unknown fields are refused (`deny_unknown_fields`): a misspelt `cwdrelative` must not
 //! silently run in `.`. `program` is a plain string on the wire, not an enum, so an unknown

@@ -1,6 +1,7 @@
 //! The `run` and `command` profiles under the evaluator: every rule exercised allowed and denied,
 //! plus the attacks the issue names (`.GIT/config`, a hard link into the scope, `~/.ssh/id_rsa`,
-//! `/opt/homebrew/etc` and `var` vs `include` and `share`, Xcode's compilers). RUN-6, RUN-7, CMD-2, CMD-9, CMD-10.
+//! `/opt/homebrew/etc` and `var` vs `include` and `share`, Xcode's compilers). RUN-6, RUN-7,
+//! CMD-2, CMD-9, CMD-10.
 //! The evaluator is a model (see `seatbelt::eval`); `tests/macos.rs` checks it on a Mac.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -258,8 +258,8 @@ impl<'de> Deserialize<'de> for ErrorCode {
 
 /// A failed tool call: `{"ok": false, "code": "…", "message": "…", …details}`.
 ///
-/// The message says what was wrong and what to do instead (docs/requirements.md, "Interfaces"). Details are extra
-/// top-level fields a tool adds, e.g. the bounded output of `AGENT_EXEC_FAILED` (RUN-12); they
+/// The message says what was wrong and what to do instead (docs/requirements.md,
+/// "Interfaces"). Details are extra top-level fields a tool adds, e.g. the bounded output of `AGENT_EXEC_FAILED` (RUN-12); they
 /// can never replace `ok`, `code` or `message`.
 ///
 /// ```

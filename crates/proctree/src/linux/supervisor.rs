@@ -182,7 +182,8 @@ pub(crate) struct Stacks {
 }
 
 /// Stacks whose supervisor is gone, kept for the next spawn: mapping a pair afresh costs an
-/// `mmap`, two `mprotect`s, an `munmap` and a page fault for every page touched, on every call. (base, len, page) of each; at most [`POOL_MAX`].
+/// `mmap`, two `mprotect`s, an `munmap` and a page fault for every page touched, on every call.
+/// (base, len, page) of each; at most [`POOL_MAX`].
 static POOL: std::sync::Mutex<Vec<(usize, usize, usize)>> = std::sync::Mutex::new(Vec::new());
 const POOL_MAX: usize = 4;
 
