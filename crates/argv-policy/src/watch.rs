@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use crate::launch::{self, Plan};
 use crate::script::{self, Word};
 
-/// How many levels of package scripts are followed (the seed: 4 since v1.1.2, 5 before).
+/// How many levels of package scripts are followed (RC-15: 4).
 pub const MAX_SCRIPT_LEVELS: usize = 4;
 
 /// The largest `package.json` read.

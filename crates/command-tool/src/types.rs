@@ -1,4 +1,4 @@
-//! The wire types of `command` (CMD-4, CMD-5) with the exact camelCase names of the seed.
+//! The wire types of `command` (CMD-4, CMD-5) with the exact camelCase names.
 //! Unknown fields are refused everywhere, including inside `extraPaths` items: a misspelt
 //! `writable` must not silently become a read-only grant the model did not mean, nor the
 //! reverse.

@@ -92,7 +92,7 @@ pub struct AgentRunOutput {
     /// Standard error, at most 64 KiB.
     pub stderr: String,
     /// Always `false` on success: passing a cap fails the run with `AGENT_EXEC_OUTPUT_LIMIT`
-    /// (RUN-9). Kept because the seed's result has it.
+    /// (RUN-9). Kept because RUN-12 names it.
     pub truncated: bool,
     /// Accesses the sandbox refused that the output names, with why and what to do
     /// (LIVE-4); absent when there is none. A failed run carries the same list in its error's

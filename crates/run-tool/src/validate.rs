@@ -41,7 +41,7 @@ pub enum Program {
 }
 
 impl Program {
-    /// Every program, in the seed's order.
+    /// Every program, in RUN-1's order.
     pub const ALL: [Program; 4] = [Program::Awk, Program::Wc, Program::Sort, Program::Diff];
 
     /// The program's name on the wire.

@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 /// A stable, public error code, serialised to its exact string (RUN-13).
 ///
 /// The `AGENT_EXEC_*` codes are the exec tools' (RUN-13); the other `AGENT_*` codes are the
-/// gate's own public agent errors, which the seed allows the layer above a tool to return first
-/// ("权限与任务取消仍可能由上层先返回公共 Agent 错误"). The `RUN_COMMAND_*` codes are the
+/// gate's own public agent errors, which the layer above a tool may return first
+/// (TS-3). The `RUN_COMMAND_*` codes are the
 /// `run_command` decision's refusals, spelt exactly as argv-policy's `RefuseCode` (RC-1…RC-15).
 ///
 /// ```
