@@ -621,10 +621,7 @@ fn cited_invariants(text: &str) -> Vec<(usize, u32)> {
         for (i, _) in line.match_indices("invariant") {
             let mut rest = line[i + "invariant".len()..].trim_start_matches('s');
             let mut range_from = None;
-            loop {
-                let Some(r) = rest.strip_prefix(' ').or(rest.strip_prefix('–')) else {
-                    break;
-                };
+            while let Some(r) = rest.strip_prefix(' ').or(rest.strip_prefix('–')) {
                 let digits: String = r.chars().take_while(char::is_ascii_digit).collect();
                 let Ok(k) = digits.parse::<u32>() else {
                     break;
