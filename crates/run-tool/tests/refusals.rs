@@ -1,4 +1,4 @@
-//! Every refusal of RUN-1…RUN-5 listed in issue 6, through the public `run` entry point: each
+//! Every refusal of RUN-1…RUN-5, through the public `run` entry point: each
 //! returns its stable code, and the workspace is byte-identical afterwards with nothing run
 //! (the awk script in the fixture would create `ran` if it ever started). invariant 1.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns

@@ -1,4 +1,4 @@
-//! `agent-exec check run_command` end to end through the binary (issue 9 "Interface"): one JSON
+//! `agent-exec check run_command` end to end through the binary: one JSON
 //! line with argv-policy's decision, exit 0 for run and 1 for refuse, 2 for usage errors, and
 //! nothing run — the workspace is byte-identical afterwards.
 

@@ -603,7 +603,7 @@ fn a_configuration_serves_only_the_tools_its_workspace_can_run() {
 
 #[test]
 fn python_mcp_client_confirms_run_command_by_elicitation_accept_runs_decline_does_not() {
-    // Issue 18: confirmations go to an MCP client that declared elicitation; only `accept`
+    // Confirmations go to an MCP client that declared elicitation; only `accept`
     // with `run: true` runs; an allowlist hit (RC-9) asks nothing.
     if !sandbox_available() {
         return;
@@ -752,7 +752,7 @@ fn over_mcp_a_password_is_never_asked_and_the_call_says_where_to_run_it() {
 
 #[test]
 fn cancelling_a_run_command_call_withdraws_its_elicitation_and_runs_nothing() {
-    // Issue 18: a pending elicitation belongs to its tools/call; cancelled, the server tells
+    // A pending elicitation belongs to its tools/call; cancelled, the server tells
     // the client to drop the question, a late answer runs nothing, and the call gets no reply.
     let f = Fixture::new();
     let mut raw = Raw::spawn(

@@ -1,4 +1,4 @@
-//! `background_command` through `agent-exec mcp` (issue 19, "Delivery: MCP server"; BG-1…BG-9):
+//! `background_command` through `agent-exec mcp` (BG-1…BG-9):
 //! a real MCP client (the Python `mcp` package, `mcp_background.py`) starts a watcher, reads its
 //! log with `read`, hears its keyword report as a `notifications/message`, cancels it, sees a
 //! group of two legs complete once, and leaves a sleeper running that the server stops; raw
