@@ -760,15 +760,21 @@ fn issue_numbers_are_found_in_every_spelling() {
     assert!(issue_numbers("an issue, tissue 5, issues of 2024's").is_empty());
 }
 
+/// Each non-test prose file ([`prose_files`] but for [`is_test_file`]), as its path relative to
+/// the root and its text.
+fn non_test_prose() -> Vec<(String, String)> {
+    prose_files()
+        .into_iter()
+        .map(|file| (rel(&file), file))
+        .filter(|(r, _)| !is_test_file(r))
+        .map(|(r, file)| (r, fs::read_to_string(file).unwrap()))
+        .collect()
+}
+
 #[test]
 fn no_issue_numbers_outside_tests() {
     let mut bad = Vec::new();
-    for file in prose_files() {
-        let r = rel(&file);
-        if is_test_file(&r) {
-            continue;
-        }
-        let text = fs::read_to_string(&file).unwrap();
+    for (r, text) in non_test_prose() {
         for (n, line) in text.lines().enumerate() {
             for col in issue_numbers(line) {
                 bad.push(format!("{r}:{}:{col}", n + 1));
@@ -863,12 +869,7 @@ fn history_phrases_are_found_and_present_tense_passes() {
 #[test]
 fn no_history_in_comments_outside_tests() {
     let mut bad = Vec::new();
-    for file in prose_files() {
-        let r = rel(&file);
-        if is_test_file(&r) {
-            continue;
-        }
-        let text = fs::read_to_string(&file).unwrap();
+    for (r, text) in non_test_prose() {
         for (n, comment) in comment_lines(&r, &text) {
             for phrase in history_phrases(&comment) {
                 bad.push(format!("{r}:{n}: {phrase:?}"));
