@@ -1,4 +1,4 @@
-//! The resource limits' parsers (issue 20 §1, LIM-1): the host's `AGENT_EXEC_LIMITS` value
+//! The resource limits' parsers (LIM-1): the host's `AGENT_EXEC_LIMITS` value
 //! (`exec::ResourceLimits::with_overrides`) and the cgroup texts exec reads (`mountinfo`,
 //! `/proc/self/cgroup`, the names of call cgroups it sweeps, counter files).
 //!

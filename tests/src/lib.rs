@@ -1,6 +1,6 @@
 //! Cross-crate integration tests. The test files live in `tests/tests/`:
 //!
-//! - `escape.rs` — the escape suite (issue 4): every way out of the sandbox an agent might try,
+//! - `escape.rs` — the escape suite: every way out of the sandbox an agent might try,
 //!   run through `exec::run` with the `command` and `run` specs, each asserting that the attempt
 //!   failed, that nothing outside changed, and that no process survived; plus liveness checks
 //!   that ordinary work still runs. It runs as root and re-runs itself as an unprivileged user.

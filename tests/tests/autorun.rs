@@ -80,7 +80,7 @@ impl Ws {
     }
 }
 
-// SPEC: TRUST-2
+// TRUST-2
 #[test]
 fn an_agent_host_directory_is_neither_made_nor_written_in_a_fresh_workspace() {
     let ws = Ws::new();
@@ -92,7 +92,7 @@ fn an_agent_host_directory_is_neither_made_nor_written_in_a_fresh_workspace() {
     assert!(!ws.tree.root.join("sub").exists(), "no parent was made");
 }
 
-// SPEC: TRUST-2
+// TRUST-2
 #[test]
 fn an_existing_agent_host_file_is_not_edited_but_is_read_and_searched() {
     let ws = Ws::new();
@@ -109,7 +109,7 @@ fn an_existing_agent_host_file_is_not_edited_but_is_read_and_searched() {
     assert_eq!(found["matches"][0]["path"], ".vscode/tasks.json");
 }
 
-// SPEC: TRUST-2 (liveness twin)
+// TRUST-2 (liveness twin)
 #[test]
 fn files_beside_agent_host_directories_are_written_and_edited() {
     let ws = Ws::new();
@@ -125,7 +125,7 @@ fn files_beside_agent_host_directories_are_written_and_edited() {
     }
 }
 
-// SPEC: TRUST-2
+// TRUST-2
 #[test]
 fn a_tool_redirection_file_is_refused_at_any_depth() {
     let ws = Ws::new();
@@ -139,7 +139,7 @@ fn a_tool_redirection_file_is_refused_at_any_depth() {
     assert!(!ws.tree.root.join("web").exists(), "no parent was made");
 }
 
-// SPEC: TRUST-2 (liveness twin)
+// TRUST-2 (liveness twin)
 #[test]
 fn ordinary_files_beside_tool_redirection_files_are_written_and_edited() {
     let ws = Ws::new();
@@ -156,7 +156,7 @@ fn ordinary_files_beside_tool_redirection_files_are_written_and_edited() {
     }
 }
 
-// SPEC: TRUST-2
+// TRUST-2
 #[test]
 fn cargo_config_is_refused_in_every_cargo_directory() {
     let ws = Ws::new();
@@ -167,7 +167,7 @@ fn cargo_config_is_refused_in_every_cargo_directory() {
     assert_eq!(ws.read(".cargo/config.toml"), "[build]\njobs = 2\n");
 }
 
-// SPEC: TRUST-2 (liveness twin)
+// TRUST-2 (liveness twin)
 #[test]
 fn ordinary_files_named_like_cargo_config_are_written_and_edited() {
     let ws = Ws::new();
@@ -199,7 +199,7 @@ fn git_sees_a_repository(dir: &Path) -> Option<bool> {
     }
 }
 
-// SPEC: TRUST-1
+// TRUST-1
 #[test]
 fn a_bare_repository_assembled_head_first_never_gets_its_config() {
     let ws = Ws::new();
@@ -212,7 +212,7 @@ fn a_bare_repository_assembled_head_first_never_gets_its_config() {
     assert!(!ws.tree.root.join("evil/config").exists());
 }
 
-// SPEC: TRUST-1
+// TRUST-1
 #[test]
 fn a_bare_repository_assembled_config_first_never_gets_its_head() {
     let ws = Ws::new();
@@ -228,7 +228,7 @@ fn a_bare_repository_assembled_config_first_never_gets_its_head() {
     );
 }
 
-// SPEC: TRUST-1
+// TRUST-1
 #[test]
 fn the_config_of_an_existing_bare_repository_is_not_edited() {
     let ws = Ws::new();
@@ -247,7 +247,7 @@ fn the_config_of_an_existing_bare_repository_is_not_edited() {
     ws.assert_written_and_edited("mirror.git/description");
 }
 
-// SPEC: TRUST-1 (liveness twin)
+// TRUST-1 (liveness twin)
 #[test]
 fn files_named_config_or_head_in_ordinary_directories_are_written_and_edited() {
     let ws = Ws::new();
@@ -264,7 +264,7 @@ fn files_named_config_or_head_in_ordinary_directories_are_written_and_edited() {
     }
 }
 
-// SPEC: TRUST-2
+// TRUST-2
 #[test]
 fn a_confirmed_path_is_written_and_nothing_else_is() {
     let mut ws = Ws::new();
@@ -274,7 +274,7 @@ fn a_confirmed_path_is_written_and_nothing_else_is() {
     ws.assert_refused(".CLAUDE/settings.json", ".CLAUDE");
 }
 
-// SPEC: TRUST-2
+// TRUST-2
 #[test]
 fn a_host_entry_is_refused_like_a_default_one() {
     let mut ws = Ws::new();
@@ -285,7 +285,7 @@ fn a_host_entry_is_refused_like_a_default_one() {
     ws.assert_written_and_edited("zed/tasks.json");
 }
 
-// SPEC: TRUST-2
+// TRUST-2
 #[test]
 fn the_refusal_says_what_why_and_what_to_do_instead() {
     let ws = Ws::new();

@@ -1,6 +1,6 @@
 //! The escape suite: each test tries one way out of the sandbox through `exec::run` and asserts
 //! the attempt failed, nothing outside the scope changed, and no process it started is alive
-//! (SPEC RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; DESIGN invariants 2, 4). Liveness tests show the
+//! (RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; invariants 2, 4). Liveness tests show the
 //! same specs still run real work. Run as root, then again as uid 65534 by
 //! `every_test_also_holds_unprivileged`.
 #![cfg(target_os = "linux")]
@@ -62,7 +62,7 @@ impl World {
     }
 
     /// Every file outside the scope, with its content and metadata (mode, owner, times,
-    /// extended attributes: issue 14, Landlock does not govern metadata).
+    /// extended attributes: Landlock does not govern metadata).
     fn outside_state(&self) -> BTreeMap<PathBuf, Vec<u8>> {
         let mut state = BTreeMap::new();
         for root in [&self.home, &self.outside] {
@@ -226,7 +226,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-// Skips loudly, or fails where `AGENT_EXEC_REQUIRE` names what is missing (issue 17).
+// Skips loudly, or fails where `AGENT_EXEC_REQUIRE` names what is missing.
 use testkit::sandbox_available;
 
 fn failed(out: &Outcome) -> bool {
@@ -762,7 +762,7 @@ async fn awk_may_write_a_file_in_the_mirror() {
     );
 }
 
-// ---- issue 14: metadata outside the scope, set-id bits, the immutable flag ------------------
+// ---- metadata outside the scope, set-id bits, the immutable flag ----------------------------
 
 /// Whether this machine gives the command private namespaces (a read-only view outside the
 /// writable roots): the rule exec applies, for the launch exec uses. The fallback is seccomp
@@ -948,7 +948,7 @@ async fn no_inherited_descriptor_reaches_a_host_file_whose_metadata_could_change
     assert_eq!(text(&out.stdout), "fifo\nread=1\n", "{out:?}");
 }
 
-// ---- issue 14: the host's System V IPC and POSIX message queues -----------------------------
+// ---- the host's System V IPC and POSIX message queues ---------------------------------------
 
 /// A shared-memory segment, a message queue with one message, a semaphore set and a POSIX
 /// message queue of the host's, each 0600 and removed on drop.
@@ -1102,7 +1102,7 @@ async fn the_hosts_ipc_objects_are_out_of_reach_and_nothing_outlives_the_call() 
     assert_eq!(left, -1, "a segment made in the sandbox outlived the call");
 }
 
-// ---- issue 14: capabilities, the supervisor, new system calls -------------------------------
+// ---- capabilities, the supervisor, new system calls -----------------------------------------
 
 #[tokio::test]
 async fn the_command_holds_no_capability_at_all() {
@@ -1234,7 +1234,7 @@ async fn system_calls_newer_than_the_filter_are_enosys_and_new_mount_calls_eperm
     );
 }
 
-// ---- issue 14: paths re-resolved after validation --------------------------------------------
+// ---- paths re-resolved after validation ------------------------------------------------------
 
 /// Swaps `a` and `b` with random 0-1 ms pauses: back to back, nearly every call would be
 /// refused at its first lease check and the later windows (the sandbox's own lookups) never
@@ -1363,7 +1363,7 @@ async fn a_scope_swapped_for_a_symlink_never_exposes_its_target() {
     assert!(processes_in(w.base.path()).is_empty());
 }
 
-// ---- issue 14: the host's state directory inside the scope ---------------------------------
+// ---- the host's state directory inside the scope -------------------------------------------
 
 #[tokio::test]
 async fn a_hidden_state_directory_in_the_scope_cannot_be_read_renamed_or_forged() {
@@ -1415,7 +1415,7 @@ async fn a_hidden_state_directory_in_the_scope_cannot_be_read_renamed_or_forged(
     assert!(processes_in(w.base.path()).is_empty());
 }
 
-// ---- issue 20: the host's cap on the Landlock ABI ----------------------------------------------
+// ---- the host's cap on the Landlock ABI --------------------------------------------------------
 
 const ABI_MAX_VAR: &str = linux_sandbox::LANDLOCK_ABI_MAX_VAR;
 const MALFORMED_CAP: &str = "v3";

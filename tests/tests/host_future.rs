@@ -184,7 +184,7 @@ fn refused_text(out: &Value) -> String {
 
 #[test]
 fn fsmonitor_and_hooks_written_in_a_call_never_run_in_the_hosts_git() {
-    // SPEC: TRUST-1 — row 1: `git config core.fsmonitor`, a hook in `.git/hooks`.
+    // TRUST-1 — row 1: `git config core.fsmonitor`, a hook in `.git/hooks`.
     if !ready() {
         return;
     }
@@ -210,7 +210,7 @@ fn fsmonitor_and_hooks_written_in_a_call_never_run_in_the_hosts_git() {
 
 #[test]
 fn hooks_path_and_includes_written_in_a_call_never_run_in_the_hosts_git() {
-    // SPEC: TRUST-1 — row 2: `core.hooksPath` to a work-tree directory, `include.path`.
+    // TRUST-1 — row 2: `core.hooksPath` to a work-tree directory, `include.path`.
     if !ready() {
         return;
     }
@@ -234,7 +234,7 @@ fn hooks_path_and_includes_written_in_a_call_never_run_in_the_hosts_git() {
 
 #[test]
 fn a_bare_repository_assembled_in_a_call_never_runs_in_the_hosts_git() {
-    // SPEC: TRUST-1 — row 3: HEAD, config with core.fsmonitor, objects and refs anywhere.
+    // TRUST-1 — row 3: HEAD, config with core.fsmonitor, objects and refs anywhere.
     if !ready() {
         return;
     }
@@ -258,7 +258,7 @@ fn a_bare_repository_assembled_in_a_call_never_runs_in_the_hosts_git() {
 
 #[test]
 fn commondir_written_during_a_long_call_is_never_seen_by_the_hosts_git_meanwhile() {
-    // SPEC: TRUST-1, BG-1 — row 4: for the whole call, not only after it. The command plants
+    // TRUST-1, BG-1 — row 4: for the whole call, not only after it. The command plants
     // `.git/commondir` → a directory whose config sets core.fsmonitor, then waits while the
     // host polls `git status`.
     if !ready() {
@@ -324,7 +324,7 @@ fn wait_for(file: &Path, mut child: Child, then: impl FnOnce(Child)) {
 
 #[test]
 fn auto_run_configuration_written_by_a_command_is_not_left_under_its_name() {
-    // SPEC: TRUST-2 — row 5: agent-host, editor and tool-redirection files; existing ones stay
+    // TRUST-2 — row 5: agent-host, editor and tool-redirection files; existing ones stay
     // read-only for the whole call, new ones are moved aside after it.
     if !ready() {
         return;
@@ -372,7 +372,7 @@ fn auto_run_configuration_written_by_a_command_is_not_left_under_its_name() {
 
 #[test]
 fn remote_upstream_push_submodule_and_worktree_keep_working_and_are_merged() {
-    // SPEC: TRUST-1, LIVE-1 — the liveness twin of rows 1-2: git operations that must change
+    // TRUST-1, LIVE-1 — the liveness twin of rows 1-2: git operations that must change
     // `.git/config` in a repository that existed before the call.
     if !ready() {
         return;
@@ -430,7 +430,7 @@ fn remote_upstream_push_submodule_and_worktree_keep_working_and_are_merged() {
 
 #[test]
 fn a_new_repository_inits_commits_stashes_and_bisects_and_nothing_is_moved_aside() {
-    // SPEC: TRUST-1, LIVE-1 — the liveness twin of row 3.
+    // TRUST-1, LIVE-1 — the liveness twin of row 3.
     if !ready() {
         return;
     }
@@ -453,7 +453,7 @@ fn a_new_repository_inits_commits_stashes_and_bisects_and_nothing_is_moved_aside
 
 #[test]
 fn a_long_call_commits_while_the_host_polls_git_status() {
-    // SPEC: TRUST-1, BG-1 — the liveness twin of row 4: commits made during a long call reach
+    // TRUST-1, BG-1 — the liveness twin of row 4: commits made during a long call reach
     // the repository when it ends; the host's polling meanwhile runs nothing and fails nothing.
     if !ready() {
         return;
@@ -516,7 +516,7 @@ fn every_host_future_test_also_holds_unprivileged() {
 
 #[test]
 fn files_a_user_may_run_that_the_command_changed_are_reported() {
-    // SPEC: TRUST (part b) — `executableChanges`: a new executable and a changed build file
+    // TRUST (reported changes) — `executableChanges`: a new executable and a changed build file
     // are listed; a file only read, and an ordinary text file written, are not.
     if !ready() {
         return;
@@ -549,7 +549,7 @@ fn files_a_user_may_run_that_the_command_changed_are_reported() {
 
 #[test]
 fn a_submodule_named_like_git_state_gets_no_unfiltered_config() {
-    // SPEC: TRUST-1 — attack finding: a submodule named `x/refs/y` made its git directory's
+    // TRUST-1 — attack finding: a submodule named `x/refs/y` made its git directory's
     // `config` look like a ref of `modules/x`.
     if !ready() {
         return;
@@ -570,7 +570,7 @@ fn a_submodule_named_like_git_state_gets_no_unfiltered_config() {
 
 #[test]
 fn a_workspace_inside_a_git_directory_is_refused_before_anything_runs() {
-    // SPEC: TRUST-1 — attack finding: a workspace that is `.git` itself had nothing staged.
+    // TRUST-1 — attack finding: a workspace that is `.git` itself had nothing staged.
     if !ready() {
         return;
     }
@@ -595,7 +595,7 @@ fn a_workspace_inside_a_git_directory_is_refused_before_anything_runs() {
 
 #[test]
 fn an_index_naming_a_path_inside_git_is_not_applied() {
-    // SPEC: TRUST-1 — attack finding: an index entry `.git/config` made the host's
+    // TRUST-1 — attack finding: an index entry `.git/config` made the host's
     // `git checkout -- .` write the repository's config.
     if !ready() || !Path::new("/usr/bin/python3").exists() {
         return;
@@ -622,7 +622,7 @@ fn an_index_naming_a_path_inside_git_is_not_applied() {
 
 #[test]
 fn a_rebase_step_that_runs_a_command_is_not_applied() {
-    // SPEC: TRUST-1 — attack finding: an `exec` step added to a stopped rebase ran on the
+    // TRUST-1 — attack finding: an `exec` step added to a stopped rebase ran on the
     // host's `git rebase --continue`.
     if !ready() {
         return;
@@ -647,7 +647,7 @@ fn a_rebase_step_that_runs_a_command_is_not_applied() {
 
 #[test]
 fn a_commit_the_host_makes_during_a_long_call_is_kept() {
-    // SPEC: TRUST-1 — attack finding: a branch the host's git moved while the command ran was
+    // TRUST-1 — attack finding: a branch the host's git moved while the command ran was
     // overwritten by the command's; now the host's stays and the result says so.
     if !ready() {
         return;
@@ -696,7 +696,7 @@ fn plant_in_objects(ws: &Ws) -> String {
 
 #[test]
 fn a_dot_git_link_or_a_loose_git_directory_made_in_a_call_never_runs_in_the_hosts_git() {
-    // SPEC: TRUST-1 — second attack pass, finding 1: `.git` as a symbolic link into the
+    // TRUST-1 — second attack pass, finding 1: `.git` as a symbolic link into the
     // objects directory; `HEAD` + `commondir`; `objects`/`refs` as links.
     if !ready() {
         return;
@@ -724,7 +724,7 @@ fn a_dot_git_link_or_a_loose_git_directory_made_in_a_call_never_runs_in_the_host
 
 #[test]
 fn a_gitlink_is_read_to_its_end_as_git_reads_it() {
-    // SPEC: TRUST-1 — second attack pass, finding 2: a gitlink whose first line names a
+    // TRUST-1 — second attack pass, finding 2: a gitlink whose first line names a
     // submodule's git directory and whose second line climbs out of it.
     if !ready() {
         return;
@@ -743,7 +743,7 @@ fn a_gitlink_is_read_to_its_end_as_git_reads_it() {
 
 #[test]
 fn a_rebase_strategy_that_is_not_gits_own_is_not_applied() {
-    // SPEC: TRUST-1 — second attack pass, finding 3: git runs `git-merge-<strategy>`, a path
+    // TRUST-1 — second attack pass, finding 3: git runs `git-merge-<strategy>`, a path
     // when the name holds `/`.
     if !ready() {
         return;
@@ -769,7 +769,7 @@ fn a_rebase_strategy_that_is_not_gits_own_is_not_applied() {
 
 #[test]
 fn a_new_repositorys_index_and_its_submodules_hooks_are_checked_too() {
-    // SPEC: TRUST-1 — second attack pass, findings 4 and 5: a repository made in the call
+    // TRUST-1 — second attack pass, findings 4 and 5: a repository made in the call
     // with an index naming `.git/config`, and a hook in its own `modules/`.
     if !ready() || !Path::new("/usr/bin/python3").exists() {
         return;
@@ -802,7 +802,7 @@ fn a_new_repositorys_index_and_its_submodules_hooks_are_checked_too() {
 
 #[test]
 fn the_hooks_directory_a_repository_names_is_read_only_for_the_call() {
-    // SPEC: TRUST-1 — second attack pass, finding 6: the effective `core.hooksPath`.
+    // TRUST-1 — second attack pass, finding 6: the effective `core.hooksPath`.
     if !ready() {
         return;
     }
@@ -822,7 +822,7 @@ fn the_hooks_directory_a_repository_names_is_read_only_for_the_call() {
 
 #[test]
 fn a_submodules_work_tree_through_a_link_out_of_the_repository_is_refused() {
-    // SPEC: TRUST-1 — second attack pass, finding 7: `core.worktree` with the right number of
+    // TRUST-1 — second attack pass, finding 7: `core.worktree` with the right number of
     // `..`, then a link to a directory outside.
     if !ready() {
         return;
@@ -847,7 +847,7 @@ fn a_submodules_work_tree_through_a_link_out_of_the_repository_is_refused() {
 
 #[test]
 fn a_lock_the_host_holds_is_never_removed_by_a_call() {
-    // SPEC: TRUST-1 — second attack pass, finding 9: a whiteout of `index.lock`.
+    // TRUST-1 — second attack pass, finding 9: a whiteout of `index.lock`.
     if !ready() {
         return;
     }
@@ -884,7 +884,7 @@ fn stopped_cherry_pick(ws: &Ws) -> PathBuf {
 
 #[test]
 fn a_sequencer_strategy_on_its_sections_line_is_read_as_git_reads_it() {
-    // SPEC: TRUST-1 — third attack pass, F1: `[options] strategy = a/../x` is one line to a
+    // TRUST-1 — third attack pass, F1: `[options] strategy = a/../x` is one line to a
     // line checker and `options.strategy` to git, which then runs `git-merge-a/../x`.
     if !ready() {
         return;
@@ -907,7 +907,7 @@ fn a_sequencer_strategy_on_its_sections_line_is_read_as_git_reads_it() {
 
 #[test]
 fn a_list_of_steps_too_long_to_read_whole_is_not_applied() {
-    // SPEC: TRUST-1 — third attack pass, F2: an `exec` step after megabytes of comments.
+    // TRUST-1 — third attack pass, F2: an `exec` step after megabytes of comments.
     if !ready() {
         return;
     }
@@ -932,7 +932,7 @@ fn a_list_of_steps_too_long_to_read_whole_is_not_applied() {
 
 #[test]
 fn a_remote_may_not_lead_pushes_to_a_repository_the_command_could_have_made() {
-    // SPEC: TRUST-1 — third attack pass, F3 and F4: a push remote into a bare repository
+    // TRUST-1 — third attack pass, F3 and F4: a push remote into a bare repository
     // planted in the written-through objects directory (its pre-receive hook runs on the
     // host's `git push`); a push URL, push refspecs, a fetch into refs/heads/, an existing
     // remote re-pointed, and a repository-format change of an existing repository.
@@ -976,7 +976,7 @@ fn a_remote_may_not_lead_pushes_to_a_repository_the_command_could_have_made() {
 
 #[test]
 fn a_relative_or_not_yet_existing_push_path_into_the_workspace_is_refused() {
-    // SPEC: TRUST-1 — fourth attack pass: a submodule's push remote relative to its own work
+    // TRUST-1 — fourth attack pass: a submodule's push remote relative to its own work
     // tree, a path that a later checkout would make, and a submodule URL into a repository
     // planted in the written-through objects directory.
     if !ready() {
@@ -1013,7 +1013,7 @@ fn a_relative_or_not_yet_existing_push_path_into_the_workspace_is_refused() {
 
 #[test]
 fn a_push_path_git_would_read_another_way_than_the_check_is_refused() {
-    // SPEC: TRUST-1 — fifth attack pass: `..` beside a `...git` gitfile (git appends `.git`
+    // TRUST-1 — fifth attack pass: `..` beside a `...git` gitfile (git appends `.git`
     // to the path as written), `~` (git expands it), `%` escapes in `file://` (git decodes
     // them), and a path taken for a remote's name by a key prefix.
     if !ready() {
@@ -1057,7 +1057,7 @@ fn a_push_path_git_would_read_another_way_than_the_check_is_refused() {
 
 #[test]
 fn a_worktree_pointing_outside_the_workspace_is_not_applied() {
-    // SPEC: TRUST-1 — sixth attack pass: `worktrees/<n>/gitdir` naming a directory outside
+    // TRUST-1 — sixth attack pass: `worktrees/<n>/gitdir` naming a directory outside
     // the workspace, where the host's `git worktree repair` writes a `.git` file.
     if !ready() {
         return;

@@ -1,4 +1,4 @@
-//! The liveness suite (issue 16, LIVE-1…LIVE-3, DESIGN invariant 8): each real toolchain an
+//! The liveness suite (LIVE-1…LIVE-3, invariant 8): each real toolchain an
 //! agent is asked to use does its ordinary work through `agent-exec call command` in a fresh
 //! workspace, and its real output is checked — C with `make -j2`, C++, Python (pytest, venv
 //! with pip, multiprocessing, sqlite3), unix sockets, Node (`npm test`, `require('https')`),
@@ -7,7 +7,7 @@
 //!
 //! A toolchain this machine lacks is skipped loudly (the test prints why); `.ci/run` installs
 //! them all. Each call also starts a background `sleep` with a unique marker that must not
-//! survive the call (DESIGN invariant 4). Run as root, then again as uid 65534 by
+//! survive the call (invariant 4). Run as root, then again as uid 65534 by
 //! `every_liveness_test_also_holds_unprivileged`.
 //!
 //! The binary under test is `agent-exec` from the same target directory (built by `cargo test
@@ -38,7 +38,7 @@ fn agent_exec() -> PathBuf {
     bin
 }
 
-// Skips loudly, or fails where `AGENT_EXEC_REQUIRE` names what is missing (issue 17).
+// Skips loudly, or fails where `AGENT_EXEC_REQUIRE` names what is missing.
 use testkit::sandbox_available;
 
 mod common;

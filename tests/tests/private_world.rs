@@ -1,4 +1,4 @@
-//! The command's own world (issue 16 part 2, SPEC LIVE-2): a private `/proc` of its PID
+//! The command's own world (LIVE-2): a private `/proc` of its PID
 //! namespace and a private `/dev/shm`, through `exec::run` with the `command` spec. Both
 //! directions: what works (`ps`, `/proc/self`, Python's multiprocessing and shared memory) and
 //! what stays out of reach (the host's processes, the supervisor that is PID 1, the host's and
@@ -47,7 +47,7 @@ fn enforcement() -> Option<linux_sandbox::Enforcement> {
 
 /// The layers a command's private view (its `/dev/shm`, its root of the grants) is made of:
 /// where `AGENT_EXEC_REQUIRE` names one this machine lacks, a test that needs the view fails
-/// instead of skipping (issue 17). A private `/proc` needs a PID namespace with its own `proc`
+/// instead of skipping. A private `/proc` needs a PID namespace with its own `proc`
 /// too.
 const PRIVATE_WORLD: &[Capability] = &[
     Capability::Landlock,
@@ -320,11 +320,11 @@ async fn python_shared_memory_works_across_processes() {
 
 /// glibc's `sem_open` (2.36) writes a temporary file in `/dev/shm` and `link(2)`s it to the
 /// semaphore's name; `multiprocessing`'s `SemLock` (and with it `Pool`, `Queue`, `Lock`) needs
-/// it. The supervisor's link broker makes exactly that link (issue 16's `Pool` row, LIVE-2).
+/// it. The supervisor's link broker makes exactly that link (LIVE-2).
 #[tokio::test]
 async fn python_semaphores_locks_queues_and_pools_work_through_the_shm_link_broker() {
     // glibc's `sem_open` links `/dev/shm/sem.XXXXXX` to `/dev/shm/sem.NAME`: the one link the
-    // supervisor makes for the command (issue 16, LIVE-2).
+    // supervisor makes for the command (LIVE-2).
     if !private_shm() {
         return;
     }
@@ -490,7 +490,7 @@ async fn another_concurrent_calls_shared_memory_is_not_visible() {
     assert!(!Path::new("/dev/shm/agent-exec-call-object").exists());
 }
 
-// ---- unix sockets (issue 16 part 3) -------------------------------------------------------------
+// ---- unix sockets -------------------------------------------------------------
 
 /// Whether the command's view is a new root of the grants only, where `AF_UNIX` is allowed.
 fn private_root() -> bool {
@@ -575,7 +575,7 @@ async fn a_unix_socket_server_and_client_and_a_multiprocessing_manager_work() {
     );
 }
 
-// ---- pseudo-terminals (issue 16 §1, devices) -----------------------------------------------------
+// ---- pseudo-terminals (devices) -----------------------------------------------------
 
 /// A command opens pseudo-terminals of its own (`script`, Python's `pty`) in a private `devpts`
 /// and sees none of the host's: `/dev/pts` holds only `ptmx` and what it opened. Changing a

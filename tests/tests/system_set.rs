@@ -1,4 +1,4 @@
-//! The system runtime set of a `command` through the real sandbox (issue 16 part 1, LIVE-1,
+//! The system runtime set of a `command` through the real sandbox (LIVE-1,
 //! CMD-10): what the rules withhold stays unreadable — for a root host too, which would read a
 //! root-only file as its owner — and what they grant does the everyday work (public `/etc`
 //! configuration, compilers, programs built in the workspace). Run as root, then again as uid
@@ -16,7 +16,7 @@ const UNPRIVILEGED_ENV: &str = "AGENT_EXEC_SYSTEM_SET_UNPRIVILEGED";
 mod common;
 use common::{Call, text};
 
-// Skips loudly, or fails where `AGENT_EXEC_REQUIRE` names what is missing (issue 17).
+// Skips loudly, or fails where `AGENT_EXEC_REQUIRE` names what is missing.
 use testkit::sandbox_available;
 
 /// Single-quoted for `sh` (test-made text only; the paths come from the host's `/etc`).
@@ -80,7 +80,7 @@ async fn every_etc_entry_the_rules_withhold_stays_unreadable() {
         .withheld
         .iter()
         .filter(|(path, why)| match why {
-            // Another layer may give the command a private /proc (issue 16 part 2): a link
+            // Another layer may give the command a private /proc: a link
             // into it (/etc/mtab) is that layer's to judge.
             Withheld::LinkOutside(Some(target)) => !target.starts_with("/proc"),
             Withheld::LinkOutside(None) => false,

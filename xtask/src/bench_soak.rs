@@ -1,5 +1,5 @@
 //! `cargo xtask bench soak [--calls N] [--concurrency C] [--uid U] [--agent-exec PATH]`: the MCP
-//! soak (issue 20 §4). N mixed `tools/call` requests (default 10 000), C in flight at once
+//! soak. N mixed `tools/call` requests (default 10 000), C in flight at once
 //! (default 16), through ONE `agent-exec mcp --workspace DIR` process over stdio, spoken to by
 //! the small JSON-RPC client below (threads and `serde_json`; nothing else in the timing).
 //!
@@ -16,7 +16,8 @@
 //! and a JSON-RPC error (a protocol error) always is; tool errors are counted by code.
 //!
 //! **Baseline and probe.** Before the run, the same mix at concurrency 1 (N/20 calls, 20 to
-//! 300), so the throughput is a ratio measured on this machine in the same run (STYLE rule 9),
+//! 300), so the throughput is a ratio measured on this machine in the same run
+//! (docs/architecture.md, "Benchmarks"),
 //! and C `command` calls of `sleep 0.5` sent at once: a server that ran calls one at a time
 //! would take C × 0.5 s for them whatever the CPU, and a CPU-bound mix on a small machine gains
 //! little from concurrency even when nothing serialises, so the probe is the figure that

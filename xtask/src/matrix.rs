@@ -1,7 +1,7 @@
 //! `cargo xtask matrix [--full]`: the escape suite (`tests/tests/escape.rs` and
 //! `private_world.rs`) and the liveness suite (`tests/tests/liveness.rs`) under each sandbox
-//! capability level this project supports, each forced on this one machine (issue 20 part 2;
-//! DESIGN invariants 2 and 4; the levels are described in docs/architecture.md, "Capability
+//! capability level this project supports, each forced on this one machine
+//! (invariants 2 and 4; the levels are described in docs/architecture.md, "Capability
 //! matrix"):
 //!
 //! - a Landlock ABI from 1 to the kernel's, through `AGENT_EXEC_LANDLOCK_ABI_MAX` (it only

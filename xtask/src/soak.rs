@@ -1,4 +1,4 @@
-//! `cargo xtask soak [--minutes M] [--tasks N] [--json]`: the `background_command` soak (issue 19) —
+//! `cargo xtask soak [--minutes M] [--tasks N] [--json]`: the `background_command` soak —
 //! builds run-command-tool's `background_soak` example in release and runs it: N tasks with
 //! mixed lifetimes kept running for M minutes in one host process, whose fds, threads and RSS
 //! must not grow, with no survivor and no log file left (defaults: 10 minutes, 20 tasks).

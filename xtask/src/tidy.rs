@@ -102,9 +102,9 @@ fn no_ignored_tests() {
     );
 }
 
-/// The layer of each workspace member, as in DESIGN.md: arrows only point down. `testkit` is
-/// test-only: it may be only a dev-dependency, and it depends on no workspace crate but the
-/// leaves whose probes decide its capability skips ([`TESTKIT_PROBES`]; checked in
+/// The layer of each workspace member, as in docs/architecture.md: arrows only point down.
+/// `testkit` is test-only: it may be only a dev-dependency, and it depends on no workspace crate
+/// but the leaves whose probes decide its capability skips ([`TESTKIT_PROBES`]; checked in
 /// `workspace_dependency_arrows_point_down`).
 fn layer(name: &str) -> Option<u8> {
     Some(match name {
@@ -132,10 +132,10 @@ fn metadata(no_deps: bool) -> serde_json::Value {
 }
 
 /// The crates `testkit::require` asks whether a capability is present: the code under test's own
-/// probes, so a test skips exactly when that code would refuse to run (issue 17).
+/// probes, so a test skips exactly when that code would refuse to run.
 const TESTKIT_PROBES: &[&str] = &["linux-sandbox", "proctree"];
 
-/// `Some(violation)` when a dependency edge between two workspace crates breaks DESIGN's layering.
+/// `Some(violation)` when a dependency edge between two workspace crates breaks the layering.
 /// `dev` edges to `testkit` are allowed from anywhere; any other edge to it is not.
 fn forbidden_edge(from: &str, to: &str, dev: bool) -> Option<String> {
     if to == "testkit" {
@@ -193,7 +193,7 @@ fn workspace_dependency_arrows_point_down() {
         let from = pkg["name"].as_str().unwrap();
         assert!(
             layer(from).is_some(),
-            "workspace member `{from}` has no layer; add it to tidy::layer and DESIGN.md"
+            "workspace member `{from}` has no layer; add it to tidy::layer and docs/architecture.md"
         );
         for dep in pkg["dependencies"].as_array().unwrap() {
             if dep["path"].is_string() {
@@ -251,7 +251,7 @@ fn no_dependency_is_gpl_only() {
     );
 }
 
-// ---- drift between the docs, the workspace and its manifests (issue 17) ----------------------
+// ---- drift between the docs, the workspace and its manifests ---------------------------------
 
 /// The directory of each workspace member, relative to the root (`crates/exec`, `xtask`).
 fn member_dirs(meta: &serde_json::Value) -> BTreeSet<String> {
@@ -551,4 +551,334 @@ fn workspace_dependency_names_are_read_from_their_table() {
                     me = { path = \"crates/me\" }\n\
                     bar-baz = { version = \"2\" }\n\n[workspace.lints.rust]\nqux = \"deny\"\n";
     assert_eq!(workspace_dependency_names(manifest), ["foo", "bar-baz"]);
+}
+
+// ---- references a clone resolves, and comments that describe the code as it is ---------------
+
+/// The groups of `docs/requirements.md`: an ID is a group, a dash and a number (`RUN-4`).
+const REQUIREMENT_GROUPS: &[&str] = &[
+    "TS", "PERM", "RUN", "CMD", "FILE", "RC", "BG", "LIVE", "RCS", "TRUST", "NET", "PORT", "HOST",
+    "LIM",
+];
+
+/// Whether `c` continues a word, so `USER-DATA-4` or `RUN-4a` is no requirement ID.
+fn word_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Every requirement ID `text` cites, in order: a group of [`REQUIREMENT_GROUPS`], a dash and
+/// digits, with no word character or dash before and no word character after.
+fn cited_requirements(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices('-') {
+        let before = &text[..i];
+        let group_start = before
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| c.is_ascii_uppercase())
+            .last()
+            .map_or(i, |(j, _)| j);
+        let group = &before[group_start..];
+        if !REQUIREMENT_GROUPS.contains(&group) {
+            continue;
+        }
+        if before[..group_start]
+            .chars()
+            .next_back()
+            .is_some_and(|c| word_char(c) || c == '-')
+        {
+            continue;
+        }
+        let digits: String = text[i + 1..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let after = text[i + 1 + digits.len()..].chars().next();
+        if digits.is_empty() || after.is_some_and(word_char) {
+            continue;
+        }
+        out.push(format!("{group}-{digits}"));
+    }
+    out
+}
+
+/// The IDs `docs/requirements.md` defines: each entry opens with `- **ID**`.
+fn defined_requirements(requirements: &str) -> BTreeSet<String> {
+    requirements
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("- **"))
+        .filter_map(|l| l.split("**").next())
+        .filter(|id| cited_requirements(id).len() == 1)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The invariant numbers a text cites (`invariant 4`, `invariants 2, 4 and 5`, `invariants 1–7`),
+/// each with the line it is on.
+fn cited_invariants(text: &str) -> Vec<(usize, u32)> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        for (i, _) in line.match_indices("invariant") {
+            let mut rest = line[i + "invariant".len()..].trim_start_matches('s');
+            let mut range_from = None;
+            while let Some(r) = rest.strip_prefix(' ').or(rest.strip_prefix('–')) {
+                let digits: String = r.chars().take_while(char::is_ascii_digit).collect();
+                let Ok(k) = digits.parse::<u32>() else {
+                    break;
+                };
+                match range_from.take() {
+                    Some(from) => out.extend((from + 1..=k).map(|k| (n + 1, k))),
+                    None => out.push((n + 1, k)),
+                }
+                rest = &r[digits.len()..];
+                if rest.starts_with('–') {
+                    range_from = Some(k);
+                } else if let Some(r) = rest.strip_prefix(',').or(rest.strip_prefix(" and")) {
+                    rest = r;
+                } else {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// How many numbered invariants `docs/architecture.md`'s `## Invariants` section lists.
+fn defined_invariants(architecture: &str) -> u32 {
+    let count = architecture
+        .lines()
+        .skip_while(|l| l.trim() != "## Invariants")
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| {
+            l.split_once(". ")
+                .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        })
+        .count();
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+/// The text files the reference checks read: sources, manifests, docs and scripts, not the fuzz
+/// corpus (inputs, not prose) and not the lock file.
+fn prose_files() -> Vec<PathBuf> {
+    project_files()
+        .into_iter()
+        .filter(|p| {
+            let r = rel(p);
+            let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+            !r.starts_with("fuzz/corpus/")
+                && (["rs", "md", "toml", "sh", "yml", "yaml"].contains(&ext) || r == ".ci/run")
+        })
+        .collect()
+}
+
+#[test]
+fn requirement_ids_are_read_as_whole_words() {
+    let text = "RUN-4, (TRUST-1) RCS-3; RC-2… USER-DATA-4 RUN-4a NF-1 X-RUN-2 RUN- `CMD-12`";
+    assert_eq!(
+        cited_requirements(text),
+        ["RUN-4", "TRUST-1", "RCS-3", "RC-2", "CMD-12"]
+    );
+    let doc = "# R\n- **RUN-4** text RC-9.\n- **TS-1** more\n  - **nested** no\n";
+    let defined: Vec<String> = defined_requirements(doc).into_iter().collect();
+    assert_eq!(defined, ["RUN-4", "TS-1"]);
+}
+
+#[test]
+fn invariants_are_read_with_lists_and_ranges() {
+    let text = "(invariant 4)\ninvariants 2, 4 and 5; invariants 1–3.\nArchitecture Invariant: x";
+    assert_eq!(
+        cited_invariants(text),
+        [(1, 4), (2, 2), (2, 4), (2, 5), (2, 1), (2, 2), (2, 3)]
+    );
+    let doc = "## Invariants\n1. One.\n2. Two\n   wrapped.\n## Next\n3. Not here.\n";
+    assert_eq!(defined_invariants(doc), 2);
+}
+
+#[test]
+fn every_cited_requirement_exists() {
+    let root = workspace_root();
+    let requirements = fs::read_to_string(root.join("docs/requirements.md")).unwrap();
+    let architecture = fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let defined = defined_requirements(&requirements);
+    let invariants = defined_invariants(&architecture);
+    assert!(!defined.is_empty() && invariants > 0, "nothing defined?");
+    let mut bad = Vec::new();
+    for file in prose_files() {
+        let text = fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for id in cited_requirements(line) {
+                if !defined.contains(&id) {
+                    bad.push(format!("{}:{}: {id}", rel(&file), n + 1));
+                }
+            }
+        }
+        for (n, k) in cited_invariants(&text) {
+            if k == 0 || k > invariants {
+                bad.push(format!("{}:{n}: invariant {k}", rel(&file)));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "cited but not defined: a requirement ID must have an entry in docs/requirements.md, an \
+         invariant number a numbered item under `## Invariants` in docs/architecture.md: {bad:#?}"
+    );
+}
+
+/// Whether `rel` is test code: a file under a `tests` or `benches` directory, or a `tests.rs`.
+/// Everything else (sources, examples, fuzz targets, manifests, docs, scripts) is not.
+fn is_test_file(rel: &str) -> bool {
+    let path = Path::new(rel);
+    path.components()
+        .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "benches")
+        || path.file_name().is_some_and(|n| n == "tests.rs")
+}
+
+/// Where `line` names an issue by number: `issue`, an optional `s`, spaces or `#`, then a digit,
+/// in any letter case. The column of each.
+fn issue_numbers(line: &str) -> Vec<usize> {
+    let lower = line.to_ascii_lowercase();
+    lower
+        .match_indices("issue")
+        .filter(|(i, _)| !lower[..*i].chars().next_back().is_some_and(word_char))
+        .filter(|(i, _)| {
+            let rest = lower[i + "issue".len()..].trim_start_matches('s');
+            let rest = rest.trim_start_matches(' ').trim_start_matches('#');
+            rest.starts_with(|c: char| c.is_ascii_digit())
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+#[test]
+fn issue_numbers_are_found_in_every_spelling() {
+    // Built from pieces so this file does not match itself.
+    let (a, b) = (concat!("(Iss", "ue 21)"), concat!("iss", "ues #14 and 16"));
+    assert_eq!(issue_numbers(&format!("x {a} and {b}")), [4, 18]);
+    assert!(issue_numbers("an issue, tissue 5, issues of 2024's").is_empty());
+}
+
+/// Each non-test prose file ([`prose_files`] but for [`is_test_file`]), as its path relative to
+/// the root and its text.
+fn non_test_prose() -> Vec<(String, String)> {
+    prose_files()
+        .into_iter()
+        .map(|file| (rel(&file), file))
+        .filter(|(r, _)| !is_test_file(r))
+        .map(|(r, file)| (r, fs::read_to_string(file).unwrap()))
+        .collect()
+}
+
+#[test]
+fn no_issue_numbers_outside_tests() {
+    let mut bad = Vec::new();
+    for (r, text) in non_test_prose() {
+        for (n, line) in text.lines().enumerate() {
+            for col in issue_numbers(line) {
+                bad.push(format!("{r}:{}:{col}", n + 1));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "issue numbers in non-test sources: say what the code does and why, in the present \
+         tense; how it got there belongs in the commit message: {bad:#?}"
+    );
+}
+
+/// Phrases that narrate how the code got here rather than what it does: rounds of review,
+/// passes of attack, what it once did. Lowercase; a trailing `#` stands for any digit.
+/// Present-tense uses of the same words (`no longer exists`, `for review`, `attack surface`)
+/// are not listed.
+const HISTORY_PHRASES: &[&str] = &[
+    "review #",
+    "review round",
+    "review of",
+    "(review",
+    "reviewer",
+    "found in review",
+    "attack #",
+    "attack of",
+    "attack finding",
+    "attack pass",
+    "(attack",
+    "used to be ",
+    "used to say",
+    "used to keep",
+    "used to take",
+    "used to run",
+    "this once was",
+    "before this change",
+];
+
+/// The history phrases of [`HISTORY_PHRASES`] a comment line holds.
+fn history_phrases(comment: &str) -> Vec<&'static str> {
+    let lower = comment.to_ascii_lowercase();
+    HISTORY_PHRASES
+        .iter()
+        .copied()
+        .filter(|p| {
+            let stem = p.strip_suffix('#').unwrap_or(p);
+            lower.match_indices(stem).any(|(i, _)| {
+                let whole = !stem.starts_with(char::is_alphanumeric)
+                    || !lower[..i].chars().next_back().is_some_and(word_char);
+                let digit = lower[i + stem.len()..].starts_with(|c: char| c.is_ascii_digit());
+                whole && (digit || !p.ends_with('#'))
+            })
+        })
+        .collect()
+}
+
+/// The comment part of each line of a file, by kind: `//` comments of Rust, `#` comments of
+/// manifests and scripts, every line of Markdown.
+fn comment_lines(rel: &str, text: &str) -> Vec<(usize, String)> {
+    let md = rel.ends_with(".md");
+    let rust = rel.ends_with(".rs");
+    text.lines()
+        .enumerate()
+        .filter_map(|(n, line)| {
+            let t = line.trim_start();
+            let comment = if md {
+                Some(t)
+            } else if rust {
+                line.find("//").map(|i| &line[i..])
+            } else {
+                t.starts_with('#').then_some(t)
+            };
+            comment.map(|c| (n + 1, c.to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn history_phrases_are_found_and_present_tense_passes() {
+    assert_eq!(
+        history_phrases(concat!("// refused (rev", "iew 5); the attack", " of x")),
+        ["review #", "(review", "attack of"]
+    );
+    assert!(
+        history_phrases("// no longer exists; for review; refused to run; attack surface")
+            .is_empty()
+    );
+    let lines = comment_lines("a.rs", "let x = 1; // note\nlet y = 2;\n");
+    assert_eq!(lines, [(1, "// note".to_owned())]);
+}
+
+#[test]
+fn no_history_in_comments_outside_tests() {
+    let mut bad = Vec::new();
+    for (r, text) in non_test_prose() {
+        for (n, comment) in comment_lines(&r, &text) {
+            for phrase in history_phrases(&comment) {
+                bad.push(format!("{r}:{n}: {phrase:?}"));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "comments that narrate history (rounds of review, passes of attack, what the code once \
+         did): say what it does now and why; the story belongs in the commit message: {bad:#?}"
+    );
 }

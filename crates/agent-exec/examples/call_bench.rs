@@ -1,21 +1,21 @@
-//! Whole-process cost of `agent-exec call` against baselines in the same run (issue 6
-//! "Benchmark"; STYLE practice 9), rounds alternating so drift hits every column alike:
+//! Whole-process cost of `agent-exec call` against baselines in the same run (docs/architecture.md,
+//! "Benchmarks"), rounds alternating so drift hits every column alike:
 //!
 //! 1. `agent-exec call command` running `true`, against
 //!    `bwrap --ro-bind / / --dev /dev --unshare-all --die-with-parent sh -c true` (if bwrap is
 //!    installed) and bare `sh -c true`; and `agent-exec call run_command` running `["true"]`
-//!    (`--mode allow-all`, so no gate waits for an answer; issue 18), against that `command`
+//!    (`--mode allow-all`, so no gate waits for an answer), against that `command`
 //!    and bare `true`, reported as ratios;
 //! 2. `tools/call` of `command` running `true` over one `agent-exec mcp` server's stdio, timed
 //!    by this process as a client from writing the request to reading its reply, against the
-//!    same client spawning `sh -c true` itself and waiting for it (issue 21's MCP ratio; no
+//!    same client spawning `sh -c true` itself and waiting for it (the MCP ratio; no
 //!    interpreter start-up inside the timing);
 //! 3. `agent-exec call run` with `wc -l` on a generated file (200 MB by default), against bare
-//!    `wc -l` on it (issue target: at most 1.1x). `run` is a one-call turn on a `mounted`
+//!    `wc -l` on it (target: at most 1.1x). `run` is a one-call turn on a `mounted`
 //!    workspace, so this includes mirroring the folder and the write-back check (RUN-11).
 //!
 //! 3. `agent-exec call run` on a generated 50 000-file `node_modules`-like tree, warm, against
-//!    `find` stat-ing every file (issue 21: at most 2.5x), and a long-lived server's turn after
+//!    `find` stat-ing every file (target: at most 2.5x), and a long-lived server's turn after
 //!    one change (the journaled refresh) against a full refresh.
 //!
 //! Prints min/median/max per column and the ratios of the medians. What `cargo xtask bench call`
@@ -378,7 +378,7 @@ fn main() {
     large_workspace(&agent_exec, &base, rounds);
 }
 
-/// Issue 21: `run` on a large workspace. Builds a `node_modules`-like tree (500 packages of
+/// `run` on a large workspace. Builds a `node_modules`-like tree (500 packages of
 /// 100 small files: 50 000 files, ~200 MB, and `data.txt`), then, alternating, a warm
 /// `agent-exec call run wc -l data.txt` (its persistent mirror refreshed: the target is at
 /// most 2.5x) against `find TREE -type f -printf '%s %T@\n'` (one stat per file: the least a

@@ -9,7 +9,7 @@
 //! `RunCommandOutput::is_success`): a command not executed (declined, no way to ask) or exiting
 //! non-zero is a result (`ok: true`, `executed`, `exitCode`) and exit code 1.
 //!
-//! `run_command`'s questions (issue 18): confirmations are asked on `/dev/tty`
+//! `run_command`'s questions: confirmations are asked on `/dev/tty`
 //! (`Run <label>? [y/N]`) unless `--yes`; passwords are read from `--password-fd N` (one line
 //! per attempt) or typed on `/dev/tty` with echo off. Without a terminal and without the flag
 //! the call is not executed — never an assumed yes. `--password-fd` refuses 1 and 2 (the
@@ -63,7 +63,7 @@ const MAX_ARGS_BYTES: u64 = 4 * 1024 * 1024;
     name = "agent-exec",
     version,
     about = "Scoped tools for AI agents: one call from a shell, an MCP server, and the user's grants.",
-    after_help = "Disk bounds (issue 15):\n  \
+    after_help = "Disk bounds:\n  \
         AGENT_EXEC_KEPT_MIRRORS       mirrors kept for diagnosis at most (default 5)\n  \
         AGENT_EXEC_KEPT_MIRROR_BYTES  bytes in all of them at most (default 536870912, 512 MiB)\n  \
         AGENT_EXEC_CONCURRENT_COPIES  temporary copies of one workspace at once, beside its\n                                \
@@ -389,7 +389,7 @@ fn open_store(cli_dir: Option<&Path>) -> Result<StateStore, StateError> {
         Some(dir) => StateStore::open(dir)?,
         None => StateStore::open(StateStore::default_dir()?)?,
     };
-    // Issue 15 §4: the bounds on mirrors kept for diagnosis (defaults in KeptLimits).
+    // The bounds on mirrors kept for diagnosis (defaults in KeptLimits).
     let mut limits = store.kept_limits();
     if let Some(n) = env_number("AGENT_EXEC_KEPT_MIRRORS")? {
         limits.max_count = usize::try_from(n).unwrap_or(usize::MAX);
@@ -398,7 +398,7 @@ fn open_store(cli_dir: Option<&Path>) -> Result<StateStore, StateError> {
         limits.max_bytes = n;
     }
     let mut store = store.with_kept_limits(limits);
-    // Issue 15 §4: temporary full copies of one workspace at once (DEFAULT_CONCURRENT_COPIES).
+    // Temporary full copies of one workspace at once (DEFAULT_CONCURRENT_COPIES).
     if let Some(n) = env_number("AGENT_EXEC_CONCURRENT_COPIES")? {
         store = store.with_concurrent_copies(usize::try_from(n).unwrap_or(usize::MAX));
     }
@@ -422,7 +422,7 @@ fn env_number(name: &str) -> Result<Option<u64>, StateError> {
 
 fn main() -> ExitCode {
     // Read from the raw arguments before clap parses them (a few hundred microseconds), so a
-    // shell call's warm-up starts that much sooner (issue 21); what the parse finds decides
+    // shell call's warm-up starts that much sooner; what the parse finds decides
     // only where this guess was silent.
     #[cfg(target_os = "linux")]
     let early = early_plan(&std::env::args_os().collect::<Vec<_>>());
@@ -533,9 +533,9 @@ impl Start {
     }
 }
 
-/// Starts what `what` names. Issue 15 §4: the signal watch first, before any thread starts
+/// Starts what `what` names. The signal watch comes first, before any thread starts
 /// (threads inherit the mask); on failure the signals keep their default action, and the
-/// supervisors and the next start's sweep still clean up. Issue 16: the shell's system runtime
+/// supervisors and the next start's sweep still clean up. The shell's system runtime
 /// set (an `/etc` walk) builds while the call is validated and its state read.
 #[cfg(target_os = "linux")]
 fn start(what: &Start) {
@@ -682,7 +682,7 @@ fn read_args(json: Option<String>) -> Result<Value, ToolError> {
 fn canonical_dir(dir: &Path) -> Result<PathBuf, ToolError> {
     // A link the agent could re-point (in a directory it may write, such as a writable extra
     // path that is the workspace's parent) would move the next call's workspace anywhere
-    // (issue 14); extra paths refuse links the same way.
+    // else. Extra paths refuse links the same way.
     if let Some(link) = host_shim::replaceable_link(dir) {
         return Err(ToolError::new(
             ErrorCode::ExecPathInvalid,
@@ -815,10 +815,10 @@ fn call(state_dir: Option<&Path>, args: CallArgs, password: Option<std::fs::File
         Ok(s) => s,
         Err(e) => return fail(&e.to_tool_error()),
     };
-    // run_command's questions: --yes, --password-fd, else /dev/tty (issue 18).
+    // run_command's questions: --yes, --password-fd, else /dev/tty.
     let asker = std::sync::Arc::new(TtyAsker::new(args.yes, password));
     // Only the tools that use it pay for building run_command's rules (~0.4 ms: the shipped
-    // lists parsed and merged, issue 21); flags for it are validated whatever the tool.
+    // lists parsed and merged); flags for it are validated whatever the tool.
     let uses_run_command = matches!(
         args.tool,
         ToolName::RunCommand
@@ -912,7 +912,7 @@ fn calling_plugin(
 ) -> Result<PluginId, StateError> {
     if let Some(p) = plugin {
         // The reserved id is the person at the terminal, never a record of the state file
-        // (which someone could have edited to hold one), in any case (review of issue 17).
+        // (which someone could have edited to hold one), in any letter case.
         if p.eq_ignore_ascii_case(LOCAL_USER) {
             return Err(StateError::Refused(format!(
                 "{LOCAL_USER} is the person at the terminal; leave out --plugin to call as them"
@@ -995,7 +995,7 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
         toolchains: args.toolchains,
         ..CallOptions::default()
     });
-    // run_command's confirmations by elicitation, never a password (issue 18).
+    // run_command's confirmations by elicitation, never a password.
     let setup = match args
         .run_command
         .setup(server.asker(), args.config.as_deref())
@@ -1299,7 +1299,7 @@ fn status(state_dir: Option<&Path>, plugin: Option<&str>) -> ExitCode {
         if let (Some(id), Value::Object(map)) = (plugin, &mut plugins) {
             map.retain(|k, _| k == id);
         }
-        // Issue 15 §4: what the state directory holds besides grants.
+        // What the state directory holds besides grants.
         Ok(json!({
             "ok": true,
             "stateDir": store.dir(),

@@ -86,7 +86,7 @@
 //!   connection lasts. When the connection ends — stdin closed and every reply written, or
 //!   stdout gone — every task is stopped and waited for and the session's log directory
 //!   removed ([`Session::end_background`]) before the server exits: nothing outlives the
-//!   connection (DESIGN invariant 4).
+//!   connection (invariant 4).
 //! - **Each event is a `notifications/message`** (MCP logging) from logger
 //!   [`BACKGROUND_LOGGER`] (`"agent-exec/background"`), its `data` the event's JSON exactly as
 //!   the library serialises it — structured content whose `"event"` is `started`, `report`,
@@ -121,12 +121,11 @@
 //!
 //! # Why not `rmcp`
 //!
-//! This server was built on the official Rust SDK's service loop and stdio transport. Every
-//! failure of issue 15 lived in that loop, below any handler we could write: requests in flight
-//! are kept in a map by id, so a duplicate id replaced the first's entry and the second's reply
-//! was dropped; it never stops reading, and spawns one task per reply waiting to be written,
-//! so a client that does not read grows the server without bound; an unparsable line or one
-//! whose id it cannot route is dropped unanswered; the last line without `\n` is discarded at
+//! The official Rust SDK's service loop and stdio transport fail below any handler we could
+//! write. Requests in flight are kept in a map by id, so a duplicate id replaces the first's
+//! entry and the second's reply is dropped. It never stops reading, and spawns one task per
+//! reply waiting to be written, so a client that does not read grows the server without bound;
+//! an unparsable line or one whose id it cannot route is dropped unanswered; the last line without `\n` is discarded at
 //! end of input; wrong params fall through its untagged request enum to "method not found";
 //! a request before `initialize` is answered with the 2026 per-request `_meta` error; and a
 //! failed write is logged while the loop goes on executing requests. A front layer could mend
@@ -354,7 +353,7 @@ impl McpServer {
     /// not serve the three: nobody here would hear its tasks.
     pub fn add_session(&mut self, session: &Session) -> Vec<String> {
         // Not `Session::keep_mirror_warm`: its folder journal misses changes it cannot hear
-        // (an attack of issue 21: writes through a hard link made elsewhere, remote or FUSE
+        // (writes through a hard link made elsewhere, remote or FUSE
         // edits, mounts), so every turn refreshes by the walk, one `statx` per file.
         let mut skipped = Vec::new();
         let mut added_background = Vec::new();
@@ -444,7 +443,7 @@ impl McpServer {
             .and_then(Background::take_events)
             .map(|events| tokio::spawn(deliver(events, self.notifier.clone())));
         let served = conn::serve(Arc::new(self), std::io::stdin(), std::io::stdout(), watch).await;
-        // Nothing outlives the connection (DESIGN invariant 4): the tasks end with it, also
+        // Nothing outlives the connection (invariant 4): the tasks end with it, also
         // when reading failed.
         if let Some(b) = &background {
             b.session.end_background().await;

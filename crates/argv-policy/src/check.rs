@@ -122,7 +122,7 @@ const STEERING_PREFIXES: &[&str] = &[
     "OPENSSL_",
     "GCONV_",
     "TERMINFO",
-    // Review 2: `PHPRC`, `PHP_INI_SCAN_DIR`; pipx; `APT_CONFIG`; groff's macro and font paths.
+    // `PHPRC`, `PHP_INI_SCAN_DIR`; pipx; `APT_CONFIG`; groff's macro and font paths.
     "PHP",
     "PIPX_",
     "APT_",

@@ -1,4 +1,4 @@
-//! `decide`: the whole `run_command` decision for one call (issue 9).
+//! `decide`: the whole `run_command` decision for one call.
 //!
 //! Order (validate, then act; the first failing step answers):
 //! 1. the argv is well formed (non-empty, no NUL, bounded);

@@ -1,4 +1,4 @@
-//! Launchers: programs whose arguments name another program to start (issue 9 rule 2).
+//! Launchers: programs whose arguments name another program to start.
 //!
 //! A *known* launcher has its options parsed from its manual, so the command it starts is found
 //! exactly and validated as if it stood alone (`env rm x` is `rm`). An option we do not know is

@@ -1,4 +1,4 @@
-//! The `run_command` decision: argv commands with confirmation gates (seed 001; SPEC RC-1,
+//! The `run_command` decision: argv commands with confirmation gates (RC-1,
 //! RC-2, RC-3, RC-4, RC-5, RC-7, RC-9, RC-10, RC-11, RC-12, RC-14, RC-15).
 //!
 //! **Owns**: the argv schema ([`RunCommandArgs`]), shell-metacharacter detection, `sh -c`/`bash -c`

@@ -1,4 +1,4 @@
-//! Masking secrets in text, and spotting mask tokens in a new argv (RC-14, issue 9 rule 7).
+//! Masking secrets in text, and spotting mask tokens in a new argv (RC-14).
 //!
 //! **Owns**: which environment variables hold secrets ([`secret_env_values`]), which substrings
 //! of an output are secrets by their form ([`secrets_in`]), the replacement ([`mask`]) and the

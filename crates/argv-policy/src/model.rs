@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::json;
 
-/// The arguments of one `run_command` call, with the exact snake_case names of seed 001 (RC-1).
+/// The arguments of one `run_command` call, with the exact snake_case names of RC-1.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunCommandArgs {

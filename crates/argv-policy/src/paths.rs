@@ -1,4 +1,4 @@
-//! Lexical path handling and the sensitive-path patterns (issue 9 rule 5; RC-4, RC-9, RC-10).
+//! Lexical path handling and the sensitive-path patterns (RC-4, RC-9, RC-10).
 //!
 //! Everything here is lexical: no file is opened and no symlink is followed. The executor (the
 //! next issue) re-checks the real paths before it moves anything to the trash.
@@ -73,8 +73,8 @@ impl SensitivePattern {
     }
 
     /// `SensitivePattern::matches` on a path already split by [`components`], so a caller
-    /// testing one path against every pattern splits it once (issue 18: the split per pattern
-    /// was most of an allowlisted `decide`).
+    /// testing one path against every pattern splits it once (a split per pattern would be most of
+    /// an allowlisted `decide`).
     pub fn matches_components(&self, comps: &[Cow<'_, str>]) -> bool {
         let n = self.pieces.len();
         if comps.len() < n {

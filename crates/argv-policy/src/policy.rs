@@ -1,6 +1,6 @@
 //! The merged configuration `decide` applies: the shipped lists plus the user's JSON config
 //! (`denied_command`, `read_only_command`, `sensitive_path`, `private_path`, `mode`; RC-2, RC-9,
-//! RCS-1, issue 9 rule 5).
+//! RCS-1).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -13,7 +13,7 @@ use crate::paths::SensitivePattern;
 pub const SHIPPED_READ_ONLY: &str = include_str!("../data/read_only_command.json");
 /// The shipped denied list (RC-2).
 pub const SHIPPED_DENIED: &str = include_str!("../data/denied_command.json");
-/// The shipped sensitive paths (issue 9 rule 5).
+/// The shipped sensitive paths.
 pub const SHIPPED_SENSITIVE: &str = include_str!("../data/sensitive_path.json");
 
 /// How much the user wants to be asked.

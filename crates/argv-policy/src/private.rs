@@ -870,7 +870,7 @@ mod tests {
         }
     }
 
-    /// TRUST-6: the credential files measured readable before this list named them.
+    /// TRUST-6: credential files that would be readable if this list did not name them.
     #[test]
     fn trust_6_measured_credential_files_are_private() {
         let p = Policy::defaults(Mode::Safe);

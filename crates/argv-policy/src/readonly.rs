@@ -1,4 +1,4 @@
-//! Matching a command against the read-only allowlist (RC-9, issue 9 rule 4).
+//! Matching a command against the read-only allowlist (RC-9).
 //!
 //! A rule is the executable plus at most two following arguments. Before matching, a tool's
 //! global options that do not change what the command does are set aside (`git -C .`,

@@ -1,5 +1,5 @@
 //! Parsing `sh -c` scripts with `brush-parser` and flattening them into the simple commands they
-//! can run (RC-2, issue 9 rule 2).
+//! can run (RC-2).
 //!
 //! The walk visits every simple command: inside `&&`, `||`, `;`, `|`, `&`, subshells, brace
 //! groups, `if`/`for`/`while`/`until`/`case`, function bodies, coprocesses, process

@@ -1,4 +1,4 @@
-//! File-watcher detection (RC-15, issue 9 rule 6).
+//! File-watcher detection (RC-15).
 //!
 //! A watcher never ends and `run_command` waits for the end, so it is refused before start with a
 //! pointer to `background_command`. Detected:
@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use crate::launch::{self, Plan};
 use crate::script::{self, Word};
 
-/// How many levels of package scripts are followed (the seed: 4 since v1.1.2, 5 before).
+/// How many levels of package scripts are followed (RC-15: 4).
 pub const MAX_SCRIPT_LEVELS: usize = 4;
 
 /// The largest `package.json` read.

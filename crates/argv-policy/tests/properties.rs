@@ -1,6 +1,6 @@
-//! Property tests (issue 9 "Tests"): a script whose command word is not static is never allowed,
+//! Property tests: a script whose command word is not static is never allowed,
 //! wherever in the script it stands; and no input, however malformed, makes `decide` panic.
-//! RC-2 for a direct argv (issue 18): arguments without shell characters always pass it, and an
+//! RC-2 for a direct argv: arguments without shell characters always pass it, and an
 //! element that is shell syntax, or a glob where `cat` expects a path, is always refused.
 
 // Helpers outside #[test] fns may unwrap too: a panic is a test failure, which is what we want.

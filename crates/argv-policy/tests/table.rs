@@ -1,4 +1,4 @@
-//! The decision table (issue 9 "Tests"): one `check(input, expect)` helper and one line per case.
+//! The decision table: one `check(input, expect)` helper and one line per case.
 //!
 //! `input` is the tool's JSON arguments, or just the argv as a JSON array. `expect` is a summary:
 //! `run <via> <gate>[ par][ sudo][ trash=N]` or `refuse <CODE>`. Unless a helper says
@@ -278,7 +278,7 @@ fn network_is_never_read_only() {
 
 #[test]
 fn arguments_that_merely_contain_shell_characters_run_directly() {
-    // Issue 18: program text and patterns the program reads itself are data (RC-2).
+    // Program text and patterns the program reads itself are data (RC-2).
     for (argv, expect) in [
         (r#"["python3", "-c", "print(1)"]"#, "run direct confirm"),
         (
@@ -331,7 +331,7 @@ fn arguments_that_merely_contain_shell_characters_run_directly() {
 
 #[test]
 fn elements_that_expect_a_shell_are_refused() {
-    // Issue 18: wholly shell syntax, a leading `~`, a substitution, a glob as a path operand.
+    // Wholly shell syntax, a leading `~`, a substitution, a glob as a path operand.
     for argv in [
         r#"["ls", "|", "wc"]"#,
         r#"["make", "&&", "make", "test"]"#,
@@ -967,7 +967,7 @@ fn malformed_arguments_are_refused_before_anything_else() {
     check(r#"["sh", "-c"]"#, "refuse RUN_COMMAND_ARGUMENTS_INVALID");
 }
 
-/// Review of issue 18, finding 1: getopt_long and git accept any unambiguous prefix of a long
+/// `getopt_long` and git accept any unambiguous prefix of a long
 /// option, so an abbreviation of a write/exec flag is that flag.
 #[test]
 fn abbreviated_long_options_count_as_the_flag_they_abbreviate() {
@@ -1031,7 +1031,7 @@ fn abbreviated_long_options_count_as_the_flag_they_abbreviate() {
     check(r#"["sort", "--numeric-sort", "x"]"#, "run direct none par");
 }
 
-/// Review of issue 18, finding 3: a variable that makes a program run another program or read
+/// A variable that makes a program run another program or read
 /// another configuration makes the command not read-only (PATH, LD_*, BASH_ENV, GCONV_PATH … stay
 /// refused; `env NAME=…` is never read-only).
 #[test]
@@ -1095,7 +1095,7 @@ fn steering_variables_make_a_command_not_read_only() {
     sh("NO_COLOR=1 git diff", "run shell none par");
 }
 
-/// Review of issue 18, finding 2: options that run a program or write, version rules that match
+/// Options that run a program or write, version rules that match
 /// only exactly, `git branch NAME`, compressors beyond listing, and git's repository selectors.
 #[test]
 fn options_that_run_programs_or_write_cancel_a_hit() {
@@ -1244,7 +1244,7 @@ fn git_after_cd_in_a_script_is_not_read_only() {
     sh("git status && git log -n 1", "run shell none par");
 }
 
-/// Review of issue 18, finding 4: the added private locations are sensitive paths.
+/// The added private locations are sensitive paths.
 #[test]
 fn added_private_locations_cancel_a_read_only_match() {
     for path in [

@@ -1,4 +1,5 @@
-//! Overhead of `command` against a bare shell, same machine, same run (STYLE practice 9):
+//! Overhead of `command` against a bare shell, same machine, same run (docs/architecture.md,
+//! "Benchmarks"):
 //! `true` through `command_tool::command` (validation, hard-link scan of an empty scope,
 //! private temp dir, sandbox, supervisor, capture, cleanup) against `/bin/sh -c true` started
 //! directly. Prints medians and the difference.

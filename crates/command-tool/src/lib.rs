@@ -1,5 +1,5 @@
 //! The `command` tool: one `/bin/sh -c` command line in a `direct` or `app-private` work
-//! scope, under a deny-default sandbox. SPEC: CMD-1…CMD-11, CMD-13; DESIGN invariant 1.
+//! scope, under a deny-default sandbox. CMD-1…CMD-11, CMD-13; invariant 1.
 //!
 //! **Owns:** the wire types [`CommandArguments`] / [`CommandOutput`] (exact camelCase names,
 //! unknown fields refused, JSON Schemas) and [`Status`]; argument validation ([`validate`]);
@@ -37,7 +37,7 @@
 //! placed inside a toolchain home by the user is not scanned for (read-only grants never
 //! are, CMD-9).
 //!
-//! **Pinned paths (issue 14).** The work root and every extra path are opened once, when they
+//! **Pinned paths.** The work root and every extra path are opened once, when they
 //! are validated (extra paths with `openat2(RESOLVE_NO_SYMLINKS)`, the root and the temp dir
 //! as `RootLease`s); the hard-link scan and the sandbox rules use those descriptors, never the
 //! path looked up again. A path swapped for a symbolic link after validation grants nothing

@@ -29,8 +29,8 @@ const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
 
 /// Runs one `command` call.
 ///
-/// In order (DESIGN "One call, end to end"; nothing is asked, created or started before the
-/// step that needs it):
+/// In order (docs/architecture.md, "The path of one call"; nothing is asked, created or started
+/// before the step that needs it):
 /// 1. [`validate`] the arguments (`AGENT_EXEC_ARGUMENTS_INVALID`, `AGENT_EXEC_PATH_INVALID`).
 /// 2. Verify the work-root lease (CMD-8): a replaced root is `AGENT_EXEC_CANCELLED`.
 /// 3. Hard-link pre-scan (CMD-9, TRUST-3) of the scope and of every writable extra path: on
@@ -71,7 +71,7 @@ pub struct CommandOptions {
     /// `TMPDIR`, `LANG`, `LC_ALL`, `TERM`); values carry no NUL.
     pub env: Vec<(String, String)>,
     /// Directories the command must never read or change even inside the workspace or an
-    /// extra path: the host's own state (grants, mirrors, locks, configuration), issue 14.
+    /// extra path: the host's own state (grants, mirrors, locks, configuration).
     /// Hidden by the sandbox where it can be; otherwise a call whose grants contain one is
     /// refused (`AGENT_EXEC_PATH_INVALID`).
     pub hidden: Vec<PathBuf>,
@@ -229,9 +229,9 @@ pub async fn command_with(
     // An approved extra path may hold another program's listening socket (the user's `/tmp`
     // holds tmux's and ssh-agent's; Landlock below ABI 9 does not govern `connect`): with one,
     // the command makes no unix sockets (`socketpair` still works). The workspace, the temp
-    // dir and the toolchain homes are not such places (issue 16 review).
+    // dir and the toolchain homes are not such places.
     // A workspace that is or holds such a place (a home directory: `~/.gnupg`'s gpg-agent)
-    // brings its sockets in too (review 5).
+    // brings its sockets in too.
     let workspace_sockets = crate::sockets::socket_place_in(scope.path());
     sandbox.unix_sockets = !approved_extra && workspace_sockets.is_none();
     for path in &options.hidden {
@@ -376,8 +376,8 @@ async fn denials(
         .collect()
 }
 
-/// An extra path that is a hidden directory or lies inside one (the host's state directory,
-/// issue 14) is refused: the sandbox hides a hidden directory *beneath* a grant, but a grant
+/// An extra path that is a hidden directory or lies inside one (the host's state directory)
+/// is refused: the sandbox hides a hidden directory *beneath* a grant, but a grant
 /// on the directory itself would hand it over. Compared by the kernel's own names for the
 /// pinned descriptors (`/proc/self/fd`), not the text the model wrote: on a case-insensitive
 /// filesystem `.LOCAL/state` is the same directory.

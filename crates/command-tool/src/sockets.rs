@@ -1,4 +1,4 @@
-//! Unix sockets of other programs inside an extra path (issue 16 review): refused before
+//! Unix sockets of other programs inside an extra path: refused before
 //! anything runs.
 //!
 //! **Why.** Landlock below ABI 9 does not govern `connect` or `sendto` on a pathname socket,
@@ -22,7 +22,7 @@
 //! The workspace and the toolchain homes are not walked (the workspace is the user's project; a
 //! toolchain home holds programs). A workspace that is or contains one of those places (a home
 //! directory picked as the workspace holds `~/.gnupg` and `~/.ssh`) is not refused, but its
-//! command gets no unix socket ([`socket_place_in`]; review 5).
+//! command gets no unix socket ([`socket_place_in`]).
 
 use std::path::{Path, PathBuf};
 

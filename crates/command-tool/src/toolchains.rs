@@ -1,4 +1,4 @@
-//! The user's own toolchains, when the host opts in (LIVE-3, issue 16 §4): read + execute of the
+//! The user's own toolchains, when the host opts in (LIVE-3): read + execute of the
 //! known toolchain homes that exist under the user's home directory, the variables that point
 //! the tools at them, and never a credential file.
 //!
@@ -16,7 +16,7 @@
 //! command sees through a private copy-on-write view for the call (TRUST-3, `exec::CacheViews`):
 //! `cargo build --offline` unpacks crates into its view, and the user's caches never change. The paths are fixed names under the home
 //! directory the host passes, canonicalized on the host (a toolchain home may be a link, e.g.
-//! into `/opt`) and then opened without following links, like an extra path (issue 14).
+//! into `/opt`) and then opened without following links, like an extra path.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -41,7 +41,7 @@ struct Home {
 const HOMES: &[Home] = &[
     // Rust (rustup, cargo).
     Home {
-        // Not `.cargo/config.toml`: it may hold `[registry] token` (issue 16 review).
+        // Not `.cargo/config.toml`: it may hold `[registry] token`.
         grants: &[".rustup", ".cargo/bin"],
         path: &[".cargo/bin"],
         env: &[("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")],
@@ -204,7 +204,7 @@ pub(crate) fn resolve(home: &Path, hidden: &[PathBuf]) -> Resolved {
                 // Opened without following any link (`Grant::open`): a command that could
                 // write in the home directory (a workspace there, a dotfiles repository) could
                 // otherwise re-point `~/.local/lib` at `/etc/ssl/private` or `/proc` for the
-                // next call (issue 16 review). A toolchain home reached through a link is left
+                // next call. A toolchain home reached through a link is left
                 // out.
                 if out.grants.len() >= MAX_GRANTS
                     || !safe(&path)

@@ -1,4 +1,4 @@
-//! The wire types of `command` (CMD-4, CMD-5) with the exact camelCase names of the seed.
+//! The wire types of `command` (CMD-4, CMD-5) with the exact camelCase names.
 //! Unknown fields are refused everywhere, including inside `extraPaths` items: a misspelt
 //! `writable` must not silently become a read-only grant the model did not mean, nor the
 //! reverse.
@@ -128,14 +128,14 @@ pub struct CommandOutput {
     pub descendants_stopped: usize,
     /// What the sandbox enforced on this machine, in words: the Landlock ABI, whether the
     /// command had private mount and IPC namespaces, and any protection that is missing here
-    /// (issue 14). Not in seed 000; ours.
+    /// (a field of ours, beyond the tool's original description).
     pub sandbox: String,
     /// With `status: limitExceeded`: the limit, its value, what to do and the stable code
     /// (`AGENT_EXEC_LIMIT_EXCEEDED`), in one sentence. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_exceeded: Option<String>,
     /// Accesses the sandbox refused that the output names (`Permission denied` on a path the
-    /// policy denies), with why and what to do (SPEC LIVE-4). Absent when there is none: a
+    /// policy denies), with why and what to do (LIVE-4). Absent when there is none: a
     /// permission error the policy did not cause (a file's own mode) is not listed. At most 16.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denials: Vec<Denial>,
@@ -159,7 +159,7 @@ pub struct CommandOutput {
     pub caches: exec::CacheReport,
 }
 
-/// One access the sandbox refused (SPEC LIVE-4), derived from the policy itself.
+/// One access the sandbox refused (LIVE-4), derived from the policy itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Denial {

@@ -1,4 +1,4 @@
-//! "Validate, then act" (DESIGN invariant 1) for `command`: CMD-4's inputs and CMD-3's extra
+//! "Validate, then act" (invariant 1) for `command`: CMD-4's inputs and CMD-3's extra
 //! paths, checked before anything is asked, created or started.
 
 use std::os::fd::OwnedFd;
@@ -25,7 +25,7 @@ pub const MAX_EXTRA_PATHS: usize = 16;
 /// One extra path that passed validation: absolute, normalised, existing, without a symbolic
 /// link in any component, a directory or a regular file, not inside the work scope — and
 /// opened then, so everything after validation (the hard-link scan, the sandbox rule) uses the
-/// file validated, never the path looked up again (issue 14).
+/// file validated, never the path looked up again.
 #[derive(Clone, Debug)]
 pub struct Extra {
     path: PathBuf,
@@ -222,7 +222,7 @@ fn extra_path(input: &str, write: bool, scope_real: &Path) -> Result<Extra, Tool
     // Walk from `/`, refusing a symbolic link in any component, to say which one; then open
     // the path once more without following any link (`openat2` RESOLVE_NO_SYMLINKS) and keep
     // that descriptor: the sandbox rule is made on it, so a component swapped for a link
-    // after this point changes nothing (issue 14).
+    // after this point changes nothing.
     let mut walked = PathBuf::from("/");
     let mut last = None;
     for comp in path.components() {

@@ -1,4 +1,4 @@
-//! End to end (SPEC LIVE-4, issue 16 part 5): a command that fails on an access the sandbox
+//! End to end (LIVE-4): a command that fails on an access the sandbox
 //! refused says so in `denials`, derived from the policy; a permission error the sandbox did
 //! not cause (the file's own mode) and a successful command have none. Each test runs here and,
 //! when we are root, again as uid 65534 (`run_as_nobody`), and skips loudly where the machine

@@ -413,7 +413,7 @@ async fn a_single_file_can_be_granted_read_only_or_writable() {
 
 #[tokio::test]
 async fn the_calls_home_and_temp_dir_are_private_to_its_user() {
-    // Issue 14: HOME lives in the call's temp dir; other local users must not look inside.
+    // HOME lives in the call's temp dir; other local users must not look inside.
     if !sandbox_available() {
         return;
     }
@@ -422,7 +422,7 @@ async fn the_calls_home_and_temp_dir_are_private_to_its_user() {
     assert_eq!(out.stdout, "700\n700\n700\n", "{out:?}");
 }
 
-/// Issue 16 (first step): the system headers, OpenSSL's configuration and the helpers of
+/// The system headers, OpenSSL's configuration and the helpers of
 /// programs under /usr/local are part of the runtime a shell command sees, so a C compile, a
 /// TLS client's start and a locally built git's `commit` work — while `/etc/ssl/private` and
 /// `/etc/shadow` stay unreadable (the escape suite holds the rest).
@@ -472,7 +472,7 @@ fn which_git() -> bool {
         .any(|p| std::path::Path::new(p).exists())
 }
 
-/// Issue 16: an approved read-only extra path runs its programs (`~/.cargo` runs `cargo`) and
+/// An approved read-only extra path runs its programs (`~/.cargo` runs `cargo`) and
 /// stays unwritable.
 #[tokio::test]
 async fn a_read_only_extra_path_runs_its_programs_and_stays_read_only() {
@@ -500,7 +500,7 @@ async fn a_read_only_extra_path_runs_its_programs_and_stays_read_only() {
     assert!(!tools.join("bin/new").exists());
 }
 
-/// LIVE-3 (issue 16 §4): with the host's opt-in, the user's toolchain homes are on `PATH`,
+/// LIVE-3: with the host's opt-in, the user's toolchain homes are on `PATH`,
 /// run, and are named by their variables; the credential files beside them stay unreadable,
 /// the toolchains unwritable. Without the opt-in none of it is there.
 #[tokio::test]
@@ -567,7 +567,7 @@ async fn opted_in_toolchains_run_and_their_credentials_stay_private() {
     assert!(without.stdout.ends_with("ro-denied\n"), "{without:?}");
 }
 
-/// Issue 16 review: an approved read-only extra path that is a script names its interpreter
+/// An approved read-only extra path that is a script names its interpreter
 /// with a `#!` line the command may have written; that line grants nothing (it once granted
 /// whatever it named, `/` included).
 #[tokio::test]
@@ -595,7 +595,7 @@ async fn a_scripts_shebang_in_an_extra_path_grants_nothing() {
     assert!(out.stdout.contains("denied"), "{out:?}");
 }
 
-/// Issue 16 review: an approved extra path may hold another program's listening socket (the
+/// An approved extra path may hold another program's listening socket (the
 /// user's `/tmp` holds tmux's), which a command could reach (a re-addressed `socketpair`
 /// datagram end, a socket passed from another call): such a path is refused before anything
 /// runs, read-only or not, and so are the places where programs keep their sockets.

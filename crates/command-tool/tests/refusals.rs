@@ -1,7 +1,7 @@
 //! Every refusal of `command` (CMD-3, CMD-4, CMD-8, CMD-9) through the public entry point: each
 //! returns its stable code before anything runs — the fixture (scope and the paths beside it)
 //! is byte-identical afterwards and the command, which would create `ran`, never started.
-//! DESIGN invariant 1.
+//! invariant 1.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod support;

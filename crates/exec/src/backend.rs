@@ -42,7 +42,7 @@ pub(crate) fn spawn(
     // Standard input is the read end of a pipe whose write end is already closed: reads see
     // EOF (RUN-8), and no descriptor of a host file reaches the command. A host `/dev/null`
     // opened here would carry the host's read-write mount into the command's private mount
-    // namespace, where `fchmod(0, …)` changed the host's `/dev/null` (issue 14).
+    // namespace, where `fchmod(0, …)` changed the host's `/dev/null`.
     let (stdin, stdin_writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| ExecError::Io(format!("cannot make the command's stdin: {e}")))?;
     drop(stdin_writer);
@@ -54,8 +54,8 @@ pub(crate) fn spawn(
         .stderr(stderr)
         // The hook applies this ruleset; the supervisor closes every other inherited fd.
         .keep_fd(prepared.ruleset_fd());
-    // With a private `/dev/shm`, the supervisor brokers the hard links inside it (issue 16,
-    // LIVE-2: `sem_open`); every other link stays refused (CMD-9).
+    // With a private `/dev/shm`, the supervisor brokers the hard links inside it
+    // (LIVE-2: `sem_open`); every other link stays refused (CMD-9).
     if let Some(channel) = prepared.take_link_broker() {
         command = command.link_broker(channel);
         if let Some(fd) = prepared.link_channel_fd() {
@@ -81,7 +81,7 @@ pub(crate) fn spawn(
     };
     command.spawn().map_err(|e| match e {
         // The child found a granted, hidden or protected path or its working directory swapped for
-        // another file since the sandbox was prepared (issue 14): nothing ran.
+        // another file since the sandbox was prepared: nothing ran.
         proctree::SpawnError::PreExec { code }
             if code == rustix::io::Errno::STALE.raw_os_error() =>
         {

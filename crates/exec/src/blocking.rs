@@ -7,7 +7,7 @@
 //! host) it runs on tokio's blocking pool, so one call's 50 000-file scan never holds up another
 //! call or the server's protocol loop.
 //!
-//! Why the choice exists (issue 21): handing one call's scan of a small workspace to a new
+//! Why the choice exists: handing one call's scan of a small workspace to a new
 //! blocking thread cost 0.5–3 ms of `agent-exec call command true` on a 2-core machine — the
 //! thread's start and a wake-up while both cores run the process's warm-up threads — for a scan
 //! of some microseconds, in a process with no other async work to keep free.

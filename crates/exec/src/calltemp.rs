@@ -8,7 +8,7 @@
 //!
 //! On Linux it is a [`proctree::CallDir`]: named for its owner (PID, start time, PID
 //! namespace) so a later host sweeps it if this one dies where no supervisor runs, and handed
-//! to the supervisor, which removes it after the tree if the host dies mid-call (issue 15 §4).
+//! to the supervisor, which removes it after the tree if the host dies mid-call.
 //! Elsewhere it is a plain temp dir.
 
 use std::ffi::OsString;
@@ -51,7 +51,7 @@ pub enum CallTempError {
 pub struct CallTemp {
     dir: Handle,
     root: PathBuf,
-    /// Pinned right after it was made: the sandbox grants this, not the path (issue 14).
+    /// Pinned right after it was made: the sandbox grants this, not the path.
     lease: RootLease,
 }
 
@@ -87,7 +87,7 @@ impl CallTemp {
                 work: work.display().to_string(),
             });
         }
-        // Only the call's user may look inside (issue 14: `HOME` lives here); the makers use
+        // Only the call's user may look inside (`HOME` lives here); the makers use
         // 0700, and this says so rather than trusting them.
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
             .map_err(io("protect"))?;

@@ -1,6 +1,6 @@
 //! Bounded capture of one output pipe.
 //!
-//! Every byte is read until EOF (DESIGN invariant 5: a child must never block on a full pipe);
+//! Every byte is read until EOF (invariant 5: a child must never block on a full pipe);
 //! only the first `cap` bytes are kept. What happens past the cap is the caller's choice,
 //! signalled through `over_cap`: in `OnCap::Kill` mode the runner stops the tree at the first byte
 //! over the cap (RUN-9), in `OnCap::Truncate` mode the command keeps running and the rest is
@@ -217,8 +217,8 @@ async fn drain_head(
     // Below the cap at most `cap` bytes (64 KiB) pass through here, and a flood past it is
     // spliced away without reading, so a small buffer is enough. It is allocated, not zeroed
     // (`read_buf` fills spare capacity), and kept out of the future, which the runner polls in
-    // place: a zeroed 256 KiB buffer per stream per call cost two memsets and their page
-    // faults on every spawn, output or not (issue 4's spawn bench).
+    // place: a zeroed 256 KiB buffer per stream per call costs two memsets and their page
+    // faults on every spawn, output or not (`cargo xtask bench spawn`).
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut grown = false;
     loop {
@@ -438,8 +438,8 @@ mod tests {
 
     #[tokio::test]
     async fn what_is_already_in_the_pipe_when_stop_comes_is_kept() {
-        // Issue 15: under load the grace timer could fire before the reader ran, and the
-        // output came back cut to what had been read, with `truncated: false`. The writer
+        // Under load the grace timer may fire before the reader runs; the output must not
+        // come back cut to what had been read, with `truncated: false`. The writer
         // stays open (as an escaped descriptor would), so only `stop` ends the read.
         for _ in 0..50 {
             let (mut tx, rx) = pipe::pipe().unwrap();

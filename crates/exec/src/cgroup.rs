@@ -726,7 +726,7 @@ enum Join {
     /// `cgroup_procs_write_start`: "If we migrate a single thread … we can skip the global
     /// lock"), so no grace period is waited for. Measured on this machine after 200 ms idle:
     /// 7–16 ms through `cgroup.procs`, 0.2 ms through `tasks` — the largest single cost of an
-    /// MCP call that comes after the agent thought for a while (issue 21). v2 refuses this
+    /// MCP call that comes after the agent thought for a while. v2 refuses this
     /// across domains (`cgroup.threads`), so v2 keeps [`Join::Process`].
     Thread,
 }
@@ -893,7 +893,7 @@ fn open_temp_dir_of(pid: u32, temp: &Path) -> Option<OwnedFd> {
     .ok()
 }
 
-/// Half of each per-user kernel budget the host's user shares with the call (issue 20 attack 4):
+/// Half of each per-user kernel budget the host's user shares with the call:
 /// inotify instances and watches are counted per user at every user-namespace level, so a call
 /// could take all of the host user's (128 instances by default: the user's IDE and file
 /// watchers then fail). The call's own user namespace gets half of the host's value as its

@@ -1,4 +1,4 @@
-//! Denials the agent can act on (issue 16 part 5, SPEC LIVE-4): which of the paths a command's
+//! Denials the agent can act on (LIVE-4): which of the paths a command's
 //! output names with a permission error the *sandbox* refused, what access, why, and what to do.
 //!
 //! **Owns:** a bounded scanner for the error shapes common tools print ([`scan`]: coreutils,
@@ -183,7 +183,7 @@ pub fn scan(text: &str) -> Vec<Mention> {
         };
         // A path with control or bidirectional-override characters is not repeated to the
         // agent (or a user reading its remedy): an escape sequence or U+202E in a denial could
-        // restyle or spoof the path a remedy asks the user to approve (issue 16 review).
+        // restyle or spoof the path a remedy asks the user to approve.
         if m.path.is_empty() || m.path.len() > MAX_PATH || m.path.chars().any(unsafe_char) {
             continue;
         }

@@ -10,8 +10,8 @@
 //! deadline; the per-call resource limits ([`limits`]: processes, memory, temp dir, open
 //! files — LIM-1, LIM-2); cancellation through `toolscope`'s [`CallContext`]; root-lease
 //! ticks; the final stop of the whole process tree; and which permission errors in a program's
-//! output the sandbox caused ([`denials`], LIVE-4). SPEC: RUN-6…RUN-10, CMD-2, CMD-5,
-//! CMD-6, CMD-8, CMD-10; DESIGN invariants 2, 4, 5, 6.
+//! output the sandbox caused ([`denials`], LIVE-4). RUN-6…RUN-10, CMD-2, CMD-5,
+//! CMD-6, CMD-8, CMD-10; invariants 2, 4, 5, 6.
 //!
 //! **Refuses to know:** which tool is calling, argument whitelists, JSON, approvals. It never
 //! runs anything unsandboxed: no provider → [`ExecError::Unsupported`], a provider that cannot

@@ -2,8 +2,8 @@
 //! the transitive closure of its `DT_NEEDED` libraries, resolved the way glibc's loader resolves
 //! them on a multiarch Debian system.
 //!
-//! Why: the `run` sandbox must let `/usr/bin/mawk` start without granting all of `/usr` (RUN-7,
-//! issue 4 item 4). Reading the ELF headers tells exactly which files the loader will open.
+//! Why: the `run` sandbox must let `/usr/bin/mawk` start without granting all of `/usr` (RUN-7).
+//! Reading the ELF headers tells exactly which files the loader will open.
 //! Refuses to know: `DT_RPATH`/`DT_RUNPATH` with `$ORIGIN`, `LD_LIBRARY_PATH` (the environment is
 //! cleared), `dlopen` at run time. A library it cannot find is an error, not a guess: the sandbox
 //! would otherwise fail at run time with a confusing loader message.

@@ -1,4 +1,4 @@
-//! Per-call resource limits (SPEC LIM-1, LIM-2): how many processes, how much memory (the whole
+//! Per-call resource limits (LIM-1, LIM-2): how many processes, how much memory (the whole
 //! tree), how large the temp dir, how many open files — and how each was enforced.
 //!
 //! **Owns:** the limit values and their defaults, the report of which mechanism held each limit
@@ -386,7 +386,7 @@ impl Enforcer {
     fn name(self, limit: Limit) -> &'static str {
         match self {
             // RLIMIT_DATA counts private memory only: shared mappings, memfd and SysV shm are
-            // not in it (issue 20 attack 1).
+            // not in it.
             Enforcer::ProcessRlimit if limit == Limit::Memory => {
                 "rlimit per process, private memory only"
             }

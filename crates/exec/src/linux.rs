@@ -63,10 +63,10 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
             let set = crate::sysset::current();
             // The view binds `/etc` whole: a socket anywhere in it would be reachable.
             unix_sockets &= set.etc.sockets.is_empty();
-            // Where a shell could change outside metadata or signal outside: refused (issue 20).
+            // Where a shell could change outside metadata or signal outside: refused.
             let mut p = Policy::new().refuse_uncontained_shell();
             // System locations, not user paths: their descriptors are cached by the sandbox
-            // crate until something changes what they name (issue 4's spawn cost).
+            // crate until something changes what they name (the spawn cost).
             for tree in &set.trees {
                 let access = if tree.execute {
                     LlAccess::READ | LlAccess::EXECUTE
@@ -75,8 +75,8 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
                 };
                 p = p.allow_system(tree.path.clone(), access);
             }
-            // On the descriptors the walk judged, never the paths again (issue 21's attack: a
-            // secret renamed onto a judged name in between was granted).
+            // On the descriptors the walk judged, never the paths again (else a
+            // secret renamed onto a judged name in between would be granted).
             for (entry, file) in set.etc.allowed.iter().zip(&set.etc.files) {
                 p = p.allow_system_file(entry.clone(), file, LlAccess::READ);
             }
@@ -96,7 +96,7 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
     for grant in &spec.grants {
         let access = match grant.access {
             // A read-only grant (an approved extra path) runs what it holds: `~/.cargo` runs
-            // `cargo` (issue 16).
+            // `cargo`.
             Access::Read => LlAccess::READ | LlAccess::EXECUTE,
             // A shell's writable roots (the workspace, the call's temp dir, writable extra
             // paths) run what is built there: `./m`, `make test`, `go test`'s binaries in
@@ -106,7 +106,7 @@ pub fn policy(spec: &SandboxSpec) -> Result<Policy, BackendError> {
             Access::ReadWrite if shell => LlAccess::READ | LlAccess::WRITE | LlAccess::EXECUTE,
             Access::ReadWrite => LlAccess::READ | LlAccess::WRITE,
         };
-        // The descriptor opened at validation, never the path (issue 14).
+        // The descriptor opened at validation, never the path.
         policy = policy.allow_fd(grant.path.clone(), Arc::clone(&grant.fd), access);
     }
     for path in &spec.hidden {

@@ -195,7 +195,7 @@ mod tests {
             decide(Operation::FileWriteData, "/Users/u/work/a"),
             Decision::Allow
         );
-        // Issue 16: an approved read-only toolchain runs (`~/.cargo/bin/cargo`), as on Linux.
+        // An approved read-only toolchain runs (`~/.cargo/bin/cargo`), as on Linux.
         assert_eq!(
             decide(Operation::ProcessExec, "/Users/u/ref/bin/cargo"),
             Decision::Allow

@@ -1,4 +1,4 @@
-//! The one `fsguard::OpenError → ErrorCode` mapping the tools share (issue 17): `run`,
+//! The one `fsguard::OpenError → ErrorCode` mapping the tools share: `run`,
 //! `command` and the file tools all open workspace paths through `fsguard` and must answer a
 //! failed open with the same code. It lives here because this is the lowest crate that knows
 //! both `fsguard`'s errors and `toolscope`'s codes, and every tool crate depends on it.
@@ -15,8 +15,8 @@ use toolscope::ErrorCode;
 /// Permission denied is a path error, not an I/O failure: the mode bits, the owner or a
 /// security module refuse *this path*, and will refuse it again on every retry; what the agent
 /// must do is what `PATH_INVALID` tells it — name another path, or ask the user to change the
-/// permissions — not try again. (The file tools used to say `IO_FAILED` here while `run` and
-/// `command` said `PATH_INVALID`.)
+/// permissions — not try again.
+/// Every tool answers the same code for the same failure.
 ///
 /// ```
 /// use std::path::PathBuf;

@@ -1,6 +1,7 @@
 //! The runner: one [`Job`] in, one [`Outcome`] out.
 //!
-//! Order of a run (DESIGN "One call, end to end"): check the call is still wanted, verify the
+//! Order of a run (docs/architecture.md, "The path of one call"): check the call is still
+//! wanted, verify the
 //! root lease, build the sandbox (everything allocated here, before any fork), open the working
 //! directory through the lease, spawn under `proctree`'s supervisor with the sandbox applied
 //! between `fork` and `exec`, verify the lease again, then wait for the first of: the main

@@ -6,7 +6,7 @@
 //! start — loader and libraries, program directories, `/etc` files — differ per platform, so
 //! each backend adds its own: [`linux`](crate::linux) from ELF headers and a short list,
 //! `seatbelt` from its profile constants. A spec holds paths as data, never profile or shell
-//! text (DESIGN invariant 6).
+//! text (invariant 6).
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ use fsguard::RootLease;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Access {
     /// Read files, list directories and run the programs there (a read-only extra path holds
-    /// an approved toolchain, issue 16).
+    /// an approved toolchain).
     Read,
     /// Read, create, modify, rename and delete beneath the root (never hard-link: CMD-9).
     ReadWrite,
@@ -45,7 +45,7 @@ pub enum Program {
 }
 
 /// One root and what may be done beneath it: the file or directory a descriptor names,
-/// opened when the root was validated (issue 14: a root is never looked up by its path again,
+/// opened when the root was validated (a root is never looked up by its path again,
 /// so a path swapped for a symbolic link after validation changes nothing).
 #[derive(Debug, Clone)]
 pub struct Grant {
@@ -119,7 +119,7 @@ pub struct SandboxSpec {
     /// Network access.
     pub network: Network,
     /// Paths the command must never see or change even where they lie beneath a root (the
-    /// host's own state directory inside a workspace of `$HOME`, issue 14; credential files
+    /// host's own state directory inside a workspace of `$HOME`; credential files
     /// and directories inside a granted `$HOME`, RCS-2): on Linux a directory is covered by an
     /// empty read-only directory and a file by an empty read-only file (reads find nothing,
     /// writes fail); where that cannot be done, the run is refused. Missing ones are ignored.
@@ -157,7 +157,7 @@ pub struct SandboxSpec {
     pub found_at: Vec<(PathBuf, (u64, u64))>,
     /// Whether unix sockets may be made where the platform can keep the host's out of reach
     /// (Linux: a view of the grants only). `false` when a grant may hold another program's
-    /// listening socket (an approved extra path such as `/tmp`, issue 16 review).
+    /// listening socket (an approved extra path such as `/tmp`).
     pub unix_sockets: bool,
     /// The call's resource limits (LIM-1); the constructors set the tool's defaults.
     pub resources: crate::ResourceLimits,

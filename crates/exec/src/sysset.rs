@@ -82,7 +82,7 @@
 //!   directory onto a denied path while the walk runs can have it judged by its mode alone.
 //! - Bind mounts inside `/etc`: a directory bound elsewhere in `/etc` without its submounts
 //!   looks fully world-readable and is collapsed, and the rule on its inode reaches what is
-//!   mounted beneath the original (the attack of issue 21 read `ssl/private` that way); a bind
+//!   mounted beneath the original (`ssl/private` would be readable that way); a bind
 //!   of `/etc` into itself likewise. Distributions and containers mount single files there
 //!   (`hosts`, `resolv.conf`), which are judged as files.
 
@@ -188,7 +188,7 @@ pub struct EtcSet {
     /// Unix sockets found anywhere in `/etc`, withheld directories included (a root host's
     /// command may pass a directory only its owner may search). The command's own root binds
     /// `/etc` whole and Landlock below ABI 9 does not check `connect`, so where this is not
-    /// empty the command gets no unix socket at all (issue 16 review 5). A directory too deep
+    /// empty the command gets no unix socket at all. A directory too deep
     /// or too large to search counts as holding one.
     pub sockets: Vec<PathBuf>,
 }
@@ -244,15 +244,15 @@ fn shared() -> std::sync::MutexGuard<'static, Cache> {
 
 /// How long a [`warm`] build may wait for the first call and still serve it. A one-call process
 /// takes it within a few milliseconds; an MCP server's first call may come hours later, when
-/// the `/etc` it saw may hold a new secret (issue 16 review 5). The attack of issue 21 changed a
-/// file in the 500 ms this once was and the first call was served the stale set: no longer
+/// the `/etc` it saw may hold a new secret. A longer window would let a file changed in it
+/// be served from the stale set: so no longer
 /// than a one-call process's own build would be before its spawn.
 const PRIMED_FOR: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Whether every `/etc` file of `set` still has the mode it was judged by (one `fstat` each
 /// on the held descriptors, ~150 here). The directory watches do not hear a `chmod` through
 /// another name: a hard link from outside `/etc` changes the file and queues its event in the
-/// other directory (the attack of issue 21: an MCP server kept granting a file made 0600 that
+/// other directory (an MCP server would keep granting a file made 0600 that
 /// way).
 fn still_as_judged(set: &SystemSet) -> bool {
     set.etc.files.iter().all(SystemFile::unchanged)
@@ -512,7 +512,7 @@ fn walk_etc(root: &Path, watch: &mut dyn FnMut(&Path)) -> EtcSet {
 
 /// The files [`ETC_DENIED`] names, by device and inode, each with why: the same file under
 /// any other name — a hard link, a bind mount, the directory a denied name links to — is
-/// withheld as the name is (the attack of issue 21: `ln /etc/machine-id /etc/x` made
+/// withheld as the name is (`ln /etc/machine-id /etc/x` would make
 /// `machine-id` readable, since Landlock grants the inode).
 fn denied_files(etc: BorrowedFd<'_>) -> Vec<((u64, u64), &'static str)> {
     let mut out = Vec::new();
@@ -526,7 +526,7 @@ fn denied_files(etc: BorrowedFd<'_>) -> Vec<((u64, u64), &'static str)> {
         };
         out.push(((st.st_dev, st.st_ino), *why));
         // And everything beneath a denied directory: a file in `openvpn/` linked or bound
-        // elsewhere in `/etc` is the same secret (the second attack of issue 21).
+        // elsewhere in `/etc` is the same secret.
         // Opened as the name leads, links followed, as for its own inode above.
         if FileType::from_raw_mode(st.st_mode) == FileType::Directory
             && let Ok(dir) = rustix::fs::openat(
@@ -583,8 +583,8 @@ fn inodes_beneath(
 /// Every entry that is not a link is opened beneath `dir` (`O_NOFOLLOW`; `O_PATH` unless it is
 /// a directory, which is opened to be listed) and judged by that descriptor's `fstat`; the rule
 /// is made on the same descriptor ([`Policy::allow_system_file`]), so a file renamed onto a
-/// judged name before the sandbox is prepared is never the one granted (the attack of issue
-/// 21 swapped a secret and a public file in a loop and read the secret in most calls). No path
+/// judged name before the sandbox is prepared is never the one granted (swapping a secret and
+/// a public file in a loop would otherwise read the secret in most calls). No path
 /// is resolved twice, and `prepare` opens none of these again.
 ///
 /// [`Policy::allow_system_file`]: linux_sandbox::Policy::allow_system_file
@@ -889,9 +889,9 @@ mod tests {
             .map(|(_, w)| w.clone())
     }
 
-    /// The attack of issue 21: a denied file under another name — a hard link, the directory a
-    /// denied name links to — was granted, and Landlock grants the inode, so the denied name
-    /// itself opened.
+    /// A denied file under another name — a hard link, the directory a
+    /// denied name links to — is not granted: Landlock grants the inode, so the denied name
+    /// itself would open.
     #[test]
     fn a_denied_file_under_another_name_is_withheld_as_the_name_is() {
         let (_base, etc) = fake_etc();
@@ -913,8 +913,8 @@ mod tests {
         );
     }
 
-    /// The second attack of issue 21: a file inside a denied directory, linked elsewhere in
-    /// `/etc`, made both names readable.
+    /// A file inside a denied directory, linked elsewhere in
+    /// `/etc`, leaves both names unreadable.
     #[test]
     fn a_file_inside_a_denied_directory_is_withheld_under_another_name() {
         let (_base, etc) = fake_etc();
@@ -929,8 +929,8 @@ mod tests {
     }
 
     /// A denied name that is a link to a directory denies what is inside it too, under any
-    /// name (found in review: the contents were indexed only through `O_NOFOLLOW`, which a
-    /// link refuses).
+    /// name (indexing the contents only through `O_NOFOLLOW` would miss them: a
+    /// link refuses it).
     #[test]
     fn a_file_inside_the_directory_a_denied_link_leads_to_is_withheld_under_another_name() {
         let (_base, etc) = fake_etc();
@@ -945,8 +945,8 @@ mod tests {
     }
 
     /// The rule is made on the file the walk judged: a secret renamed onto a judged name
-    /// afterwards is not what the set holds (the attack of issue 21 read it in most calls when
-    /// the path was opened again at `prepare`).
+    /// afterwards is not what the set holds (opening the path again at `prepare` would read it
+    /// in most calls).
     #[test]
     fn the_set_holds_the_judged_files_not_what_their_names_lead_to_later() {
         let (_base, etc) = fake_etc();
@@ -1189,8 +1189,8 @@ mod tests {
         );
     }
 
-    /// The second attack of issue 21: a `chmod` through a hard link from outside `/etc` queues
-    /// its event in the other directory; a server kept granting the file.
+    /// A `chmod` through a hard link from outside `/etc` queues
+    /// its event in the other directory; the server stops granting the file anyway.
     #[test]
     fn a_chmod_through_a_name_outside_etc_changes_the_next_set() {
         let (base, root) = fake_root();

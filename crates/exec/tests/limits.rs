@@ -1,4 +1,4 @@
-//! The per-call resource limits hold the machine (SPEC LIM-1, LIM-2; issue 20): a fork bomb, a
+//! The per-call resource limits hold the machine (LIM-1, LIM-2; issue 20): a fork bomb, a
 //! 20 GiB allocation, a 10 GiB write into the temp dir and 100 000 open files are each
 //! contained, the run ends with [`End::LimitExceeded`] naming the limit where the kernel counts
 //! the hit, a concurrent call still answers, and nothing survives. Run as root (cgroup v1 here)

@@ -5,7 +5,7 @@
 //! to the pinned root's fd without following any symlink (RUN-4's rules). Reads go through
 //! `fsguard`'s single-link checks on one fd, before and after (FILE-1); writes replace the entry
 //! atomically (FILE-2). `grep` walks from the root's fd too — directories, files and ignore
-//! files alike, never a path string (issue 14) — takes its ignore rules from ripgrep's `ignore`
+//! files alike, never a path string — takes its ignore rules from ripgrep's `ignore`
 //! crate, and matches with `regex`.
 
 use std::ffi::{OsStr, OsString};
@@ -186,7 +186,7 @@ pub(crate) fn to_value<T: Serialize>(out: &T) -> Result<serde_json::Value, ToolE
 }
 
 /// Directories beneath the workspace root that no file tool may read or change: the host's own
-/// state directory inside a workspace of `$HOME` (issue 14). Held as paths relative to the
+/// state directory inside a workspace of `$HOME`. Held as paths relative to the
 /// root *and* as identities (device, inode): a relative path naming one is refused by its text,
 /// and every directory a tool would pass through is also compared by identity, so another
 /// spelling of the same directory (a case-insensitive filesystem: `.LOCAL/state`) is refused
@@ -279,7 +279,7 @@ fn rel_path(field: &str, s: &str) -> Result<RelPath, ToolError> {
 
 /// [`rel_path`] of a file for `read`, `write` and `edit`: a trailing `/` names a directory
 /// (the kernel answers `ENOTDIR` for a file so named), which `write` would otherwise have made a
-/// file of (review of issue 17).
+/// file of.
 fn file_path(field: &str, s: &str) -> Result<RelPath, ToolError> {
     if s.ends_with('/') {
         return Err(ToolError::new(
@@ -600,7 +600,7 @@ fn is_git_component(name: &OsStr) -> bool {
 /// and lines over 1 MiB, set `truncated`; binary and non-UTF-8 files are skipped without it.
 ///
 /// The walk is our own, from the pinned root's descriptor: every directory, file and ignore
-/// file is opened relative to its parent's fd with `O_NOFOLLOW` (issue 14), so a directory
+/// file is opened relative to its parent's fd with `O_NOFOLLOW`, so a directory
 /// swapped for a symlink after it was listed is refused, not entered, and the workspace path is
 /// never resolved again. ripgrep's `ignore` crate supplies only the rule matchers, which work on
 /// path text (the root's path joined with the names walked) and touch no file; its own walker

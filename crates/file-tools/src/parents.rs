@@ -1,4 +1,4 @@
-//! The missing parent directories of a `write` (issue 17): `write` of `sub/new.txt` makes
+//! The missing parent directories of a `write`: `write` of `sub/new.txt` makes
 //! `sub/` when it is not there, as agents expect of a file tool.
 //!
 //! Why this is safe:

@@ -85,7 +85,7 @@ mod tests {
         serde_json::from_value(json!({"path": path, "content": "x\n"})).unwrap()
     }
 
-    // SPEC: TRUST-2
+    // TRUST-2
     #[test]
     fn typed_write_refuses_the_default_list_before_making_a_directory() {
         let (dir, root) = fixture();
@@ -95,7 +95,7 @@ mod tests {
         assert!(!dir.path().join("a").exists());
     }
 
-    // SPEC: TRUST-2
+    // TRUST-2
     #[test]
     fn typed_edit_refuses_and_read_still_reads() {
         let (dir, root) = fixture();
@@ -109,7 +109,7 @@ mod tests {
         assert_eq!(crate::read(&root, read).unwrap().content, "x = 1\n");
     }
 
-    // SPEC: TRUST-1
+    // TRUST-1
     #[test]
     fn the_directory_listing_decides_the_git_rule() {
         let (dir, root) = fixture();

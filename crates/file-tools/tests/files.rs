@@ -69,7 +69,7 @@ fn read_returns_lines_with_offset_limit_and_total() {
 
 #[test]
 fn hard_linked_file_is_refused_by_read_edit_and_passed_over_by_grep() {
-    // SPEC FILE-1.
+    // FILE-1.
     let f = Fixture::new();
     f.write("a.txt", "secret\n");
     std::fs::hard_link(f.folder.join("a.txt"), f.folder.join("b.txt")).unwrap();
@@ -127,7 +127,7 @@ fn symlinks_are_refused_as_files_and_as_directories() {
 
 #[test]
 fn grep_searches_a_two_mib_file_line_by_line_and_skips_a_binary_file() {
-    // SPEC FILE-3: a large file is searched, not passed over; a binary one, of any size, is
+    // FILE-3: a large file is searched, not passed over; a binary one, of any size, is
     // skipped.
     let f = Fixture::new();
     let filler = "hay\n".repeat(2 * 1024 * 1024 / 4 + 1);
@@ -238,7 +238,7 @@ fn grep_honours_path_glob_max_results_and_never_enters_git() {
 
 #[test]
 fn write_replaces_the_entry_atomically_and_keeps_the_mode() {
-    // SPEC FILE-2: a new inode, never a rewrite in place.
+    // FILE-2: a new inode, never a rewrite in place.
     let f = Fixture::new();
     f.write("a.txt", "old\n");
     let path = f.folder.join("a.txt");
@@ -352,7 +352,7 @@ fn binary_file_is_refused_by_read() {
 
 #[test]
 fn grep_marks_an_unreadable_file_truncated_and_read_reports_it() {
-    // SPEC FILE-3: "one it may not read" is not "no match". Root reads everything, so this
+    // FILE-3: "one it may not read" is not "no match". Root reads everything, so this
     // runs as nobody.
     if testkit::rerun_unprivileged("grep_marks_an_unreadable_file_truncated_and_read_reports_it") {
         return;

@@ -227,7 +227,7 @@ impl fmt::Debug for RootLease {
 /// The kernel's own name for the file `fd` opens (`/proc/self/fd/N` on Linux): what the
 /// descriptor names now, resolved by the kernel, so two spellings of one directory on a
 /// case-insensitive filesystem, or a path through a symbolic link, come out the same. Compare
-/// these, not text a caller wrote, to tell whether one path lies inside another (issue 14).
+/// these, not text a caller wrote, to tell whether one path lies inside another.
 /// `None` where the kernel gives no such name (not Linux, or a file that was removed).
 pub fn kernel_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
     use std::os::fd::AsRawFd;

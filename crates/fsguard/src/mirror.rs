@@ -1,5 +1,5 @@
 //! `Mirror`: a private copy of a user's folder, written back only where the folder still
-//! matches what was copied (RUN-11, DESIGN invariant 7).
+//! matches what was copied (RUN-11, invariant 7).
 //!
 //! # How "unchanged" is decided without reading every file
 //!
@@ -862,7 +862,7 @@ impl Mirror {
     /// Why `rel` has no copy in the mirror, when the folder has an entry there (or above it)
     /// that the mirror skipped: the skipped path — `rel` itself or the nearest ancestor — and
     /// what it is. `None` when `rel` and every ancestor were copied or never existed. Lets a
-    /// tool say "not mirrored: a FIFO" instead of "does not exist" (issue 15, item 5).
+    /// tool say "not mirrored: a FIFO" instead of "does not exist".
     ///
     /// A special file is classified by looking at the folder's entry now (the baseline only
     /// records that it was not a file, directory or symlink); if that fails, it is
@@ -1230,7 +1230,7 @@ impl Mirror {
             let reason = match verdict[i].take() {
                 Some(r) => Some(r),
                 // One path's I/O error is that path's conflict, not the end of the write-back:
-                // the report must list what did land (issue 15).
+                // the report must list what did land.
                 None => match self
                     .apply(c, i, &mut dir_modes, staging.as_ref())
                     .unwrap_or_else(|e| {

@@ -26,7 +26,7 @@ struct Shared<J, E> {
 /// Jobs the caller runs alone before the other workers start. A walk that ends within them (a
 /// one-call workspace of a few directories) starts no thread: starting and joining one cost
 /// more than such a walk — 0.5–2 ms of a one-directory hard-link scan on a 2-core machine
-/// whose cores were busy, for a scan of microseconds (issue 21).
+/// whose cores were busy, for a scan of microseconds.
 const ALONE_FIRST: usize = 32;
 
 /// Runs `jobs` and every job they push on `threads` threads (the caller's included; 0 or 1

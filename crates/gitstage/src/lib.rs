@@ -1,5 +1,5 @@
 //! A command's changes to git directories, kept in a private copy for the whole call and
-//! applied afterwards from an allowlist (SPEC TRUST-1).
+//! applied afterwards from an allowlist (TRUST-1).
 //!
 //! **Owns:** finding the git directories of a writable root ([`find`]: `.git` directories at
 //! any depth and bare repositories), the per-call staging area ([`Stage`]: for each git

@@ -83,8 +83,8 @@ pub enum Unrunnable {
     RunNeedsMounted(WorkspaceKind),
     /// `command` works in the folder itself: not in a `mounted` workspace (CMD-1).
     CommandNeedsUnmounted,
-    /// `run_command` works in the user's folder itself, only in a `direct` workspace (issue
-    /// 18); this is the kind. Not `mounted` (its changes would wait for a write-back the seed's
+    /// `run_command` works in the user's folder itself, only in a `direct` workspace
+    /// (RC-1); this is the kind. Not `mounted` (its changes would wait for a write-back the
     /// tool does not have), not `app-private` (that folder lies in the host's state directory,
     /// which run_command's sandbox hides).
     RunCommandNeedsDirect(WorkspaceKind),

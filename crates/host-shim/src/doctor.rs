@@ -195,14 +195,14 @@ pub fn report() -> Value {
         }),
     };
     let pid_ns = proctree::pid_namespace_available();
-    // What issue 14's protections come to here: the same rule `linux_sandbox::Policy::prepare`
+    // What the namespace protections come to here: the same rule `linux_sandbox::Policy::prepare`
     // applies (private namespaces where the kernel allows them and the command's process may
     // make them: as root, or inside the supervisor's own user namespace).
     let namespaces = probe.private_namespaces_for(linux_sandbox::Launch {
         own_user_namespace: proctree::user_namespace_in_use(),
         own_pid_namespace: pid_ns,
     });
-    // Issue 20: where a shell would get out (no private mount namespace; Landlock below ABI 6
+    // Where a shell would get out (no private mount namespace; Landlock below ABI 6
     // without a PID namespace) `command` and `run_command` are refused, and why.
     let shells = probe
         .shell_refusal(linux_sandbox::Launch {
@@ -239,7 +239,7 @@ pub fn report() -> Value {
             "limits, priorities and CPU affinity of any process but the caller refused"
         },
         "unknownSystemCalls": "ENOSYS for every number newer than the filter knows",
-        // Issue 16: what a shell command's own world comes to here (the same conditions
+        // What a shell command's own world comes to here (the same conditions
         // `linux_sandbox::Policy::prepare` applies for a policy that may spawn).
         "commandView": if namespaces {
             "a root holding only the grants and the system runtime: no host socket, /run, /home or /var outside them"
@@ -307,7 +307,7 @@ fn limits(namespaces: bool) -> Value {
     })
 }
 
-/// The system runtime set of a `command` (issue 16, CMD-10): the trees by rule, the `/etc`
+/// The system runtime set of a `command` (CMD-10): the trees by rule, the `/etc`
 /// entries allowed, and what is withheld there and why.
 #[cfg(target_os = "linux")]
 fn system_set() -> Value {

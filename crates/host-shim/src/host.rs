@@ -8,7 +8,7 @@
 //! [`Turn::finish`] ends the scope and, for `mounted`, writes the mirror back after a successful
 //! turn (conflicts reported, nothing overwritten) or keeps it for diagnosis after a failed one.
 //!
-//! Disk (issue 15 §4): a turn's own (temporary) mirror is a `proctree::CallDir`: named for its
+//! Disk: a turn's own (temporary) mirror is a `proctree::CallDir`: named for its
 //! owner so a later host sweeps it if this one dies, removed by the supervisor of the turn's
 //! command (after its tree) if the host dies mid-call; [`Host::open`] sweeps what dead hosts
 //! left; kept mirrors and concurrent copies of one workspace are bounded by the
@@ -52,7 +52,7 @@ pub enum HostError {
     )]
     UnknownPlugin(PluginId),
     /// The workspace folder is reached through a symbolic link that someone other than root
-    /// could re-point (issue 14).
+    /// could re-point.
     #[error(
         "the workspace folder {} is reached through the symbolic link {}, which a command or \
          another user could re-point at another folder; give the folder's real path",
@@ -154,7 +154,7 @@ impl Host {
         registry: Registry,
     ) -> Result<Host, HostError> {
         let state = store.load()?;
-        // Issue 15 §4: what hosts that died left behind (their temp dirs and per-call mirrors;
+        // What hosts that died left behind (their temp dirs and per-call mirrors;
         // never a live owner's) goes before this one adds its own.
         crate::state::sweep_orphans(&store);
         store.sweep_temp_files();
@@ -300,7 +300,7 @@ impl Host {
             WorkspaceKind::AppPrivate => self.inner.store.private_dir(&plugin)?,
             _ => config.workspace.path.clone().unwrap_or_default(),
         };
-        // Issue 14: the folder is pinned for the whole session: a path through a link someone
+        // The folder is pinned for the whole session: a path through a link someone
         // could re-point is refused, and every turn checks that the path still names the
         // directory it named now (a long-running MCP server looks it up once per turn).
         if let Some(link) = crate::state::replaceable_link(&folder) {
@@ -406,7 +406,7 @@ pub struct Session {
     background: Arc<OnceLock<SessionBackground>>,
     /// Unique on this machine: names the session's directory under the state directory.
     id: Arc<str>,
-    /// The workspace's persistent mirror between turns, for a long-lived front end (issue 21).
+    /// The workspace's persistent mirror between turns, for a long-lived front end.
     warm: Arc<WarmMirror>,
 }
 
@@ -433,7 +433,7 @@ impl Session {
     /// everything as a one-shot call does.
     ///
     /// **Not safe for folders others change in ways inotify does not hear, and not used by
-    /// `agent-exec mcp`** (attack of issue 21). Missed: a write or `chmod` through a hard link
+    /// `agent-exec mcp`**. Missed: a write or `chmod` through a hard link
     /// to a folder file made outside the folder (no event in the folder's directories; the
     /// turn serves the old content and applies output derived from it, where the walk would
     /// refuse the linked file); edits by another machine or below a FUSE, NFS or SMB mount;
@@ -532,7 +532,7 @@ impl Session {
         &self.host
     }
 
-    /// Issue 14: no tool may reach the host's own state (grants, mirrors, locks). A folder
+    /// No tool may reach the host's own state (grants, mirrors, locks). A folder
     /// that is the state directory or lies inside it is refused; a `mounted` folder that
     /// contains it is refused too (its mirror would copy the state and write-back change it);
     /// a `direct` folder that contains it is served with the state directory hidden: the
@@ -649,8 +649,8 @@ impl Session {
     /// `AGENT_ACCOUNT_RETIRED` for a retired one, CMD-12) and the workspace. A `mounted`
     /// workspace is copied only after the folder grant is confirmed — here, or, when the
     /// workspace already has its [`StateStore::concurrent_copies`] temporary copies besides
-    /// the persistent mirror, at the turn's first call, once a copy slot is free (issue 15 §4;
-    /// this never blocks: the wait is in the async call).
+    /// the persistent mirror, at the turn's first call, once a copy slot is free
+    /// (this never blocks: the wait is in the async call).
     pub fn begin_turn(&self) -> Result<Turn, ToolError> {
         let host = &self.host.inner;
         let authority: Arc<dyn Authority> = host.authority.clone();
@@ -665,7 +665,7 @@ impl Session {
         let ws = match self.config.workspace.kind {
             WorkspaceKind::Mounted => {
                 let dir = host.store.mirrors_dir().map_err(io_failed)?;
-                // Issue 15 §4: at most so many full copies of one workspace at once; without
+                // At most so many full copies of one workspace at once; without
                 // a free one, the turn makes its copy at its first call, when one is free.
                 let ws = match self.copy_right(&dir) {
                     Some(right) => Some(self.mount(&dir, right)?),
@@ -785,8 +785,8 @@ impl Session {
         }
     }
 
-    /// The folder, looked up now: it must still be the directory the session pinned (issue
-    /// 14), so a path that now leads elsewhere (an ancestor swapped for a link) is never
+    /// The folder, looked up now: it must still be the directory the session pinned
+    /// (CMD-8), so a path that now leads elsewhere (an ancestor swapped for a link) is never
     /// followed. A folder that was missing when the session began is checked for re-pointable
     /// links again and pinned by this lookup.
     fn pinned_folder(&self) -> Result<RootLease, ToolError> {
@@ -828,10 +828,10 @@ impl Session {
     /// Its name records this process (PID and start time, `<plugin>-call-<pid>-<start>-<n>`)
     /// so a later host sweeps it if this one dies while copying; once made, it is a
     /// [`CallDir`] that the supervisor of the turn's command removes if the host dies while
-    /// that command runs (issue 15 §4).
+    /// that command runs.
     fn temporary_mirror(&self, dir: &Path) -> Result<(Mirror, Option<CallDir>), ToolError> {
         let dest = dir.join(temporary_mirror_name(&self.plugin));
-        // A caught signal waits until the copy is a CallDir it can remove (issue 15).
+        // A caught signal waits until the copy is a CallDir it can remove.
         let _whole = defer_signal_exit();
         let mirror = with_room(&self.host.inner.store, &self.folder, || {
             Mirror::create(&self.folder, &dest).inspect_err(|_| {
@@ -992,7 +992,7 @@ fn try_lock(path: &Path) -> std::io::Result<Option<std::fs::File>> {
     Ok(rustix::fs::flock(&file, lock).is_ok().then_some(file))
 }
 
-/// How often a turn waiting for a copy slot looks again (issue 15 §4).
+/// How often a turn waiting for a copy slot looks again.
 const COPY_POLL: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// The right to hold one full copy of a workspace.
@@ -1015,7 +1015,7 @@ struct Workspace {
     /// of every command of the turn (removed after its tree if the host dies), and removed
     /// when the turn is dropped without being finished.
     call_dir: Option<Arc<CallDir>>,
-    /// For a temporary mirror: its copy slot (issue 15 §4), free again when the turn ends.
+    /// For a temporary mirror: its copy slot, free again when the turn ends.
     _slot: Option<std::fs::File>,
 }
 
@@ -1033,7 +1033,7 @@ impl Workspace {
 }
 
 /// The persistent mirror of one (plugin, workspace folder) under the state directory's
-/// `mirrors/`, held for one turn by an exclusive `flock` on `<name>.lock` (RUN-11, issue 6).
+/// `mirrors/`, held for one turn by an exclusive `flock` on `<name>.lock` (RUN-11).
 ///
 /// Copying the whole folder at every turn costs time in proportion to its size; the
 /// persistent mirror is instead refreshed ([`Mirror::refresh`]): only files whose folder or
@@ -1044,7 +1044,7 @@ impl Workspace {
 /// a unique name, so the path reported stays as the turn left it and the next turn starts
 /// from a fresh copy. A second turn on the same workspace while one holds the lock gets a
 /// temporary mirror of its own — at most [`StateStore::concurrent_copies`] of them at once
-/// (issue 15 §4); a turn that finds every slot taken makes its copy when one is free.
+/// — and a turn that finds every slot taken makes its copy when one is free.
 #[derive(Debug)]
 struct PersistentMirror {
     /// The locked `<name>.lock`; the lock goes when this is dropped (or the process exits).
@@ -1254,7 +1254,7 @@ impl Turn {
 
     /// The root tools work in: the mirror for `mounted`, otherwise the folder.
     ///
-    /// A `mounted` turn that is still waiting for a copy slot (issue 15 §4: at most
+    /// A `mounted` turn that is still waiting for a copy slot (at most
     /// [`StateStore::concurrent_copies`] temporary copies of one workspace at once) has no
     /// mirror yet: its root is then the mirrors directory, until its first call makes one.
     pub fn root(&self) -> &Path {
@@ -1272,7 +1272,7 @@ impl Turn {
     /// service approval and consent for every tool, `local.terminal.exec@1` for the exec tools
     /// (TS-5), the folder grant for `mounted` and `direct` workspaces — checked before and
     /// watched during the call (TS-3). A `mounted` turn still queued for a copy slot waits for
-    /// one first (issue 15 §4), then checks the folder grant again and makes its mirror.
+    /// one first, then checks the folder grant again and makes its mirror.
     pub async fn call(
         &self,
         call_id: &str,
@@ -1429,7 +1429,7 @@ impl Turn {
     /// workspace's persistent mirror is not removed but left for the next turn to refresh
     /// (`kept: false`); one kept for the user is first renamed aside (`<…>-kept-<ms>-<pid>-<n>`),
     /// and that path reported. Kept mirrors are bounded ([`crate::KeptLimits`]: the oldest go
-    /// first, never the one just kept) and listed by `agent-exec status` (issue 15 §4).
+    /// first, never the one just kept) and listed by `agent-exec status`.
     pub fn finish(self, end: TurnEnd, keep: KeepMirror) -> TurnReport {
         let success = end == TurnEnd::Succeeded;
         let keep_mirror = keep == KeepMirror::Always;
@@ -1561,7 +1561,7 @@ impl Turn {
             }
         }
         if let Some(why) = kept_why.filter(|_| set_aside) {
-            // Issue 15 §4: kept mirrors are bounded (count and bytes, oldest dropped first)
+            // Kept mirrors are bounded (count and bytes, oldest dropped first)
             // and listed by `agent-exec status`.
             let store = &self.session.host.inner.store;
             store.record_kept_mirror(&report.path, &self.session.folder, why);

@@ -114,14 +114,14 @@ pub use command_tool::{
 };
 
 /// The `run_command` tool's wire types, its rules and the asker a host implements for its
-/// confirmations and passwords (RC-*, issue 18).
+/// confirmations and passwords (RC-*).
 pub use run_command_tool::{
     Asker, Checked, Confirmation, DenyAllAsker, Grant, Granted, Mode as RunCommandMode, Network,
     Password, PasswordReply, Place, Policy, Question, RunCommandArgs, RunCommandOutput,
     RunCommandState,
 };
 
-/// `background_command`'s library: its events, tasks and the host's hooks (BG-*, issue 19).
+/// `background_command`'s library: its events, tasks and the host's hooks (BG-*).
 pub use run_command_tool::background;
 
 /// The gate's types a host needs alongside this crate (re-exported so one dependency is enough).

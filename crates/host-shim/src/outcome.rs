@@ -1,6 +1,6 @@
 //! The answer of a one-call turn (`agent-exec call`, one MCP `tools/call`): the tool's result
 //! or error with the `mounted` workspace's write-back folded in, and the one rule that decides
-//! `ok` (issue 15, item 5).
+//! `ok`.
 //!
 //! # When `ok` is true
 //!

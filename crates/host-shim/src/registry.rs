@@ -36,11 +36,11 @@ pub struct ToolEnv<'a> {
     /// Per-call options from the host (pre-approved extra paths).
     pub options: &'a CallOptions,
     /// Directories no sandboxed command may read or change, even inside the workspace or an
-    /// extra path: the host's state directory (grants, mirrors, locks, configuration), issue 14.
+    /// extra path: the host's state directory (grants, mirrors, locks, configuration).
     pub hidden: &'a [PathBuf],
     /// For `mounted`: what the folder has at a workspace path the mirror did not copy (the path
     /// or the nearest skipped ancestor, and what it is), so a tool can say "not mirrored: a
-    /// FIFO" rather than "does not exist" (issue 15). Always `None` for other workspaces.
+    /// FIFO" rather than "does not exist". Always `None` for other workspaces.
     pub not_copied: NotCopiedLookup<'a>,
     /// The session's `run_command` state: the RC-9 lock (allowlist hits of the session run in
     /// parallel, every other call alone) and the secrets masked so far (RC-14). One per
@@ -115,7 +115,7 @@ pub trait ToolHandler: Send + Sync + fmt::Debug {
     /// The JSON Schema of its arguments.
     fn input_schema(&self) -> Value;
 
-    /// Runs one call. Validates `args` before doing anything (DESIGN invariant 1).
+    /// Runs one call. Validates `args` before doing anything (invariant 1).
     fn call<'a>(&'a self, args: Value, env: ToolEnv<'a>) -> ToolFuture<'a>;
 }
 

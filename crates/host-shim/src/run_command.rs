@@ -110,7 +110,7 @@ impl Default for RunCommandSetup {
 
 /// A tool's [`RunCommandSetup`]: the host's, or the default one built at its first use. The
 /// default parses the shipped lists (about 0.6 ms), which a process that never runs
-/// `run_command` — `agent-exec call command` — should not pay for (issue 21); the registry's
+/// `run_command` — `agent-exec call command` — should not pay for; the registry's
 /// `run_command` and `background_command` share the one built.
 #[derive(Debug, Clone)]
 pub(crate) enum Setup {

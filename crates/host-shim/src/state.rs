@@ -114,8 +114,8 @@ impl StateError {
 /// The first component of `path` that is a symbolic link someone other than root could
 /// re-point, if any: whoever may change the directory holding a link (its owner can always
 /// `chmod u+w` it; a writable ancestor lets it be renamed aside and rebuilt) can re-point it,
-/// and with it what `path` names the next time it is looked up (issue 14: a sandboxed command
-/// working in `$HOME` re-pointed the state directory at a forged one). A link passes only when
+/// and with it what `path` names the next time it is looked up (a sandboxed command
+/// working in `$HOME` could re-point the state directory at a forged one). A link passes only when
 /// the caller is not root, the link and every directory above it are owned by root, and none of
 /// those directories is writable by group or others (`/home` → `/usr/home` on some systems);
 /// for a root caller every link is refused, since root's commands write where root may.
@@ -167,7 +167,7 @@ pub struct StateStore {
 }
 
 /// How many temporary full copies of one workspace may exist at once, beside its persistent
-/// mirror (issue 15 §4: 20 concurrent `run` calls on a 100 MB folder took 2 GB of copies).
+/// mirror (20 concurrent `run` calls on a 100 MB folder would take 2 GB of copies).
 /// A `mounted` turn that finds the persistent mirror busy and every slot taken makes its copy
 /// at its first call, when a slot is free (it waits; the slots are `flock`s in the state
 /// directory, so the bound holds across processes). So at most `1 + DEFAULT_CONCURRENT_COPIES`
@@ -177,7 +177,7 @@ pub const DEFAULT_CONCURRENT_COPIES: usize = 3;
 
 /// How many mirrors kept for diagnosis (RUN-11: failed runs that changed the mirror, runs with
 /// conflicts or a failed write-back, `--keep-mirror`) the state directory holds at most, and
-/// how many bytes of file content they may hold together (issue 15 §4). Each is a full copy of
+/// how many bytes of file content they may hold together. Each is a full copy of
 /// a workspace, so without a bound ten failing runs on a 100 MB folder took 1 GB. When a new
 /// one is kept, the oldest are removed until both bounds hold again; the one just kept is
 /// never removed (its path is in the turn's report), so it alone may exceed `max_bytes`.
@@ -282,7 +282,7 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Removes what hosts that died left behind (issue 15 §4): per-call mirrors in `mirrors/` and
+/// Removes what hosts that died left behind: per-call mirrors in `mirrors/` and
 /// the tools' temp dirs (`agent-exec-cmd-*`, `agent-exec-run-*`) under the system temp
 /// dir, each only when its name records an owner (PID and start time) that is no longer
 /// alive, it is a directory of our uid, and by fd-relative removal that never follows a link.
@@ -296,7 +296,7 @@ pub(crate) fn sweep_orphans(store: &StateStore) {
             let _ = proctree::sweep_orphans(&mirrors, |stem| stem.ends_with(mark));
         }
         let _ = proctree::sweep_orphans(&std::env::temp_dir(), |stem| {
-            // `agent-exec-command` is the name before issue 16 shortened it.
+            // `agent-exec-command`: call dirs of older versions.
             matches!(
                 stem,
                 "agent-exec-cmd" | "agent-exec-run" | "agent-exec-command"
@@ -371,7 +371,7 @@ pub fn check_plugin_id(id: &str) -> Result<PluginId, StateError> {
 
 /// A state directory (and its `mirrors/`) must be a directory of this user that nobody else
 /// may write: grants are read from it and call dirs swept in it, so another user who could
-/// plant a `state.json` or swap `mirrors` for a symlink would decide both (issue 15 review).
+/// plant a `state.json` or swap `mirrors` for a symlink would decide both.
 fn only_ours(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = fs::symlink_metadata(path)?;

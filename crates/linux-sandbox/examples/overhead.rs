@@ -90,7 +90,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let uncached = command_policy(&work, false);
     println!("{}", policy.prepare()?.enforcement());
 
-    // A home granted read-only with private paths beneath it (issue 18 review 5): the grant is
+    // A home granted read-only with private paths beneath it: the grant is
     // split into one rule per entry of the home and of `.config` (none of the private paths
     // exists, so no mount is needed and only Landlock's cost shows).
     let homes = tempfile_homes()?;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 /// Why [`Policy::prepare`](crate::Policy::prepare) failed.
 ///
 /// [`is_unavailable`](SandboxError::is_unavailable) separates "this kernel cannot enforce the
-/// sandbox" (a runner reports `AGENT_EXEC_SANDBOX_UNAVAILABLE`, SPEC RUN-6) from "the policy
+/// sandbox" (a runner reports `AGENT_EXEC_SANDBOX_UNAVAILABLE`, RUN-6) from "the policy
 /// or the filesystem is wrong" (a bug in the caller or a path that vanished).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -1,5 +1,5 @@
 //! Why a policy allows or denies one access: [`Policy::explain`], the policy's own answer to
-//! "may the program read (write, execute) this path, and which rule decides?" (SPEC LIVE-4).
+//! "may the program read (write, execute) this path, and which rule decides?" (LIVE-4).
 //!
 //! **Owns:** replaying the policy's path rules the way Landlock applies them — a rule is bound
 //! to the inode its path resolved to, and an access is allowed when a rule on the file or on
@@ -898,7 +898,7 @@ mod tests {
 
     #[test]
     fn a_private_path_made_after_prepare_or_replaced_is_explained_as_hidden() {
-        // Issue 18 review 5: the read grant is split around hidden paths, so a `~/.docker` the
+        // The read grant is split around hidden paths, so a `~/.docker` the
         // host makes during the call, or a `~/.netrc` it replaces by rename, is refused by
         // Landlock; the explanation is by name, whatever exists when it is asked.
         let t = tree();
@@ -1073,7 +1073,7 @@ mod tests {
 
     #[test]
     fn outside_the_grants_existence_and_modes_do_not_show() {
-        // Issue 16 review 5a: the host (root) sees into a 0700 directory the program cannot.
+        // The host (root) sees into a 0700 directory the program cannot.
         let t = tree();
         let p = policy(t.path());
         let priv_dir = t.path().join("out/priv");
@@ -1099,7 +1099,7 @@ mod tests {
 
     #[test]
     fn inside_a_grant_lookups_need_the_programs_own_search_permission() {
-        // Issue 16 review 5a inside a grant: a root host reads through another user's 0700
+        // Inside a grant: a root host reads through another user's 0700
         // directory; the program (same uid, no capabilities) cannot, so neither may the answer.
         let t = tree();
         let p = policy(t.path());
@@ -1123,7 +1123,7 @@ mod tests {
 
     #[test]
     fn under_a_hidden_directory_every_name_answers_the_same() {
-        // Issue 16 review 5b: which state files exist must not show.
+        // Which state files exist must not show.
         let t = tree();
         std::fs::write(t.path().join("work/.state/grants.json"), "{}").unwrap();
         let p = policy(t.path());
@@ -1154,7 +1154,7 @@ mod tests {
 
     #[test]
     fn deep_paths_cost_bounded_lookups() {
-        // Issue 16 review 6: a deep tree in a writable grant, named by many lines.
+        // A deep tree in a writable grant, named by many lines.
         let t = tree();
         let p = policy(t.path());
         let mut deep = t.path().join("work");

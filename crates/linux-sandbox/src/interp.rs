@@ -123,7 +123,7 @@ enum Kind {
 fn open(path: &Path) -> io::Result<Option<(File, Kind)>> {
     use std::os::unix::fs::OpenOptionsExt;
     // Non-blocking, and only a regular file is read: a FIFO or a device at the path must not
-    // hang or feed the host (issue 16 review). The kernel executes nothing else anyway.
+    // hang or feed the host. The kernel executes nothing else anyway.
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
@@ -215,7 +215,7 @@ fn elf_interp<H: FileHeader<Endian = Endianness>>(
         if let Some(name) = ph.interpreter(endian, data)? {
             // The kernel resolves a relative name against the caller's working directory, the
             // loader would not be the file we grant: only an absolute name is one we know
-            // (review of issue 17: `rel/ld.so` resolved against the host's cwd).
+            // (`rel/ld.so` would resolve against the host's cwd).
             if name.first() != Some(&b'/') {
                 return Err(Malformed(
                     "interpreter name that is not an absolute path".into(),

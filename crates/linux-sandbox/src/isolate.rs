@@ -1,4 +1,4 @@
-//! The program's own world, beyond Landlock and seccomp (issues 14 and 16): a private mount
+//! The program's own world, beyond Landlock and seccomp: a private mount
 //! namespace whose view is read-only outside the writable grants — for a shell a new root
 //! holding nothing but the grants, with its own `/proc` and `/dev/shm` — a private IPC
 //! namespace, hidden host paths, and no capabilities.
@@ -22,7 +22,7 @@
 //! 2. Every mount becomes private, so nothing below propagates back to the host (a root
 //!    host's mounts are shared). A shell's `proc` is made now (step 5 attaches it): in a user
 //!    namespace the kernel makes one only while a fully visible `proc` is mounted.
-//! 3. The view. For a shell ([`NewRoot`], issue 16 part 3): an empty tmpfs is attached over
+//! 3. The view. For a shell ([`NewRoot`]): an empty tmpfs is attached over
 //!    `/` and filled with the directories above each granted path, the symbolic links through
 //!    which the policy named them (`/bin` → `usr/bin`, `/lib64` → `usr/lib64`, walked in the
 //!    parent and cached with the system-path cache's descriptors), and a bind clone
@@ -62,7 +62,7 @@
 //!    later detaches a cover in this namespace (the kernel drops mounts on a dentry that is
 //!    unlinked or renamed over in another namespace), and beneath a read-only grant Landlock
 //!    refuses it instead (no rule binds the new inode).
-//! 5. For a shell ([`World`], issue 16, LIVE-2): the fresh `proc` of the command's PID
+//! 5. For a shell ([`World`], LIVE-2): the fresh `proc` of the command's PID
 //!    namespace covers `/proc` (read-only, `nosuid,nodev,noexec`, `hidepid=ptraceable`) and a
 //!    fresh, size-bounded tmpfs covers `/dev/shm` (mode 1777, `nosuid,nodev,noexec`); each
 //!    gets its Landlock rule here, on the new mount's root (read; read, write, create and
@@ -102,12 +102,12 @@
 //! gets an empty tmpfs there, bounded (see `sandbox::shm_size`), gone with the call's mount
 //! namespace: the host's objects and another call's are never in it. Named semaphores need one
 //! hard link: glibc's `sem_open` makes one by `link(2)`ing a temporary file to its name, and
-//! the command may make no hard link (SPEC CMD-9). With a private `/dev/shm` and a supervisor
+//! the command may make no hard link (CMD-9). With a private `/dev/shm` and a supervisor
 //! that takes the link broker (`PreparedSandbox::take_link_broker`), seccomp hands `link` and
 //! `linkat` to the supervisor instead of refusing them ([`open_private_shm`] names the
 //! directory it links in), which links two single names inside this tmpfs and refuses
 //! everything else (proctree's `links` module): Python's `multiprocessing` locks, queues and
-//! pools work (issue 16, LIVE-2), and no hard link is ever made in the workspace, the temp dir
+//! pools work (LIVE-2), and no hard link is ever made in the workspace, the temp dir
 //! or a grant.
 //!
 //! Why paths are looked up again in the child at all: descriptors opened in the parent name
@@ -116,8 +116,8 @@
 //! fails the spawn with `ESTALE` (nothing runs) instead of granting what it now names.
 //!
 //! # Capabilities ([`drop_capabilities`])
-//! A root host's command used to keep every capability (`capsh --print`: `=ep`), so socket
-//! ioctls could reconfigure the host's network. The child empties its bounding and ambient
+//! A root host's command would otherwise keep every capability (`capsh --print`: `=ep`), and
+//! socket ioctls could reconfigure the host's network. The child empties its bounding and ambient
 //! sets (where it holds `CAP_SETPCAP`) and its effective, permitted and inheritable sets.
 //! With `no_new_privs` set just after, `execve` grants nothing back, not even to root.
 //!
@@ -259,9 +259,9 @@ pub(crate) struct Isolation {
     /// Files (anything but a directory) covered by an empty read-only regular file, made in
     /// the new root ([`NewRoot::empty_file`]).
     hidden_files: Vec<Target>,
-    /// The shell's own `/proc` and `/dev/shm` (issue 16, LIVE-2); none for a single program.
+    /// The shell's own `/proc` and `/dev/shm` (LIVE-2); none for a single program.
     pub(crate) world: World,
-    /// The view as a new root holding only the grants (issue 16 part 3); `None`: the host's
+    /// The view as a new root holding only the grants; `None`: the host's
     /// tree, read-only.
     pub(crate) root: Option<NewRoot>,
     /// Landlock rights (`READ_FILE`) on the empty file that covers hidden files, added in the
@@ -270,7 +270,7 @@ pub(crate) struct Isolation {
     pub(crate) cover_rights: u64,
 }
 
-/// A new root for the view (issue 16 part 3): an empty tmpfs holding bind clones of exactly
+/// A new root for the view: an empty tmpfs holding bind clones of exactly
 /// the granted paths at their own absolute paths, the directories above them, and the
 /// symbolic links through which the policy named them (`/bin` → `usr/bin`). Planned in the
 /// parent; every path is relative to the new root and NUL-terminated.
@@ -330,7 +330,7 @@ pub(crate) struct Grant {
 /// in the view is the one that knows (exec's system set searches `/etc` for sockets and
 /// refuses them where it finds one). Not `/usr`: its trees are bound one by one (a dozen
 /// binds), since `/usr/local/var` and `/usr/local/etc` are where autoconf-prefix daemons keep
-/// their sockets and are never part of the set (issue 16 review 5).
+/// their sockets and are never part of the set.
 const WHOLE_SYSTEM_TREES: [&str; 1] = ["/etc"];
 
 /// How a path as a policy names it reaches its file: the symbolic links on the way (where,
@@ -644,7 +644,7 @@ pub(crate) struct World {
     pub(crate) shm: Option<((CString, CString), u64)>,
     /// Landlock rights on a private `devpts` instance at `/dev/pts` (`/dev/ptmx` a link to its
     /// `ptmx`), so a command can open a pseudo-terminal of its own (`script`, Python's `pty`)
-    /// and sees no other; mounted only in a new root (issue 16 §1 devices). `None`: none.
+    /// and sees no other; mounted only in a new root. `None`: none.
     pub(crate) pts: Option<u64>,
     /// Cover [`MASKED_PROC`] in the private `/proc` with `/dev/null`: the command runs as the
     /// host's root (no user namespace of its own), which reads those root-only tables as their
@@ -2244,8 +2244,8 @@ const MAX_PTYS: &[u8] = b"64\0";
 /// invisible to the host's (a new instance since Linux 4.7); no set-id, no execution. Devices
 /// must work on it, so not `nodev`. At most [`MAX_PTYS`] at once: every instance but the host's
 /// first draws on one machine-wide pool (`kernel.pty.max` − `kernel.pty.reserve`, 3072 by
-/// default), which one call could otherwise empty for every other call and container (issue
-/// 16 review).
+/// default), which one call could otherwise empty for every other call
+/// and container.
 fn private_pts() -> Result<i32, i32> {
     new_mount(
         c"devpts",
@@ -2259,7 +2259,7 @@ fn private_pts() -> Result<i32, i32> {
 }
 
 /// An `O_PATH` descriptor of the private `/dev/shm`, once [`Isolation::enter`] mounted it: the
-/// directory the supervisor's link broker links in (issue 16, LIVE-2; proctree's `links`).
+/// directory the supervisor's link broker links in (LIVE-2; proctree's `links`).
 pub(crate) fn open_private_shm() -> Result<i32, i32> {
     open_no_symlinks(
         libc::AT_FDCWD,
@@ -2410,7 +2410,7 @@ type ProbeBody<'a> = &'a dyn Fn(u32, &[u8], &[u8], &ProbeStack) -> Result<(), i3
 /// Runs `body` in a child and returns what it returned (an errno fits an exit status).
 ///
 /// The child shares this process's memory (`CLONE_VM | CLONE_VFORK`, posix_spawn-style) instead
-/// of being a `fork` (issue 21): a fork copies the page tables of the whole process and makes
+/// of being a `fork`: a fork copies the page tables of the whole process and makes
 /// every page copy-on-write, so each later write of the host's threads faults and flushes the
 /// other CPUs' TLBs — measured as the largest share of a one-call process's CPU time. The
 /// calling thread is suspended until the child exits, so the child may use its stack frame's
@@ -2475,7 +2475,7 @@ impl ProbeStack {
         let top = unsafe { self.base.cast::<u8>().add(Self::SIZE) };
         // No exit signal (0, not SIGCHLD): a host started with SIGCHLD ignored (it survives
         // `execve`) would have the kernel reap a SIGCHLD child itself, and the probe would read
-        // ECHILD as "the kernel refused" (attack of issue 21). `wait_exit` waits with `__WALL`.
+        // ECHILD as "the kernel refused". `wait_exit` waits with `__WALL`.
         // A clone refused for a moment (EAGAIN: the user's process count near its limit) is
         // tried again before the answer is cached for the process.
         let mut tries = 0;

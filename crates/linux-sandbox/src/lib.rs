@@ -17,8 +17,8 @@
 //! where unix sockets are allowed, a private `/proc` of its PID namespace and a private
 //! `/dev/shm`, module `isolate`), no capabilities, applying all of it async-signal-safely, and
 //! a cached availability [`probe`].
-//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10, LIVE-2, RCS-2, RCS-3; DESIGN platform matrix and
-//! "Layers on Linux"; issues 14, 16 and 18.
+//! RUN-6, RUN-7, CMD-2, CMD-9, CMD-10, LIVE-2, RCS-2, RCS-3; docs/architecture.md,
+//! "Platforms".
 //!
 //! **Refuses to know**: tools, arguments, which paths a tool needs (the `exec` crate decides),
 //! macOS, output capture, process cleanup. It never runs anything unsandboxed: a kernel without

@@ -19,8 +19,8 @@ bitflags::bitflags! {
         const READ = 1;
         /// Create, write, truncate, rename and remove files and directories, and make
         /// symbolic links, fifos and sockets. Never device nodes (a root-run command could
-        /// otherwise read a raw disk through a block device it made), never hard links (SPEC
-        /// CMD-9; see [`Policy`]).
+        /// otherwise read a raw disk through a block device it made), never hard links
+        /// (CMD-9; see [`Policy`]).
         const WRITE = 1 << 1;
         /// Execute files. Implies reading the file: the kernel opens an executable for reading
         /// and Landlock checks both rights on that open.
@@ -57,7 +57,7 @@ pub enum Network {
     /// itself is refused too while the kernel cannot restrict connecting to *pathname* unix
     /// sockets (Landlock ABI < 9): otherwise the session D-Bus socket or a Docker socket would be
     /// a way out — unless the program's view is a new root holding only the grants (a shell
-    /// with private namespaces, issue 16; see
+    /// with private namespaces; see
     /// [`Enforcement::private_root`](crate::Enforcement::private_root)), where those sockets
     /// are not, and the abstract-socket scope holds. `socketpair(AF_UNIX)` always works.
     #[default]
@@ -76,7 +76,7 @@ pub(crate) enum Spawn {
     Allowed,
     /// No new process: `fork`, `vfork` and `clone` without `CLONE_THREAD` are refused, `clone3`
     /// reports `ENOSYS` (so libc falls back to `clone` and threads still work), and only this
-    /// program (plus its interpreter) is executable. SPEC RUN-7.
+    /// program (plus its interpreter) is executable. RUN-7.
     Denied {
         /// The one executable file.
         program: PathBuf,
@@ -120,7 +120,7 @@ pub(crate) struct PathRule {
 /// (unless [`Network::All`]), signals and abstract sockets outside the sandbox. Some things are
 /// denied whatever the policy says, because no tool needs them and each is a known way out:
 /// creating hard links (`link`/`linkat`; Landlock alone allows a link inside one writable
-/// directory, SPEC CMD-9), `ptrace` and `process_vm_*`, `io_uring_*`, the mount family,
+/// directory, CMD-9), `ptrace` and `process_vm_*`, `io_uring_*`, the mount family,
 /// `unshare`/`setns`/`clone` with namespace flags, `keyctl`/`add_key`/`request_key`, `bpf`,
 /// `perf_event_open`, `userfaultfd`, module loading, `kexec_*`, terminal injection (`TIOCSTI`,
 /// `TIOCLINUX`), and the root-only calls that act on the whole machine (`reboot`, clock
@@ -152,12 +152,12 @@ pub struct Policy {
     pub(crate) abi_limit: Option<u8>,
     pub(crate) launch: Launch,
     pub(crate) namespaces: bool,
-    /// Whether unix sockets may be made where the view holds only the grants (issue 16 review).
+    /// Whether unix sockets may be made where the view holds only the grants.
     pub(crate) unix_in_view: bool,
     /// A writable grant to cover with a fresh tmpfs of this many bytes (LIM-1).
     pub(crate) bounded_temp: Option<(PathBuf, u64)>,
     /// Whether a policy that may spawn is refused where a shell would get out
-    /// ([`Policy::refuse_uncontained_shell`], issue 20).
+    /// ([`Policy::refuse_uncontained_shell`]).
     pub(crate) refuse_uncontained: bool,
 }
 
@@ -192,7 +192,7 @@ impl Policy {
     }
 
     /// A policy for exactly one program that may not start any other process (the `run` tool,
-    /// SPEC RUN-7): `program` is the only executable file (with its ELF interpreter, which the
+    /// RUN-7): `program` is the only executable file (with its ELF interpreter, which the
     /// kernel opens for execution too), `fork`/`vfork`/non-thread `clone` fail with `EPERM`.
     /// Threads still work. Grant the program's shared libraries with
     /// [`allow`](Policy::allow)`(…, Access::READ)`; [`Access::EXECUTE`] on any other path makes
@@ -222,7 +222,7 @@ impl Policy {
     /// Grants `access` beneath the file or directory `fd` names (an `O_PATH` or ordinary
     /// descriptor), opened by the caller when it validated the path. The rule is made on this
     /// descriptor and `path` is never looked up again, so a path swapped for a symbolic link
-    /// after validation changes nothing (issue 14). `path` names the grant in errors.
+    /// after validation changes nothing. `path` names the grant in errors.
     pub fn allow_fd(mut self, path: impl Into<PathBuf>, fd: Arc<OwnedFd>, access: Access) -> Self {
         self.rules.push(PathRule {
             path: path.into(),
@@ -250,7 +250,7 @@ impl Policy {
     /// gets no cover (and needs no namespace).
     ///
     /// Beneath a read-only directory grant of the caller's, Landlock does not grant a hidden
-    /// path either, existing or not (issue 18 review 5): the grant gets no rule on its root but
+    /// path either, existing or not: the grant gets no rule on its root but
     /// `READ_DIR` on it and on each directory on the way to a hidden path, and its rights on
     /// every other entry of those directories that exists at `prepare` (symbolic links get
     /// none). So a private directory the host makes during the call (`~/.docker`), or a file it
@@ -349,7 +349,7 @@ impl Policy {
     /// Whether the program may make unix sockets where its view holds only the grants (default
     /// `true`; see [`Network::None`]). Pass `false` when a grant may hold another program's
     /// listening socket: a user's approved `/tmp` holds tmux's and ssh-agent's, and Landlock
-    /// below ABI 9 does not govern `connect` (issue 16 review). `socketpair` always works.
+    /// below ABI 9 does not govern `connect`. `socketpair` always works.
     pub fn unix_sockets_in_view(mut self, allowed: bool) -> Self {
         self.unix_in_view = allowed;
         self

@@ -98,7 +98,7 @@ impl Availability {
 
     /// Whether a child in a PID namespace of its own (proctree's supervisor mode) can mount a
     /// fresh `proc` there (tried once in a forked child): then a shell's private view gets its
-    /// own `/proc` (issue 16, LIVE-2).
+    /// own `/proc` (LIVE-2).
     pub fn private_proc(&self) -> bool {
         self.proc.is_ok()
     }

@@ -34,8 +34,8 @@ bitflags::bitflags! {
         const DEVICE_IOCTL = 1 << 1;
         /// Signals to processes outside the sandbox are not blocked (Landlock ABI < 6).
         const SIGNAL_SCOPE = 1 << 2;
-        /// Connecting to outside abstract unix sockets is not blocked. Never reported since
-        /// issue 18: below Landlock ABI 6 seccomp refuses `socket(AF_UNIX)` under either
+        /// Connecting to outside abstract unix sockets is not blocked. Never reported: below
+        /// Landlock ABI 6 seccomp refuses `socket(AF_UNIX)` under either
         /// network setting instead.
         const ABSTRACT_UNIX_SOCKET_SCOPE = 1 << 3;
         /// No private mount namespace: the mode, owner and times of files outside the
@@ -110,7 +110,7 @@ impl Enforcement {
         self.namespaces
     }
 
-    /// Whether the program sees a `/proc` of its own (issue 16, LIVE-2): a fresh `proc` of its
+    /// Whether the program sees a `/proc` of its own (LIVE-2): a fresh `proc` of its
     /// PID namespace in its private view, readable, listing only the processes it may ptrace
     /// (its own; not the supervisor). Otherwise the host's `/proc` stays denied but for the
     /// files the policy grants (a shell's `meminfo`, `cpuinfo`, `stat`), and `ps` fails.
@@ -118,15 +118,15 @@ impl Enforcement {
         self.proc
     }
 
-    /// Whether the program has a `/dev/shm` of its own (issue 16, LIVE-2): a fresh,
+    /// Whether the program has a `/dev/shm` of its own (LIVE-2): a fresh,
     /// size-bounded tmpfs, where `shm_open` works and nothing of the host or another call is
     /// visible. Otherwise `/dev/shm` is denied.
     pub fn private_shm(&self) -> bool {
         self.shm
     }
 
-    /// Whether the program's view is a new root holding only what the policy grants (issue 16
-    /// part 3): the system paths, the devices and the grants at their own paths, nothing else
+    /// Whether the program's view is a new root holding only what the policy grants:
+    /// the system paths, the devices and the grants at their own paths, nothing else
     /// of the host's tree, so none of the host's unix sockets outside the grants. Then (with
     /// Landlock's abstract-socket scope) `socket(AF_UNIX)` is allowed; otherwise it is refused
     /// below Landlock ABI 9.
@@ -150,7 +150,7 @@ impl Enforcement {
     }
 
     /// Whether the program may make unix sockets (`socket(AF_UNIX)`): where nothing outside
-    /// the sandbox can be reached through one, with or without the network (issue 18) (a [`private_root`] and the
+    /// the sandbox can be reached through one, with or without the network (a [`private_root`] and the
     /// abstract-socket scope, or Landlock ABI 9). `socketpair` always works.
     ///
     /// [`private_root`]: Enforcement::private_root
@@ -236,7 +236,7 @@ pub struct PreparedSandbox {
     enforcement: Enforcement,
     /// The namespaces and mounts made in the child, when the machine allows them.
     isolation: Option<Isolation>,
-    /// With a private `/dev/shm`: the supervisor's hard-link broker (issue 16, LIVE-2).
+    /// With a private `/dev/shm`: the supervisor's hard-link broker (LIVE-2).
     links: Option<LinkBroker>,
 }
 
@@ -305,7 +305,7 @@ impl Policy {
     /// could get out (`SandboxError::ShellUncontained`, an unavailable error): with no private
     /// mount namespace, or below Landlock ABI 6 without a PID namespace of its own
     /// ([`Availability::shell_refusal`](crate::Availability::shell_refusal) says why). Every
-    /// shell `exec` runs sets it (issue 20: `cargo xtask matrix` showed both holes); without
+    /// shell `exec` runs sets it (`cargo xtask matrix` tests both holes); without
     /// it those holes are only reported as [`Gaps`], for callers that run a program they
     /// trust to make none of those calls.
     pub fn refuse_uncontained_shell(mut self) -> Self {
@@ -465,7 +465,7 @@ impl Policy {
         })
     }
 
-    /// The private `/proc` and `/dev/shm` of a shell's view (issue 16, LIVE-2): only where the
+    /// The private `/proc` and `/dev/shm` of a shell's view (LIVE-2): only where the
     /// program may start processes (a single program, RUN-7, writes nowhere but its grants),
     /// `/proc` only in a PID namespace of the program's own where the kernel lets a fresh
     /// `proc` be mounted, `/dev/shm` only where the host has it as a directory.
@@ -931,7 +931,7 @@ impl Policy {
             // Only the one program of a no-spawn policy gets its interpreters added. A grant
             // of the caller's (an approved extra path, a toolchain file) is data the command
             // may have written: following its `#!` line would let a file grant whatever path
-            // it names, `/` included (issue 16 review). A script there runs only with an
+            // it names, `/` included. A script there runs only with an
             // interpreter the policy already allows (the shell's system set).
             if program_rule.as_ref().is_some_and(|p| p.path == rule.path) && !id.is_dir {
                 interpreter_chain(&rule.path, &mut interpreters)?;
@@ -1250,7 +1250,7 @@ impl Policy {
 /// A tmpfs's `size=` and `nr_inodes=` for `bytes` (NUL-terminated): one inode per 16 KiB, at
 /// least 4096. Why inodes too: an empty file takes no block, so `size=` alone lets a command
 /// pin kernel memory with millions of empty files (each inode and dentry is kernel memory,
-/// outside every limit where no memory cgroup charges it; issue 20 attack 2).
+/// outside every limit where no memory cgroup charges it).
 fn tmpfs_bounds(bytes: u64) -> (CString, CString) {
     let inodes = (bytes / (16 << 10)).max(4096);
     (
@@ -1299,7 +1299,7 @@ fn gaps(policy: &Policy, abi: u8) -> Gaps {
         gaps |= Gaps::SIGNAL_SCOPE;
     }
     // No ABSTRACT_UNIX_SOCKET_SCOPE any more: below ABI 6 no unix socket is contained, so
-    // seccomp refuses `socket(AF_UNIX)` whatever the network (issue 18).
+    // seccomp refuses `socket(AF_UNIX)` whatever the network.
     gaps
 }
 
@@ -1326,7 +1326,7 @@ impl PreparedSandbox {
         &self.filter
     }
 
-    /// Hands the command's hard links to a supervisor (issue 16, LIVE-2): returns the
+    /// Hands the command's hard links to a supervisor (LIVE-2): returns the
     /// supervisor's end of the channel (for `proctree::Command::link_broker`) where the command
     /// gets a private `/dev/shm`, `None` elsewhere (links stay refused, CMD-9). From then on
     /// [`apply_in_child`](Self::apply_in_child) installs the variant of the seccomp program that
@@ -1616,8 +1616,8 @@ mod tests {
     #[test]
     fn a_fifo_named_as_the_program_never_blocks_prepare() {
         use std::os::unix::fs::OpenOptionsExt;
-        // Reading a FIFO's "header" would wait for a writer forever (issue 16 review: a FIFO
-        // in a toolchain file hung the host). The interpreter is read non-blocking and only
+        // Reading a FIFO's "header" would wait for a writer forever (a FIFO
+        // in a toolchain file would hang the host). The interpreter is read non-blocking and only
         // from a regular file, so prepare answers at once.
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("program");
@@ -1644,7 +1644,7 @@ mod tests {
     }
 
     /// `allow_system_file` grants the file its caller judged, whatever the path names when the
-    /// policy is prepared (the attack of issue 21 swapped a secret onto a judged `/etc` name
+    /// policy is prepared (a secret may be swapped onto a judged `/etc` name
     /// between the two), with its path as the canonical one and the cache never asked.
     #[test]
     fn a_system_file_rule_is_made_on_the_judged_file_not_on_its_path() {

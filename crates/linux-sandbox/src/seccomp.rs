@@ -4,14 +4,14 @@
 //!
 //! Why a deny-list and not an allow-list: the `command` tool runs arbitrary programs (`git`,
 //! `python3`, compilers), whose syscall needs change with every libc; Landlock is the
-//! deny-default layer for files, seccomp closes what Landlock does not see (DESIGN, platform
-//! matrix). What Landlock does not see includes file metadata (mode bits, extended attributes,
-//! inode flags), System V IPC and calls that act on other processes by PID (issue 14).
+//! deny-default layer for files, seccomp closes what Landlock does not see (docs/architecture.md,
+//! "Platforms"). What Landlock does not see includes file metadata (mode bits, extended attributes,
+//! inode flags), System V IPC and calls that act on other processes by PID.
 //!
 //! The program, in order:
 //! 1. another architecture (32-bit `int 0x80` calls on x86_64 carry `AUDIT_ARCH_I386`): kill
 //!    the process, because the deny-list is keyed on native numbers;
-//! 2. `ENOSYS` for every number above [`NEWEST_KNOWN_SYSCALL`] (issue 14): a call that a later
+//! 2. `ENOSYS` for every number above [`NEWEST_KNOWN_SYSCALL`]: a call that a later
 //!    kernel adds would otherwise be "unlisted" and allowed, so a kernel upgrade would widen the
 //!    sandbox; `ENOSYS` is what an older kernel answers, and libc falls back from it. On x86_64
 //!    the same comparison is the x32 guard: x32 system calls (numbers with bit 30 set) share
@@ -20,14 +20,14 @@
 //! 3. a binary search over the listed numbers, neighbours with the same answer merged into
 //!    ranges: an unlisted call is allowed after at most eleven comparisons (about eight on
 //!    average), and an unconditional denial returns from its leaf:
-//!    - `EPERM` for the deny-list ([`always_denied`]; since issue 14 with `open_tree_attr`, a
+//!    - `EPERM` for the deny-list ([`always_denied`]; with `open_tree_attr`, a
 //!      mount call, and `file_setattr`, inode flags), for the hard-link calls ([`link_calls`],
 //!      CMD-9) unless the supervisor brokers them (then `SECCOMP_RET_USER_NOTIF`, see
 //!      [`FilterOptions::broker_links`]; nothing in the program returns `ERRNO` for them then,
 //!      which would take precedence), and, without a private IPC namespace, for
-//!      System V IPC and POSIX message queues ([`host_ipc`], issue 14: the host's objects,
+//!      System V IPC and POSIX message queues ([`host_ipc`]: the host's objects,
 //!      named by key and not by a path Landlock sees);
-//!    - `EOPNOTSUPP` for the extended-attribute setters ([`xattr_setters`], issue 14: xattrs
+//!    - `EOPNOTSUPP` for the extended-attribute setters ([`xattr_setters`]: xattrs
 //!      carry file capabilities and ACLs, which Landlock does not govern; it is the answer of a
 //!      filesystem without xattrs, on which `cp -a`, `tar` and `rsync` go on);
 //!    - `ENOSYS` for `clone3` and `openat2` ([`unreadable_arguments`]: their flags and mode live
@@ -37,19 +37,19 @@
 //!    32 bits and compare:
 //!    - `clone`: no namespace flags, and without spawning no new process;
 //!    - `ioctl`: no terminal injection (`TIOCSTI`, `TIOCLINUX`), no inode flags
-//!      ([`IMMUTABLE_FLAG_IOCTLS`], issue 14: `chattr +i` as root leaves files the user cannot
+//!      ([`IMMUTABLE_FLAG_IOCTLS`]: `chattr +i` as root leaves files the user cannot
 //!      delete);
 //!    - `socket` and `socketpair` without network: unix sockets only (`socket` only where
 //!      they are contained, see [`FilterOptions`]); in a private network namespace `socket`
 //!      also makes `AF_INET`, `AF_INET6` and route or socket-diagnostics netlink sockets
 //!      ([`FilterOptions::private_net`], NET-1);
 //!    - the `chmod` family, `creat`, `mknod(at)`, and `open(at)` when it creates: no set-id mode
-//!      bits ([`mode_setters`], [`creating_opens`], issue 14: a set-id file outlives the
+//!      bits ([`mode_setters`], [`creating_opens`]: a set-id file outlives the
 //!      sandbox and runs as the user for whoever starts it);
 //!    - `prlimit64`, `sched_set{affinity,scheduler,param,attr}`, `setpriority`, `ioprio_set`:
 //!      not the supervisor (PID 1 of the command's own PID namespace), without such a namespace
 //!      no process but the caller, and never every process of the uid ([`pid_targets`],
-//!      [`PRIORITY_CALLS`], issue 14: the supervisor collects output and enforces the timeout).
+//!      [`PRIORITY_CALLS`]: the supervisor collects output and enforces the timeout).
 //!
 //! Why hand-written and short: the kernel checks, converts, JITs and (since Linux 5.11)
 //! evaluates the program for every syscall number when the child attaches it, so attaching
@@ -57,8 +57,9 @@
 //! its walks (~3 ns a comparison for each of the ~930 numbers of x86_64 and i386).
 //! seccompiler's output for the same decisions (kept in the tests as the oracle, `oracle.rs`)
 //! is ~840–970 instructions and walks up to ~270 for a listed call; this one is 113–128 on
-//! x86_64 and takes ~56 µs to attach, ~6 µs (12%) more than the 84–91 instructions before
-//! issue 14 (measured side by side), against ~15 µs for a one-instruction filter (Linux 6.18,
+//! x86_64 and takes ~56 µs to attach, ~6 µs (12%) more than an 84–91-instruction program
+//! without the argument checks (measured side by side), against ~15 µs for a one-instruction
+//! filter (Linux 6.18,
 //! `cargo run --release -p linux-sandbox --example seccomp_attach`). The calls with an argument
 //! check (among them `openat` and `ioctl`) leave the kernel's per-number "always allowed" cache
 //! and run the filter on every call: at most 18 JITed instructions, nanoseconds against the
@@ -76,8 +77,8 @@ pub(crate) struct FilterOptions {
     pub(crate) may_spawn: bool,
     /// Whether no unix socket outside the sandbox can be reached: Landlock restricts
     /// connecting to pathname ones (ABI ≥ 9), or the view is a new root without the host's and
-    /// the abstract-socket scope holds (issue 16). Without it `socket(AF_UNIX)` is refused, in
-    /// [`Network::All`] mode too (issue 18: a granted home holds other programs' sockets), and
+    /// the abstract-socket scope holds. Without it `socket(AF_UNIX)` is refused, in
+    /// [`Network::All`] mode too (a granted home holds other programs' sockets), and
     /// `socketpair` makes connected pairs only.
     pub(crate) unix_connect_contained: bool,
     /// The command runs in a private IPC namespace (made by the sandbox before the filter).
@@ -89,7 +90,7 @@ pub(crate) struct FilterOptions {
     /// one, they refuse every target but 0 (the caller itself), since every host process is visible.
     pub(crate) own_pid_namespace: bool,
     /// `link` and `linkat` go to the supervisor (`SECCOMP_RET_USER_NOTIF`) instead of `EPERM`
-    /// (issue 16, LIVE-2): only where the command has a private `/dev/shm` of its own and the
+    /// (LIVE-2): only where the command has a private `/dev/shm` of its own and the
     /// supervisor holds the listener ([`LINK_CALLS`]). The supervisor links two single names
     /// inside that `/dev/shm` and refuses everything else, so CMD-9 holds: no hard link is ever
     /// made in the workspace, the temp dir or a grant.
@@ -123,7 +124,7 @@ fn link_calls() -> Vec<i64> {
 
 /// The newest system call this crate knows: `file_setattr` (Linux 6.17). Numbers from 424 on
 /// are the same on every architecture, so one bound serves all; every native number above it
-/// gets `ENOSYS` (issue 14). Raise it only after deciding about each call added in between.
+/// gets `ENOSYS`. Raise it only after deciding about each call added in between.
 const NEWEST_KNOWN_SYSCALL: u32 = 469;
 
 /// Numbers of calls newer than the `libc` crate on some architecture (`<asm-generic/unistd.h>`,
@@ -138,7 +139,7 @@ const SYS_OPEN_TREE_ATTR: i64 = 467;
 const SYS_FILE_GETATTR: i64 = 468;
 const SYS_FILE_SETATTR: i64 = 469;
 
-/// System calls refused with `EPERM` whatever the policy (issue 4, linux-sandbox item 3, plus
+/// System calls refused with `EPERM` whatever the policy (linux-sandbox item 3, plus
 /// the root-only calls that act on the whole machine, because tests and some users run as root).
 fn always_denied() -> Vec<i64> {
     let mut list = vec![
@@ -154,7 +155,7 @@ fn always_denied() -> Vec<i64> {
         libc::SYS_pidfd_getfd,
         libc::SYS_kcmp,
         // Mount family: a new mount would change what the Landlock paths mean.
-        // `open_tree_attr` is `open_tree` plus `mount_setattr` (issue 14).
+        // `open_tree_attr` is `open_tree` plus `mount_setattr`.
         libc::SYS_mount,
         libc::SYS_umount2,
         libc::SYS_pivot_root,
@@ -189,7 +190,7 @@ fn always_denied() -> Vec<i64> {
         libc::SYS_name_to_handle_at,
         libc::SYS_fanotify_init,
         // Inode flags, the system-call form of `FS_IOC_FSSETXATTR` (see
-        // `IMMUTABLE_FLAG_IOCTLS`; issue 14). Its reader `file_getattr` stays allowed.
+        // `IMMUTABLE_FLAG_IOCTLS`). Its reader `file_getattr` stays allowed.
         SYS_FILE_SETATTR,
         // Root-only calls that act on the whole machine.
         libc::SYS_reboot,
@@ -213,13 +214,13 @@ fn always_denied() -> Vec<i64> {
 
 /// Calls refused with `ENOSYS` because the argument that matters lives in a struct in memory
 /// (`struct clone_args`, `struct open_how`), which seccomp cannot read: libc then falls back to
-/// `clone` and `openat`, whose flags and mode are checked in registers. `openat2` since
-/// issue 14 (a mode with set-id bits).
+/// `clone` and `openat`, whose flags and mode are checked in registers. `openat2` too
+/// (a mode with set-id bits).
 fn unreadable_arguments() -> [i64; 2] {
     [libc::SYS_clone3, libc::SYS_openat2]
 }
 
-/// Extended-attribute setters, refused with `EOPNOTSUPP` (issue 14). Landlock does not govern
+/// Extended-attribute setters, refused with `EOPNOTSUPP`. Landlock does not govern
 /// metadata, and xattrs carry authority: `security.capability` gives an executable
 /// capabilities (a root-run sandbox could leave one behind), `system.posix_acl_access` opens a
 /// file to other users. `EOPNOTSUPP` is what a filesystem without xattrs answers, so `cp -a`,
@@ -238,7 +239,7 @@ fn xattr_setters() -> [i64; 8] {
 }
 
 /// System V IPC and POSIX message queues, refused with `EPERM` unless the command has a private
-/// IPC namespace (issue 14): their objects are named by key or by a name in the namespace's
+/// IPC namespace: their objects are named by key or by a name in the namespace's
 /// mqueue filesystem, not by a path Landlock sees, and permission is by uid, so a sandboxed
 /// command could read or write the user's host shared memory (X11 `MIT-SHM`, databases),
 /// queues and semaphores. `shmdt` only detaches the caller's own mapping and stays allowed.
@@ -268,7 +269,7 @@ fn host_ipc() -> [i64; 17] {
 const SETID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
 
 /// Calls that set a file's mode, with the index of the mode argument: `EPERM` when it has
-/// [`SETID_BITS`] (issue 14). Landlock governs writing a file but not its mode, and a set-id
+/// [`SETID_BITS`]. Landlock governs writing a file but not its mode, and a set-id
 /// file outlives the sandbox: a setuid executable left in the workspace runs as the user for
 /// whoever starts it (as root, if the sandbox ran as root), a setgid one with the user's
 /// group. Ordinary modes (`chmod 755`, `644`, the sticky bit) pass; so do `mkdir` and
@@ -306,7 +307,7 @@ fn creating_opens() -> Vec<(i64, u32, u32)> {
 /// `O_CREAT | __O_TMPFILE`; `O_TMPFILE` also carries `O_DIRECTORY`, left out here).
 const CREATING_OPEN_FLAGS: u32 = (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32;
 
-/// Calls that tune another process by PID in argument 0 (issue 14): a process of the same uid
+/// Calls that tune another process by PID in argument 0: a process of the same uid
 /// may lower another's limits (`RLIMIT_CPU`, `RLIMIT_NOFILE`), pin or starve it
 /// (`SCHED_IDLE`). In a PID namespace of its own the command sees only itself and its
 /// supervisor, PID 1, which must keep running (it collects output and enforces the timeout):
@@ -329,7 +330,7 @@ const IOPRIO_WHO_USER: u32 = 3;
 
 /// `setpriority(which, who, …)` and `ioprio_set(which, who, …)`, with the `which` that selects
 /// every process of a uid: refused whatever `who` is, because it reaches the user's processes
-/// outside any PID namespace (issue 14). For the other selectors (a process, or a process group:
+/// outside any PID namespace. For the other selectors (a process, or a process group:
 /// 0 is the caller's, which is the command's own, see `setpgid` in proctree's supervisor) `who`
 /// follows the rule of [`pid_targets`].
 const PRIORITY_CALLS: [(i64, u32); 2] = [
@@ -353,13 +354,13 @@ const CLONE_NAMESPACE_FLAGS: [i32; 7] = [
 /// selection): either types commands into the user's shell if the sandbox holds its terminal.
 /// `TIOCSETD` changes a terminal's line discipline, which loads kernel modules on demand
 /// (`dev.tty.ldisc_autoload`) and has been the way into kernel bugs (`n_gsm`, `n_hdlc`); a
-/// command's own pseudo-terminals (issue 16) need none but the default.
+/// command's own pseudo-terminals need none but the default.
 const TERMINAL_INJECTION_IOCTLS: [u64; 3] = [libc::TIOCSTI, libc::TIOCLINUX, libc::TIOCSETD];
 
 /// `FS_IOC_FSSETXATTR`, `_IOW('X', 32, struct fsxattr)` (`<linux/fs.h>`; not in `libc`).
 const FS_IOC_FSSETXATTR: u64 = 0x401c_5820;
 
-/// The ioctls that set inode flags (`chattr`; issue 14): as root the sandbox could make a file
+/// The ioctls that set inode flags (`chattr`): as root the sandbox could make a file
 /// immutable or append-only (`+i`, `+a`), so the user can no longer delete or fix what it left,
 /// and Landlock does not govern inode flags. `FS_IOC32_SETFLAGS`, the same request with an
 /// `int` argument, is refused too, in case a filesystem's handler accepts it from native
@@ -579,7 +580,7 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     let loopback_socket = asm.label();
 
     let mut listed: Vec<(i64, Label)> = always_denied().into_iter().map(|nr| (nr, eperm)).collect();
-    // Hard links: Landlock allows `link` inside one writable directory (SPEC CMD-9).
+    // Hard links: Landlock allows `link` inside one writable directory (CMD-9).
     let links = if options.broker_links { notify } else { eperm };
     listed.extend(link_calls().into_iter().map(|nr| (nr, links)));
     listed.extend(unreadable_arguments().map(|nr| (nr, enosys)));
@@ -609,13 +610,13 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
         }
         // `socket` refused for every family (see `Network::None`); a pair only of a connected
         // kind: a datagram pair's `sendto` names any pathname socket of the host (Landlock
-        // below ABI 9 does not check it; issue 16 review 5).
+        // below ABI 9 does not check it).
         (Network::None, false) => {
             listed.push((libc::SYS_socketpair, unix_pair));
             listed.push((libc::SYS_socket, eperm));
         }
         // The network, but no unix socket where one outside could be reached (a granted home
-        // holds agents' and Docker Desktop's sockets, issue 18): every family but `AF_UNIX`.
+        // holds agents' and Docker Desktop's sockets): every family but `AF_UNIX`.
         (Network::All, false) => {
             listed.push((libc::SYS_socketpair, unix_pair));
             listed.push((libc::SYS_socket, unix_refused));
@@ -653,7 +654,7 @@ pub(crate) fn build(options: FilterOptions) -> Result<Vec<libc::sock_filter>, Sa
     search(&mut asm, &runs(&sorted), allow);
 
     // clone: a namespace flag (each is one bit, so "any set" is one JSET) is refused; without
-    // spawning, so is a clone without CLONE_THREAD (a new process; SPEC RUN-7).
+    // spawning, so is a clone without CLONE_THREAD (a new process; RUN-7).
     asm.bind(clone);
     asm.stmt(LD_ABS, arg_low(0));
     let namespaces = CLONE_NAMESPACE_FLAGS
@@ -1089,7 +1090,7 @@ mod tests {
         check(network, libc::SYS_socket, a0(inet), ALLOW);
         check(network, libc::SYS_socket, a0(bits(libc::AF_INET6)), ALLOW);
         check(network, libc::SYS_socket, a0(bits(libc::AF_NETLINK)), ALLOW);
-        // With the network, unix sockets still only where contained (issue 18).
+        // With the network, unix sockets still only where contained.
         check(network, libc::SYS_socket, a0(unix), EPERM);
         check(
             network,
@@ -1371,18 +1372,18 @@ mod tests {
 
     #[test]
     fn program_is_short_and_an_unlisted_call_walks_few_instructions() {
-        // Measured on x86_64 (issue 14): 113 instructions (network, spawning, private IPC) to
-        // 128 (none of them), against 84–91 before issue 14 and ~840–970 for the seccompiler
+        // Measured on x86_64: 113 instructions (network, spawning, private IPC) to
+        // 128 (none of them), against ~840–970 for the seccompiler
         // oracle. A call decided without reading an argument walks at most 15–16 instructions
-        // (13 before: the leaves now test ranges, a trade that shortened the program, which
-        // costs more at attach time than the walks); an argument-checked call at most 18
+        // (the leaves test ranges: a trade that shortens the program, which costs more at
+        // attach time than the walks); an argument-checked call at most 18
         // (`ioctl`).
         let checked: Vec<u32> = checked_calls().into_iter().map(|nr| nr as u32).collect();
         for options in all_options() {
             let program = build(options).unwrap();
-            // 129 at most since issue 16 refused `TIOCSETD` too (one more ioctl compared);
-            // 133 since a datagram `socketpair` is refused where unix sockets are (review 5).
-            // 141 with the socket rule of a private network namespace (NET-1: eight more).
+            // 129 with `TIOCSETD` refused (one more ioctl compared); 133 with a datagram
+            // `socketpair` refused where unix sockets are; 141 with the socket rule of a
+            // private network namespace (NET-1: eight more).
             assert!(program.len() <= 142, "{options:?}: {}", program.len());
             let walks: Vec<(u32, usize)> = (0..1024u32)
                 .map(|nr| (nr, run_counting(&program, &data(NATIVE, nr, [0; 6])).1))

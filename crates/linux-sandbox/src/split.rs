@@ -1,4 +1,4 @@
-//! Read grants split around hidden paths (issue 18 review, finding 5): Landlock itself must not
+//! Read grants split around hidden paths (finding 5): Landlock itself must not
 //! grant what [`Policy::hide`](crate::Policy::hide) hides.
 //!
 //! **Owns:** for a read-only directory grant of the caller's that has hidden paths strictly

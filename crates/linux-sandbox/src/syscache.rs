@@ -8,7 +8,7 @@
 //! deleted or renamed; `/proc/self/mountinfo` polls as changed after any mount or unmount in our
 //! mount namespace. Each [`SystemPaths::lookup`] batch starts by reading both without blocking,
 //! and any change at all empties the cache: the next lookups open afresh. A quiet system costs
-//! one `read` and one `poll` per `prepare` instead of a `stat` per location (issue 4's spawn
+//! one `read` and one `poll` per `prepare` instead of a `stat` per location (the spawn
 //! cost: ~40 `stat`s, ~100 µs of every `command` call).
 //!
 //! The watching starts with a process's second `prepare`, not its first: closing an inotify
@@ -286,7 +286,7 @@ impl SystemPaths {
 
     /// Whether `path`'s cached descriptor was opened with no symbolic link on the way, so
     /// `path` itself is the file's canonical path (no `/proc/self/fd` read, no walk: a
-    /// one-call process makes ~170 system grants, issue 16's spawn cost).
+    /// one-call process makes ~170 system grants).
     pub(crate) fn direct(&self, path: &Path) -> bool {
         matches!(
             self.entries.get(path),

@@ -2,7 +2,7 @@
 //! `std::process::Command` with [`PreparedSandbox::install`]. Each attempt asserts that it
 //! failed, that nothing changed outside, and that no sandboxed process survived. When run as
 //! root, `every_test_also_holds_unprivileged` re-runs the whole binary as `nobody`.
-//! SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; issue 4 linux-sandbox.
+//! RUN-6, RUN-7, CMD-2, CMD-9, CMD-10; issue 4 linux-sandbox.
 
 // Helpers outside #[test] fns may unwrap too: a panic is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -204,7 +204,7 @@ fn writing_outside_through_proc_self_cwd_is_denied() {
     let s = Scratch::new();
     let before = snapshot(&s.outside);
     // The command starts with its cwd outside the granted paths: the cwd is no boundary
-    // (SPEC RUN-11), Landlock is.
+    // (RUN-11), Landlock is.
     let policy = s.command_policy().allow("/proc", Access::READ);
     let out = s.run_in(
         &policy,
@@ -699,7 +699,7 @@ fn liveness_single_program_awk_through_its_alternatives_symlink() {
     let policy = single_program_policy(&s, "/usr/bin/awk");
     let out = s.run(&policy, "/usr/bin/awk", &["-f", "prog.awk", "in"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    // An awk script may write regular files inside the mirror (SPEC RUN-9).
+    // An awk script may write regular files inside the mirror (RUN-9).
     assert_eq!(std::fs::read_to_string(s.work.join("out")).unwrap(), "6\n");
 }
 
@@ -1408,7 +1408,7 @@ fn staged_repo(s: &Scratch) -> (std::path::PathBuf, std::path::PathBuf, Policy) 
 
 #[test]
 fn a_staged_directory_keeps_every_new_or_changed_name_out_of_the_real_one() {
-    // SPEC: TRUST-1 — a new name (`commondir`, a hook), a rename over `config` and a write
+    // TRUST-1 — a new name (`commondir`, a hook), a rename over `config` and a write
     // into a file all land in the private copy; the directory cannot be moved away.
     if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
         return;
@@ -1453,7 +1453,7 @@ fn a_staged_directory_keeps_every_new_or_changed_name_out_of_the_real_one() {
 
 #[test]
 fn a_staged_directory_lets_the_command_work_as_usual() {
-    // SPEC: TRUST-1, LIVE-1 — liveness twin: create, rename, remove and list in the copy.
+    // TRUST-1, LIVE-1 — liveness twin: create, rename, remove and list in the copy.
     if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
         return;
     }

@@ -1,4 +1,4 @@
-//! Stop benchmark (issue 5; `cargo xtask bench stop`): builds a tree of 500 processes — the main
+//! Stop benchmark (`cargo xtask bench stop`): builds a tree of 500 processes — the main
 //! shell, 100 `setsid -f` escapees and 399 background sleeps — waits until all run, then times
 //! `ProcessTree::stop` from the request until the supervisor has reaped everything.
 //!

@@ -1,5 +1,5 @@
 //! Process identity: a PID is only a name that the kernel recycles; the PID together with the
-//! process's start time names one process for good (SPEC: CMD-7, DESIGN invariant 3).
+//! process's start time names one process for good (CMD-7, invariant 3).
 //!
 //! The `/proc/<pid>/stat` parser here allocates nothing, so the supervisor may use it between
 //! `fork` and `exec` as well as the host.
@@ -55,8 +55,8 @@ pub enum ProcessState {
     /// Exited and waiting to be reaped (`Z`) or being torn down (`X`): it runs no code any more,
     /// so it is never counted as stopped by us. A `Z` thread-group leader whose other threads
     /// still run (the main thread called `pthread_exit`) is [`Alive`](Self::Alive): its code
-    /// runs, and a signal to it reaches those threads (issue 15 review: such a process was
-    /// never signalled and outlived its call).
+    /// runs, and a signal to it reaches those threads (counted as dead, such a process would
+    /// never be signalled and would outlive its call).
     Dead,
 }
 
@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_zombie_leader_with_running_threads_is_alive() {
-        // `pthread_exit` in main: the leader shows `Z`, two threads still run (issue 15 review).
+        // `pthread_exit` in main: the leader shows `Z`, two threads still run.
         let text = "46 (zl) Z 1 46 1 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 3 0 777 1 1";
         assert_eq!(
             parse_stat(text.as_bytes()).map(|s| s.state),

@@ -12,18 +12,18 @@
 //! and start time).
 //! Also on Linux, when asked ([`Command::link_broker`]): the command's hard-link broker, which
 //! answers seccomp notifications for `link`/`linkat` by linking two single names inside the
-//! call's private `/dev/shm` and refuses every other link (issue 16, LIVE-2, CMD-9).
-//! SPEC: CMD-6, CMD-7 (with its \[beyond\] clause), RUN-10; DESIGN invariants 3 and 4.
+//! call's private `/dev/shm` and refuses every other link (LIVE-2, CMD-9).
+//! CMD-6, CMD-7 (with its \[beyond\] clause), RUN-10; invariants 3 and 4.
 //!
 //! **Refuses to know:** sandboxes (the caller passes an async-signal-safe `pre_exec` hook),
 //! tools, output capture, deadlines and async runtimes (the caller awaits
 //! [`ProcessTree::status_fd`] however it likes).
 //!
 //! # Architecture
-//! The host is typically multi-threaded, so the supervisor is forked and then runs only
-//! async-signal-safe code (raw system calls, stack buffers) for its whole life; everything it
-//! needs is built before the fork. It never steals the host's `waitpid`: it reaps the command's
-//! processes itself and reports the main process's status over a socket. When the host dies,
+//! The host is typically multi-threaded, so the supervisor is started with `clone(2)` and then
+//! runs only async-signal-safe code (raw system calls, stack buffers) for its whole life;
+//! everything it needs is built before the clone. It never steals the host's `waitpid`: it
+//! reaps the command's processes itself and reports the main process's status over a socket. When the host dies,
 //! even by SIGKILL, the socket reaches EOF and the supervisor kills and reaps the whole tree
 //! before it exits. The tracking rules live in [`Tracker`], free of system calls, and are
 //! tested on random process tables.

@@ -1,5 +1,5 @@
 //! Which processes belong to a command: the decision logic, free of any system call, so that it
-//! can be tested on tables made by hand and on random ones (SPEC: CMD-6, CMD-7).
+//! can be tested on tables made by hand and on random ones (CMD-6, CMD-7).
 //!
 //! Rules, each from CMD-7:
 //! - A process is a descendant when its parent, *as the snapshot shows it*, is the root or an
@@ -543,7 +543,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
-        /// CMD-7 and DESIGN invariant 3: whatever the process table does, with or without a
+        /// CMD-7 and invariant 3: whatever the process table does, with or without a
         /// subreaper, nothing that the command did not start is ever tracked (so never
         /// signalled), and with a subreaper every live descendant is found — by a full scan
         /// with group expansion and by a walk down the children lists alike, in any mix.

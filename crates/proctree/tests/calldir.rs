@@ -1,6 +1,6 @@
 //! Call directories: removed by the supervisor after the tree when the host dies, swept when
-//! their owner is gone, never followed through a link (issue 15 §4; SPEC CMD-6, RUN-10;
-//! DESIGN invariant 4: nothing outlives a call, files included).
+//! their owner is gone, never followed through a link (CMD-6, RUN-10;
+//! invariant 4: nothing outlives a call, files included).
 #![cfg(target_os = "linux")]
 
 use std::os::unix::fs::PermissionsExt;
@@ -320,7 +320,7 @@ fn as_an_unprivileged_user_the_sweep_removes_its_own_orphans_and_never_another_u
     assert_eq!(std::fs::read_to_string(roots.join("f")).unwrap(), "root's");
 }
 
-/// Issue 15 review: a host in another PID namespace (a container sharing /tmp) has PIDs that
+/// A host in another PID namespace (a container sharing /tmp) has PIDs that
 /// mean nothing here; its live call dirs must not be taken for orphans.
 #[test]
 fn the_sweep_leaves_dirs_of_owners_in_another_pid_namespace() {
@@ -383,7 +383,7 @@ fn helper_chmod_race_as_nobody() {
     }
 }
 
-/// Issue 15 review (S2): the removal's chmod of a directory it may not enter goes through a
+/// The removal's chmod of a directory it may not enter goes through a
 /// descriptor of that directory, never its name again, so a symlink swapped in meanwhile is
 /// never followed to chmod a file outside. Only an unprivileged remover chmods (root enters
 /// mode-000 directories as it is), so this runs as nobody. With the name-based `fchmodat` of

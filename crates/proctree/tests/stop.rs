@@ -1,4 +1,4 @@
-//! Nothing a command starts survives `stop` (SPEC: CMD-6, CMD-7 [beyond], RUN-10; DESIGN
+//! Nothing a command starts survives `stop` (CMD-6, CMD-7 [beyond], RUN-10;
 //! invariant 4), and `descendants_stopped` is exact.
 //!
 //! Every test marks its processes with a unique `sleep 100.<digits>` (a form GNU sleep accepts:
@@ -592,7 +592,7 @@ fn a_kept_descriptor_is_open_in_the_hook_and_closed_in_the_program() {
     tree.stop().unwrap();
 }
 
-/// Issue 4 (spawn cost): when the main process exits and nothing it started is left, the
+/// When the main process exits and nothing it started is left, the
 /// supervisor says so and leaves by itself, and `stop` only collects it.
 #[test]
 fn a_tree_that_empties_at_exit_settles_and_stops_without_killing() {
@@ -679,7 +679,7 @@ fn the_spawning_thread_may_exit_while_the_command_runs() {
     }
 }
 
-/// Issue 5: every test above also passes as an unprivileged user (then the PID-namespace mode
+/// Every test above also passes as an unprivileged user (then the PID-namespace mode
 /// runs inside a new user namespace). When the suite runs as root, this re-runs the whole
 /// binary as uid 65534; in that run it does nothing.
 #[test]
@@ -726,7 +726,7 @@ fn running_threads(marker: &str) -> Vec<String> {
     out
 }
 
-/// Issue 15 review: a process whose main thread called `pthread_exit` shows its leader as
+/// A process whose main thread called `pthread_exit` shows its leader as
 /// `Z` while its other threads run on. It was taken for dead, never signalled, and outlived
 /// the stop (and the host). Now it is stopped like any live process.
 #[test]

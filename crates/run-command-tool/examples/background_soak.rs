@@ -1,4 +1,4 @@
-//! The `background_command` soak (issue 19): one host process, one [`BackgroundTasks`]
+//! The `background_command` soak: one host process, one [`BackgroundTasks`]
 //! session, N tasks running at all times for M minutes with mixed lifetimes and behaviours —
 //! quick ones, sleepers, chatty ones whose `error:` lines fire reports, ones the soak cancels
 //! mid-run, ones stopped by a short time limit, ones writing 5 MB, watchers, failing ones.

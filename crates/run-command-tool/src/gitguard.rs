@@ -1,4 +1,4 @@
-//! The git guard (issue 18, RCS-3, RC-4): a `run_command` call never leaves behind git
+//! The git guard (RCS-3, RC-4): a `run_command` call never leaves behind git
 //! metadata that makes git run a program, however the command got it there.
 //!
 //! **Owns:** finding git directories in the writable roots (every depth: `.git` directories,

@@ -1,5 +1,5 @@
-//! The `run_command` tool of seed 001: argv-policy's decision carried out. SPEC RC-1…RC-14,
-//! RCS-1…RCS-3; DESIGN invariants 1–7.
+//! The `run_command` tool of seed 001: argv-policy's decision carried out. RC-1…RC-14,
+//! RCS-1…RCS-3; invariants 1–7.
 //!
 //! **Owns:** the [`Asker`] through which a host asks the user (confirmations and passwords,
 //! CannotAsk never being a yes); checking a password with the system (PAM service
@@ -54,7 +54,7 @@
 //! in a private location. The network is lifted entirely iff `network: true`. Standard input is
 //! closed.
 //!
-//! **The git guard (issue 18).** A call never leaves behind git metadata that makes git run a
+//! **The git guard.** A call never leaves behind git metadata that makes git run a
 //! program. Before the run, a snapshot of the roots a person works in (the working directory
 //! and the `write_paths`; not the toolchains' caches, whose repositories only the toolchains
 //! drive, nor the call's temp dir, which is removed; every depth, directories only, at most

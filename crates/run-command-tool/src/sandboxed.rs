@@ -292,7 +292,7 @@ pub(crate) async fn run(
     sandbox.temp_dir = Some(temp.lease().path().to_path_buf());
     // Every private location, whether it exists or not: one that is missing now still splits
     // its existing ancestors' Landlock rules (linux-sandbox's `split`), so a `~/.config/gh` the
-    // user makes while the command runs (`gh auth login`) is not granted (review round 2).
+    // user makes while the command runs (`gh auth login`) is not granted.
     sandbox.hidden = prepared
         .private
         .iter()

@@ -1,4 +1,4 @@
-//! The trash directory `rm` (RC-4) moves a file to must be the user's own (issue 18, finding
+//! The trash directory `rm` (RC-4) moves a file to must be the user's own (finding
 //! 6): another user may plant `/dev/shm/.Trash-1001 -> /dev/shm/evtrash` (mode 777) and read
 //! what uid 1001 "removes" there.
 //!
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn a_per_volume_trash_planted_as_a_link_is_refused() {
-        // The reviewer's repro: /dev/shm/.Trash-$uid -> a directory of another user's.
+        // /dev/shm/.Trash-$uid -> a directory of another user's.
         let shm = Path::new("/dev/shm");
         let mounts = mount_points();
         let home_top = home_trash().map(|h| topdir(&existing_ancestor(&h), &mounts).to_owned());

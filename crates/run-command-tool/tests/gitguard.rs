@@ -358,7 +358,7 @@ fn every_test_also_holds_unprivileged() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_git_key_is_applied_only_after_the_user_confirms_it_by_name() {
-    // SPEC: TRUST-1 — in run_command a key beyond the allowlist needs a confirmation that
+    // TRUST-1 — in run_command a key beyond the allowlist needs a confirmation that
     // names it; without one (or with a no) it stays refused and the repository unchanged.
     if !testkit::sandbox_available() || !have_git() {
         eprintln!("SKIP: no sandbox or no git");
@@ -393,7 +393,7 @@ async fn a_refused_git_key_is_applied_only_after_the_user_confirms_it_by_name() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn auto_run_configuration_a_command_made_stays_only_on_a_yes_that_names_it() {
-    // SPEC: TRUST-2 — `.mcp.json` written by a run_command call is moved aside, and put back
+    // TRUST-2 — `.mcp.json` written by a run_command call is moved aside, and put back
     // only when the user confirms keeping that file.
     if !testkit::sandbox_available() {
         eprintln!("SKIP: no sandbox");

@@ -1,7 +1,8 @@
-//! Overhead of `run` against the bare program, same machine, same run (STYLE practice 9):
+//! Overhead of `run` against the bare program, same machine, same run (docs/architecture.md,
+//! "Benchmarks"):
 //! `wc -l` on a 200 MB file through `run_tool::run` (validation, private temp dir, sandbox,
 //! supervisor, capture) against `/usr/bin/wc -l` started directly. Prints medians and the
-//! ratio (issue 6 target: at most 1.1x).
+//! ratio (target: at most 1.1x).
 //!
 //! `cargo run --release -p run-tool --example run_overhead [-- <MB> <rounds>]`
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failure is a crash

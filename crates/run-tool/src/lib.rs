@@ -1,5 +1,5 @@
 //! The `run` tool: `awk`, `wc`, `sort` and `diff` on the files of a mirrored workspace, under a
-//! deny-default sandbox. SPEC: RUN-1…RUN-15; DESIGN invariant 1 (validate, then act).
+//! deny-default sandbox. RUN-1…RUN-15; invariant 1 (validate, then act).
 //!
 //! **Owns:** the wire types [`AgentRunArguments`] and [`AgentRunOutput`] (exact camelCase
 //! names, unknown fields refused, JSON Schemas); the argument whitelist of RUN-3 and the limits

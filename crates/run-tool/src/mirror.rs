@@ -1,4 +1,4 @@
-//! What a failure to take the mirror means for `run` (RUN-11, RUN-13; issue 14).
+//! What a failure to take the mirror means for `run` (RUN-11, RUN-13).
 //!
 //! The host takes the mirror before `run` can start ([`fsguard::Mirror::create`] or
 //! [`fsguard::Mirror::refresh`] at turn start); this crate says what that failure is on the

@@ -46,7 +46,7 @@ pub async fn run(
     // RUN-7, RUN-8: the run's own `HOME` and `TMPDIR`, outside the mirror.
     let temp =
         exec::CallTemp::create(TEMP_PREFIX, mirror.path()).map_err(|e| io_failed(e.to_string()))?;
-    // Both roots are granted on their leases' descriptors, never looked up again (issue 14).
+    // Both roots are granted on their leases' descriptors, never looked up again.
     let sandbox = SandboxSpec::for_run(validated.executable(), &mirror, temp.lease())
         .map_err(|e| io_failed(format!("cannot describe the sandbox: {e}")))?;
     // Kept to explain the program's permission errors afterwards (LIVE-4).

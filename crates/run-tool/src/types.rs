@@ -1,5 +1,6 @@
 //! The wire types of `run`: what the model sends ([`AgentRunArguments`]) and what it gets back
-//! ([`AgentRunOutput`]), with the exact camelCase names of the seed (RUN-14, SPEC "Interfaces").
+//! ([`AgentRunOutput`]), with the exact camelCase names of its description (RUN-14,
+//! docs/requirements.md "Interfaces").
 //!
 //! Unknown fields are refused (`deny_unknown_fields`): a misspelt `cwdrelative` must not
 //! silently run in `.`. `program` is a plain string on the wire, not an enum, so an unknown
@@ -91,16 +92,16 @@ pub struct AgentRunOutput {
     /// Standard error, at most 64 KiB.
     pub stderr: String,
     /// Always `false` on success: passing a cap fails the run with `AGENT_EXEC_OUTPUT_LIMIT`
-    /// (RUN-9). Kept because the seed's result has it.
+    /// (RUN-9). Kept because RUN-12 names it.
     pub truncated: bool,
-    /// Accesses the sandbox refused that the output names, with why and what to do (SPEC
-    /// LIVE-4); absent when there is none. A failed run carries the same list in its error's
+    /// Accesses the sandbox refused that the output names, with why and what to do
+    /// (LIVE-4); absent when there is none. A failed run carries the same list in its error's
     /// details (`denials`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denials: Vec<Denial>,
 }
 
-/// One access the sandbox refused (SPEC LIVE-4), derived from the policy itself; the roots of
+/// One access the sandbox refused (LIVE-4), derived from the policy itself; the roots of
 /// `run` are the workspace's mirror and the call's temp dir.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

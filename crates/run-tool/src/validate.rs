@@ -1,4 +1,4 @@
-//! "Validate, then act" (DESIGN invariant 1): every rule of RUN-1…RUN-5 is checked here, with
+//! "Validate, then act" (invariant 1): every rule of RUN-1…RUN-5 is checked here, with
 //! the files opened through the mirror's lease, before anything is created or started.
 //!
 //! The output is a [`ValidatedRun`]: the fixed program (resolved to its real file), the exact
@@ -41,7 +41,7 @@ pub enum Program {
 }
 
 impl Program {
-    /// Every program, in the seed's order.
+    /// Every program, in RUN-1's order.
     pub const ALL: [Program; 4] = [Program::Awk, Program::Wc, Program::Sort, Program::Diff];
 
     /// The program's name on the wire.

@@ -1,4 +1,4 @@
-//! End to end (SPEC LIVE-4): a `run` whose program fails on an access the sandbox refused
+//! End to end (LIVE-4): a `run` whose program fails on an access the sandbox refused
 //! carries `denials` in its error's details, worded for `run` (its roots are the mirror); one
 //! that succeeds has none. Runs here and, when we are root, again as uid 65534.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns

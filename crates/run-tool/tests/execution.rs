@@ -319,7 +319,7 @@ async fn the_sandbox_denies_other_processes_outside_files_and_the_network() {
     f.write("in.txt", "a\n");
     let outside = f.dir.path().join("outside.txt");
     std::fs::write(&outside, "secret\n").unwrap();
-    // Paths are data in the script file, never in a profile (DESIGN invariant 6).
+    // Paths are data in the script file, never in a profile (invariant 6).
     let (s, m) = script(
         &f,
         &format!(

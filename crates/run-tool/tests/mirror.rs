@@ -1,4 +1,4 @@
-//! A hard-linked file in the user's folder refuses `run` (issue 14, item 1). The report:
+//! A hard-linked file in the user's folder refuses `run`. The report:
 //! `ln /tmp/out/secret WS/hl`, then `run` with `awk -f p.awk hl` printed the outside secret,
 //! while `command` (CMD-9) and the file tools (FILE-1) refuse hard links. The mirror the host
 //! takes at turn start now applies the same single-link rule, and [`run_tool::mirror_error`]

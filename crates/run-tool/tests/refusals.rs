@@ -1,6 +1,6 @@
-//! Every refusal of RUN-1…RUN-5 listed in issue 6, through the public `run` entry point: each
+//! Every refusal of RUN-1…RUN-5, through the public `run` entry point: each
 //! returns its stable code, and the workspace is byte-identical afterwards with nothing run
-//! (the awk script in the fixture would create `ran` if it ever started). DESIGN invariant 1.
+//! (the awk script in the fixture would create `ran` if it ever started). invariant 1.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod support;
@@ -64,7 +64,7 @@ refusals! {
     program_outside_the_four_is_unsupported: json!({"program": "sh", "args": ["-c", "true"]}) => ExecProgramUnsupported;
     program_given_as_a_path_is_unsupported: json!({"program": "/usr/bin/awk", "args": ["-f", "s.awk", "a.txt"]}) => ExecProgramUnsupported;
     program_in_upper_case_is_unsupported: json!({"program": "WC", "args": ["a.txt"]}) => ExecProgramUnsupported;
-    // Shape (TS/SPEC "Interfaces": unknown fields refused)
+    // Shape (docs/requirements.md "Interfaces": unknown fields refused)
     unknown_field_is_refused: json!({"program": "wc", "args": ["a.txt"], "cwd": "."}) => ExecArgumentsInvalid;
     // RUN-3: awk
     inline_awk_program_text_is_refused: json!({"program": "awk", "args": ["{ print > \"ran\" }", "a.txt"]}) => ExecArgumentsInvalid;

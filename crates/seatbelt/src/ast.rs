@@ -2,7 +2,7 @@
 //! some [`Operation`]s under [`Filter`]s whose strings are [`Value`]s (text or `(param "KEY")`).
 //!
 //! Only deny-default, version-1 profiles exist in this type: there is no way to build
-//! `(allow default)` (DESIGN: "deny-default sandbox", RUN-6, CMD-2).
+//! `(allow default)` (deny by default: RUN-6, CMD-2).
 
 use std::collections::BTreeSet;
 
@@ -117,7 +117,7 @@ impl Profile {
 }
 
 /// A string argument: text written into the profile, or a `(param "KEY")` reference whose value
-/// travels separately as `-D KEY=VALUE` (DESIGN invariant 6: user paths only ever take this form).
+/// travels separately as `-D KEY=VALUE` (invariant 6: user paths only ever take this form).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Value {
     /// Text spliced into the profile (escaped). Only for constants such as `/usr/lib`.

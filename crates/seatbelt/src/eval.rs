@@ -93,7 +93,7 @@ impl Params {
     }
 
     /// The `sandbox-exec` arguments: `-D`, `KEY=VALUE`, … in key order. Each value is one argv
-    /// element, so no shell ever sees it (DESIGN invariant 6).
+    /// element, so no shell ever sees it (invariant 6).
     pub fn to_args(&self) -> Vec<OsString> {
         let mut out = Vec::with_capacity(self.0.len() * 2);
         for (k, v) in &self.0 {

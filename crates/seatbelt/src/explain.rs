@@ -1,6 +1,6 @@
 //! Why a bound profile allows or denies one file access: [`BoundProfile::explain`], the
 //! evaluator's verdict ([`BoundProfile::evaluate`]) read back as "which rule, and what kind of
-//! rule" (SPEC LIVE-4, the macOS side of `linux_sandbox::Policy::explain`).
+//! rule" (LIVE-4, the macOS side of `linux_sandbox::Policy::explain`).
 //!
 //! **Owns:** mapping an access kind to the operation Seatbelt checks (read → `file-read-data`,
 //! write → `file-write-data`, create → `file-write-create`, execute → `process-exec`) and

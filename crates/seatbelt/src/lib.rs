@@ -2,7 +2,7 @@
 //!
 //! **Owns:** the SBPL syntax tree ([`Profile`], [`Rule`], [`Operation`], [`Filter`], [`Value`]),
 //! a renderer that passes every user path as a `(param "KEY")` with its value in a separate
-//! `-D KEY=VALUE` argument — never spliced into profile text (DESIGN invariant 6) — a parser for
+//! `-D KEY=VALUE` argument — never spliced into profile text (invariant 6) — a parser for
 //! everything the renderer emits, an evaluator that answers "would this profile allow operation X
 //! on path P" so profiles are tested on Linux, and the two profiles the tools use
 //! ([`ProfileSpec::run`], RUN-6/RUN-7; [`ProfileSpec::command`], CMD-2/CMD-9/CMD-10) and the

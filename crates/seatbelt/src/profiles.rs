@@ -2,7 +2,7 @@
 //!
 //! `exec` translates its `SandboxSpec` into a `ProfileSpec`; this crate does not know `exec`
 //! (it is a leaf). Every path in a spec becomes a `(param "KEY")` plus a `-D KEY=VALUE` argument,
-//! never profile text (DESIGN invariant 6). Fixed system locations are constants in this file.
+//! never profile text (invariant 6). Fixed system locations are constants in this file.
 //!
 //! Rule order follows last-match-wins: broad allows first, the `.git` and `file-link` denies
 //! last, so no later allow can reopen them.
@@ -304,7 +304,7 @@ impl ProfileSpec {
                             .filters(programs())
                             .filters(rw_filters.iter().cloned())
                             // An approved read-only extra path runs its tools (`~/.cargo`
-                            // runs `cargo`, issue 16), as on Linux.
+                            // runs `cargo`), as on Linux.
                             .filters(ro_filters.iter().cloned()),
                     )
                     .rule(

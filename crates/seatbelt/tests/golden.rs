@@ -86,7 +86,7 @@ fn command_profile_with_network_matches_golden_file() {
 
 #[test]
 fn user_paths_appear_only_as_parameters_never_in_profile_text() {
-    // DESIGN invariant 6.
+    // invariant 6.
     for bound in [
         run_profile(),
         command_profile(),

@@ -1,6 +1,7 @@
 //! The `run` and `command` profiles under the evaluator: every rule exercised allowed and denied,
 //! plus the attacks the issue names (`.GIT/config`, a hard link into the scope, `~/.ssh/id_rsa`,
-//! `/opt/homebrew/etc` and `var` vs `include` and `share`, Xcode's compilers). SPEC: RUN-6, RUN-7, CMD-2, CMD-9, CMD-10.
+//! `/opt/homebrew/etc` and `var` vs `include` and `share`, Xcode's compilers). RUN-6, RUN-7,
+//! CMD-2, CMD-9, CMD-10.
 //! The evaluator is a model (see `seatbelt::eval`); `tests/macos.rs` checks it on a Mac.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -691,7 +692,7 @@ fn spec_rewrites_private_symlinks_so_roots_match_resolved_paths() {
 
 #[test]
 fn hostile_paths_become_parameters_and_cannot_change_the_profile() {
-    // DESIGN invariant 6: a path crafted to look like SBPL stays data.
+    // invariant 6: a path crafted to look like SBPL stays data.
     let hostile = "/Users/x/\")) (allow default) (allow file-read* (subpath \"/\")) ;\n(\"";
     let b = ProfileSpec::run("/usr/bin/wc", hostile, TEMP)
         .build()

@@ -1,6 +1,6 @@
 //! Render/parse round trips and parser robustness: `parse(render(p)) == p` for generated
 //! profiles, hostile strings that must stay strings, and random or mutated text that must never
-//! panic the parser (STYLE practice 8: these generated inputs run with every `cargo xtask ci`).
+//! panic the parser (these generated inputs run with every `cargo xtask ci`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

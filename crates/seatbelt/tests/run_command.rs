@@ -1,6 +1,6 @@
 //! The `run_command` profile ([`ArgvProfileInput`]) under the evaluator: `$HOME` readable except
 //! its private locations, the working directory, temp dir, caches and write paths writable,
-//! protected paths never written, network only when asked (SPEC RCS-1, RCS-2, RCS-3, RC-7,
+//! protected paths never written, network only when asked (RCS-1, RCS-2, RCS-3, RC-7,
 //! RC-10). Every restriction is paired with the allowance next to it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,9 +1,7 @@
 //! Capability skips that cannot hide a missing sandbox: a test that needs a kernel facility asks
 //! [`require`] (or [`sandbox_available`]) and returns early when it answers `false`, after a loud
 //! `skipped: …` line. When `AGENT_EXEC_REQUIRE` names the facility, the same test fails instead,
-//! with the probe's reason, so a CI run on a machine without confinement cannot go green
-//! (issue 17: before this, a kernel without Landlock made `cargo test` green while nothing was
-//! confined).
+//! with the probe's reason, so a CI run on a machine without confinement cannot go green.
 //!
 //! `AGENT_EXEC_REQUIRE` is a comma-separated list of [`Capability`] names (`landlock,seccomp,
 //! userns,pidns,mountns,proc,testuser`, and `fuzz`, which only `cargo xtask fuzz` reads); an
@@ -37,7 +35,7 @@ pub enum Capability {
     /// `proc`: a fresh `proc` mounted in a PID namespace, a shell's private `/proc`
     /// (`Availability::private_proc`).
     PrivateProc,
-    /// `testuser`: the test user of `.ci/run` (a known password and a sudoers entry, issue 18):
+    /// `testuser`: the test user of `.ci/run` (a known password and a sudoers entry):
     /// `AGENT_EXEC_TEST_USER` and `AGENT_EXEC_TEST_PASSWORD` are set, the user exists, this
     /// process is root (to switch to it) and `/usr/bin/setpriv` is there ([`crate::test_user`]).
     TestUser,

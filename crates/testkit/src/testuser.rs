@@ -1,4 +1,4 @@
-//! The test user of `.ci/run` (issue 18): a real account with a known password and a sudoers
+//! The test user of `.ci/run`: a real account with a known password and a sudoers
 //! entry for exactly the commands the tests run, so password gates are tested against the
 //! system's own check (PAM, `sudo -S -v`), never a mock.
 //!

@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 /// A stable, public error code, serialised to its exact string (RUN-13).
 ///
 /// The `AGENT_EXEC_*` codes are the exec tools' (RUN-13); the other `AGENT_*` codes are the
-/// gate's own public agent errors, which the seed allows the layer above a tool to return first
-/// ("权限与任务取消仍可能由上层先返回公共 Agent 错误"). The `RUN_COMMAND_*` codes are the
+/// gate's own public agent errors, which the layer above a tool may return first
+/// (TS-3). The `RUN_COMMAND_*` codes are the
 /// `run_command` decision's refusals, spelt exactly as argv-policy's `RefuseCode` (RC-1…RC-15).
 ///
 /// ```
@@ -258,8 +258,8 @@ impl<'de> Deserialize<'de> for ErrorCode {
 
 /// A failed tool call: `{"ok": false, "code": "…", "message": "…", …details}`.
 ///
-/// The message says what was wrong and what to do instead (SPEC "Interfaces"). Details are extra
-/// top-level fields a tool adds, e.g. the bounded output of `AGENT_EXEC_FAILED` (RUN-12); they
+/// The message says what was wrong and what to do instead (docs/requirements.md,
+/// "Interfaces"). Details are extra top-level fields a tool adds, e.g. the bounded output of `AGENT_EXEC_FAILED` (RUN-12); they
 /// can never replace `ok`, `code` or `message`.
 ///
 /// ```
@@ -369,7 +369,7 @@ impl<'de> Deserialize<'de> for ToolError {
 mod tests {
     use super::*;
 
-    /// SPEC RUN-13: the exact strings, written out independently of `as_str`.
+    /// RUN-13: the exact strings, written out independently of `as_str`.
     const EXPECTED: &[&str] = &[
         "AGENT_EXEC_UNSUPPORTED",
         "AGENT_EXEC_YOLO_REQUIRED",
@@ -427,7 +427,7 @@ mod tests {
 
     #[test]
     fn every_code_of_run_13_exists() {
-        // SPEC RUN-13 lists these verbatim, plus AGENT_EXEC_FAILED.
+        // RUN-13 lists these verbatim, plus AGENT_EXEC_FAILED.
         for s in [
             "AGENT_EXEC_UNSUPPORTED",
             "AGENT_EXEC_YOLO_REQUIRED",

@@ -571,7 +571,7 @@ mod tests {
 
     #[test]
     fn exec_tool_runs_only_with_every_grant_in_place() {
-        // SPEC PERM-1, PERM-2, PERM-3, TS-5.
+        // PERM-1, PERM-2, PERM-3, TS-5.
         check(|_| {}, None);
         check(|r| r.service_approved = false, Some("ServiceNotApproved"));
         check(|r| r.user_consent = false, Some("NoUserConsent"));

@@ -1,6 +1,6 @@
-//! One `command` call through `exec::run` for the suites of issue 16 (`private_world.rs`,
+//! One `command` call through `exec::run` for the private-world suites (`private_world.rs`,
 //! `system_set.rs`): a scope and a temp dir in a fresh directory, the `command` spec, and the
-//! survivor check every call makes (DESIGN invariant 4).
+//! survivor check every call makes (invariant 4).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};

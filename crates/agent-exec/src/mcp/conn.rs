@@ -35,9 +35,9 @@
 //! - **Hang-up** (our output is gone: a write fails, or for stdio the pipe reports that its
 //!   reader closed, noticed even while nothing is written): nobody can read a reply, so no
 //!   further message is read or started, every call in flight is cancelled — its process tree
-//!   stopped (RUN-10, CMD-6) — and the server returns once they have all ended (DESIGN
-//!   invariant 4: nothing outlives a call).
-//! - **The server's own requests** ([`Requester`]: `elicitation/create`, issue 18). MCP lets a
+//!   stopped (RUN-10, CMD-6) — and the server returns once they have all ended
+//!   (invariant 4: nothing outlives a call).
+//! - **The server's own requests** ([`Requester`]: `elicitation/create`). MCP lets a
 //!   server ask the client during a call. Such a request goes out through the same queue as
 //!   the replies, with an id of its own (`agent-exec-<n>`, never one the client uses for its
 //!   requests: the two directions have separate id spaces anyway); the client's response is

@@ -1,4 +1,4 @@
-//! `agent-exec check run_command` end to end through the binary (issue 9 "Interface"): one JSON
+//! `agent-exec check run_command` end to end through the binary: one JSON
 //! line with argv-policy's decision, exit 0 for run and 1 for refuse, 2 for usage errors, and
 //! nothing run — the workspace is byte-identical afterwards.
 
@@ -60,7 +60,7 @@ fn fixture() -> Fixture {
 
 #[test]
 fn check_run_command_prints_the_decision_and_runs_nothing() {
-    // SPEC RC-2, RC-4, RC-9, RC-15 through the CLI; DESIGN invariant 1 (nothing runs).
+    // RC-2, RC-4, RC-9, RC-15 through the CLI; invariant 1 (nothing runs).
     let f = fixture();
     let before = snapshot(&f.folder);
     // (mode args, arguments, exit code, expected subset of the line)
@@ -151,7 +151,7 @@ fn check_run_command_prints_the_decision_and_runs_nothing() {
 
 #[test]
 fn check_run_command_merges_the_users_config_and_mode_flag_wins() {
-    // SPEC RC-9: the user's read-only rules are merged with the shipped list; --mode overrides
+    // RC-9: the user's read-only rules are merged with the shipped list; --mode overrides
     // the file's mode.
     let f = fixture();
     let config = f.tmp.path().join("run_command.json");

@@ -61,7 +61,7 @@ fn call_prints_one_json_line_with_ok_merged_in() {
 
 #[test]
 fn call_write_makes_missing_directories_and_refuses_a_link_out_of_the_workspace() {
-    // Issue 17: `write` of `sub/new.txt` makes `sub/` inside the workspace, never through a
+    // `write` of `sub/new.txt` makes `sub/` inside the workspace, never through a
     // symbolic link (the rule itself is tested in crates/file-tools).
     let f = Fixture::new();
     let out = call(
@@ -205,7 +205,7 @@ fn doctor_prints_the_sandbox_facts_as_json() {
         let mode = out.json["cleanup"]["mode"].as_str().unwrap();
         assert!(mode == "pid-namespace" || mode == "subreaper", "{mode}");
         assert!(out.json["seccomp"].is_boolean());
-        // Issue 14: which protections this machine gives, the rule the sandbox applies.
+        // Which protections this machine gives, the rule the sandbox applies.
         let protections = &out.json["sandbox"]["protections"];
         let namespaces = linux_sandbox::probe().private_namespaces_for(linux_sandbox::Launch {
             own_user_namespace: proctree::user_namespace_in_use(),
@@ -225,7 +225,7 @@ fn doctor_prints_the_sandbox_facts_as_json() {
 
 /// A parent that ignores SIGCHLD hands that on through `execve`; the kernel then reaps a child
 /// whose exit signal is SIGCHLD by itself. The probes' children have none, so the facts are the
-/// same (attack of issue 21: every probe read ECHILD as "not available").
+/// same (else every probe would read ECHILD as "not available").
 #[test]
 fn the_kernel_facts_are_the_same_when_the_parent_ignores_sigchld() {
     if !cfg!(target_os = "linux") {
@@ -258,7 +258,7 @@ fn the_kernel_facts_are_the_same_when_the_parent_ignores_sigchld() {
 
 #[test]
 fn run_writes_the_mirror_back_after_success_and_keeps_it_after_failure() {
-    // SPEC RUN-11 through `agent-exec call run` (a one-call turn).
+    // RUN-11 through `agent-exec call run` (a one-call turn).
     if !sandbox_available() {
         return;
     }
@@ -354,7 +354,7 @@ fn plugin_call(f: &Fixture, tool: &str, args: &str) -> crate::util::Output {
 
 #[test]
 fn grant_revoke_and_status_drive_what_a_plugin_may_do() {
-    // SPEC PERM-1, PERM-2, PERM-3, TS-5.
+    // PERM-1, PERM-2, PERM-3, TS-5.
     let f = Fixture::new();
     f.write("a.txt", "x\n");
     let read = r#"{"path": "a.txt"}"#;
@@ -454,7 +454,7 @@ fn grant_revoke_and_status_drive_what_a_plugin_may_do() {
 
 #[test]
 fn revoke_from_another_process_stops_a_running_call_with_no_survivors() {
-    // SPEC TS-3 across processes: the state watch of the running `agent-exec call`.
+    // TS-3 across processes: the state watch of the running `agent-exec call`.
     if !sandbox_available() {
         return;
     }
@@ -526,7 +526,7 @@ fn the_readme_main_job_runs_command_in_the_demo_folder() {
 
 #[test]
 fn an_extra_path_needs_approval_and_a_non_interactive_caller_is_refused() {
-    // SPEC CMD-3: without --approve-extra-path and without a terminal, the call does not run.
+    // CMD-3: without --approve-extra-path and without a terminal, the call does not run.
     if !sandbox_available() {
         return;
     }
@@ -591,7 +591,7 @@ fn an_extra_path_needs_approval_and_a_non_interactive_caller_is_refused() {
     assert_no_survivors(f.tmp.path());
 }
 
-// ---- issue 14: the host's state directory is out of every tool's reach ---------------------
+// ---- the host's state directory is out of every tool's reach -------------------------------
 
 /// A fixture whose state directory lives inside the workspace folder (`--workspace $HOME` with
 /// the default `~/.local/state/agent-exec`).

@@ -1,7 +1,7 @@
-//! Issue 15 §4: nothing accumulates on disk. A host killed mid-call (SIGTERM, SIGINT, SIGHUP,
+//! Nothing accumulates on disk. A host killed mid-call (SIGTERM, SIGINT, SIGHUP,
 //! SIGKILL) leaves no temp dir, no per-call mirror and no process; what a dead host left is
-//! swept at the next start; kept mirrors are bounded and listed. SPEC RUN-10, RUN-11, CMD-6;
-//! DESIGN invariant 4.
+//! swept at the next start; kept mirrors are bounded and listed. RUN-10, RUN-11, CMD-6;
+//! invariant 4.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -334,7 +334,7 @@ fn kept_dirs(f: &Fixture) -> Vec<String> {
 
 #[test]
 fn kept_mirrors_are_bounded_by_count_oldest_dropped_first_and_listed_in_status() {
-    // RUN-11 keeps a failed run's mirror for diagnosis; issue 15 §4 bounds how many.
+    // RUN-11 keeps a failed run's mirror for diagnosis; the host bounds how many.
     let Some(f) = failing_fixture() else {
         return;
     };
@@ -506,7 +506,7 @@ fn nothing_accumulates_also_for_an_unprivileged_user() {
     );
 }
 
-/// Review finding F4 of issue 15: a caught signal during the write-back waits for it to end
+/// A caught signal during the write-back waits for it to end
 /// (`proctree::defer_signal_exit`), so the user's folder is never left with the replaced
 /// originals set aside as `.fsguard-*.tmp`, and every file holds the agent's version.
 #[test]

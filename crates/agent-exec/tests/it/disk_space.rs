@@ -1,7 +1,7 @@
 //! Kept mirrors on a small state disk: they leave room for the next mirror, a `run` that does
 //! not fit drops its own folder's kept mirrors first, and one that still does not fit names
 //! what takes the room. The state directory is a 800 KiB tmpfs in a user and mount namespace
-//! of its own (`unshare -Urm`). SPEC RUN-11; the interface rule: a message says what to do.
+//! of its own (`unshare -Urm`). RUN-11; the interface rule: a message says what to do.
 
 use std::path::Path;
 use std::process::Command;

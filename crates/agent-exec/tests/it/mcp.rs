@@ -140,7 +140,7 @@ pub(crate) fn result_of(call: &Value) -> Value {
 
 #[test]
 fn python_mcp_client_lists_the_tools_and_calls_read_run_and_command() {
-    // SPEC PERM-4 (the tools offered), RUN-11 (run's mirror written back per call), CMD-1,
+    // PERM-4 (the tools offered), RUN-11 (run's mirror written back per call), CMD-1,
     // CMD-3 (no approval channel: extra paths refused), TS-1 (callId per request).
     if !sandbox_available() {
         return;
@@ -455,7 +455,7 @@ pub(crate) fn wait_for_no_process(marker: &str) {
 
 #[test]
 fn cancelling_a_running_call_stops_its_processes_and_the_server_keeps_serving() {
-    // SPEC CMD-6, RUN-10: notifications/cancelled drops the call, which stops the tree.
+    // CMD-6, RUN-10: notifications/cancelled drops the call, which stops the tree.
     if !sandbox_available() {
         return;
     }
@@ -521,7 +521,7 @@ fn cancelling_a_running_call_stops_its_processes_and_the_server_keeps_serving() 
 
 #[test]
 fn hanging_up_during_a_call_stops_its_processes() {
-    // SPEC CMD-6, RUN-10: a client that goes away (both pipes closed) ends every call in the
+    // CMD-6, RUN-10: a client that goes away (both pipes closed) ends every call in the
     // connection; nothing outlives the server.
     if !sandbox_available() {
         return;
@@ -550,7 +550,7 @@ fn hanging_up_during_a_call_stops_its_processes() {
 
 #[test]
 fn a_configuration_serves_only_the_tools_its_workspace_can_run() {
-    // SPEC PERM-4, PERM-3, CMD-1: run needs mounted; the reason goes to stderr, stdout stays
+    // PERM-4, PERM-3, CMD-1: run needs mounted; the reason goes to stderr, stdout stays
     // the protocol channel (empty here: the client hangs up before the handshake).
     let f = Fixture::new();
     let config = json!({
@@ -603,7 +603,7 @@ fn a_configuration_serves_only_the_tools_its_workspace_can_run() {
 
 #[test]
 fn python_mcp_client_confirms_run_command_by_elicitation_accept_runs_decline_does_not() {
-    // Issue 18: confirmations go to an MCP client that declared elicitation; only `accept`
+    // Confirmations go to an MCP client that declared elicitation; only `accept`
     // with `run: true` runs; an allowlist hit (RC-9) asks nothing.
     if !sandbox_available() {
         return;
@@ -752,7 +752,7 @@ fn over_mcp_a_password_is_never_asked_and_the_call_says_where_to_run_it() {
 
 #[test]
 fn cancelling_a_run_command_call_withdraws_its_elicitation_and_runs_nothing() {
-    // Issue 18: a pending elicitation belongs to its tools/call; cancelled, the server tells
+    // A pending elicitation belongs to its tools/call; cancelled, the server tells
     // the client to drop the question, a late answer runs nothing, and the call gets no reply.
     let f = Fixture::new();
     let mut raw = Raw::spawn(
@@ -904,7 +904,7 @@ fn mcp_refusals_go_to_stderr_with_exit_1_or_2() {
 
 #[test]
 fn a_revocation_from_another_process_reaches_a_plugins_mcp_call() {
-    // SPEC TS-3, TS-5 over MCP: `--plugin` serves with the persisted grants only, and
+    // TS-3, TS-5 over MCP: `--plugin` serves with the persisted grants only, and
     // `agent-exec revoke` in another process cancels the running call, which answers with the
     // permission error as a tool error; its processes are gone.
     if !sandbox_available() {

@@ -1,4 +1,4 @@
-//! `background_command` through `agent-exec mcp` (issue 19, "Delivery: MCP server"; BG-1…BG-9):
+//! `background_command` through `agent-exec mcp` (BG-1…BG-9):
 //! a real MCP client (the Python `mcp` package, `mcp_background.py`) starts a watcher, reads its
 //! log with `read`, hears its keyword report as a `notifications/message`, cancels it, sees a
 //! group of two legs complete once, and leaves a sleeper running that the server stops; raw
@@ -308,7 +308,7 @@ fn start_sleeper(raw: &mut Raw, id: u64, marker: &str) -> Value {
 
 #[test]
 fn closing_stdin_stops_the_background_tasks_and_the_server_exits_cleanly() {
-    // Tasks live as long as the connection (DESIGN invariant 4): end of input, every reply
+    // Tasks live as long as the connection (invariant 4): end of input, every reply
     // written, then every task stopped and its log and the session's directory removed.
     if !sandbox_available() {
         return;

@@ -1,4 +1,4 @@
-//! `agent-exec mcp` driven with raw bytes (issue 15): every request gets exactly one reply —
+//! `agent-exec mcp` driven with raw bytes: every request gets exactly one reply —
 //! malformed, invalid UTF-8, too deep, too long, out of lifecycle, wrong params, duplicate ids,
 //! a last line without a newline — stderr stays human-readable, a client that stops reading
 //! stops the work, a client that reads slowly cannot grow the server, and a corrupt state file
@@ -280,7 +280,7 @@ fn a_final_line_without_newline_is_served_and_answered_before_exit() {
 
 #[test]
 fn end_of_input_waits_for_the_running_call_and_answers_it() {
-    // Closing stdin ends the session, not the calls already sent (issue 15).
+    // Closing stdin ends the session, not the calls already sent.
     if !sandbox_available() {
         return;
     }
@@ -332,7 +332,7 @@ fn a_duplicate_in_flight_id_is_refused_and_runs_nothing_while_the_first_gets_its
 
 #[test]
 fn a_client_that_stops_reading_stops_the_running_calls_and_nothing_more_starts() {
-    // SPEC CMD-6, RUN-10; DESIGN invariant 4. Only stdout is closed: stdin stays open.
+    // CMD-6, RUN-10; invariant 4. Only stdout is closed: stdin stays open.
     if !sandbox_available() {
         return;
     }
@@ -401,8 +401,8 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn a_client_that_does_not_read_cannot_grow_the_server() {
-    // Issue 15: calls each printing 64 KiB of control characters, nothing read; before, the
-    // server held every reply (~470 KB each: 141 MB at this N, 473 MB at 1000). Now it stops
+    // Calls each printing 64 KiB of control characters, nothing read. Holding every reply
+    // would take ~470 KB each (141 MB at this N, 473 MB at 1000), so the server stops
     // reading once 4 MiB of replies wait, and each request is answered exactly once when the
     // client finally reads.
     if !sandbox_available() {
@@ -479,7 +479,7 @@ fn a_client_that_does_not_read_cannot_grow_the_server() {
 
 #[test]
 fn a_corrupt_state_file_is_reported_as_invalid_with_the_code_the_cli_uses() {
-    // Issue 15: not "plugin notes is not installed" / "a permission was revoked".
+    // Not "plugin notes is not installed" / "a permission was revoked".
     if !sandbox_available() {
         return;
     }

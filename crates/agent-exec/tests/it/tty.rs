@@ -1,4 +1,4 @@
-//! `agent-exec call run_command`'s questions on a real terminal (issue 18): the binary runs
+//! `agent-exec call run_command`'s questions on a real terminal: the binary runs
 //! with a pseudo-terminal as its controlling terminal (driven by `tty_client.py`, Python's
 //! standard library only) and its stdout on a pipe. A typed `y` runs the command, anything
 //! else does not; the password is read with echo off, Ctrl-C cancels it, and the terminal's

@@ -1,6 +1,6 @@
 //! RUN-16: a host killed (`SIGKILL`) at any moment of a `run` write-back leaves a folder the
 //! next call finds whole — all of one generation or all of the next — and no file of ours in
-//! it; the same for `grant`/`revoke` and the state directory. DESIGN invariant 7.
+//! it; the same for `grant`/`revoke` and the state directory. invariant 7.
 //!
 //! The moment of each kill is chosen, not timed: the test waits until the write-back's journal
 //! appears (even rounds: staging has begun) or holds its commit line (odd rounds: the renames
@@ -101,7 +101,7 @@ fn start_write_back(f: &Fixture, committed: bool) -> (Child, bool) {
 
 #[test]
 fn a_host_killed_at_any_moment_of_a_write_back_leaves_the_folder_whole_after_the_next_call() {
-    // SPEC RUN-16, RUN-11.
+    // RUN-16, RUN-11.
     if !sandbox_available() {
         return;
     }
@@ -174,7 +174,7 @@ fn a_host_killed_at_any_moment_of_a_write_back_leaves_the_folder_whole_after_the
 
 #[test]
 fn grant_and_revoke_killed_at_any_moment_leave_a_valid_state_and_no_temp_file() {
-    // SPEC RUN-16 (the state directory's own temp files), PERM-1.
+    // RUN-16 (the state directory's own temp files), PERM-1.
     let f = Fixture::new();
     declare_notes(&f);
     let mut state_temps_swept = 0;

@@ -1,6 +1,6 @@
 //! A change journal of one tree (the folder or its mirror): which paths may have changed since
 //! each of its directories was first looked at, so a turn re-examines those and no others
-//! (issue 21). Linux: inotify; elsewhere there is none and every turn walks the whole tree.
+//! again. Linux: inotify; elsewhere there is none and every turn walks the whole tree.
 //!
 //! **Why it misses no change made through the tree's own names, on this machine.** A watch is placed on every directory of the tree by the
 //! walk that records the tree's state, on the directory's open descriptor, *before* the walk
@@ -36,7 +36,7 @@
 //! turns can change it unseen until it closes it — the writers the mirror's assumption (4)
 //! already leaves out (module docs of `mirror`).
 //!
-//! **What it cannot hear at all** (an attack of issue 21), so the folder's journal
+//! **What it cannot hear at all**, so the folder's journal
 //! ([`Journaling::Both`](crate::Journaling)) is not used by the shipped server: a write,
 //! truncation or `chmod` through another hard link to a file of the tree, made outside it (the
 //! event goes to the directory of the name used; a full walk would refuse the linked file);

@@ -1,5 +1,5 @@
-//! The write-back's replacements and deletions, held undoable until verified (issue 15, item 1;
-//! DESIGN invariant 7).
+//! The write-back's replacements and deletions, held undoable until verified
+//! (invariant 7).
 //!
 //! A check of the folder's file right before it is replaced cannot be enough: a user's save
 //! that lands between the check and the `rename` is overwritten, and the file listed as

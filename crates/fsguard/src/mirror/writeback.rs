@@ -1250,7 +1250,7 @@ mod tests {
 
     #[test]
     fn recovery_finishes_a_committed_write_back_but_never_over_a_later_edit() {
-        // SPEC RUN-16.
+        // RUN-16.
         let (_tmp, folder, mirror, journals) = dirs();
         for name in ["a.txt", "b.txt", "gone.txt"] {
             std::fs::write(folder.join(name), "old").unwrap();
@@ -1287,7 +1287,7 @@ mod tests {
 
     #[test]
     fn recovery_undoes_a_write_back_that_died_before_its_commit() {
-        // SPEC RUN-16.
+        // RUN-16.
         let (_tmp, folder, mirror, journals) = dirs();
         std::fs::write(folder.join("a.txt"), "old").unwrap();
         let m = super::super::Mirror::create(&folder, &mirror).unwrap();
@@ -1320,7 +1320,7 @@ mod tests {
 
     #[test]
     fn a_journaled_write_back_leaves_no_journal_and_no_file_of_ours() {
-        // SPEC RUN-16, RUN-11.
+        // RUN-16, RUN-11.
         let (_tmp, folder, mirror, journals) = dirs();
         std::fs::write(folder.join("a.txt"), "old").unwrap();
         std::fs::write(folder.join("gone.txt"), "old").unwrap();

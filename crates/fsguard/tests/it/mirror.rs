@@ -1,4 +1,4 @@
-//! `Mirror`: copy, changes, and the finalize conflict matrix (RUN-11, DESIGN invariant 7).
+//! `Mirror`: copy, changes, and the finalize conflict matrix (RUN-11, invariant 7).
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -64,7 +64,7 @@ fn setup(mode: Mode, files: &[(&str, &str)]) -> (Fixture, Mirror) {
 }
 
 /// Each case becomes two tests, `recent::NAME` and `settled::NAME`: the conflict matrix must
-/// hold whether contents or metadata decide (DESIGN invariant 7).
+/// hold whether contents or metadata decide (invariant 7).
 macro_rules! matrix {
     ($($(#[doc = $doc:literal])* fn $name:ident($mode:ident) $body:block)*) => {
         mod recent {

@@ -1,4 +1,4 @@
-//! The user saves while the mirror writes back (issue 15, item 1; DESIGN invariant 7): a user's
+//! The user saves while the mirror writes back (issue 15, item 1; invariant 7): a user's
 //! completed save is never lost. Thousands of files hold `orig`; the mirror changes every one to
 //! `agent`; while `finalize` writes them back, a second thread saves `USER` to every file once,
 //! in random order — in place (`open(O_TRUNC)` + `write`, as `echo USER > f` does) or as a

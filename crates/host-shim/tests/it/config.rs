@@ -35,7 +35,7 @@ fn check(change: impl FnOnce(&mut serde_json::Map<String, Value>), expect: Optio
 
 #[test]
 fn config_validation_table() {
-    // SPEC PERM-5: every field.
+    // PERM-5: every field.
     check(|_| {}, None);
     check(
         |m| {
@@ -377,7 +377,7 @@ fn an_accepted_config_reads_back_every_field() {
 
 #[test]
 fn workspace_path_must_be_one_of_the_plugins_folder_grants() {
-    // SPEC PERM-5.
+    // PERM-5.
     let c = AgentConfig::from_value(&base()).unwrap();
     let mut record = PluginRecord::fully_granted("p@1", &[Capability::TerminalExec]);
     let err = c

@@ -20,7 +20,7 @@ fn rt() -> tokio::runtime::Runtime {
 
 #[test]
 fn a_turn_admits_32_calls_and_refuses_the_33rd_without_running_it() {
-    // SPEC TS-2.
+    // TS-2.
     let f = Fixture::new();
     f.write("a.txt", "x\n");
     let host = f.host();
@@ -56,7 +56,7 @@ fn a_turn_admits_32_calls_and_refuses_the_33rd_without_running_it() {
 
 #[test]
 fn a_duplicate_call_id_returns_the_recorded_result_and_never_runs_twice() {
-    // SPEC TS-1.
+    // TS-1.
     let f = Fixture::new();
     f.write("a.txt", "one\n");
     let host = f.host();
@@ -90,7 +90,7 @@ fn a_duplicate_call_id_returns_the_recorded_result_and_never_runs_twice() {
 
 #[test]
 fn checks_before_the_gate_name_the_configuration_fix() {
-    // SPEC PERM-3, PERM-4, CMD-1.
+    // PERM-3, PERM-4, CMD-1.
     let f = Fixture::new();
     f.write("a.txt", "x\n");
     let host = f.host();
@@ -161,7 +161,7 @@ fn checks_before_the_gate_name_the_configuration_fix() {
 
 #[test]
 fn a_session_needs_an_installed_plugin_and_a_granted_folder() {
-    // SPEC PERM-5.
+    // PERM-5.
     let f = Fixture::new();
     let host = Host::open(f.store(), "alice".into()).unwrap();
     let err = host
@@ -186,7 +186,7 @@ fn a_session_needs_an_installed_plugin_and_a_granted_folder() {
 
 #[test]
 fn mounted_turn_success_writes_back_and_leaves_the_mirror_for_the_next_turn() {
-    // SPEC RUN-11.
+    // RUN-11.
     let f = Fixture::new();
     f.write("a.txt", "one\n");
     let host = f.host();
@@ -421,7 +421,7 @@ fn a_concurrent_turn_on_the_same_workspace_gets_a_temporary_mirror() {
 
 #[test]
 fn mounted_turn_failure_keeps_the_mirror_and_writes_nothing_back() {
-    // SPEC RUN-11.
+    // RUN-11.
     let f = Fixture::new();
     f.write("a.txt", "one\n");
     let host = f.host();
@@ -451,7 +451,7 @@ fn mounted_turn_failure_keeps_the_mirror_and_writes_nothing_back() {
 
 #[test]
 fn a_conflicting_user_edit_is_reported_and_kept() {
-    // SPEC RUN-11, DESIGN invariant 7.
+    // RUN-11, invariant 7.
     let f = Fixture::new();
     f.write("a.txt", "one\n");
     f.write("b.txt", "b\n");
@@ -533,7 +533,7 @@ fn spinning_run(f: &Fixture) -> serde_json::Value {
 
 #[test]
 fn revocation_during_a_running_call_cancels_it_with_no_survivors() {
-    // SPEC TS-3, PERM-2 ("re-checked during every run"), RUN-10.
+    // TS-3, PERM-2 ("re-checked during every run"), RUN-10.
     if !sandbox_available() {
         return;
     }
@@ -579,7 +579,7 @@ fn revocation_during_a_running_call_cancels_it_with_no_survivors() {
 
 #[test]
 fn account_switch_during_a_running_call_cancels_it_and_waits_for_it_to_end() {
-    // SPEC CMD-12.
+    // CMD-12.
     if !sandbox_available() {
         return;
     }
@@ -627,7 +627,7 @@ fn account_switch_during_a_running_call_cancels_it_and_waits_for_it_to_end() {
 
 #[test]
 fn revocation_during_a_running_command_cancels_it_with_no_survivors() {
-    // SPEC TS-3, CMD-6: the test, on `command` with a background child.
+    // TS-3, CMD-6: the test, on `command` with a background child.
     if !sandbox_available() {
         return;
     }
@@ -678,7 +678,7 @@ fn revocation_during_a_running_command_cancels_it_with_no_survivors() {
 
 #[test]
 fn account_switch_during_a_running_command_cancels_it() {
-    // SPEC CMD-12.
+    // CMD-12.
     if !sandbox_available() {
         return;
     }

@@ -100,7 +100,7 @@ pub(crate) fn eperm_rules(
         .map(|&flag| flag_set(0, flag))
         .collect::<Result<Vec<_>, _>>()?;
     if !options.may_spawn {
-        // A new process is a `clone` without CLONE_THREAD; threads keep working (SPEC RUN-7).
+        // A new process is a `clone` without CLONE_THREAD; threads keep working (RUN-7).
         let thread = bits(libc::CLONE_THREAD);
         clone_rules.push(rule(vec![condition(
             0,

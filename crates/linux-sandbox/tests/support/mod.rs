@@ -105,7 +105,7 @@ impl Scratch {
         self.run(&self.command_policy(), PYTHON, &["-c", code])
     }
 
-    /// Every process that carries this scratch's marker has ended (SPEC CMD-7 [beyond]: no
+    /// Every process that carries this scratch's marker has ended (CMD-7 [beyond]: no
     /// process started by a command survives). A process that left the group with `setsid`
     /// still carries the marker in its environment.
     pub fn assert_no_survivors(&self) {

@@ -1,5 +1,5 @@
 //! Directories that belong to one call of this process — its private temp dir, a per-call
-//! copy of a workspace — and that must not outlive it, however the process ends (issue 15 §4).
+//! copy of a workspace — and that must not outlive it, however the process ends.
 //!
 //! Three ways a [`CallDir`] goes:
 //! 1. the call ends: its owner drops it (or calls [`CallDir::remove`]);
@@ -112,7 +112,7 @@ pub fn owned_name(prefix: &str) -> String {
         me.start_time(),
         pid_namespace(),
         // Short: a call's temp dir holds the command's unix sockets (Python's multiprocessing
-        // puts them in TMPDIR), and a socket path has at most 107 bytes (issue 16).
+        // puts them in TMPDIR), and a socket path has at most 107 bytes.
         ((seed & 0xF_FFFF) << 8) ^ n
     )
 }
@@ -120,7 +120,7 @@ pub fn owned_name(prefix: &str) -> String {
 /// The inode of this process's PID namespace (`/proc/self/ns/pid`), 0 when unreadable. A PID
 /// means something only inside its namespace: a host in a container and one outside it can
 /// share `/tmp` and a state directory, and each would take the other's live owner for dead
-/// (issue 15 review), so an owner is judged only by a host of the same namespace.
+/// — so an owner is judged only by a host of the same namespace.
 fn pid_namespace() -> u64 {
     static NS: OnceLock<u64> = OnceLock::new();
     *NS.get_or_init(|| {
@@ -329,7 +329,7 @@ pub const SIGNAL_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs
 /// Sections a caught signal waits for (see [`defer_signal_exit`]).
 static DEFERRING: AtomicUsize = AtomicUsize::new(0);
 
-/// Held while work runs that must not be cut in half by a caught signal (issue 15): a copy
+/// Held while work runs that must not be cut in half by a caught signal: a copy
 /// whose directory is not yet a [`CallDir`] (the signal would leave it behind), a write-back
 /// whose replaced files still wait aside in the user's folder. While any is held, the signal
 /// thread of [`remove_call_dirs_on_signals`] waits — at most [`SIGNAL_EXIT_WAIT`], or until a
@@ -370,7 +370,7 @@ fn wait_for_deferred(set: &libc::sigset_t) {
 /// For a host binary: on SIGTERM, SIGINT or SIGHUP, first remove every call directory of this
 /// process that no running supervisor holds (one still being filled, or whose command has
 /// ended), then die of that signal as before — which closes every supervisor's channel, so each
-/// kills and reaps its tree and only then removes the directories it holds (issue 15 §4: the
+/// kills and reaps its tree and only then removes the directories it holds (the
 /// tree is stopped before its files go). Work inside a [`DeferSignalExit`] section is waited for
 /// first. Blocks the three signals in the calling thread and
 /// waits for them in a thread of its own, so call it first in `main`, before any other thread
@@ -451,7 +451,7 @@ pub(crate) fn in_scope() -> Vec<Arc<CallDir>> {
 
 /// Wraps `fut` so that every command spawned while it is polled — on whichever thread polls
 /// it — has its supervisor remove `dir` if the host dies while that command runs: after the
-/// supervisor has killed and reaped the whole tree (issue 15 §4). Scopes nest: a command
+/// supervisor has killed and reaped the whole tree. Scopes nest: a command
 /// spawned inside two of them is given both directories.
 ///
 /// This is how a tool hands its temp dir to the supervisor without every layer in between

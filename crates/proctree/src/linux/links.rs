@@ -1,4 +1,4 @@
-//! The supervisor's hard-link broker (issue 16, LIVE-2, CMD-9): the one kind of hard link a
+//! The supervisor's hard-link broker (LIVE-2, CMD-9): the one kind of hard link a
 //! sandboxed command may make is between two names directly inside the call's own private
 //! `/dev/shm`, which glibc's `sem_open` needs (it creates `/dev/shm/sem.XXXXXX` and links it to
 //! `/dev/shm/sem.NAME`, so that a semaphore appears fully initialised or not at all).

@@ -365,7 +365,7 @@ fn chmod_dir_at(dir: RawFd, name: &CStr, expect: Option<DirId>) -> bool {
     // mode-000 directory and refuses a symlink — and the chmod goes through that descriptor,
     // never through the name again: `fchmodat` follows a final symlink, and a process of the
     // same user (the sandboxed command's leftover) could swap one in between a check and it
-    // (issue 15 review: a sweep chmod-ed a file outside).
+    // (a sweep would then chmod a file outside).
     let Ok(fd) = openat(
         dir,
         name,

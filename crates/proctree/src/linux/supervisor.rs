@@ -1,4 +1,4 @@
-//! The supervisor: the process that stands between the host and the command (SPEC: CMD-6,
+//! The supervisor: the process that stands between the host and the command (CMD-6,
 //! CMD-7 \[beyond\], RUN-10).
 //!
 //! # How it is started, and why it never `exec`s
@@ -13,8 +13,8 @@
 //! In [`Mode::PidNamespace`](crate::Mode) the supervisor is cloned with `CLONE_VM`: it shares
 //! the host's memory instead of copying it. Forking a large multi-threaded host costs its page
 //! tables, a TLB shoot-down on every CPU, and then a copy-on-write fault for every page the
-//! host touches while the command runs — most of a short command's overhead (issue 4's spawn
-//! benchmark). Sharing is safe because the supervisor touches only its own stack and the plan,
+//! host touches while the command runs — most of a short command's overhead (`cargo xtask
+//! bench spawn`). Sharing is safe because the supervisor touches only its own stack and the plan,
 //! which the host keeps alive (and unmoved) until the supervisor reported, and because it never
 //! touches thread-local storage: after the host's `clone` returns, every system call here goes
 //! through the `syscalls` crate, which returns the error instead of writing the `errno` of a
@@ -137,7 +137,7 @@ pub(crate) struct Plan {
     pub(crate) pre_exec: Option<PreExec>,
     /// Descriptors left open for `pre_exec` (sorted, all above `CWD_FD`).
     pub(crate) keep_fds: Vec<RawFd>,
-    /// Directories to remove once the tree is gone if the host died first (issue 15 §4): the
+    /// Directories to remove once the tree is gone if the host died first: the
     /// parent's descriptor (above `CWD_FD`), the name, and the identity it must still have.
     pub(crate) call_dirs: Vec<(std::os::fd::OwnedFd, CString, DirId)>,
     /// `keep_fds` and the `call_dirs` descriptors, sorted: what survives the descriptor tidy.
@@ -181,9 +181,9 @@ pub(crate) struct Stacks {
     unmap_on_drop: bool,
 }
 
-/// Stacks whose supervisor is gone, kept for the next spawn: mapping a pair afresh cost an
-/// `mmap`, two `mprotect`s, an `munmap` and a page fault for every page touched, on every call
-/// (issue 4's spawn bench). (base, len, page) of each; at most [`POOL_MAX`].
+/// Stacks whose supervisor is gone, kept for the next spawn: mapping a pair afresh costs an
+/// `mmap`, two `mprotect`s, an `munmap` and a page fault for every page touched, on every call.
+/// (base, len, page) of each; at most [`POOL_MAX`].
 static POOL: std::sync::Mutex<Vec<(usize, usize, usize)>> = std::sync::Mutex::new(Vec::new());
 const POOL_MAX: usize = 4;
 
@@ -831,7 +831,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     // suspended until then, so it is queued by now), or nothing after a failed start.
     let mut broker = broker_chan.and_then(super::links::receive);
     // The main process's identity, read here, after its `execve`, rather than by the main
-    // process before it: the command starts that much sooner (issue 4's spawn cost). We are
+    // process before it: the command starts that much sooner. We are
     // PID 1 exactly when we run in a PID namespace of our own.
     // SAFETY: getpid takes no arguments.
     let own_pid_namespace = unsafe { syscall!(Sysno::getpid) }.is_ok_and(|pid| pid == 1);
@@ -940,7 +940,7 @@ unsafe fn supervise(plan: &Plan, chan: RawFd) -> c_int {
     let late = sweep(sigfd, main, &mut main_reported, chan, true);
     if host_gone {
         // The tree is gone (killed and reaped): nothing can write into the call's
-        // directories any more, and nobody else will remove them (issue 15 §4).
+        // directories any more, and nobody else will remove them.
         remove_call_dirs(&call_dirs);
     }
     let _ = write_all(chan, &Message::Done { killed: late }.encode(), true);

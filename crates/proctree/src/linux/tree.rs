@@ -1,6 +1,6 @@
 //! The host side: [`Command`] builds and validates what to run, [`ProcessTree`] is the running
-//! command under its supervisor, and [`ProcessTree::stop`] ends all of it (SPEC: CMD-6, CMD-7,
-//! RUN-10; DESIGN invariants 3 and 4).
+//! command under its supervisor, and [`ProcessTree::stop`] ends all of it (CMD-6, CMD-7,
+//! RUN-10; invariants 3 and 4).
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsStr, OsString};
@@ -328,7 +328,7 @@ impl Command {
     }
 
     /// Has the supervisor remove `dir` if the host dies while the command runs — after it has
-    /// killed and reaped the whole tree (issue 15 §4). Directories in scope of a
+    /// killed and reaped the whole tree. Directories in scope of a
     /// [`remove_if_host_dies`](crate::remove_if_host_dies) future being polled are added
     /// too; at most four in all (the rest are left to the host and to
     /// [`sweep_orphans`](crate::sweep_orphans)).
@@ -338,7 +338,7 @@ impl Command {
         self
     }
 
-    /// Makes the supervisor the command's hard-link broker (issue 16, LIVE-2): `channel` is one
+    /// Makes the supervisor the command's hard-link broker (LIVE-2): `channel` is one
     /// end of a unix socket pair whose other end the [`pre_exec`](Self::pre_exec) hook holds.
     /// Before `execve` the hook sends over it, in one message with `SCM_RIGHTS`, a seccomp
     /// listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`, for a filter that returns

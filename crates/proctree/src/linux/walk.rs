@@ -1,6 +1,6 @@
 //! Reading one command's processes by walking down from its supervisor through
 //! `/proc/<pid>/task/<tid>/children`, instead of reading the `stat` of every process on the
-//! machine (SPEC: CMD-6, CMD-7; DESIGN invariant 3).
+//! machine (CMD-6, CMD-7; invariant 3).
 //!
 //! # Why the walk is complete
 //! The supervisor is a child subreaper (and, in PID-namespace mode, the namespace's init), so

@@ -1,4 +1,4 @@
-//! `background_command` (seed 001's second tool; SPEC BG-1…BG-9, RC-15): `run_command`'s
+//! `background_command` (seed 001's second tool; BG-1…BG-9, RC-15): `run_command`'s
 //! arguments, checks, sandbox, gates and masking, for jobs that outlive the call — watchers,
 //! dev servers, long test suites.
 //!
@@ -37,7 +37,7 @@
 //! **Stops.** Cancel, the timeout, the account switch (the task runs on the starting call's
 //! account generation and is cancelled when it retires, CMD-12), the host's stop condition
 //! ([`Launch::stop_when`], e.g. a revoked grant), session end ([`BackgroundTasks::shutdown`]):
-//! each stops the whole tree, as everywhere (DESIGN invariant 4).
+//! each stops the whole tree, as everywhere (invariant 4).
 
 mod args;
 mod events;

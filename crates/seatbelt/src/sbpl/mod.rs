@@ -13,7 +13,7 @@
 //! model like [`crate::eval`] — not yet compared with a Mac (`tests/macos.rs`).
 //!
 //! This layer is separate from the typed [`crate::Profile`] our own tools render: that one stays
-//! the narrow, deny-default language with user paths as parameters (DESIGN invariant 6); this
+//! the narrow, deny-default language with user paths as parameters (invariant 6); this
 //! one reads everything.
 //!
 //! # Example

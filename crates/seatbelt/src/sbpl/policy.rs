@@ -5,7 +5,7 @@
 //! **Owns:** the data only. Building it is [`super::scheme`]'s job, deciding with it
 //! [`super::decide`]'s. The text written by `Display` is for people (values of parameters appear
 //! as their values); it is never handed to `sandbox-exec` — our own profiles go through
-//! [`crate::Profile::render`], which keeps user paths as parameters (DESIGN invariant 6).
+//! [`crate::Profile::render`], which keeps user paths as parameters (invariant 6).
 
 use std::collections::BTreeSet;
 use std::fmt;

@@ -18,7 +18,7 @@ fn setup() -> (ToolScope, Arc<toolscope::MemoryAuthority>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn thousand_concurrent_duplicates_run_the_body_once_and_share_its_result() {
-    // SPEC TS-1
+    // TS-1
     let (scope, _authority) = setup();
     let runs = Arc::new(AtomicUsize::new(0));
     let args = json!({"program": "wc", "args": ["-l", "a.txt"]});
@@ -46,7 +46,7 @@ async fn thousand_concurrent_duplicates_run_the_body_once_and_share_its_result()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn of_hundred_concurrent_distinct_calls_exactly_32_run() {
-    // SPEC TS-2
+    // TS-2
     let (scope, _authority) = setup();
     let runs = Arc::new(AtomicUsize::new(0));
     let mut tasks = JoinSet::new();
@@ -80,7 +80,7 @@ async fn of_hundred_concurrent_distinct_calls_exactly_32_run() {
 
 #[tokio::test]
 async fn the_33rd_call_runs_nothing_but_a_recorded_call_still_answers() {
-    // SPEC TS-1, TS-2: dedup comes before the budget.
+    // TS-1, TS-2: dedup comes before the budget.
     let (scope, _authority) = setup();
     for i in 0..32 {
         let out = scope
@@ -110,7 +110,7 @@ async fn the_33rd_call_runs_nothing_but_a_recorded_call_still_answers() {
 
 #[tokio::test]
 async fn same_call_id_with_different_arguments_or_tool_is_refused_and_runs_nothing() {
-    // SPEC TS-1: a client bug, not a retry.
+    // TS-1: a client bug, not a retry.
     let (scope, _authority) = setup();
     let first = scope
         .call("x", &exec_tool(), &json!({"a": 1, "b": 2}), |_| async {
@@ -140,7 +140,7 @@ async fn same_call_id_with_different_arguments_or_tool_is_refused_and_runs_nothi
 
 #[tokio::test]
 async fn empty_or_over_long_call_id_is_refused_before_anything() {
-    // SPEC TS-1: 1..=256 bytes, counted in bytes, not characters.
+    // TS-1: 1..=256 bytes, counted in bytes, not characters.
     let (scope, _authority) = setup();
     let run = |id: String| {
         let scope = scope.clone();
@@ -163,7 +163,7 @@ async fn empty_or_over_long_call_id_is_refused_before_anything() {
 
 #[test]
 fn a_call_without_a_scope_gets_scope_required() {
-    // SPEC TS-4
+    // TS-4
     let err = ToolScope::require(None).unwrap_err();
     assert_eq!(err.code(), ErrorCode::ExecScopeRequired);
     assert_eq!(
@@ -174,7 +174,7 @@ fn a_call_without_a_scope_gets_scope_required() {
 
 #[tokio::test]
 async fn denied_call_runs_nothing_and_its_denial_is_the_recorded_result() {
-    // SPEC TS-3, PERM-2: checked before the body starts.
+    // TS-3, PERM-2: checked before the body starts.
     let (scope, authority) = setup();
     revoke(&authority);
     let ran = AtomicUsize::new(0);
@@ -253,7 +253,7 @@ async fn cancelling_one_call_by_id_reaches_only_that_body() {
 
 #[tokio::test]
 async fn dropping_the_leading_future_cancels_the_call_and_releases_its_joiners() {
-    // SPEC RUN-10: a dropped call future stops the call; nobody waits forever.
+    // RUN-10: a dropped call future stops the call; nobody waits forever.
     let (scope, _authority) = setup();
     let (seen_tx, seen_rx) = tokio::sync::oneshot::channel();
     let leader = {

@@ -12,7 +12,7 @@ use crate::common::{exec_tool, granted_authority, new_turn, within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switch_waits_for_a_blocking_thread_that_holds_its_lease_after_cancellation() {
-    // SPEC CMD-12: "the new account is not published merely because an async wait was cancelled".
+    // CMD-12: "the new account is not published merely because an async wait was cancelled".
     const KEEPS_WORKING: Duration = Duration::from_millis(300);
     let authority = granted_authority();
     let accounts = Arc::new(Accounts::new("alice".into()));
@@ -72,7 +72,7 @@ async fn switch_waits_for_a_blocking_thread_that_holds_its_lease_after_cancellat
 
 #[tokio::test]
 async fn late_turns_and_calls_of_a_retired_generation_are_refused() {
-    // SPEC CMD-12
+    // CMD-12
     let authority = granted_authority();
     let accounts = Accounts::new("alice".into());
     let old_generation = accounts.current();
@@ -107,7 +107,7 @@ async fn late_turns_and_calls_of_a_retired_generation_are_refused() {
 
 #[tokio::test]
 async fn a_pending_approval_is_cancelled_by_the_switch() {
-    // SPEC CMD-12: approvals wait on the call (or the generation) and wake on retirement.
+    // CMD-12: approvals wait on the call (or the generation) and wake on retirement.
     let authority = granted_authority();
     let accounts = Arc::new(Accounts::new("alice".into()));
     let scope = new_turn(&accounts, &authority);

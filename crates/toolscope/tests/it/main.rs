@@ -1,4 +1,4 @@
-//! Integration tests of the gate, one binary (STYLE: ripgrep's layout): dedup and budget
+//! Integration tests of the gate, one binary (ripgrep's layout): dedup and budget
 //! (TS-1, TS-2), authorization in flight (TS-3), account generations (CMD-12), and a property
 //! test over random interleavings of all of them.
 

@@ -99,13 +99,13 @@ async fn measure(how: Observer) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revocation_reaches_an_awaiting_body_within_100ms() {
-    // SPEC TS-3, PERM-2
+    // TS-3, PERM-2
     measure(Observer::Awaiting).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revocation_reaches_a_polling_blocking_thread_within_100ms() {
-    // SPEC TS-3, PERM-2
+    // TS-3, PERM-2
     measure(Observer::Polling).await;
 }
 
@@ -137,7 +137,7 @@ async fn an_unrelated_grant_change_does_not_cancel_a_running_call() {
 
 #[tokio::test]
 async fn a_revoked_folder_grant_cancels_the_call() {
-    // SPEC PERM-3 via TS-3: the workspace grant is part of the authorization.
+    // PERM-3 via TS-3: the workspace grant is part of the authorization.
     let authority = granted_authority();
     let accounts = Accounts::new("alice".into());
     let scope = new_turn(&accounts, &authority);
@@ -210,7 +210,7 @@ async fn a_vanished_authority_feed_fails_closed() {
 
 #[tokio::test]
 async fn a_body_that_ignores_revocation_still_returns_the_permission_error() {
-    // SPEC TS-3: fail closed; output produced after the revocation does not reach the agent.
+    // TS-3: fail closed; output produced after the revocation does not reach the agent.
     let authority = granted_authority();
     let accounts = Accounts::new("alice".into());
     let scope = new_turn(&accounts, &authority);
