@@ -137,23 +137,25 @@ impl<'d> Locked<'d> {
             }
             Err(e) => return Err(format!("cannot open it: {e}")),
         };
+        let read_write =
+            Mode::RUSR | Mode::WUSR | Mode::RGRP | Mode::WGRP | Mode::ROTH | Mode::WOTH;
         let mode = match &current {
             Some(file) => {
-                let meta = file
-                    .metadata()
-                    .map_err(|e| format!("cannot read it: {e}"))?;
-                if !meta.is_file() {
+                let st = rustix::fs::fstat(file).map_err(|e| format!("cannot read it: {e}"))?;
+                if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                    != rustix::fs::FileType::RegularFile
+                {
                     return Err("it is not a regular file".into());
                 }
-                std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o666
+                Mode::from_raw_mode(st.st_mode) & read_write
             }
-            None => 0o644,
+            None => Mode::RUSR | Mode::WUSR | Mode::RGRP | Mode::ROTH,
         };
         let lock = rustix::fs::openat(
             dir,
             CONFIG_LOCK,
             OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(mode),
+            mode,
         )
         .map_err(|e| match e {
             Errno::EXIST => {

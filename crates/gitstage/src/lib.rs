@@ -291,7 +291,9 @@ impl FileStamp {
         })
     }
 
-    /// The stamp of `rel` beneath `at`, no link followed.
+    /// The stamp of `rel` beneath `at`, no link followed. (`st_mtime_nsec` is an `i64` on
+    /// macOS, not on Linux.)
+    #[allow(clippy::useless_conversion)]
     pub(crate) fn at(at: BorrowedFd<'_>, rel: &Path) -> Option<FileStamp> {
         let st = beneath::stat(at, rel)?;
         Some(FileStamp {
