@@ -537,7 +537,14 @@ pub enum View {
     Host,
     /// Only the grants and the system runtime: a path outside them is not there.
     GrantsOnly,
+    /// As [`GrantsOnly`](View::GrantsOnly), with `/tmp` and `/var/tmp` the program's own
+    /// (NET-2): a path there that no grant covers was its own, allowed or missing as its own
+    /// files made it, never refused.
+    GrantsAndOwnTmp,
 }
+
+/// The program's own temp directories in [`View::GrantsAndOwnTmp`].
+const OWN_TMP: [&str; 2] = ["/tmp", "/var/tmp"];
 
 /// The mentions of a program's output, stderr first, at most [`MAX_MENTIONS`]. Touches no
 /// file: a caller may run it inline and move [`explain`] (which looks at the file system) off
@@ -562,7 +569,7 @@ pub fn scan_output(stdout: &[u8], stderr: &[u8]) -> Vec<Mention> {
 pub fn explain(spec: &SandboxSpec, cwd: &Path, view: View, mentions: &[Mention]) -> Vec<Denial> {
     let mentions: Vec<Mention> = mentions
         .iter()
-        .filter(|m| !m.missing || view == View::GrantsOnly)
+        .filter(|m| !m.missing || view != View::Host)
         .cloned()
         .collect();
     if mentions.is_empty() {
@@ -571,11 +578,11 @@ pub fn explain(spec: &SandboxSpec, cwd: &Path, view: View, mentions: &[Mention])
     let Some(judge) = Judge::new(spec) else {
         return Vec::new();
     };
-    judged(&judge, cwd, &mentions)
+    judged(&judge, cwd, view, &mentions)
 }
 
 /// [`explain`] with the judge given (tests count its lookups).
-fn judged(judge: &Judge, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
+fn judged(judge: &Judge, cwd: &Path, view: View, mentions: &[Mention]) -> Vec<Denial> {
     let mut out: Vec<Denial> = Vec::new();
     for m in mentions {
         if out.len() >= MAX_DENIALS {
@@ -597,6 +604,9 @@ fn judged(judge: &Judge, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
             }
             continue;
         }
+        if view == View::GrantsAndOwnTmp && in_own_tmp(&path, &judge.grants) {
+            continue;
+        }
         let Some((access, why)) = judge.first_denied(&path, m) else {
             continue;
         };
@@ -615,6 +625,23 @@ fn judged(judge: &Judge, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
         });
     }
     out
+}
+
+/// Whether `path` lies in the program's own `/tmp` or `/var/tmp` ([`View::GrantsAndOwnTmp`])
+/// away from the grants: in an entry of it that holds no grant, which is the program's own
+/// tmpfs, and which the host's `/tmp` says nothing about (so it is not looked up). An entry
+/// that holds grants shows the host's paths as the view has them (only the grants).
+fn in_own_tmp(path: &Path, grants: &[PathBuf]) -> bool {
+    OWN_TMP.iter().any(|tmp| {
+        let Ok(rest) = path.strip_prefix(tmp) else {
+            return false;
+        };
+        let Some(top) = rest.components().next() else {
+            return false;
+        };
+        let entry = Path::new(tmp).join(top);
+        !grants.iter().any(|g| g.starts_with(&entry))
+    })
 }
 
 /// `path` made absolute against `cwd`; `None` for a relative path with `..` (the command may
@@ -665,6 +692,8 @@ struct Judge {
     lookups: std::cell::Cell<usize>,
     /// The directories the command saw through a private view.
     staged: Vec<PathBuf>,
+    /// The paths of the spec's grants, as it names them.
+    grants: Vec<PathBuf>,
 }
 
 impl Judge {
@@ -675,6 +704,7 @@ impl Judge {
             explainer: policy.explainer(),
             lookups: std::cell::Cell::new(0),
             staged: spec.staged.iter().map(|s| s.dir.clone()).collect(),
+            grants: spec.grants.iter().map(|g| g.path.clone()).collect(),
         })
     }
 
@@ -685,6 +715,7 @@ impl Judge {
             bound,
             lookups: std::cell::Cell::new(0),
             staged: spec.staged.iter().map(|s| s.dir.clone()).collect(),
+            grants: spec.grants.iter().map(|g| g.path.clone()).collect(),
         })
     }
 

@@ -613,7 +613,7 @@ mod linux {
             let mentions = scan(&out);
             assert_eq!(mentions.len(), MAX_MENTIONS);
             let judge = Judge::new(&c.spec).unwrap();
-            assert_eq!(judged(&judge, &ws, &mentions), []);
+            assert_eq!(judged(&judge, &ws, View::GrantsOnly, &mentions), []);
             let spent = judge.lookups();
             if depth > MAX_COMPONENTS {
                 assert_eq!(spent, 0, "depth {depth}");
@@ -724,4 +724,17 @@ fn a_path_with_control_or_bidi_characters_is_never_repeated() {
         assert_eq!(scan(line), Vec::new(), "{line:?}");
     }
     assert_eq!(scan("cat: /root/ok: Permission denied").len(), 1);
+}
+
+/// NET-2: in the program's own `/tmp`, an entry that holds no grant is its own tmpfs (never
+/// explained from the host's); an entry that holds grants shows only them, as elsewhere.
+#[test]
+fn a_path_in_the_programs_own_tmp_away_from_the_grants_is_its_own() {
+    let grants = [PathBuf::from("/tmp/ws/proj")];
+    for own in ["/tmp/x.txt", "/tmp/d/e", "/var/tmp/a/b"] {
+        assert!(in_own_tmp(Path::new(own), &grants), "{own}");
+    }
+    for host in ["/tmp/ws/other", "/tmp/ws/proj/f", "/tmp", "/tmpx/y", "/home/u/f"] {
+        assert!(!in_own_tmp(Path::new(host), &grants), "{host}");
+    }
 }
