@@ -38,6 +38,8 @@ pub(crate) struct Ran {
     pub(crate) sandbox: String,
     /// The limit the command hit, explained (LIM-2).
     pub(crate) limit: Option<String>,
+    /// It ran in a private network namespace with only its own loopback (NET-1).
+    pub(crate) own_loopback: bool,
 }
 
 /// The program to start, found on the sandbox's `PATH` (a bare name) or taken against the
@@ -626,6 +628,7 @@ fn interpret(out: exec::Outcome, denials: Vec<Denial>) -> Result<Ran, ToolError>
         denials,
         sandbox: format!("{}; {}", out.enforcement, out.limits),
         limit,
+        own_loopback: out.private_loopback,
     })
 }
 
