@@ -612,10 +612,14 @@ impl Policy {
         // with its rights, where that is bounded (LIM-1).
         if let (Some(root), Some((_, size, rights))) = (root.as_mut(), &world.temp) {
             let abi = landlock::ABI::from(i32::from(abi));
-            let exact = opened.iter().zip(&grants).zip(splits).all(|((rule, grant), split)| {
-                let rights_of = fs_rights(rule.access, abi, grant.is_dir).bits();
-                private_tmp_keeps_grants_exact(grant, rights_of, split.is_some(), *rights, abi)
-            });
+            let exact = opened
+                .iter()
+                .zip(&grants)
+                .zip(splits)
+                .all(|((rule, grant), split)| {
+                    let rights_of = fs_rights(rule.access, abi, grant.is_dir).bits();
+                    private_tmp_keeps_grants_exact(grant, rights_of, split.is_some(), *rights, abi)
+                });
             if exact && root.may_have_private_tmp() {
                 root.tmp = Some((size.clone(), *rights));
             }

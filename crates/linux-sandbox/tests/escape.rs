@@ -1125,7 +1125,10 @@ fn a_private_tmp_leaves_the_grants_beneath_it_their_own_rights() {
     let policy = with_temp_dir(&h, home_policy(&h));
     let enforcement = policy.prepare().unwrap().enforcement();
     assert!(enforcement.private_tmp(), "{enforcement}");
-    assert!(enforcement.to_string().contains("a private /tmp"), "{enforcement}");
+    assert!(
+        enforcement.to_string().contains("a private /tmp"),
+        "{enforcement}"
+    );
     let script = format!(
         "cat /tmp/{name}; ls -A /tmp | grep -c {name}; \
          echo own > /tmp/{name}.new && cat /tmp/{name}.new; \
@@ -1138,7 +1141,12 @@ fn a_private_tmp_leaves_the_grants_beneath_it_their_own_rights() {
     let out = s.run(&policy, SH, &["-c", &script]);
     assert_eq!(stdout(&out), "0\nown\nvar\nNOTES\nw\n", "{}", stderr(&out));
     assert_eq!(host.leaked(), Vec::<std::path::PathBuf>::new());
-    assert_eq!(stderr(&out).matches("Read-only file system").count(), 3, "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).matches("Read-only file system").count(),
+        3,
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(
         std::fs::read_to_string(h.home.join("notes")).unwrap(),
         "NOTES\n"
@@ -1162,7 +1170,10 @@ fn a_split_grant_beneath_tmp_keeps_tmp_read_only_and_new_private_paths_unreadabl
     let policy = with_temp_dir(&h, home_policy(&h)).hide(h.home.join(".docker"));
     let enforcement = policy.prepare().unwrap().enforcement();
     assert!(!enforcement.private_tmp(), "{enforcement}");
-    assert!(enforcement.to_string().contains("/tmp read-only"), "{enforcement}");
+    assert!(
+        enforcement.to_string().contains("/tmp read-only"),
+        "{enforcement}"
+    );
     let sandbox = policy.prepare().unwrap();
     // Made after `prepare`, as a user's `docker login` during the call would.
     std::fs::create_dir(h.home.join(".docker")).unwrap();

@@ -734,7 +734,13 @@ fn a_path_in_the_programs_own_tmp_away_from_the_grants_is_its_own() {
     for own in ["/tmp/x.txt", "/tmp/d/e", "/var/tmp/a/b"] {
         assert!(in_own_tmp(Path::new(own), &grants), "{own}");
     }
-    for host in ["/tmp/ws/other", "/tmp/ws/proj/f", "/tmp", "/tmpx/y", "/home/u/f"] {
+    for host in [
+        "/tmp/ws/other",
+        "/tmp/ws/proj/f",
+        "/tmp",
+        "/tmpx/y",
+        "/home/u/f",
+    ] {
         assert!(!in_own_tmp(Path::new(host), &grants), "{host}");
     }
 }
