@@ -483,6 +483,10 @@ pub enum Cause {
     /// a user the command's user namespace does not map (left by `sudo npm`): the view cannot
     /// copy it to change it (TRUST-3).
     ForeignOwner,
+    /// A write in an entry of `/tmp` or `/var/tmp` that holds no grant, where they are
+    /// read-only: the host's (no private root), or a private root whose grants beneath `/tmp`
+    /// keep it from having a `/tmp` of its own (NET-2).
+    ReadOnlyTmp,
     /// `.git` in the `run` mirror (macOS).
     DotGit,
     /// `run` executes its one program only.
@@ -509,6 +513,14 @@ impl Cause {
                  to change it",
                 "ask the user to give the cache back to their own account (`sudo chown -R \
                  \"$USER\" <the cache>`), or leave that file as it is",
+            )),
+            Cause::ReadOnlyTmp => Some((
+                "/tmp and /var/tmp are read-only for this command: they are the host's, or a \
+                 folder it reads lies beneath /tmp and the command's own /tmp would widen what \
+                 it may do there",
+                "write temporary files to $TMPDIR, the call's own temp dir (`mktemp` without a \
+                 directory, Python's tempfile and most tools use it; Java needs \
+                 `-Djava.io.tmpdir=$TMPDIR`)",
             )),
             _ => None,
         }
@@ -543,7 +555,7 @@ pub enum View {
     GrantsAndOwnTmp,
 }
 
-/// The program's own temp directories in [`View::GrantsAndOwnTmp`].
+/// The program's own temp directories in [`View::GrantsAndOwnTmp`], read-only elsewhere.
 const OWN_TMP: [&str; 2] = ["/tmp", "/var/tmp"];
 
 /// The mentions of a program's output, stderr first, at most [`MAX_MENTIONS`]. Touches no
@@ -607,9 +619,13 @@ fn judged(judge: &Judge, cwd: &Path, view: View, mentions: &[Mention]) -> Vec<De
         if view == View::GrantsAndOwnTmp && in_own_tmp(&path, &judge.grants) {
             continue;
         }
-        let Some((access, why)) = judge.first_denied(&path, m) else {
+        let Some((access, mut why)) = judge.first_denied(&path, m) else {
             continue;
         };
+        let writing = matches!(access, DeniedAccess::Write | DeniedAccess::Create);
+        if writing && why == Cause::Outside && in_own_tmp(&path, &judge.grants) {
+            why = Cause::ReadOnlyTmp;
+        }
         // A missing path is the sandbox's doing only where the view lacks it: outside every
         // grant, or hidden. A read-only grant does not make a path vanish.
         if m.missing && matches!(why, Cause::ReadOnly { .. }) {
@@ -627,10 +643,11 @@ fn judged(judge: &Judge, cwd: &Path, view: View, mentions: &[Mention]) -> Vec<De
     out
 }
 
-/// Whether `path` lies in the program's own `/tmp` or `/var/tmp` ([`View::GrantsAndOwnTmp`])
-/// away from the grants: in an entry of it that holds no grant, which is the program's own
-/// tmpfs, and which the host's `/tmp` says nothing about (so it is not looked up). An entry
-/// that holds grants shows the host's paths as the view has them (only the grants).
+/// Whether `path` lies in `/tmp` or `/var/tmp` away from the grants: in an entry of it that
+/// holds no grant. In [`View::GrantsAndOwnTmp`] that is the program's own tmpfs, which the
+/// host's `/tmp` says nothing about (so it is not looked up); elsewhere the temp area a write
+/// was refused in ([`Cause::ReadOnlyTmp`]). An entry that holds grants shows the host's paths
+/// as the view has them (only the grants).
 fn in_own_tmp(path: &Path, grants: &[PathBuf]) -> bool {
     OWN_TMP.iter().any(|tmp| {
         let Ok(rest) = path.strip_prefix(tmp) else {

@@ -423,6 +423,53 @@ mod linux {
         assert_eq!(again, view);
     }
 
+    /// A write in a read-only `/tmp` is said as such (NET-2's fallback), and a write in the
+    /// program's own `/tmp` is no denial at all.
+    #[test]
+    fn a_write_in_a_read_only_tmp_is_said_and_one_in_its_own_tmp_is_not_a_denial() {
+        let c = call();
+        let stderr = "touch: cannot touch '/tmp/agent-exec-denials-x': Read-only file system\n\
+                      sh: 1: cannot create /var/tmp/agent-exec-denials-y: Read-only file system\n";
+        for view in [View::Host, View::GrantsOnly] {
+            let found = find(&c.spec, &c.base.join("ws"), view, b"", stderr.as_bytes());
+            let said: Vec<_> = found
+                .iter()
+                .map(|d| (d.path.clone(), d.access, d.cause))
+                .collect();
+            assert_eq!(
+                said,
+                [
+                    (
+                        PathBuf::from("/tmp/agent-exec-denials-x"),
+                        DeniedAccess::Create,
+                        Cause::ReadOnlyTmp
+                    ),
+                    (
+                        PathBuf::from("/var/tmp/agent-exec-denials-y"),
+                        DeniedAccess::Create,
+                        Cause::ReadOnlyTmp
+                    ),
+                ],
+                "{view:?}"
+            );
+            assert!(
+                Cause::ReadOnlyTmp
+                    .common_words()
+                    .unwrap()
+                    .1
+                    .contains("$TMPDIR")
+            );
+        }
+        let own = find(
+            &c.spec,
+            &c.base.join("ws"),
+            View::GrantsAndOwnTmp,
+            b"",
+            stderr.as_bytes(),
+        );
+        assert_eq!(own, []);
+    }
+
     #[test]
     fn a_read_outside_the_scope_is_one_denial_outside() {
         let c = call();
