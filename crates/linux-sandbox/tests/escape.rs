@@ -1178,19 +1178,9 @@ fn a_split_grant_beneath_tmp_keeps_tmp_read_only_and_new_private_paths_unreadabl
     // Made after `prepare`, as a user's `docker login` during the call would.
     std::fs::create_dir(h.home.join(".docker")).unwrap();
     std::fs::write(h.home.join(".docker/config.json"), "DOCKER-SECRET\n").unwrap();
-    let mut command = Command::new(SH);
-    command
-        .args([
-            "-c",
-            &format!("cat .docker/config.json; cat notes; echo own > /tmp/{name}.new; echo done"),
-        ])
-        .current_dir(&h.home)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("LC_ALL", "C")
-        .stdin(std::process::Stdio::null());
-    sandbox.install(&mut command);
-    let out = command.output().unwrap();
+    let script =
+        format!("cat .docker/config.json; cat notes; echo own > /tmp/{name}.new; echo done");
+    let out = s.run_prepared(sandbox, &h.home, SH, &["-c", &script]);
     let (text, err) = (stdout(&out), stderr(&out));
     assert_eq!(text, "NOTES\ndone\n", "{err}");
     assert!(err.contains("Permission denied"), "{err}");
