@@ -373,13 +373,11 @@ mod linux {
     }
 
     fn denials(c: &Call, stderr: &str) -> Vec<Denial> {
-        find(
-            &c.spec,
-            &c.base.join("ws"),
-            View::Host,
-            b"",
-            stderr.as_bytes(),
-        )
+        denials_in(c, View::Host, stderr)
+    }
+
+    fn denials_in(c: &Call, view: View, stderr: &str) -> Vec<Denial> {
+        find(&c.spec, &c.base.join("ws"), view, b"", stderr.as_bytes())
     }
 
     #[test]
@@ -431,7 +429,7 @@ mod linux {
         let stderr = "touch: cannot touch '/tmp/agent-exec-denials-x': Read-only file system\n\
                       sh: 1: cannot create /var/tmp/agent-exec-denials-y: Read-only file system\n";
         for view in [View::Host, View::GrantsOnly] {
-            let found = find(&c.spec, &c.base.join("ws"), view, b"", stderr.as_bytes());
+            let found = denials_in(&c, view, stderr);
             let said: Vec<_> = found
                 .iter()
                 .map(|d| (d.path.clone(), d.access, d.cause))
@@ -460,13 +458,7 @@ mod linux {
                     .contains("$TMPDIR")
             );
         }
-        let own = find(
-            &c.spec,
-            &c.base.join("ws"),
-            View::GrantsAndOwnTmp,
-            b"",
-            stderr.as_bytes(),
-        );
+        let own = denials_in(&c, View::GrantsAndOwnTmp, stderr);
         assert_eq!(own, []);
     }
 
