@@ -288,10 +288,11 @@ async fn writing_outside_through_dot_dot_is_denied() {
         return;
     }
     let w = World::new();
-    let out = w
-        .sh("echo pwned > ../outside/victim.txt; echo x > ../new.txt")
-        .await;
+    let out = w.sh("echo pwned > ../outside/victim.txt").await;
     assert!(failed(&out));
+    // The test's directory lies in the host's `/tmp`: in the command's view it is a directory
+    // of its own `/tmp` (NET-2), where a write may land, and never reaches the host's.
+    w.sh("echo x > ../new.txt").await;
     assert!(!w.base.path().join("new.txt").exists());
 }
 
@@ -567,6 +568,40 @@ async fn packet_vsock_and_other_netlink_sockets_stay_refused() {
         stdout, "16 9 1\n16 15 1\n16 12 1\n17 0 1\n40 0 1\n",
         "{out:?}"
     );
+}
+
+/// NET-2: the command's `/tmp` and `/var/tmp` are its own: a file of the host's `/tmp` is not
+/// there, and what the command writes there never reaches the host's.
+#[tokio::test]
+async fn the_hosts_tmp_is_neither_readable_nor_writable() {
+    if !sandbox_available()
+        || common::shell_refused_here("the_hosts_tmp_is_neither_readable_nor_writable").await
+    {
+        return;
+    }
+    let w = World::new();
+    let name = format!("agent-exec-host-tmp-{}", std::process::id());
+    let host = Path::new("/tmp").join(&name);
+    std::fs::write(&host, "host secret\n").unwrap();
+    let out = w
+        .sh(&format!(
+            "cat /tmp/{name}; ls /tmp | grep -c {name}; echo mine > /tmp/{name}.new; \
+             echo mine > /var/tmp/{name}.new; echo done"
+        ))
+        .await;
+    let written = [
+        Path::new("/tmp").join(format!("{name}.new")),
+        Path::new("/var/tmp").join(format!("{name}.new")),
+    ];
+    let leaked: Vec<_> = written.iter().filter(|p| p.exists()).collect();
+    for p in &written {
+        let _ = std::fs::remove_file(p);
+    }
+    std::fs::remove_file(&host).unwrap();
+    assert!(leaked.is_empty(), "written into the host's: {leaked:?}");
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("host secret"), "{out:?}");
+    assert!(stdout.starts_with("0\n"), "{out:?}");
 }
 
 #[tokio::test]

@@ -503,6 +503,37 @@ fn go_test_with_httptest_passes() {
     assert_ran(&out, &["ok"]);
 }
 
+/// NET-2: `/tmp` and `/var/tmp` are the command's own and writable: GNU make's output sync
+/// (`-O`, which keeps each job's output in a `tmpfile()` that is always in `/tmp`) and Java's
+/// `Files.createTempFile` (`java.io.tmpdir` is `/tmp`) work; `TMPDIR` is still the call's.
+#[test]
+fn make_output_sync_and_java_temp_files_work_in_the_commands_own_tmp() {
+    let test = "make_output_sync_and_java_temp_files_work_in_the_commands_own_tmp";
+    if !sandbox_available() || !have("make") || refused_here(test) {
+        return;
+    }
+    let ws = Ws::new();
+    ws.write("Makefile", "all: a b c d\na b c d:\n\t@echo job $@\n");
+    let out = ws.call(
+        "make -j4 -O 2>&1 && echo x > /var/tmp/v && cat /var/tmp/v && case $TMPDIR in /tmp/*) \
+         test -w \"$TMPDIR\" && echo tmpdir kept;; esac",
+    );
+    assert_ran(&out, &["job a", "job d", "x\n", "tmpdir kept"]);
+    if !have("java") {
+        return;
+    }
+    ws.write(
+        "Temp.java",
+        "public class Temp { public static void main(String[] a) throws Exception {\n\
+         \x20 java.nio.file.Path p = java.nio.file.Files.createTempFile(\"live\", \".txt\");\n\
+         \x20 java.nio.file.Files.writeString(p, \"ok\");\n\
+         \x20 System.out.println(p.getParent() + \" \" + java.nio.file.Files.readString(p));\n\
+         } }\n",
+    );
+    let out = ws.call("java Temp.java 2>&1");
+    assert_ran(&out, &["/tmp ok"]);
+}
+
 #[test]
 fn node_runs_npm_test_and_loads_https() {
     if !sandbox_available()

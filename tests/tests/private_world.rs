@@ -676,9 +676,12 @@ async fn the_hosts_system_sockets_and_runtime_directories_are_not_in_the_view() 
     }
     let call = Call::new("agent-exec-world");
     let mut script = String::new();
+    // `/var` holds the command's own `/var/tmp` (NET-2) and nothing else of the host's.
+    script.push_str("ls -A /var 2>/dev/null | grep -vx tmp | sed 's/^/present in \\/var: /'; ");
     for dir in [
         "/run",
-        "/var",
+        "/var/run",
+        "/var/lib",
         "/home",
         "/root",
         "/tmp/.X11-unix",

@@ -363,11 +363,7 @@ async fn denials(
     if mentions.is_empty() {
         return Vec::new();
     }
-    let view = if out.view_is_grants_only {
-        exec::denials::View::GrantsOnly
-    } else {
-        exec::denials::View::Host
-    };
+    let view = out.view();
     exec::blocking::off_async(move || exec::denials::explain(&sandbox, &cwd, view, &mentions))
         .await
         .unwrap_or_default()

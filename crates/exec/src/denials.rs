@@ -483,6 +483,10 @@ pub enum Cause {
     /// a user the command's user namespace does not map (left by `sudo npm`): the view cannot
     /// copy it to change it (TRUST-3).
     ForeignOwner,
+    /// A write in an entry of `/tmp` or `/var/tmp` that holds no grant, where they are
+    /// read-only: the host's (no private root), or a private root whose grants beneath `/tmp`
+    /// keep it from having a `/tmp` of its own (NET-2).
+    ReadOnlyTmp,
     /// `.git` in the `run` mirror (macOS).
     DotGit,
     /// `run` executes its one program only.
@@ -509,6 +513,14 @@ impl Cause {
                  to change it",
                 "ask the user to give the cache back to their own account (`sudo chown -R \
                  \"$USER\" <the cache>`), or leave that file as it is",
+            )),
+            Cause::ReadOnlyTmp => Some((
+                "/tmp and /var/tmp are read-only for this command: they are the host's, or a \
+                 folder it reads lies beneath /tmp and the command's own /tmp would widen what \
+                 it may do there",
+                "write temporary files to $TMPDIR, the call's own temp dir (`mktemp` without a \
+                 directory, Python's tempfile and most tools use it; Java needs \
+                 `-Djava.io.tmpdir=$TMPDIR`)",
             )),
             _ => None,
         }
@@ -537,7 +549,14 @@ pub enum View {
     Host,
     /// Only the grants and the system runtime: a path outside them is not there.
     GrantsOnly,
+    /// As [`GrantsOnly`](View::GrantsOnly), with `/tmp` and `/var/tmp` the program's own
+    /// (NET-2): a path there that no grant covers was its own, allowed or missing as its own
+    /// files made it, never refused.
+    GrantsAndOwnTmp,
 }
+
+/// The program's own temp directories in [`View::GrantsAndOwnTmp`], read-only elsewhere.
+const OWN_TMP: [&str; 2] = ["/tmp", "/var/tmp"];
 
 /// The mentions of a program's output, stderr first, at most [`MAX_MENTIONS`]. Touches no
 /// file: a caller may run it inline and move [`explain`] (which looks at the file system) off
@@ -562,7 +581,7 @@ pub fn scan_output(stdout: &[u8], stderr: &[u8]) -> Vec<Mention> {
 pub fn explain(spec: &SandboxSpec, cwd: &Path, view: View, mentions: &[Mention]) -> Vec<Denial> {
     let mentions: Vec<Mention> = mentions
         .iter()
-        .filter(|m| !m.missing || view == View::GrantsOnly)
+        .filter(|m| !m.missing || view != View::Host)
         .cloned()
         .collect();
     if mentions.is_empty() {
@@ -571,11 +590,11 @@ pub fn explain(spec: &SandboxSpec, cwd: &Path, view: View, mentions: &[Mention])
     let Some(judge) = Judge::new(spec) else {
         return Vec::new();
     };
-    judged(&judge, cwd, &mentions)
+    judged(&judge, cwd, view, &mentions)
 }
 
 /// [`explain`] with the judge given (tests count its lookups).
-fn judged(judge: &Judge, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
+fn judged(judge: &Judge, cwd: &Path, view: View, mentions: &[Mention]) -> Vec<Denial> {
     let mut out: Vec<Denial> = Vec::new();
     for m in mentions {
         if out.len() >= MAX_DENIALS {
@@ -597,9 +616,16 @@ fn judged(judge: &Judge, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
             }
             continue;
         }
-        let Some((access, why)) = judge.first_denied(&path, m) else {
+        if view == View::GrantsAndOwnTmp && in_own_tmp(&path, &judge.grants) {
+            continue;
+        }
+        let Some((access, mut why)) = judge.first_denied(&path, m) else {
             continue;
         };
+        let writing = matches!(access, DeniedAccess::Write | DeniedAccess::Create);
+        if writing && why == Cause::Outside && in_own_tmp(&path, &judge.grants) {
+            why = Cause::ReadOnlyTmp;
+        }
         // A missing path is the sandbox's doing only where the view lacks it: outside every
         // grant, or hidden. A read-only grant does not make a path vanish.
         if m.missing && matches!(why, Cause::ReadOnly { .. }) {
@@ -615,6 +641,24 @@ fn judged(judge: &Judge, cwd: &Path, mentions: &[Mention]) -> Vec<Denial> {
         });
     }
     out
+}
+
+/// Whether `path` lies in `/tmp` or `/var/tmp` away from the grants: in an entry of it that
+/// holds no grant. In [`View::GrantsAndOwnTmp`] that is the program's own tmpfs, which the
+/// host's `/tmp` says nothing about (so it is not looked up); elsewhere the temp area a write
+/// was refused in ([`Cause::ReadOnlyTmp`]). An entry that holds grants shows the host's paths
+/// as the view has them (only the grants).
+fn in_own_tmp(path: &Path, grants: &[PathBuf]) -> bool {
+    OWN_TMP.iter().any(|tmp| {
+        let Ok(rest) = path.strip_prefix(tmp) else {
+            return false;
+        };
+        let Some(top) = rest.components().next() else {
+            return false;
+        };
+        let entry = Path::new(tmp).join(top);
+        !grants.iter().any(|g| g.starts_with(&entry))
+    })
 }
 
 /// `path` made absolute against `cwd`; `None` for a relative path with `..` (the command may
@@ -665,6 +709,8 @@ struct Judge {
     lookups: std::cell::Cell<usize>,
     /// The directories the command saw through a private view.
     staged: Vec<PathBuf>,
+    /// The paths of the spec's grants, as it names them.
+    grants: Vec<PathBuf>,
 }
 
 impl Judge {
@@ -675,6 +721,7 @@ impl Judge {
             explainer: policy.explainer(),
             lookups: std::cell::Cell::new(0),
             staged: spec.staged.iter().map(|s| s.dir.clone()).collect(),
+            grants: spec.grants.iter().map(|g| g.path.clone()).collect(),
         })
     }
 
@@ -685,6 +732,7 @@ impl Judge {
             bound,
             lookups: std::cell::Cell::new(0),
             staged: spec.staged.iter().map(|s| s.dir.clone()).collect(),
+            grants: spec.grants.iter().map(|g| g.path.clone()).collect(),
         })
     }
 

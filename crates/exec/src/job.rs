@@ -181,6 +181,13 @@ pub struct Outcome {
     /// The program saw only its grants and the system runtime (Linux's private root), so a
     /// path outside them was absent rather than refused (`ENOENT`, not `EACCES`).
     pub view_is_grants_only: bool,
+    /// The program's `/tmp` and `/var/tmp` were its own (Linux's private root, NET-2): what it
+    /// found or missed there, beyond the grants bound beneath them, was never the host's.
+    pub own_tmp: bool,
+    /// The program ran without network in a private network namespace whose only interface is
+    /// its own `lo` (NET-1): a refused connection there was to its own loopback, which no
+    /// network switch changes.
+    pub private_loopback: bool,
     /// Which mechanism held each resource limit, in words (LIM-1; [`crate::LimitsReport`]),
     /// e.g. "limits fully enforced (processes 1024: cgroup v1; memory 8 GiB: cgroup v1; …)".
     pub limits: String,
@@ -195,6 +202,15 @@ impl Outcome {
     /// lease loss).
     pub fn finished(&self) -> bool {
         self.end == End::Exited
+    }
+
+    /// What the program saw of the file system, for [`denials::explain`](crate::denials::explain).
+    pub fn view(&self) -> crate::denials::View {
+        match (self.view_is_grants_only, self.own_tmp) {
+            (false, _) => crate::denials::View::Host,
+            (true, false) => crate::denials::View::GrantsOnly,
+            (true, true) => crate::denials::View::GrantsAndOwnTmp,
+        }
     }
 }
 

@@ -102,6 +102,8 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
     let prepared = crate::backend::prepare(&job.sandbox)?;
     let enforcement = prepared.enforcement().to_string();
     let view_is_grants_only = prepared.enforcement().private_root();
+    let own_tmp = prepared.enforcement().private_tmp();
+    let private_loopback = prepared.enforcement().private_loopback();
     let bounded_temp = prepared.enforcement().bounded_temp();
     let private_proc = prepared.enforcement().private_proc();
     let staging = prepared.staging();
@@ -217,6 +219,8 @@ async fn run_inner(job: Job, tap: Option<Tap>, ctx: &CallContext) -> Result<Outc
         main_stopped: report.main_stopped,
         enforcement,
         view_is_grants_only,
+        own_tmp,
+        private_loopback,
         limits: limits_report,
         staged_read_only: read_only_staged(&staging),
     })

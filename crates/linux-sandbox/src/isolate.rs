@@ -288,7 +288,13 @@ pub(crate) struct NewRoot {
     empty_file_at: Option<CString>,
     /// Make that file ([`Isolation::cover_files`]).
     empty_file: bool,
+    /// The `size=` and `nr_inodes=` of the private tmpfs over `tmp` and `var/tmp` (NET-2) and
+    /// the Landlock rights on each; `None`: the view has no writable `/tmp`.
+    pub(crate) tmp: Option<((CString, CString), u64)>,
 }
+
+/// The new root's own temp directories (NET-2), relative to it: each a fresh tmpfs.
+const PRIVATE_TMP: [&std::ffi::CStr; 2] = [c"tmp", c"var/tmp"];
 
 /// One granted path bound into the new root.
 #[derive(Debug)]
@@ -1104,7 +1110,16 @@ impl Isolation {
 
         // The new root's empty file (detached, read-only), when a hidden file needs it.
         let empty = if let Some(root) = &self.root {
-            root.enter().map_err(fail)?
+            let empty = root.enter().map_err(fail)?;
+            if let Some((_, rights)) = &root.tmp {
+                for at in PRIVATE_TMP {
+                    writable_tmp(at, ruleset, *rights).map_err(|e| {
+                        close(empty);
+                        fail(e)
+                    })?;
+                }
+            }
+            empty
         } else {
             self.read_only_host_view().map_err(fail)?;
             -1
@@ -1132,7 +1147,7 @@ impl Isolation {
             mount_private(private_shm(size), c"/dev/shm", ruleset, *rights).map_err(fail)?;
         }
         if let Some((path, size, rights)) = &self.world.temp {
-            mount_private(private_temp(size), path, ruleset, *rights)
+            mount_private(private_temp(size, b"0700\0"), path, ruleset, *rights)
                 .and_then(|()| make_home_and_tmp(path))
                 .map_err(fail)?;
         }
@@ -1290,6 +1305,15 @@ impl Isolation {
 }
 
 impl NewRoot {
+    /// Whether `tmp` and `var/tmp` can be the view's own: no grant is one of them or `var`
+    /// itself (a grant beneath them is bound over the fresh tmpfs instead).
+    pub(crate) fn may_have_private_tmp(&self) -> bool {
+        !self.binds.iter().any(|b| {
+            let at = b.at.as_bytes();
+            at == b"tmp" || at == b"var" || at == b"var/tmp"
+        })
+    }
+
     /// Step 3 where the view is a new root (child side). The new root is attached over `/`
     /// (a path lookup from our root still starts beneath it, in the host's tree, where every
     /// bind is cloned from), filled, made read-only, and becomes the root with
@@ -1322,6 +1346,23 @@ impl NewRoot {
         let attached = attach(root, slash);
         close(slash);
         attached?;
+        // NET-2: before the directories above the grants, so that a grant beneath `/tmp` (the
+        // call's own temp dir, an approved extra path) is bound over the fresh tmpfs.
+        if let Some((size, _)) = &self.tmp {
+            for dir in [c"tmp", c"var", c"var/tmp"] {
+                // SAFETY: a NUL-terminated relative path beneath our descriptor.
+                match sys(unsafe { syscall!(Sysno::mkdirat, root, dir.as_ptr(), 0o755) }) {
+                    Ok(_) | Err(libc::EEXIST) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            for at in PRIVATE_TMP {
+                let tmp = private_temp(size, b"1777\0")?;
+                let attached = attach_at(tmp, root, at);
+                close(tmp);
+                attached?;
+            }
+        }
         for dir in &self.dirs {
             // SAFETY: a NUL-terminated relative path beneath our descriptor.
             match sys(unsafe { syscall!(Sysno::mkdirat, root, dir.as_ptr(), 0o755) }) {
@@ -2207,18 +2248,47 @@ fn private_shm((size, inodes): &(CString, CString)) -> Result<i32, i32> {
     )
 }
 
-/// A fresh, empty tmpfs of at most `size` bytes for the call's temp dir, detached: mode 0700
-/// (its owner is the command's user), no set-id, no devices; programs built there run.
-fn private_temp((size, inodes): &(CString, CString)) -> Result<i32, i32> {
+/// A fresh, empty tmpfs of at most `size` bytes, detached, with the root's `mode`
+/// (NUL-terminated): for the call's temp dir 0700 (its owner is the command's user), for the
+/// view's `/tmp` and `/var/tmp` (NET-2) 1777 like the host's; no set-id, no devices; programs
+/// built there run.
+fn private_temp((size, inodes): &(CString, CString), mode: &[u8]) -> Result<i32, i32> {
     new_mount(
         c"tmpfs",
         &[
             (c"size", size.to_bytes_with_nul()),
             (c"nr_inodes", inodes.to_bytes_with_nul()),
-            (c"mode", b"0700\0"),
+            (c"mode", mode),
         ],
         libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
     )
+}
+
+/// The view's `/tmp` or `/var/tmp` (`at`, relative to the new root, which is the working
+/// directory after `pivot_into`), made read-only with the rest of the root: writable again
+/// (that mount only, not the grants bound beneath it) and granted `rights` by Landlock.
+fn writable_tmp(at: &std::ffi::CStr, ruleset: i32, rights: u64) -> Result<(), i32> {
+    let dir = open_no_symlinks(libc::AT_FDCWD, at.as_ptr().cast(), libc::O_DIRECTORY)?;
+    let attr = MountAttr {
+        attr_set: 0,
+        attr_clr: libc::MOUNT_ATTR_RDONLY,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: our descriptor, an empty path and a readable mount_attr of the size passed.
+    let result = sys(unsafe {
+        syscall!(
+            Sysno::mount_setattr,
+            dir,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>()
+        )
+    })
+    .and_then(|_| add_rule(ruleset, dir, rights));
+    close(dir);
+    result
 }
 
 /// The `home` and `tmp` directories of a call's temp dir (its `HOME` and `TMPDIR`), made

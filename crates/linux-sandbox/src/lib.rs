@@ -14,8 +14,9 @@
 //! the machine allows it (private mount and IPC namespaces with a read-only view outside the
 //! writable paths, protected paths bound read-only and hidden paths covered — and, beneath a
 //! read-only grant, left out of Landlock's rules too (module `split`); for a shell a new root holding only the grants,
-//! where unix sockets are allowed, a private `/proc` of its PID namespace and a private
-//! `/dev/shm`, module `isolate`), no capabilities, applying all of it async-signal-safely, and
+//! where unix sockets are allowed, a private `/proc` of its PID namespace, a private
+//! `/dev/shm` and, where no grant beneath them would gain a right, its own `/tmp` and
+//! `/var/tmp`, module `isolate`), no capabilities, applying all of it async-signal-safely, and
 //! a cached availability [`probe`].
 //! RUN-6, RUN-7, CMD-2, CMD-9, CMD-10, LIVE-2, RCS-2, RCS-3; docs/architecture.md,
 //! "Platforms".

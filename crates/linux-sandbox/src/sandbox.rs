@@ -79,6 +79,9 @@ pub struct Enforcement {
     root: bool,
     unix: bool,
     temp: bool,
+    /// In a new root: whether `/tmp` and `/var/tmp` are the program's own (NET-2). `None`
+    /// without a new root (the host's `/tmp`, as far as the grants reach).
+    tmp: Option<bool>,
     /// Without network: whether the program has a private loopback (NET-1). `None` with
     /// network.
     loopback: Option<bool>,
@@ -140,6 +143,17 @@ impl Enforcement {
         self.temp
     }
 
+    /// Whether the program's `/tmp` and `/var/tmp` are its own (NET-2): each a fresh tmpfs in
+    /// its new root, bounded like its temp dir, where what it writes never reaches the host's
+    /// and nothing of the host's is visible but the grants bound beneath it. Otherwise a new
+    /// root's `/tmp` is read-only: a grant beneath `/tmp` would gain rights from the tmpfs's
+    /// Landlock rule ([`Policy::bounded_temp_dir`](crate::Policy::bounded_temp_dir) not set,
+    /// a grant at `/tmp` itself, or one beneath it that is split around hidden paths or lacks a
+    /// right its read-only bind does not refuse).
+    pub fn private_tmp(&self) -> bool {
+        self.tmp == Some(true)
+    }
+
     /// Whether the program runs in a private network namespace of its own whose only
     /// interface is `lo` (NET-1): its servers and clients meet on `127.0.0.1` and `::1`,
     /// nothing of the host's network (loopback services, abstract unix sockets) is reachable,
@@ -192,11 +206,16 @@ impl fmt::Display for Enforcement {
             }
             None => "",
         };
+        let tmp = match self.tmp {
+            Some(true) => ", a private /tmp",
+            Some(false) => ", /tmp read-only",
+            None => "",
+        };
         match self.status() {
             EnforcementStatus::FullyEnforced => {
                 write!(
                     f,
-                    "fully enforced (Landlock ABI {}; {layers}{unix}{loopback})",
+                    "fully enforced (Landlock ABI {}; {layers}{tmp}{unix}{loopback})",
                     self.landlock_abi
                 )
             }
@@ -204,7 +223,7 @@ impl fmt::Display for Enforcement {
                 let names: Vec<&str> = self.gaps.iter_names().map(|(name, _)| name).collect();
                 write!(
                     f,
-                    "partially enforced (Landlock ABI {}; {layers}{unix}{loopback}; not enforced: {})",
+                    "partially enforced (Landlock ABI {}; {layers}{tmp}{unix}{loopback}; not enforced: {})",
                     self.landlock_abi,
                     names.join(", ")
                 )
@@ -356,6 +375,7 @@ impl Policy {
         }
 
         let opened = self.open_paths()?;
+        let splits = self.splits(&opened)?;
         // Private namespaces: where the child may make them (root, or its own user namespace)
         // and the kernel lets it (probed once).
         let namespaces = self.namespaces && availability.private_namespaces_for(self.launch);
@@ -363,7 +383,7 @@ impl Policy {
         if let Some(isolation) = isolation.as_mut() {
             isolation.world = self.world(availability, abi);
             if self.may_spawn() {
-                isolation.root = self.new_root(&opened, &isolation.world)?;
+                isolation.root = self.new_root(&opened, &splits, &isolation.world, abi)?;
             }
             // An empty file to cover a hidden one is made in the new root only: the host's
             // tree has no place to make one that the host would not see.
@@ -402,7 +422,10 @@ impl Policy {
             )
         });
         let loopback = isolation.as_ref().is_some_and(|i| i.world.net);
-        let splits = self.splits(&opened)?;
+        let tmp = isolation
+            .as_ref()
+            .and_then(|i| i.root.as_ref())
+            .map(|r| r.tmp.is_some());
         let ruleset = build_ruleset(self, abi, &opened, &splits, loopback)?;
         let unix_connect_contained = abi >= 9
             || (root
@@ -458,6 +481,7 @@ impl Policy {
                 root,
                 unix: unix_connect_contained,
                 temp,
+                tmp,
                 loopback: (self.network == Network::None).then_some(loopback),
             },
             isolation,
@@ -510,12 +534,15 @@ impl Policy {
         }
     }
 
-    /// The new root of a shell's view: every opened grant by its canonical path, and the
-    /// links on the way to each path as the policy named it.
+    /// The new root of a shell's view: every opened grant by its canonical path, the links on
+    /// the way to each path as the policy named it, and its own `/tmp` and `/var/tmp` where
+    /// [`private_tmp_keeps_grants_exact`] holds.
     fn new_root(
         &self,
         opened: &[OpenedRule],
+        splits: &[Option<split::Tree>],
         world: &isolate::World,
+        abi: u8,
     ) -> Result<Option<isolate::NewRoot>, SandboxError> {
         let mut grants = Vec::with_capacity(opened.len());
         for rule in opened {
@@ -574,13 +601,30 @@ impl Policy {
             views.push(Arc::new(isolate::PathView::walk(given)));
         }
         let views: Vec<&isolate::PathView> = views.iter().map(|v| &**v).collect();
-        isolate::NewRoot::plan(
+        let mut root = isolate::NewRoot::plan(
             &grants,
             &views,
             world.proc_rights.is_some(),
             world.shm.is_some(),
             world.pts.is_some(),
-        )
+        )?;
+        // NET-2: the view's own `/tmp` and `/var/tmp`, bounded like the call's temp dir and
+        // with its rights, where that is bounded (LIM-1).
+        if let (Some(root), Some((_, size, rights))) = (root.as_mut(), &world.temp) {
+            let abi = landlock::ABI::from(i32::from(abi));
+            let exact = opened
+                .iter()
+                .zip(&grants)
+                .zip(splits)
+                .all(|((rule, grant), split)| {
+                    let rights_of = fs_rights(rule.access, abi, grant.is_dir).bits();
+                    private_tmp_keeps_grants_exact(grant, rights_of, split.is_some(), *rights, abi)
+                });
+            if exact && root.may_have_private_tmp() {
+                root.tmp = Some((size.clone(), *rights));
+            }
+        }
+        Ok(root)
     }
 
     /// The mounts of the private namespaces, or (without them) the refusal of a policy whose
@@ -1030,6 +1074,54 @@ fn interpreter_chain(program: &Path, out: &mut Vec<PathBuf>) -> Result<(), Sandb
         }
     }
     Ok(())
+}
+
+/// Whether the view's own `/tmp` and `/var/tmp`, with Landlock's `tmp_rights` on the root of
+/// each, leave `grant` exactly its own rights (NET-2). A Landlock rule covers everything beneath
+/// its directory, mount points included, so a grant bound beneath the private `/tmp` also gets
+/// the rule of that tmpfs. That adds nothing only where the grant holds those rights already,
+/// but for the writes its read-only bind refuses anyway (`EROFS`). Connecting to a unix socket
+/// is no write, so a read-only grant that lacks it stays without a private `/tmp`. A grant split
+/// around hidden paths (module `split`) relies on no rule above it: what the user makes there
+/// during the call would become readable.
+fn private_tmp_keeps_grants_exact(
+    grant: &isolate::Grant,
+    rights: u64,
+    split: bool,
+    tmp_rights: u64,
+    abi: landlock::ABI,
+) -> bool {
+    let path = grant.path.as_os_str().as_bytes();
+    if !(path.starts_with(b"/tmp/") || path.starts_with(b"/var/tmp/")) {
+        return true;
+    }
+    if split {
+        return false;
+    }
+    let applicable = if grant.is_dir {
+        tmp_rights
+    } else {
+        tmp_rights & AccessFs::from_file(abi).bits()
+    };
+    let refused_by_mount = if grant.writable {
+        0
+    } else {
+        (AccessFs::WriteFile
+            | AccessFs::RemoveDir
+            | AccessFs::RemoveFile
+            | AccessFs::MakeChar
+            | AccessFs::MakeDir
+            | AccessFs::MakeReg
+            | AccessFs::MakeSock
+            | AccessFs::MakeFifo
+            | AccessFs::MakeBlock
+            | AccessFs::MakeSym
+            | AccessFs::Refer
+            | AccessFs::Truncate)
+            .bits()
+    };
+    let needed = applicable & !refused_by_mount;
+    rights & needed == needed
 }
 
 /// Landlock rights for one grant at `abi`.

@@ -1070,6 +1070,147 @@ fn a_private_path_made_after_prepare_is_unreadable_by_landlock_alone() {
     assert_eq!(err.matches("Permission denied").count(), 3, "{err}");
 }
 
+/// The call's temp dir of [`home_policy`]'s command, beneath its writable `w`: bounded, so
+/// the shell's view may get its own `/tmp` (NET-2).
+fn with_temp_dir(h: &Home, policy: Policy) -> Policy {
+    let temp = h.w.join("call");
+    std::fs::create_dir_all(temp.join("home")).unwrap();
+    std::fs::create_dir_all(temp.join("tmp")).unwrap();
+    policy.bounded_temp_dir(temp.canonicalize().unwrap(), 16 << 20)
+}
+
+/// A file of the host's `/tmp` for one test, removed on drop, with the names a command would
+/// write beside it in `/tmp` and `/var/tmp` (removed too, should they leak).
+struct HostTmpFile(String);
+
+impl HostTmpFile {
+    fn new(test: &str) -> HostTmpFile {
+        let name = format!("linux-sandbox-{test}-{}", std::process::id());
+        std::fs::write(std::path::Path::new("/tmp").join(&name), "HOST-TMP\n").unwrap();
+        HostTmpFile(name)
+    }
+
+    fn leaked(&self) -> Vec<std::path::PathBuf> {
+        ["/tmp", "/var/tmp"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join(format!("{}.new", self.0)))
+            .filter(|p| p.exists())
+            .collect()
+    }
+}
+
+impl Drop for HostTmpFile {
+    fn drop(&mut self) {
+        for dir in ["/tmp", "/var/tmp"] {
+            let dir = std::path::Path::new(dir);
+            let _ = std::fs::remove_file(dir.join(&self.0));
+            let _ = std::fs::remove_file(dir.join(format!("{}.new", self.0)));
+        }
+    }
+}
+
+/// NET-2: a shell's `/tmp` and `/var/tmp` are its own tmpfs, and the grants bound beneath the
+/// private `/tmp` (this scratch lies in the host's) keep exactly their own rights although
+/// Landlock's rule on that tmpfs covers them too: the read-only home stays read-only and
+/// creates nothing, the writable `w` stays writable, nothing reaches the host's `/tmp`.
+#[test]
+fn a_private_tmp_leaves_the_grants_beneath_it_their_own_rights() {
+    if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let s = Scratch::new();
+    let h = home_in(&s);
+    let host = HostTmpFile::new("own-tmp");
+    let name = &host.0;
+    let policy = with_temp_dir(&h, home_policy(&h));
+    let enforcement = policy.prepare().unwrap().enforcement();
+    assert!(enforcement.private_tmp(), "{enforcement}");
+    assert!(
+        enforcement.to_string().contains("a private /tmp"),
+        "{enforcement}"
+    );
+    let script = format!(
+        "cat /tmp/{name}; ls -A /tmp | grep -c {name}; \
+         echo own > /tmp/{name}.new && cat /tmp/{name}.new; \
+         echo var > /var/tmp/{name}.new && cat /var/tmp/{name}.new; \
+         cat '{home}/notes'; echo x >> '{home}/notes'; touch '{home}/made'; mkdir '{home}/d'; \
+         echo w > '{w}/made' && cat '{w}/made'",
+        home = h.home.display(),
+        w = h.w.display()
+    );
+    let out = s.run(&policy, SH, &["-c", &script]);
+    assert_eq!(stdout(&out), "0\nown\nvar\nNOTES\nw\n", "{}", stderr(&out));
+    assert_eq!(host.leaked(), Vec::<std::path::PathBuf>::new());
+    assert_eq!(
+        stderr(&out).matches("Read-only file system").count(),
+        3,
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.home.join("notes")).unwrap(),
+        "NOTES\n"
+    );
+    assert!(!h.home.join("made").exists() && !h.home.join("d").exists());
+    assert_eq!(std::fs::read_to_string(h.w.join("made")).unwrap(), "w\n");
+}
+
+/// NET-2's limit: a read-only grant beneath `/tmp` that is split around hidden paths relies on
+/// no Landlock rule above it, so the view keeps a read-only `/tmp`, and a private location
+/// made in it after `prepare` stays unreadable in the private world too.
+#[test]
+fn a_split_grant_beneath_tmp_keeps_tmp_read_only_and_new_private_paths_unreadable() {
+    if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let s = Scratch::new();
+    let h = home_in(&s);
+    let host = HostTmpFile::new("split-tmp");
+    let name = &host.0;
+    let policy = with_temp_dir(&h, home_policy(&h)).hide(h.home.join(".docker"));
+    let enforcement = policy.prepare().unwrap().enforcement();
+    assert!(!enforcement.private_tmp(), "{enforcement}");
+    assert!(
+        enforcement.to_string().contains("/tmp read-only"),
+        "{enforcement}"
+    );
+    let sandbox = policy.prepare().unwrap();
+    // Made after `prepare`, as a user's `docker login` during the call would.
+    std::fs::create_dir(h.home.join(".docker")).unwrap();
+    std::fs::write(h.home.join(".docker/config.json"), "DOCKER-SECRET\n").unwrap();
+    let script =
+        format!("cat .docker/config.json; cat notes; echo own > /tmp/{name}.new; echo done");
+    let out = s.run_prepared(sandbox, &h.home, SH, &["-c", &script]);
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert_eq!(text, "NOTES\ndone\n", "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert_eq!(host.leaked(), Vec::<std::path::PathBuf>::new());
+}
+
+/// NET-2's limit: a read-only grant beneath `/tmp` without execute would gain it from the
+/// private `/tmp`'s rule (a read-only bind refuses writes, not execution), so the view keeps a
+/// read-only `/tmp`.
+#[test]
+fn a_grant_beneath_tmp_without_execute_keeps_tmp_read_only() {
+    if !sandbox_available() || !namespaces_for_a_plain_fork_or_skip() {
+        return;
+    }
+    let s = Scratch::new();
+    let h = home_in(&s);
+    let policy = with_temp_dir(
+        &h,
+        command_policy_without_work()
+            .allow(&h.home, Access::READ)
+            .allow(&h.w, Access::READ | Access::WRITE | Access::EXECUTE),
+    );
+    let enforcement = policy.prepare().unwrap().enforcement();
+    assert!(!enforcement.private_tmp(), "{enforcement}");
+    // The same grant with execute: its own `/tmp`.
+    let policy = with_temp_dir(&h, home_policy(&h));
+    assert!(policy.prepare().unwrap().enforcement().private_tmp());
+}
+
 #[test]
 fn a_hidden_file_is_refused_where_the_view_is_the_hosts_tree() {
     if !sandbox_available() {

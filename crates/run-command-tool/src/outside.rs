@@ -164,6 +164,7 @@ pub(crate) async fn sudo(
             denials: Vec::new(),
             sandbox: "none (sudo)".into(),
             limit: None,
+            own_loopback: false,
         });
     };
     let (rx, tx) = pipe_pair()?;
@@ -227,6 +228,7 @@ pub(crate) async fn sudo(
         denials: Vec::new(),
         sandbox: "none (sudo: outside the sandbox, as root)".into(),
         limit: None,
+        own_loopback: false,
     })
 }
 
@@ -292,6 +294,7 @@ pub(crate) async fn unsandboxed(
                 denials: Vec::new(),
                 sandbox: "none (sandbox: false)".into(),
                 limit: None,
+                own_loopback: false,
             });
         }
     };
@@ -370,6 +373,7 @@ pub(crate) async fn unsandboxed(
         denials: Vec::new(),
         sandbox: "none (sandbox: false: the user's full rights)".into(),
         limit: None,
+        own_loopback: false,
     })
 }
 

@@ -497,6 +497,7 @@ pub(crate) async fn execute(
                 denials: Vec::new(),
                 sandbox: "none (rm moves to the trash itself; nothing was started)".into(),
                 limit: None,
+                own_loopback: false,
             }
         }
         Kind::Sudo => crate::outside::sudo(&args.argv, &work, options.timeout, tap, ctx).await?,
@@ -519,7 +520,12 @@ pub(crate) async fn execute(
     let hint = if let Some(limit) = ran.limit {
         Some(limit)
     } else if sandboxed {
-        crate::hint::hint(failed, &output, &ran.denials, network)
+        let reach = match (network, ran.own_loopback) {
+            (true, _) => crate::hint::Reach::Host,
+            (false, true) => crate::hint::Reach::OwnLoopback,
+            (false, false) => crate::hint::Reach::Nothing,
+        };
+        crate::hint::hint(failed, &output, &ran.denials, reach)
     } else {
         None
     };

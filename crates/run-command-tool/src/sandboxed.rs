@@ -38,6 +38,8 @@ pub(crate) struct Ran {
     pub(crate) sandbox: String,
     /// The limit the command hit, explained (LIM-2).
     pub(crate) limit: Option<String>,
+    /// It ran in a private network namespace with only its own loopback (NET-1).
+    pub(crate) own_loopback: bool,
 }
 
 /// The program to start, found on the sandbox's `PATH` (a bare name) or taken against the
@@ -510,11 +512,7 @@ async fn denials(
     if mentions.is_empty() {
         return Vec::new();
     }
-    let view = if out.view_is_grants_only {
-        exec::denials::View::GrantsOnly
-    } else {
-        exec::denials::View::Host
-    };
+    let view = out.view();
     tokio::task::spawn_blocking(move || exec::denials::explain(&sandbox, &cwd, view, &mentions))
         .await
         .unwrap_or_default()
@@ -618,6 +616,7 @@ fn interpret(out: exec::Outcome, denials: Vec<Denial>) -> Result<Ran, ToolError>
         denials,
         sandbox: format!("{}; {}", out.enforcement, out.limits),
         limit,
+        own_loopback: out.private_loopback,
     })
 }
 

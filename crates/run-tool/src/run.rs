@@ -117,11 +117,7 @@ fn text(bytes: &[u8]) -> String {
 /// here like the temp dir's removal: this crate has no blocking pool of its own).
 fn denials((sandbox, cwd): (SandboxSpec, std::path::PathBuf), out: &exec::Outcome) -> Vec<Denial> {
     let mentions = exec::denials::scan_output(&out.stdout, &out.stderr);
-    let view = if out.view_is_grants_only {
-        exec::denials::View::GrantsOnly
-    } else {
-        exec::denials::View::Host
-    };
+    let view = out.view();
     exec::denials::explain(&sandbox, &cwd, view, &mentions)
         .into_iter()
         .map(Into::into)

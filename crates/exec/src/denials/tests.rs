@@ -373,13 +373,11 @@ mod linux {
     }
 
     fn denials(c: &Call, stderr: &str) -> Vec<Denial> {
-        find(
-            &c.spec,
-            &c.base.join("ws"),
-            View::Host,
-            b"",
-            stderr.as_bytes(),
-        )
+        denials_in(c, View::Host, stderr)
+    }
+
+    fn denials_in(c: &Call, view: View, stderr: &str) -> Vec<Denial> {
+        find(&c.spec, &c.base.join("ws"), view, b"", stderr.as_bytes())
     }
 
     #[test]
@@ -421,6 +419,47 @@ mod linux {
             stderr.as_bytes(),
         );
         assert_eq!(again, view);
+    }
+
+    /// A write in a read-only `/tmp` is said as such (NET-2's fallback), and a write in the
+    /// program's own `/tmp` is no denial at all.
+    #[test]
+    fn a_write_in_a_read_only_tmp_is_said_and_one_in_its_own_tmp_is_not_a_denial() {
+        let c = call();
+        let stderr = "touch: cannot touch '/tmp/agent-exec-denials-x': Read-only file system\n\
+                      sh: 1: cannot create /var/tmp/agent-exec-denials-y: Read-only file system\n";
+        for view in [View::Host, View::GrantsOnly] {
+            let found = denials_in(&c, view, stderr);
+            let said: Vec<_> = found
+                .iter()
+                .map(|d| (d.path.clone(), d.access, d.cause))
+                .collect();
+            assert_eq!(
+                said,
+                [
+                    (
+                        PathBuf::from("/tmp/agent-exec-denials-x"),
+                        DeniedAccess::Create,
+                        Cause::ReadOnlyTmp
+                    ),
+                    (
+                        PathBuf::from("/var/tmp/agent-exec-denials-y"),
+                        DeniedAccess::Create,
+                        Cause::ReadOnlyTmp
+                    ),
+                ],
+                "{view:?}"
+            );
+            assert!(
+                Cause::ReadOnlyTmp
+                    .common_words()
+                    .unwrap()
+                    .1
+                    .contains("$TMPDIR")
+            );
+        }
+        let own = denials_in(&c, View::GrantsAndOwnTmp, stderr);
+        assert_eq!(own, []);
     }
 
     #[test]
@@ -613,7 +652,7 @@ mod linux {
             let mentions = scan(&out);
             assert_eq!(mentions.len(), MAX_MENTIONS);
             let judge = Judge::new(&c.spec).unwrap();
-            assert_eq!(judged(&judge, &ws, &mentions), []);
+            assert_eq!(judged(&judge, &ws, View::GrantsOnly, &mentions), []);
             let spent = judge.lookups();
             if depth > MAX_COMPONENTS {
                 assert_eq!(spent, 0, "depth {depth}");
@@ -724,4 +763,23 @@ fn a_path_with_control_or_bidi_characters_is_never_repeated() {
         assert_eq!(scan(line), Vec::new(), "{line:?}");
     }
     assert_eq!(scan("cat: /root/ok: Permission denied").len(), 1);
+}
+
+/// NET-2: in the program's own `/tmp`, an entry that holds no grant is its own tmpfs (never
+/// explained from the host's); an entry that holds grants shows only them, as elsewhere.
+#[test]
+fn a_path_in_the_programs_own_tmp_away_from_the_grants_is_its_own() {
+    let grants = [PathBuf::from("/tmp/ws/proj")];
+    for own in ["/tmp/x.txt", "/tmp/d/e", "/var/tmp/a/b"] {
+        assert!(in_own_tmp(Path::new(own), &grants), "{own}");
+    }
+    for host in [
+        "/tmp/ws/other",
+        "/tmp/ws/proj/f",
+        "/tmp",
+        "/tmpx/y",
+        "/home/u/f",
+    ] {
+        assert!(!in_own_tmp(Path::new(host), &grants), "{host}");
+    }
 }

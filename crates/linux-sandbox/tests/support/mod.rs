@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use linux_sandbox::{Access, Policy};
+use linux_sandbox::{Access, Policy, PreparedSandbox};
 
 /// Env var the unprivileged re-run sets, so it does not recurse.
 pub const UNPRIVILEGED_ENV: &str = "LINUX_SANDBOX_TEST_UNPRIVILEGED";
@@ -68,7 +68,18 @@ impl Scratch {
 
     /// Runs `program args…` in `cwd` under `policy`; panics if the sandbox cannot be applied.
     pub fn run_in(&self, policy: &Policy, cwd: &Path, program: &str, args: &[&str]) -> Output {
-        let sandbox = policy.prepare().unwrap();
+        self.run_prepared(policy.prepare().unwrap(), cwd, program, args)
+    }
+
+    /// [`run_in`](Scratch::run_in) under a sandbox prepared already (what changes between
+    /// `prepare` and the run is what the test is about).
+    pub fn run_prepared(
+        &self,
+        sandbox: PreparedSandbox,
+        cwd: &Path,
+        program: &str,
+        args: &[&str],
+    ) -> Output {
         let mut command = Command::new(program);
         command
             .args(args)
