@@ -5,14 +5,16 @@
 //! its target), classifying the REAL location (inside the working directory, elsewhere in
 //! `$HOME`, outside) into the RC-4 gate it needs, `rm`'s own answers for missing paths
 //! (an error unless `-f`) and directories (an error without `-r`/`-R`/`-d`), and the move
-//! itself with the `trash` crate (freedesktop trash on Linux, the Finder's on macOS).
+//! itself: on Linux through descriptors (module `trashdir`: the entry must still be the file
+//! checked, reached with no link on its way, and goes only into a trash directory of the
+//! user's reached without a link, never by copy), elsewhere with the `trash` crate (the
+//! Finder's trash).
 //! **Refuses to know:** how the gate is asked (module `gate`).
 //!
-//! **Limit.** The trash crate moves by path: between this check and the move, a process of
-//! the same user could swap a parent directory again. The check is what the gate is asked
-//! for; the move re-resolves the same parent (the trash crate canonicalises it too) and the
-//! result names the real path that went to the trash.
+//! **Limit (macOS).** The trash crate moves by path: between the check and the move, a process
+//! of the same user could swap a parent directory again.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use argv_policy::{Gate, Mode};
@@ -24,8 +26,13 @@ use crate::types::Trashed;
 /// One path of `rm`'s argv, re-checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Target {
-    /// It exists at `real` (the canonical parent joined with the final name).
-    Found { real: PathBuf, is_dir: bool },
+    /// It exists at `real` (the canonical parent joined with the final name), as the file
+    /// with this device and inode.
+    Found {
+        real: PathBuf,
+        is_dir: bool,
+        id: (u64, u64),
+    },
     /// Nothing there.
     Missing(PathBuf),
 }
@@ -80,6 +87,7 @@ pub(crate) fn check(path: &Path) -> Target {
         Ok(m) => Target::Found {
             real,
             is_dir: m.is_dir(),
+            id: (m.dev(), m.ino()),
         },
         Err(_) => Target::Missing(path.to_path_buf()),
     }
@@ -122,6 +130,8 @@ pub(crate) struct Plan {
     pub(crate) targets: Vec<Target>,
     pub(crate) gate: Gate,
     pub(crate) flags: Flags,
+    /// The working directory, canonical.
+    pub(crate) workdir: PathBuf,
 }
 
 /// # Errors
@@ -140,7 +150,7 @@ pub(crate) fn plan(
     let mut targets = Vec::new();
     for p in paths {
         let t = check(p);
-        if let Target::Found { real, is_dir } = &t {
+        if let Target::Found { real, is_dir, .. } = &t {
             crate::gitguard::refuse_rm(real, *is_dir, home, protected)?;
             let real_place = place(real, workdir, home);
             gate = gate.max(gate_for(real_place, mode, real));
@@ -151,6 +161,7 @@ pub(crate) fn plan(
         targets,
         gate,
         flags,
+        workdir: canonical(workdir),
     })
 }
 
@@ -171,19 +182,17 @@ pub(crate) fn carry_out(plan: &Plan) -> (Vec<Trashed>, String, i32) {
                     code = 1;
                 }
             }
-            Target::Found { real, is_dir } if *is_dir && !plan.flags.recursive => {
+            Target::Found { real, is_dir, .. } if *is_dir && !plan.flags.recursive => {
                 out.push_str(&format!(
                     "rm: cannot remove '{}': Is a directory (pass -r to move it to the trash)\n",
                     real.display()
                 ));
                 code = 1;
             }
-            Target::Found { real, .. } => match trash_dir_ok(real).and_then(|()| {
-                trash::delete(real).map_err(|e| format!("cannot move it to the trash: {e}"))
-            }) {
-                Ok(()) => trashed.push(Trashed {
+            Target::Found { real, id, .. } => match to_trash(real, *id, &plan.workdir) {
+                Ok(restore_from) => trashed.push(Trashed {
                     path: real.to_string_lossy().into_owned(),
-                    restore_from: restore_location(real),
+                    restore_from,
                 }),
                 Err(e) => {
                     out.push_str(&format!("rm: '{}': {e}\n", real.display()));
@@ -195,42 +204,21 @@ pub(crate) fn carry_out(plan: &Plan) -> (Vec<Trashed>, String, i32) {
     (trashed, out, code)
 }
 
-/// The trash directory for `real` is the user's own (module `trashdir`).
-fn trash_dir_ok(real: &Path) -> Result<(), String> {
-    #[cfg(any(target_os = "linux", target_os = "freebsd"))]
-    return crate::trashdir::check(real);
-    #[cfg(not(any(target_os = "linux", target_os = "freebsd")))]
-    {
-        let _ = real;
-        Ok(())
-    }
+/// Moves `real` (checked as `id`) to the trash; where it went, when that is known.
+#[cfg(target_os = "linux")]
+fn to_trash(real: &Path, id: (u64, u64), workdir: &Path) -> Result<Option<String>, String> {
+    let in_workdir = real.starts_with(workdir) && real != workdir;
+    crate::trashdir::move_to_trash(real, id, workdir, in_workdir)
+        .map(|at| Some(at.to_string_lossy().into_owned()))
 }
 
-/// Where the trash keeps what was at `original` (the newest entry for it).
-#[cfg(any(target_os = "linux", target_os = "freebsd"))]
-fn restore_location(original: &Path) -> Option<String> {
-    let items = trash::os_limited::list().ok()?;
-    let item = items
-        .into_iter()
-        .filter(|i| i.original_path() == original)
-        .max_by_key(|i| i.time_deleted)?;
-    // The id is the `.trashinfo` file: `<trash>/info/<name>.trashinfo` → `<trash>/files/<name>`.
-    let info = PathBuf::from(&item.id);
-    let stem = info.file_stem()?.to_owned();
-    let trash_dir = info.parent()?.parent()?;
-    Some(
-        trash_dir
-            .join("files")
-            .join(stem)
-            .to_string_lossy()
-            .into_owned(),
-    )
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "freebsd")))]
-fn restore_location(_original: &Path) -> Option<String> {
-    // The Finder's trash: `~/.Trash`, under the same name unless it was taken.
-    None
+/// Moves `real` to the Finder's trash (`~/.Trash`, under the same name unless it was taken).
+#[cfg(not(target_os = "linux"))]
+fn to_trash(real: &Path, _id: (u64, u64), _workdir: &Path) -> Result<Option<String>, String> {
+    #[cfg(target_os = "freebsd")]
+    crate::trashdir::check(real)?;
+    trash::delete(real).map_err(|e| format!("cannot move it to the trash: {e}"))?;
+    Ok(None)
 }
 
 #[cfg(test)]
