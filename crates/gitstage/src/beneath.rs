@@ -112,6 +112,22 @@ pub(crate) fn open_file(at: BorrowedFd<'_>, rel: &Path) -> Option<std::fs::File>
     (FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile).then(|| fd.into())
 }
 
+/// The regular file at `path`, opened without blocking and without following a final link.
+pub(crate) fn open_regular(path: &Path) -> Option<std::fs::File> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let fd = rustix::fs::open(path, flags, Mode::empty()).ok()?;
+    let stat = rustix::fs::fstat(&fd).ok()?;
+    (FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile).then(|| fd.into())
+}
+
+/// At most `max` bytes of the regular file at `path`: opened without blocking (a FIFO left in
+/// a repository must not hang the server) and without following a final link.
+pub(crate) fn read_path(path: &Path, max: u64) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    open_regular(path)?.take(max).read_to_end(&mut out).ok()?;
+    Some(out)
+}
+
 /// At most `max` bytes of the regular file `rel` beneath `at`.
 pub(crate) fn read(at: BorrowedFd<'_>, rel: &Path, max: u64) -> Option<Vec<u8>> {
     let mut out = Vec::new();

@@ -54,9 +54,20 @@ impl Git {
     }
 
     /// Every entry of `file`, in order: (key, value); a key without `=` has the value `None`.
+    /// git reads a private copy: `file` itself is read here, as a regular file only, without
+    /// blocking and without following a final link (a FIFO named `config` must not hang the
+    /// server, nor git).
     pub(crate) fn list(&self, file: &Path) -> Result<Vec<(String, Option<String>)>, String> {
+        let bytes = crate::beneath::read_path(file, EDIT_MAX + 1)
+            .ok_or("it is not a regular file that can be read")?;
+        if bytes.len() as u64 > EDIT_MAX {
+            return Err(format!("it is larger than {EDIT_MAX} bytes"));
+        }
+        let scratch = Scratch::new().map_err(|e| format!("cannot make a temporary copy: {e}"))?;
+        let copy = scratch.join("config");
+        std::fs::write(&copy, &bytes).map_err(|e| format!("cannot make a temporary copy: {e}"))?;
         let out = self
-            .command(file)
+            .command(&copy)
             .args(["--no-includes", "--list", "-z"])
             .stderr(Stdio::piped())
             .output()
@@ -249,6 +260,52 @@ impl Drop for Scratch {
     }
 }
 
+/// The `core.hooksPath` values the host's own git reads for every repository: from the
+/// user's global config (`$GIT_CONFIG_GLOBAL`, else `~/.gitconfig` and
+/// `$XDG_CONFIG_HOME/git/config`) and the system's (`/etc/gitconfig`, unless
+/// `GIT_CONFIG_NOSYSTEM`). Their includes are not followed.
+pub(crate) fn hooks_paths_of_host(git: &Git) -> Vec<String> {
+    hooks_paths_of(git, &|name| std::env::var_os(name))
+}
+
+/// [`hooks_paths_of_host`] with the environment `env`.
+fn hooks_paths_of(git: &Git, env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Vec<String> {
+    let var = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let mut files = Vec::new();
+    if let Some(global) = var("GIT_CONFIG_GLOBAL") {
+        files.push(global);
+    } else {
+        if let Some(home) = var("HOME") {
+            files.push(home.join(".gitconfig"));
+            files.push(home.join(".config/git/config"));
+        }
+        if let Some(xdg) = var("XDG_CONFIG_HOME") {
+            files.push(xdg.join("git/config"));
+        }
+    }
+    if var("GIT_CONFIG_NOSYSTEM").is_none() {
+        files.push(PathBuf::from("/etc/gitconfig"));
+    }
+    files.sort();
+    files.dedup();
+    let mut out = Vec::new();
+    for file in files {
+        let names_it = crate::beneath::read_path(&file, EDIT_MAX)
+            .is_some_and(|t| t.to_ascii_lowercase().windows(9).any(|w| w == b"hookspath"));
+        if !names_it {
+            continue;
+        }
+        if let Ok(list) = git.list(&file) {
+            out.extend(
+                list.into_iter()
+                    .filter(|(key, _)| key == "core.hookspath")
+                    .filter_map(|(_, value)| value),
+            );
+        }
+    }
+    out
+}
+
 /// `--list -z` output: entries end in NUL; the key and value are split by the first newline,
 /// and a key alone has no value.
 fn parse_list(bytes: &[u8]) -> Vec<(String, Option<String>)> {
@@ -280,6 +337,32 @@ mod tests {
                 ("flag".to_owned(), None),
             ]
         );
+    }
+
+    #[test]
+    fn the_users_global_hooks_path_is_read_and_the_system_one_only_when_asked() {
+        let Some(git) = Git::find() else {
+            eprintln!("skipped: no system git");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join(".gitconfig"), "[core]\n\thooksPath = .githooks\n").unwrap();
+        let env = |name: &str| match name {
+            "HOME" => Some(home.clone().into_os_string()),
+            "GIT_CONFIG_NOSYSTEM" => Some("1".into()),
+            _ => None,
+        };
+        assert_eq!(hooks_paths_of(&git, &env), vec![".githooks".to_owned()]);
+        let elsewhere = dir.path().join("global");
+        std::fs::write(&elsewhere, "[core]\n\thookspath = /x/hooks\n").unwrap();
+        let env = |name: &str| match name {
+            "GIT_CONFIG_GLOBAL" => Some(elsewhere.clone().into_os_string()),
+            "GIT_CONFIG_NOSYSTEM" => Some("1".into()),
+            _ => None,
+        };
+        assert_eq!(hooks_paths_of(&git, &env), vec!["/x/hooks".to_owned()]);
     }
 
     #[test]

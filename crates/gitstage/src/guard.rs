@@ -103,7 +103,8 @@ fn one_new_git_dir(roots: &[PathBuf], dir: &Path, git: Option<&Git>, report: &mu
             if name != "index" && !name.starts_with("sharedindex.") {
                 continue;
             }
-            let ordinary = std::fs::read(e.path()).is_ok_and(|b| crate::index::check(&b).is_ok());
+            let ordinary = beneath::read_path(&e.path(), u64::MAX)
+                .is_some_and(|b| crate::index::check(&b).is_ok());
             if !ordinary {
                 quarantine(
                     roots,
@@ -175,7 +176,7 @@ fn one_new_git_dir(roots: &[PathBuf], dir: &Path, git: Option<&Git>, report: &mu
 /// one or leads nowhere.
 pub(crate) fn gitlink_target(link: &Path) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
-    let bytes = std::fs::read(link).ok()?;
+    let bytes = beneath::read_path(link, 1 << 20)?;
     // As git reads it: everything after `gitdir: `, only trailing line ends removed (a newline
     // inside is part of the path).
     let mut target = bytes.strip_prefix(b"gitdir: ")?;

@@ -406,11 +406,7 @@ impl Baseline {
 }
 
 fn read_config(path: &Path) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).ok()?;
-    let mut out = Vec::new();
-    file.take(BASELINE_CONFIG_MAX).read_to_end(&mut out).ok()?;
-    Some(out)
+    beneath::read_path(path, BASELINE_CONFIG_MAX)
 }
 
 /// One staged git directory.
@@ -534,18 +530,13 @@ pub enum StageError {
     Io(#[source] std::io::Error),
 }
 
-/// Whether `dir` is a git directory: named `.git`, or holding a `HEAD` file and `objects` and
-/// `refs` directories (git's own test).
+/// Whether `dir` is a git directory: named `.git`, or holding a `HEAD` (a file or a link, as
+/// git accepts) with `objects` and `refs`, or with `commondir` (git's loose test, as the walk
+/// applies it).
 fn is_git_dir(dir: &Path) -> bool {
-    let kind = |name: &str| {
-        std::fs::symlink_metadata(dir.join(name))
-            .ok()
-            .map(|m| m.file_type())
-    };
+    let exists = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
     dir.file_name().is_some_and(|n| n == ".git")
-        || (kind("HEAD").is_some_and(|t| t.is_file())
-            && kind("objects").is_some_and(|t| t.is_dir())
-            && kind("refs").is_some_and(|t| t.is_dir()))
+        || (exists("HEAD") && ((exists("objects") && exists("refs")) || exists("commondir")))
 }
 
 impl Stage {
@@ -664,27 +655,34 @@ impl Stage {
         // git's to run as `hooks/`: read-only for the call where it exists in a root, and
         // moved aside after the call where the command made it.
         if let Some(git) = config::Git::find() {
+            // The user's and the system's config name it for every repository (a hook
+            // manager's relative `.githooks`).
+            let everywhere = config::hooks_paths_of_host(&git);
             for dir in &found.dirs {
                 // The key's name appears in the file as written (any case): a config without
                 // it needs no `git` process on the call's path.
                 let names_hooks_path = read_config(&dir.path.join("config"))
                     .is_some_and(|t| t.to_ascii_lowercase().windows(9).any(|w| w == b"hookspath"));
-                if !names_hooks_path {
-                    continue;
+                let mut values = everywhere.clone();
+                if names_hooks_path {
+                    if let Ok(list) = git.list(&dir.path.join("config")) {
+                        values.extend(
+                            list.into_iter()
+                                .filter(|(key, _)| key == "core.hookspath")
+                                .filter_map(|(_, value)| value),
+                        );
+                    }
                 }
-                let Ok(list) = git.list(&dir.path.join("config")) else {
-                    continue;
-                };
                 let work_tree = if dir.path.file_name().is_some_and(|n| n == ".git") {
                     dir.path.parent().unwrap_or(&dir.path)
                 } else {
                     &dir.path
                 };
-                for (key, value) in list {
-                    let Some(value) = value.filter(|_| key == "core.hookspath") else {
-                        continue;
+                for value in values {
+                    let hooks = match (value.strip_prefix("~/"), std::env::var_os("HOME")) {
+                        (Some(rest), Some(home)) => Path::new(&home).join(rest),
+                        _ => work_tree.join(value),
                     };
-                    let hooks = work_tree.join(value);
                     if !roots.iter().any(|r| hooks.starts_with(r)) {
                         continue;
                     }
@@ -695,6 +693,10 @@ impl Stage {
                     }
                 }
             }
+            stage.hooks_paths.sort();
+            stage.hooks_paths.dedup();
+            stage.missing_hooks_paths.sort();
+            stage.missing_hooks_paths.dedup();
         }
         stage.git_link_targets = found
             .git_links
@@ -815,6 +817,13 @@ impl Stage {
                 guard::new_git_dir(&self.roots, &dir.path, git, report);
             }
         }
+        // A root the command made into a git directory (the walk looks for repositories
+        // beneath a root; a root that was one is refused before the call).
+        for root in &self.roots {
+            if is_git_dir(root) {
+                guard::new_git_dir(&self.roots, root, git, report);
+            }
+        }
         for path in &after.autorun {
             if !self.before.autorun.contains(path) {
                 guard::quarantine(
@@ -833,17 +842,14 @@ impl Stage {
                 continue;
             }
             let leads_to = guard::gitlink_target(link);
-            let inside_staged = leads_to.as_ref().is_some_and(|t| {
-                self.dirs.iter().any(|d| {
-                    t.starts_with(d.path.join("modules")) || t.starts_with(d.path.join("worktrees"))
-                })
-            });
+            let inside_staged = leads_to
+                .as_ref()
+                .is_some_and(|t| self.dirs.iter().any(|d| leads_into(&d.path, t)));
             let checked = leads_to.as_ref().is_some_and(|t| {
-                after.dirs.iter().any(|d| {
-                    d.path == *t
-                        || t.starts_with(d.path.join("modules"))
-                        || t.starts_with(d.path.join("worktrees"))
-                })
+                after
+                    .dirs
+                    .iter()
+                    .any(|d| d.path == *t || leads_into(&d.path, t))
             });
             if !inside_staged && !checked {
                 guard::quarantine(
@@ -864,11 +870,9 @@ impl Stage {
                 continue;
             }
             let staged = target.as_ref().is_some_and(|t| {
-                self.dirs.iter().any(|d| {
-                    d.path == *t
-                        || t.starts_with(d.path.join("modules"))
-                        || t.starts_with(d.path.join("worktrees"))
-                })
+                self.dirs
+                    .iter()
+                    .any(|d| d.path == *t || leads_into(&d.path, t))
             });
             let checked = target
                 .as_ref()
@@ -910,6 +914,15 @@ impl Stage {
             ));
         }
     }
+}
+
+/// Whether `target` is a submodule's git directory beneath `git_dir`'s `modules/` (whose
+/// every `config` is applied key by key and whose hooks are refused, at any depth) or exactly a
+/// worktree's, `worktrees/<name>`: deeper in a worktree's directory lies its state, where a
+/// whole repository could be planted as refs.
+fn leads_into(git_dir: &Path, target: &Path) -> bool {
+    target.starts_with(git_dir.join("modules"))
+        || target.parent() == Some(git_dir.join("worktrees").as_path())
 }
 
 impl Drop for Stage {

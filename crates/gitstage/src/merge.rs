@@ -514,7 +514,7 @@ impl Merge<'_> {
 /// Why the file at `path` may not be applied when it is a git index (`DIRC`) naming a path
 /// git must never check out (`.git/config`), or one git could not read.
 fn refused_index(path: &Path) -> Option<String> {
-    let mut file = File::open(path).ok()?;
+    let mut file = beneath::open_regular(path)?;
     let mut magic = [0u8; 4];
     if file.read_exact(&mut magic).is_err() || &magic != b"DIRC" {
         return None;
@@ -733,15 +733,12 @@ fn read_bounded(path: &Path) -> Option<Vec<u8>> {
     if len > CONFIG_MAX {
         return None;
     }
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = beneath::read_path(path, CONFIG_MAX + 1)?;
     (bytes.len() as u64 <= CONFIG_MAX).then_some(bytes)
 }
 
 fn read_small(path: &Path) -> Option<Vec<u8>> {
-    let file = File::open(path).ok()?;
-    let mut out = Vec::new();
-    file.take(CONFIG_MAX * 64).read_to_end(&mut out).ok()?;
-    Some(out)
+    beneath::read_path(path, CONFIG_MAX * 64)
 }
 
 /// `path` opened as a directory beneath `at` (or absolute), following no symbolic link.
