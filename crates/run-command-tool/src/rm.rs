@@ -148,12 +148,28 @@ pub(crate) fn plan(
     let flags = flags(argv);
     let mut gate = Gate::None;
     let mut targets = Vec::new();
+    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    let real_home = canonical(home);
     for p in paths {
         let t = check(p);
         if let Target::Found { real, is_dir, .. } = &t {
             crate::gitguard::refuse_rm(real, *is_dir, home, protected)?;
             let real_place = place(real, workdir, home);
             gate = gate.max(gate_for(real_place, mode, real));
+            // TRUST-5: what a write path there would need the password for (a dot-directory,
+            // ~/bin, a PATH directory), removing needs too: a cache's or a program's file gone
+            // changes what host programs run as surely as a new one.
+            if real_place == Place::Home {
+                if let Some(why) = crate::roots::lexical_write_class(real, &real_home, &path_dirs) {
+                    gate = gate.max(Gate::Password(format!(
+                        "rm (move to trash) of {}, {}",
+                        real.display(),
+                        why.describe()
+                    )));
+                }
+            }
         }
         targets.push(t);
     }
@@ -253,6 +269,45 @@ mod tests {
         );
         assert_eq!(f(&["rm", "x", "--", "-f"]), Flags::default());
         assert!(f(&["rm", "--force", "x"]).force);
+    }
+
+    #[test]
+    fn removing_from_a_dot_directory_of_home_needs_the_password_in_every_mode() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().canonicalize().unwrap().join("home");
+        let work = home.join("proj");
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(home.join(".local/bin")).unwrap();
+        std::fs::write(home.join(".local/bin/git"), "x").unwrap();
+        std::fs::write(home.join("notes.txt"), "x").unwrap();
+        let argv = ["rm".to_owned(), "x".to_owned()];
+        for mode in [Mode::AllowAll, Mode::Auto, Mode::Safe] {
+            let plan = plan(
+                &argv,
+                &[home.join(".local/bin/git")],
+                &work,
+                &home,
+                mode,
+                &[],
+            )
+            .unwrap();
+            assert!(
+                matches!(plan.gate, Gate::Password(_)),
+                "{mode:?}: {:?}",
+                plan.gate
+            );
+        }
+        // An ordinary file of $HOME keeps its gate.
+        let plan = plan(
+            &argv,
+            &[home.join("notes.txt")],
+            &work,
+            &home,
+            Mode::Auto,
+            &[],
+        )
+        .unwrap();
+        assert!(matches!(plan.gate, Gate::Confirm(_)), "{:?}", plan.gate);
     }
 
     #[test]
