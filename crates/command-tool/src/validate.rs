@@ -275,6 +275,19 @@ fn extra_path(input: &str, write: bool, scope_real: &Path) -> Result<Extra, Tool
              refer to it relative to the work root instead"
         )));
     }
+    // The system temp dir holds every call's private directory and the sessions' kept cache
+    // views (other sessions' too): a writable grant holding it would hand them over.
+    let temp = std::env::temp_dir()
+        .canonicalize()
+        .unwrap_or_else(|_| std::env::temp_dir());
+    if write && temp.starts_with(&path) {
+        return Err(bad_path(format!(
+            "extra path `{shown}` is or contains the system temp dir {}, where other calls and \
+             sessions keep their private directories; grant a directory inside it (a new one \
+             of the command's own) or elsewhere",
+            temp.display()
+        )));
+    }
     let pin = pin(&path, kind_is_dir).map_err(|e| {
         bad_path(format!(
             "extra path `{shown}` changed while it was checked ({e}); name a path that nothing \
@@ -355,6 +368,17 @@ mod tests {
             let err = extra_path(bad, false, Path::new("/nonexistent-scope")).unwrap_err();
             assert_eq!(err.code(), ErrorCode::ExecPathInvalid, "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn a_writable_extra_path_holding_the_system_temp_dir_is_refused() {
+        let temp = std::env::temp_dir().canonicalize().unwrap();
+        let scope = Path::new("/nonexistent-scope");
+        let shown = temp.display().to_string();
+        let e = extra_path(&shown, true, scope).unwrap_err();
+        assert!(e.message().contains("system temp dir"), "{}", e.message());
+        // Read-only, it hands nothing over.
+        assert!(extra_path(&shown, false, scope).is_ok());
     }
 
     #[test]
