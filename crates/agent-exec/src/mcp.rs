@@ -910,6 +910,8 @@ mod tests {
                 descendants_stopped: 0,
                 message: None,
                 error: Some("E: x".into()),
+                git: Default::default(),
+                executable_changes: Vec::new(),
             },
         }
     }

@@ -826,3 +826,33 @@ fn every_test_also_holds_unprivileged() {
     );
     assert!(out.is_empty() || out.contains("test result: ok"), "{out}");
 }
+
+#[tokio::test]
+async fn what_a_task_made_that_host_programs_obey_is_moved_aside_and_said_at_its_end() {
+    if !sandbox() {
+        return;
+    }
+    let mut b = bench(|_| {});
+    let id = b
+        .start_sh(
+            "git init -q n && git -C n config core.fsmonitor 'touch /tmp/x' && \
+             printf '#!/bin/sh\\n' > run.sh && chmod +x run.sh",
+            origin("o1"),
+            OriginState::Running,
+        )
+        .await;
+    let events = b.until_finished(&id, 30).await;
+    let end = finished(&events);
+    assert_eq!(end.status, Some(Status::Exited), "{end:?}");
+    assert!(
+        end.git
+            .quarantined
+            .iter()
+            .any(|q| q.path.ends_with("n/.git/config") && q.moved_to.is_some()),
+        "{end:?}"
+    );
+    assert!(
+        end.executable_changes.iter().any(|p| p.ends_with("run.sh")),
+        "{end:?}"
+    );
+}

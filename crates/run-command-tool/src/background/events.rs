@@ -86,6 +86,13 @@ pub struct Final {
     pub message: Option<String>,
     /// The error that stopped it, `CODE: message`.
     pub error: Option<String>,
+    /// What of the git directories' private copies was applied and refused, and what the task
+    /// made that was moved aside (TRUST-1, TRUST-2), as a `run_command` result says it.
+    #[serde(skip_serializing_if = "gitstage::Report::is_empty")]
+    pub git: gitstage::Report,
+    /// Files of the writable roots the task made or changed that a user may run later.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub executable_changes: Vec<String>,
 }
 
 /// One leg of a completed group (BG-9).

@@ -732,6 +732,8 @@ fn lost_outcome() -> Final {
         descendants_stopped: 0,
         message: None,
         error: Some("the task's record was dropped before its group completed".into()),
+        git: gitstage::Report::default(),
+        executable_changes: Vec::new(),
     }
 }
 
@@ -829,7 +831,7 @@ struct Driver {
 /// What the driver hands its reporter, in order.
 enum Msg {
     Hit(Hit),
-    End(Final),
+    End(Box<Final>),
 }
 
 impl Driver {
@@ -935,7 +937,7 @@ impl Driver {
             let _ = std::fs::remove_file(path);
         }
         let outcome = self.outcome(result, &tail, total, log_failed);
-        let _ = to_reporter.send(Msg::End(outcome.clone()));
+        let _ = to_reporter.send(Msg::End(Box::new(outcome.clone())));
         drop(to_reporter);
         if reporter.await.is_err() {
             // The reporter died before telling the end: tell it here, so the task ends.
@@ -989,6 +991,8 @@ impl Driver {
                     descendants_stopped: out.descendants_stopped,
                     message: (!message.is_empty()).then(|| message.join(". ")),
                     error: None,
+                    git: out.git,
+                    executable_changes: out.executable_changes,
                 }
             }
             Err(e) => Final {
@@ -1003,6 +1007,8 @@ impl Driver {
                     e.code().as_str(),
                     mask_text(&self.state, e.message())
                 )),
+                git: gitstage::Report::default(),
+                executable_changes: Vec::new(),
             },
         }
     }
@@ -1060,7 +1066,7 @@ async fn reporter(
                 inner.report(key, report.clone());
                 last = Some(report);
             }
-            Msg::End(outcome) => inner.finish(key, outcome),
+            Msg::End(outcome) => inner.finish(key, *outcome),
         }
     }
 }
