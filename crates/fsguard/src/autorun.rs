@@ -45,6 +45,9 @@
 //! | directory | `.husky` | husky: git hooks |
 //! | directory | `.zed` | Zed: tasks and language servers |
 //! | directory | `.devcontainer` | dev containers: lifecycle commands run on build and open |
+//! | directory | `.opencode` | opencode: agents, commands, plugins |
+//! | directory | `.continue`, `.amazonq`, `.kiro`, `.roo` | agent hosts: MCP servers, hooks |
+//! | directory | `.mise` | mise: hooks and tasks run on entering the directory |
 //! | directory | `.yarn/releases`, `.yarn/plugins` | Yarn: the `yarnPath` and plugins it runs |
 //! | file | `.mcp.json` | agent hosts: MCP servers they start |
 //! | file | `.yarnrc.yml`, `.yarnrc` | Yarn: `yarnPath`, the program every yarn command runs |
@@ -57,8 +60,10 @@
 //! | file | `.gitmodules` | git: submodule urls and paths that clones check out |
 //! | file | `.cargo/config.toml`, `.cargo/config` | Cargo: `rustc-wrapper`, runners, aliases |
 //! | file | `rust-toolchain.toml`, `rust-toolchain` | rustup: a toolchain `path` every cargo runs |
-//! | file | `opencode.json` | opencode: MCP servers and commands |
-//! | file | `mise.toml`, `.mise.toml` | mise: hooks and tasks run on entering the directory |
+//! | file | `opencode.json`, `opencode.jsonc` | opencode: MCP servers and commands |
+//! | file | `.devcontainer.json` | dev containers: lifecycle commands run on build and open |
+//! | file | `mise.toml`, `.mise.toml`, `mise.local.toml`, `.mise.local.toml`, `.config/mise.toml` | mise: hooks and tasks run on entering the directory |
+//! | file | `.jj/repo/config.toml` | Jujutsu: diff, merge and fsmonitor programs |
 //! | file | `.hg/hgrc` | Mercurial: hooks run on every hg command |
 //! | git metadata | `HEAD`, `config`, `commondir`, `gitdir`, `config.worktree` | git |
 //!
@@ -261,6 +266,18 @@ impl AutoRun {
             "dev containers run its lifecycle commands when built or opened",
         ),
         AutoRunEntry::dir(
+            ".opencode",
+            "opencode loads the agents, commands and plugins here",
+        ),
+        AutoRunEntry::dir(
+            ".continue",
+            "Continue starts the MCP servers its config names",
+        ),
+        AutoRunEntry::dir(".amazonq", "Amazon Q starts the MCP servers it names"),
+        AutoRunEntry::dir(".kiro", "Kiro runs its hooks and MCP servers"),
+        AutoRunEntry::dir(".roo", "Roo Code starts the MCP servers it names"),
+        AutoRunEntry::dir(".mise", "mise runs its hooks on entering the directory"),
+        AutoRunEntry::dir(
             ".yarn/releases",
             "every yarn command runs the yarnPath kept here",
         ),
@@ -311,6 +328,27 @@ impl AutoRun {
             "rustup runs the toolchain it names for every cargo and rustc",
         ),
         AutoRunEntry::file("opencode.json", "opencode starts the MCP servers it names"),
+        AutoRunEntry::file("opencode.jsonc", "opencode starts the MCP servers it names"),
+        AutoRunEntry::file(
+            ".devcontainer.json",
+            "dev containers run its lifecycle commands when built or opened",
+        ),
+        AutoRunEntry::file(
+            "mise.local.toml",
+            "mise runs its hooks on entering the directory",
+        ),
+        AutoRunEntry::file(
+            ".mise.local.toml",
+            "mise runs its hooks on entering the directory",
+        ),
+        AutoRunEntry::file(
+            ".config/mise.toml",
+            "mise runs its hooks on entering the directory",
+        ),
+        AutoRunEntry::file(
+            ".jj/repo/config.toml",
+            "Jujutsu runs the programs its config names (diff and merge tools, fsmonitor)",
+        ),
         AutoRunEntry::file("mise.toml", "mise runs its hooks on entering the directory"),
         AutoRunEntry::file(
             ".mise.toml",
@@ -491,6 +529,27 @@ mod tests {
             Some(("a/b/.VSCode", ".vscode")),
         );
         check(".husky/pre-commit", &[], Some((".husky", ".husky")));
+        check(
+            ".opencode/agent/x.md",
+            &[],
+            Some((".opencode", ".opencode")),
+        );
+        check("sub/.kiro/hooks/h", &[], Some(("sub/.kiro", ".kiro")));
+        check(
+            ".devcontainer.json",
+            &[],
+            Some((".devcontainer.json", ".devcontainer.json")),
+        );
+        check(
+            ".jj/repo/config.toml",
+            &[],
+            Some((".jj/repo/config.toml", ".jj/repo/config.toml")),
+        );
+        check(
+            ".config/mise.toml",
+            &[],
+            Some((".config/mise.toml", ".config/mise.toml")),
+        );
         check(".cursor", &[], Some((".cursor", ".cursor")));
         check(".idea/x/y/z.xml", &[], Some((".idea", ".idea")));
         check(".claude./hooks.json", &[], Some((".claude.", ".claude")));
