@@ -137,6 +137,9 @@ pub(crate) enum NeedsPassword {
     /// The walk for other repositories was cut off (too deep, too many entries, or a
     /// directory it could not read), so the entry may hold one.
     WalkCutOff,
+    /// A link a host program follows leads into it: a startup file of `$HOME` (`~/.bashrc` →
+    /// `~/dotfiles/bashrc`) or a program on `PATH` (`~/.local/bin/tool` → `~/apps/tool/bin`).
+    LinkedFrom(PathBuf),
 }
 
 impl NeedsPassword {
@@ -161,6 +164,10 @@ impl NeedsPassword {
             NeedsPassword::HoldsRepository(git) => {
                 format!("holds another git repository ({})", git.display())
             }
+            NeedsPassword::LinkedFrom(link) => format!(
+                "where {} leads (a link host programs follow)",
+                link.display()
+            ),
             NeedsPassword::WalkCutOff => format!(
                 "not checked whole for other git repositories (more than {REPO_WALK_ENTRIES} \
                  entries, deeper than {REPO_WALK_DEPTH} levels, or an unreadable directory)"
@@ -189,7 +196,9 @@ pub(crate) const REPO_WALK_ENTRIES: usize = 20_000;
 /// git repository within a walk of [`REPO_WALK_DEPTH`] levels and [`REPO_WALK_ENTRIES`]
 /// entries. A cut-off walk needs the password. Everything else needs the password.
 pub(crate) fn classify_write_path(real: &Path, home: &Path, path_dirs: &[PathBuf]) -> WriteGate {
-    match lexical_write_class(real, home, path_dirs) {
+    let why = lexical_write_class(real, home, path_dirs)
+        .or_else(|| linked_into(real, home, path_dirs).map(NeedsPassword::LinkedFrom));
+    match why {
         Some(why) => WriteGate::Password(why),
         None => match other_repository(real) {
             RepoWalk::None => WriteGate::Confirm,
@@ -197,6 +206,38 @@ pub(crate) fn classify_write_path(real: &Path, home: &Path, path_dirs: &[PathBuf
             RepoWalk::CutOff => WriteGate::Password(NeedsPassword::WalkCutOff),
         },
     }
+}
+
+/// The most entries of one directory [`linked_into`] reads.
+const LINKS_LISTED_MAX: usize = 10_000;
+
+/// A link that leads into `real` from where host programs follow links without being asked:
+/// the dot-entries of `$HOME` and of `~/.config` (startup files, configuration), and the
+/// entries of the `PATH` directories below `$HOME` (programs).
+fn linked_into(real: &Path, home: &Path, path_dirs: &[PathBuf]) -> Option<PathBuf> {
+    let home_dots = |dir: &Path, dots_only: bool| -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .take(LINKS_LISTED_MAX)
+            .filter(|e| !dots_only || e.file_name().as_encoded_bytes().starts_with(b"."))
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
+            .map(|e| e.path())
+            .collect()
+    };
+    let mut links = home_dots(home, true);
+    links.extend(home_dots(&home.join(".config"), false));
+    for dir in path_dirs
+        .iter()
+        .filter(|d| d.is_absolute() && d.starts_with(home))
+    {
+        links.extend(home_dots(dir, false));
+    }
+    links
+        .into_iter()
+        .find(|link| link.canonicalize().is_ok_and(|t| t.starts_with(real)))
 }
 
 /// The rules of [`classify_write_path`] that need no walk: `Some` when the password is
@@ -637,6 +678,36 @@ mod tests {
         assert_eq!(
             classify_write_path(&wide, &root, &[]),
             WriteGate::Password(NeedsPassword::WalkCutOff)
+        );
+    }
+
+    #[test]
+    fn a_write_path_a_startup_file_or_a_program_on_path_links_into_needs_the_password() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().canonicalize().unwrap().join("home");
+        for d in ["dotfiles", "apps/tool/bin", ".local/bin", "projects/p"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::write(home.join("dotfiles/bashrc"), "").unwrap();
+        std::fs::write(home.join("apps/tool/bin/tool"), "").unwrap();
+        std::os::unix::fs::symlink(home.join("dotfiles/bashrc"), home.join(".bashrc")).unwrap();
+        std::os::unix::fs::symlink(
+            home.join("apps/tool/bin/tool"),
+            home.join(".local/bin/tool"),
+        )
+        .unwrap();
+        let path = [home.join(".local/bin")];
+        assert_eq!(
+            classify_write_path(&home.join("dotfiles"), &home, &path),
+            WriteGate::Password(NeedsPassword::LinkedFrom(home.join(".bashrc")))
+        );
+        assert_eq!(
+            classify_write_path(&home.join("apps/tool"), &home, &path),
+            WriteGate::Password(NeedsPassword::LinkedFrom(home.join(".local/bin/tool")))
+        );
+        assert_eq!(
+            classify_write_path(&home.join("projects/p"), &home, &path),
+            WriteGate::Confirm
         );
     }
 
