@@ -148,10 +148,8 @@ pub(crate) fn plan(
     let flags = flags(argv);
     let mut gate = Gate::None;
     let mut targets = Vec::new();
-    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
     let real_home = canonical(home);
+    let path_dirs = crate::roots::path_dirs(&std::env::var_os("PATH").unwrap_or_default(), home);
     for p in paths {
         let t = check(p);
         if let Target::Found { real, is_dir, .. } = &t {

@@ -208,6 +208,17 @@ pub(crate) fn classify_write_path(real: &Path, home: &Path, path_dirs: &[PathBuf
     }
 }
 
+/// The directories of a `PATH` value, a leading `~` read as `$HOME` (bash searches such an
+/// entry there).
+pub(crate) fn path_dirs(path: &std::ffi::OsStr, home: &Path) -> Vec<PathBuf> {
+    std::env::split_paths(path)
+        .map(|d| match d.strip_prefix("~") {
+            Ok(rest) => home.join(rest),
+            Err(_) => d,
+        })
+        .collect()
+}
+
 /// The most entries of one directory [`linked_into`] reads.
 const LINKS_LISTED_MAX: usize = 10_000;
 
@@ -708,6 +719,19 @@ mod tests {
         assert_eq!(
             classify_write_path(&home.join("projects/p"), &home, &path),
             WriteGate::Confirm
+        );
+    }
+
+    #[test]
+    fn a_path_entry_starting_with_a_tilde_is_read_in_home() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            path_dirs(std::ffi::OsStr::new("~/tools/bin:/usr/bin:~"), home),
+            vec![
+                PathBuf::from("/home/u/tools/bin"),
+                PathBuf::from("/usr/bin"),
+                PathBuf::from("/home/u")
+            ]
         );
     }
 

@@ -138,8 +138,10 @@ pub(crate) fn prepare(
         .rev()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone());
-    let path_dirs: Vec<PathBuf> =
-        std::env::split_paths(host_path.as_deref().unwrap_or("")).collect();
+    let path_dirs = roots::path_dirs(
+        std::ffi::OsStr::new(host_path.as_deref().unwrap_or("")),
+        home,
+    );
     let write_paths = roots::write_paths(&args.write_paths, workdir, home, &never, &path_dirs)?;
     // TRUST-3: a command changes a cache only in its private view, which would cover a working
     // directory or a write path inside it; a root holding a cache (`~/go` holds
