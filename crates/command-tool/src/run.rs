@@ -150,6 +150,12 @@ pub async fn command_with(
     ctx.check()?;
     options.check()?;
     let validated = validate(&args, &scope)?;
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    refuse_user_stores(
+        scope.path(),
+        validated.extra_paths(),
+        home.as_deref().map(Path::new),
+    )?;
     refuse_hidden(validated.extra_paths(), &options.hidden)?;
     crate::sockets::refuse_socket_places(validated.extra_paths())?;
     verify_lease(&scope)?;
@@ -331,6 +337,54 @@ pub async fn command_with(
 
 /// The name of the git directories' staging area in the call's temp dir.
 const GIT_STAGE: &str = "git-stage";
+
+/// TRUST-3: a writable root (the workspace, a writable extra path) that is `$HOME` or holds it,
+/// or that is, holds or lies in a toolchain cache, would let the command change startup files,
+/// programs on `PATH` or the caches every later build runs from: refused before anything runs.
+fn refuse_user_stores(
+    workspace: &Path,
+    extra: &[crate::Extra],
+    home: Option<&Path>,
+) -> Result<(), ToolError> {
+    let Some(home) = home else {
+        return Ok(());
+    };
+    let home = home.canonicalize().unwrap_or_else(|_| home.to_path_buf());
+    let caches = crate::toolchains::caches_under(&home);
+    let roots =
+        std::iter::once(workspace).chain(extra.iter().filter(|e| e.write()).map(|e| e.path()));
+    for root in roots {
+        let refuse = |why: String| {
+            Err(ToolError::new(
+                ErrorCode::ExecPathInvalid,
+                format!(
+                    "{} {why}, so the command did not run; work in a project directory \
+                     instead (caches are written through a private view with the host's \
+                     toolchains option)",
+                    root.display()
+                ),
+            )
+            .with_detail("path", root.to_string_lossy().into_owned()))
+        };
+        if home.starts_with(root) {
+            return refuse(format!(
+                "is your home directory or holds it ({}): a command there could change your \
+                 startup files and the programs on your PATH",
+                home.display()
+            ));
+        }
+        if let Some(cache) = caches
+            .iter()
+            .find(|c| c.starts_with(root) || root.starts_with(c))
+        {
+            return refuse(format!(
+                "is, holds or lies in the toolchain cache {}, which every later build runs from",
+                cache.display()
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// The name of the caches' private views in the call's temp dir.
 const CACHE_VIEWS: &str = "cache-views";
@@ -631,6 +685,26 @@ fn interpret(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_workspace_that_is_home_or_holds_or_lies_in_a_cache_is_refused() {
+        let home = Path::new("/home/u");
+        let refused = |ws: &str| {
+            refuse_user_stores(Path::new(ws), &[], Some(home))
+                .err()
+                .map(|e| e.message().to_owned())
+        };
+        assert!(refused("/home/u").unwrap().contains("home directory"));
+        assert!(refused("/home").unwrap().contains("home directory"));
+        assert!(refused("/home/u/go").unwrap().contains("go/pkg/mod"));
+        assert!(
+            refused("/home/u/.cargo/registry/src/x")
+                .unwrap()
+                .contains(".cargo/registry")
+        );
+        assert_eq!(refused("/home/u/projects/p"), None);
+        assert_eq!(refused("/srv/ws"), None);
+    }
 
     #[test]
     fn exit_codes_are_results_not_errors() {

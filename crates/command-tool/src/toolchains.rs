@@ -175,6 +175,16 @@ pub(crate) struct Resolved {
 /// The toolchains under `home` that exist, minus anything in `hidden` (the host's state) or
 /// touching a credential location. A toolchain home that cannot be opened is left out, not an
 /// error: the command runs with what there is, as without `--toolchains`.
+/// Every toolchain cache under `home`, existing or not (TRUST-3): a writable root may neither
+/// be, hold nor lie in one.
+pub(crate) fn caches_under(home: &Path) -> Vec<PathBuf> {
+    HOMES
+        .iter()
+        .flat_map(|h| h.caches.iter())
+        .map(|c| home.join(c))
+        .collect()
+}
+
 pub(crate) fn resolve(home: &Path, hidden: &[PathBuf]) -> Resolved {
     let Ok(home) = home.canonicalize() else {
         return Resolved::default();
