@@ -1319,6 +1319,9 @@ fn status(state_dir: Option<&Path>, plugin: Option<&str>) -> ExitCode {
                     "tempFiles": w.temp_files,
                 }))
                 .collect::<Vec<_>>(),
+            // Temporary files a killed `write`, `edit` or write-back left in folders; the
+            // next start of `agent-exec` removes them.
+            "tempFiles": store.orphaned_temp_files(),
         }))
     });
     match result {

@@ -283,8 +283,8 @@ fn now_ms() -> u64 {
 }
 
 /// Removes what hosts that died left behind (issue 15 §4): per-call mirrors in `mirrors/` and
-/// the tools' temp dirs (`agent-exec-cmd-*`, `agent-exec-run-*`) under the system temp
-/// dir, each only when its name records an owner (PID and start time) that is no longer
+/// the tools' temp dirs (`agent-exec-cmd-*`, `agent-exec-run-*`, `agent-exec-rc-*`) under the
+/// system temp dir, each only when its name records an owner (PID and start time) that is no longer
 /// alive, it is a directory of our uid, and by fd-relative removal that never follows a link.
 /// Kept mirrors and the persistent ones are never touched here.
 pub(crate) fn sweep_orphans(store: &StateStore) {
@@ -295,12 +295,14 @@ pub(crate) fn sweep_orphans(store: &StateStore) {
         if mirrors.is_dir() {
             let _ = proctree::sweep_orphans(&mirrors, |stem| stem.ends_with(mark));
         }
+        let tools = [
+            run_tool::TEMP_PREFIX,
+            command_tool::TEMP_PREFIX,
+            run_command_tool::TEMP_PREFIX,
+        ];
         let _ = proctree::sweep_orphans(&std::env::temp_dir(), |stem| {
-            // `agent-exec-command` is the name before issue 16 shortened it.
-            matches!(
-                stem,
-                "agent-exec-cmd" | "agent-exec-run" | "agent-exec-command"
-            )
+            // `agent-exec-command`: the longer stem older versions gave a command's temp dir.
+            stem == "agent-exec-command" || tools.iter().any(|p| p.strip_suffix('-') == Some(stem))
         });
     }
     #[cfg(not(target_os = "linux"))]
@@ -594,6 +596,18 @@ impl StateStore {
     /// Where write-back journals live (RUN-16: `fsguard::recover_write_backs`).
     pub fn writeback_dir(&self) -> PathBuf {
         self.dir.join("writeback")
+    }
+
+    /// Where each process that writes in folders records them, so that the temporary files a
+    /// killed `write`, `edit` or write-back left there are found (`fsguard::sweep_temp_files`).
+    pub fn temp_records_dir(&self) -> PathBuf {
+        self.dir.join("temps")
+    }
+
+    /// The `.fsguard-*.tmp` files that processes now gone left in folders (`agent-exec
+    /// status`); the next start of `agent-exec` removes them.
+    pub fn orphaned_temp_files(&self) -> Vec<PathBuf> {
+        fsguard::orphaned_temp_files(&self.temp_records_dir())
     }
 
     /// The write-backs in progress or cut short, with the files of ours each has in its folder

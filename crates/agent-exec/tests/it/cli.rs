@@ -274,8 +274,15 @@ fn run_writes_the_mirror_back_after_success_and_keeps_it_after_failure() {
     assert_eq!(out.code, 0, "{} {}", out.stdout, out.stderr);
     assert_eq!(out.json["exitCode"], 0);
     assert_eq!(out.json["mirror"]["applied"], json!(["out.txt"]));
+    assert_eq!(out.json["mirror"]["writtenBack"], true);
     assert_eq!(out.json["mirror"]["kept"], false);
     assert_eq!(f.read("out.txt"), "b\na\n");
+
+    // A success that changed nothing wrote nothing back, and says so.
+    let out = call(&f, "run", json!({"program": "wc", "args": ["-l", "in.txt"]}));
+    assert_eq!(out.code, 0, "{} {}", out.stdout, out.stderr);
+    assert_eq!(out.json["mirror"]["applied"], json!([]));
+    assert_eq!(out.json["mirror"]["writtenBack"], false);
 
     let out = call(
         &f,
