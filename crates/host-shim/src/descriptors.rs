@@ -69,19 +69,20 @@ fn exhausted(limit: u64, open: Option<u64>, others: u64, cause: Option<&str>) ->
     )
 }
 
-/// Admits a call, or refuses it when the descriptors it needs would not be there.
+/// Admits a call, or refuses it when the descriptors or the address space it needs would not
+/// be there ([`crate::memory`]).
 pub(crate) fn admit() -> Result<Admission, ToolError> {
     let others = IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
     let admission = Admission(());
     let Some(limit) = limit() else {
-        return Ok(admission);
+        return crate::memory::check(others).map(|()| admission);
     };
     let open = open_now();
     // Calls in flight may not have opened their share yet; the open count has those that have
     // (counted twice: the estimate errs on refusing, never on failing mid-way).
     let needed = open.map(|n| n + (others + 1) * PER_CALL);
     match needed {
-        Some(n) if n <= limit => Ok(admission),
+        Some(n) if n <= limit => crate::memory::check(others).map(|()| admission),
         _ => Err(exhausted(limit, open, others, None)),
     }
 }

@@ -71,6 +71,7 @@ mod descriptors;
 pub mod doctor;
 mod grants;
 mod host;
+mod memory;
 mod outcome;
 mod registry;
 mod run_command;
@@ -82,6 +83,7 @@ pub use config::{
     ToolName, ToolRef, Unrunnable, WorkspaceConfig, WorkspaceKind,
 };
 pub use descriptors::PER_CALL as DESCRIPTORS_PER_CALL;
+pub use memory::{PER_CALL as MEMORY_PER_CALL, memory_to_start};
 pub use fsguard::PendingWriteBack;
 pub use grants::{GrantChange, Permission};
 pub use host::{
