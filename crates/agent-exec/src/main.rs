@@ -948,14 +948,15 @@ fn local_user_record(folder: &Path) -> PluginRecord {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ToolError> {
+    host_shim::descriptors_to_start()?;
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| {
-            ToolError::new(
+            host_shim::descriptor_failure(ToolError::new(
                 ErrorCode::ExecIoFailed,
                 format!("could not start the runtime: {e}"),
-            )
+            ))
         })
 }
 

@@ -87,6 +87,43 @@ pub(crate) fn admit() -> Result<Admission, ToolError> {
     }
 }
 
+/// The descriptors a process needs before it can take a first call: the runtime's event
+/// queue, its signal channel, the state directory's lock and record, the standard streams.
+pub const TO_START: u64 = 16;
+
+/// Refuses to start a process whose descriptor limit leaves no room to start: tokio panics
+/// where its signal driver cannot open a socket pair, so this is checked before the runtime
+/// is built.
+///
+/// # Errors
+/// `AGENT_EXEC_DESCRIPTORS_EXHAUSTED` naming the limit and what a start and a call need.
+pub fn descriptors_to_start() -> Result<(), ToolError> {
+    let Some(limit) = limit() else {
+        return Ok(());
+    };
+    let open = open_now();
+    if open.is_some_and(|n| n + TO_START <= limit) {
+        return Ok(());
+    }
+    let open = open.map_or_else(|| "all".to_owned(), |n| n.to_string());
+    Err(ToolError::new(
+        ErrorCode::ExecDescriptorsExhausted,
+        format!(
+            "agent-exec cannot open the file descriptors it needs to start: it may have {limit} \
+             open (`ulimit -n`) and {open} are open; it needs about {TO_START} to start and \
+             {PER_CALL} for each call. Nothing ran. Start agent-exec with a higher limit \
+             (`ulimit -n 4096`)"
+        ),
+    ))
+}
+
+/// [`remap`] for the binary: a failure whose cause is the descriptor table, reported with the
+/// limit.
+#[must_use]
+pub fn descriptor_failure(err: ToolError) -> ToolError {
+    remap(err)
+}
+
 /// A failed call whose cause is the descriptor table (`EMFILE`, `ENFILE`) reported as such,
 /// whatever step it reached; every other error as it is.
 pub(crate) fn remap(err: ToolError) -> ToolError {

@@ -82,7 +82,7 @@ pub use config::{
     AgentConfig, ConfigError, MAX_SYSTEM_PROMPT_BYTES, Memory, Mode, Runtime, SCHEMA_VERSION,
     ToolName, ToolRef, Unrunnable, WorkspaceConfig, WorkspaceKind,
 };
-pub use descriptors::PER_CALL as DESCRIPTORS_PER_CALL;
+pub use descriptors::{PER_CALL as DESCRIPTORS_PER_CALL, descriptor_failure, descriptors_to_start};
 pub use memory::{PER_CALL as MEMORY_PER_CALL, memory_to_start};
 pub use fsguard::PendingWriteBack;
 pub use grants::{GrantChange, Permission};

@@ -162,3 +162,27 @@ fn near_its_address_space_limit_a_server_refuses_calls_with_the_limit_named_and_
     assert!(raw.finish().success());
     assert_no_survivors(f.folder.parent().unwrap());
 }
+
+#[test]
+fn a_limit_too_low_to_start_is_named_not_a_panic() {
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    for tool in ["read", "command"] {
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", "ulimit -n 8 && exec \"$@\"", "sh"])
+            .arg(env!("CARGO_BIN_EXE_agent-exec"))
+            .args(["--state-dir", s(&f.state), "call", tool, "--workspace"])
+            .arg(&f.folder)
+            .args(["--json", r#"{"path": "a.txt", "command": "cat a.txt"}"#])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{tool}: {stderr}");
+        assert_eq!(out.status.code(), Some(1), "{tool}: {stderr}");
+        let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(line["code"], "AGENT_EXEC_DESCRIPTORS_EXHAUSTED", "{line}");
+        let message = line["message"].as_str().unwrap();
+        assert!(message.contains("it may have 8 open (`ulimit -n`)"), "{message}");
+    }
+    assert_no_survivors(f.folder.parent().unwrap());
+}
