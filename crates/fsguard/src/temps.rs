@@ -46,30 +46,36 @@ pub fn is_temp_name(name: &OsStr) -> bool {
         && name.ends_with(TEMP_SUFFIX.as_bytes())
 }
 
-/// This process's record: the locked file and the directories already noted in it.
+/// This process's record: where it goes, and once the first directory was noted, the locked
+/// file and the directories noted in it.
 struct Record {
-    file: File,
+    dir: PathBuf,
+    file: Option<File>,
     noted: HashSet<(u64, u64)>,
 }
 
 static RECORD: OnceLock<Mutex<Record>> = OnceLock::new();
 
 /// From now on, notes every directory where this process makes a temporary file in
-/// `dir/<pid>.dirs` (made `0700` if missing), held under `flock` until the process ends.
-/// Only the first call of a process installs a record; later ones return `Ok`.
-///
-/// # Errors
-/// When `dir` or the record cannot be made, opened or locked.
-pub fn record_temp_files_in(dir: &Path) -> io::Result<()> {
-    if RECORD.get().is_some() {
-        return Ok(());
-    }
+/// `dir/<pid>.dirs`, held under `flock` until the process ends. The record is made with the
+/// first temporary file (and `dir`, `0700`, with it): a process that writes nothing leaves
+/// nothing. Only the first call of a process counts.
+pub fn record_temp_files_in(dir: &Path) {
+    let _ = RECORD.set(Mutex::new(Record {
+        dir: dir.to_path_buf(),
+        file: None,
+        noted: HashSet::new(),
+    }));
+}
+
+/// Makes (or, for a PID reused, joins) this process's record in `dir` and locks it.
+fn open_record(dir: &Path) -> io::Result<File> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
     let path = dir.join(format!("{}{RECORD_SUFFIX}", std::process::id()));
-    let file = loop {
+    loop {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -81,22 +87,17 @@ pub fn record_temp_files_in(dir: &Path) -> io::Result<()> {
         // that is at the name.
         let held = file.metadata()?;
         match std::fs::symlink_metadata(&path) {
-            Ok(now) if (now.dev(), now.ino()) == (held.dev(), held.ino()) => break file,
+            Ok(now) if (now.dev(), now.ino()) == (held.dev(), held.ino()) => return Ok(file),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-    };
-    let _ = RECORD.set(Mutex::new(Record {
-        file,
-        noted: HashSet::new(),
-    }));
-    Ok(())
+    }
 }
 
 /// Notes `dir` in this process's record before a temporary file is made in it. Without a
-/// record, or when the directory cannot be named, nothing is noted: the write goes on, and
-/// only a crash during it would leave its file unswept.
+/// record, or when the directory cannot be named or the record written, nothing is noted:
+/// the write goes on, and only a crash during it would leave its file unswept.
 pub(crate) fn note(dir: BorrowedFd<'_>) {
     let Some(record) = RECORD.get() else { return };
     let Ok(stat) = rustix::fs::fstat(dir) else {
@@ -113,8 +114,13 @@ pub(crate) fn note(dir: BorrowedFd<'_>) {
     if !path.is_absolute() {
         return;
     }
+    if record.file.is_none() {
+        record.file = open_record(&record.dir).ok();
+    }
     let line = format!("{} {} {}\n", id.0, id.1, hex(path.as_os_str().as_bytes()));
-    if record.file.write_all(line.as_bytes()).is_ok() {
+    if let Some(mut file) = record.file.as_ref()
+        && file.write_all(line.as_bytes()).is_ok()
+    {
         record.noted.insert(id);
     }
 }

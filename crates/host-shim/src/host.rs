@@ -168,7 +168,7 @@ impl Host {
         // left that file in the folder; the dead process's record names the directory.
         let temps = store.temp_records_dir();
         fsguard::sweep_temp_files(&temps);
-        let _ = fsguard::record_temp_files_in(&temps);
+        fsguard::record_temp_files_in(&temps);
         Ok(Host {
             inner: Arc::new(HostInner {
                 store,
