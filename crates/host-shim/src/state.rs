@@ -63,7 +63,7 @@ pub enum StateError {
         reason: String,
     },
     /// The state file could not be read or written.
-    #[error("state file {}: {source}; check the state directory's permissions", path.display())]
+    #[error("state file {}: {source}; {}", path.display(), io_remedy(source))]
     Io {
         /// The file.
         path: PathBuf,
@@ -90,6 +90,20 @@ pub enum StateError {
         /// The link.
         link: PathBuf,
     },
+}
+
+/// What to do about a state file's I/O error, by its cause: a full disk is not a permission.
+fn io_remedy(err: &io::Error) -> &'static str {
+    match err.kind() {
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+            "the state directory's disk is full: free space there (`agent-exec status` lists \
+             the kept mirrors, which may be removed) or pass another --state-dir"
+        }
+        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
+            "check the state directory's permissions"
+        }
+        _ => "check the state directory's disk and permissions",
+    }
 }
 
 impl StateError {
@@ -680,7 +694,11 @@ impl StateStore {
         })?;
         fsguard::atomic_write(&dir, &name, &text).map_err(|e| StateError::Io {
             path: self.file(),
-            source: io::Error::other(e.to_string()),
+            source: match e {
+                // The system's error as it is: its kind says what to do (`io_remedy`).
+                fsguard::WriteError::Io { source, .. } => source,
+                other => io::Error::other(other.to_string()),
+            },
         })?;
         drop(lock);
         Ok(out)
