@@ -86,8 +86,8 @@ pub use mirror::{
     Recovered, STAGED_PREFIX, WRITE_BACK_SETTLE, pending_write_backs, record_path,
     recover_write_backs, remove_mirror, remove_tree, set_mirror_aside, unique_id,
 };
-pub use temps::{is_temp_name, orphaned_temp_files, record_temp_files_in, sweep_temp_files};
 pub use relpath::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, OpenError, RelPath, RelPathError};
 pub use scan::{
     HardLink, ScanError, ScanFailure, ScanOptions, ScanReport, scan_hard_links, scan_hard_links_in,
 };
+pub use temps::{is_temp_name, orphaned_temp_files, record_temp_files_in, sweep_temp_files};

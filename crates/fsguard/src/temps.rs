@@ -276,7 +276,12 @@ mod tests {
         for ours in [".fsguard-12-0-1a2b.tmp", ".agent-exec-wb-3f-7.tmp"] {
             assert!(is_temp_name(OsStr::new(ours)), "{ours}");
         }
-        for theirs in [".fsguard-12", "fsguard-1.tmp", "a.tmp", ".agent-exec-wb-1.txt"] {
+        for theirs in [
+            ".fsguard-12",
+            "fsguard-1.tmp",
+            "a.tmp",
+            ".agent-exec-wb-1.txt",
+        ] {
             assert!(!is_temp_name(OsStr::new(theirs)), "{theirs}");
         }
     }
@@ -298,13 +303,19 @@ mod tests {
         pid
     }
 
-    #[test]
-    fn a_dead_processs_temp_files_are_swept_and_a_live_ones_kept() {
+    /// A temp dir with an empty `temps/` for records and a `folder/`.
+    fn layout() -> (tempfile::TempDir, PathBuf, PathBuf) {
         let tmp = tempfile::tempdir().unwrap();
         let records = tmp.path().join("temps");
         let folder = tmp.path().join("folder");
         std::fs::create_dir_all(&records).unwrap();
         std::fs::create_dir(&folder).unwrap();
+        (tmp, records, folder)
+    }
+
+    #[test]
+    fn a_dead_processs_temp_files_are_swept_and_a_live_ones_kept() {
+        let (_tmp, records, folder) = layout();
         let meta = std::fs::metadata(&folder).unwrap();
         let line = format!(
             "{} {} {}\n",
@@ -331,9 +342,9 @@ mod tests {
         // A directory and a link with an orphan's name are not ours to remove.
         std::fs::create_dir(folder.join(format!(".fsguard-{dead}-1-1f.tmp"))).unwrap();
 
-        assert_eq!(orphaned_temp_files(&records), [orphan.clone()]);
+        assert_eq!(orphaned_temp_files(&records), std::slice::from_ref(&orphan));
         assert!(orphan.exists(), "listing removes nothing");
-        assert_eq!(sweep_temp_files(&records), [orphan.clone()]);
+        assert_eq!(sweep_temp_files(&records), std::slice::from_ref(&orphan));
         assert!(!orphan.exists());
         for f in &kept {
             assert!(f.exists(), "{}", f.display());
@@ -346,11 +357,7 @@ mod tests {
 
     #[test]
     fn a_record_that_names_a_replaced_directory_sweeps_nothing_there() {
-        let tmp = tempfile::tempdir().unwrap();
-        let records = tmp.path().join("temps");
-        let folder = tmp.path().join("folder");
-        std::fs::create_dir_all(&records).unwrap();
-        std::fs::create_dir(&folder).unwrap();
+        let (_tmp, records, folder) = layout();
         let meta = std::fs::metadata(&folder).unwrap();
         let dead = dead_pid();
         let line = format!(

@@ -117,8 +117,9 @@ pub fn descriptors_to_start() -> Result<(), ToolError> {
     ))
 }
 
-/// [`remap`] for the binary: a failure whose cause is the descriptor table, reported with the
-/// limit.
+/// `err`, or — when its cause is the descriptor table (`EMFILE`, `ENFILE`) — the
+/// `AGENT_EXEC_DESCRIPTORS_EXHAUSTED` error naming the limit: for a step outside a call, such
+/// as the binary building its runtime.
 #[must_use]
 pub fn descriptor_failure(err: ToolError) -> ToolError {
     remap(err)

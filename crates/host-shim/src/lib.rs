@@ -83,12 +83,12 @@ pub use config::{
     ToolName, ToolRef, Unrunnable, WorkspaceConfig, WorkspaceKind,
 };
 pub use descriptors::{PER_CALL as DESCRIPTORS_PER_CALL, descriptor_failure, descriptors_to_start};
-pub use memory::{PER_CALL as MEMORY_PER_CALL, memory_to_start};
 pub use fsguard::PendingWriteBack;
 pub use grants::{GrantChange, Permission};
 pub use host::{
     ConflictReport, Host, HostError, KeepMirror, MirrorReport, Session, Turn, TurnEnd, TurnReport,
 };
+pub use memory::{PER_CALL as MEMORY_PER_CALL, memory_to_start};
 pub use outcome::CallAnswer;
 pub use registry::{
     CallOptions, NotCopiedLookup, ProgramVerdict, Registry, ToolEnv, ToolFuture, ToolHandler,

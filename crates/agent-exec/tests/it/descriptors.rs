@@ -27,10 +27,11 @@ fn set_nofile(pid: u32, n: u64) {
     .unwrap();
 }
 
-fn calls_at_limit(limit: u64) -> (u64, u64) {
+/// `agent-exec mcp` on a fresh folder holding `a.txt`, after the handshake.
+pub(crate) fn server() -> (Fixture, Raw) {
     let f = Fixture::new();
     f.write("a.txt", "one\ntwo\n");
-    let mut raw = Raw::start(
+    let raw = Raw::start(
         &[
             "--state-dir",
             s(&f.state),
@@ -40,6 +41,11 @@ fn calls_at_limit(limit: u64) -> (u64, u64) {
         ],
         &f.folder,
     );
+    (f, raw)
+}
+
+fn calls_at_limit(limit: u64) -> (u64, u64) {
+    let (f, mut raw) = server();
     set_nofile(raw.pid(), limit);
     for id in 1..=CALLS {
         let (name, arguments) = if id % 2 == 0 {
@@ -118,18 +124,7 @@ fn near_its_address_space_limit_a_server_refuses_calls_with_the_limit_named_and_
     if !sandbox_available() {
         return;
     }
-    let f = Fixture::new();
-    f.write("a.txt", "one\ntwo\n");
-    let mut raw = Raw::start(
-        &[
-            "--state-dir",
-            s(&f.state),
-            "mcp",
-            "--workspace",
-            s(&f.folder),
-        ],
-        &f.folder,
-    );
+    let (f, mut raw) = server();
     // Room for the server as it is and a little more, not for a call.
     let limit = mapped(raw.pid()) + (8 << 20);
     set_address_space(raw.pid(), Some(limit));
@@ -139,8 +134,10 @@ fn near_its_address_space_limit_a_server_refuses_calls_with_the_limit_named_and_
         ("read", json!({"path": "a.txt"})),
     ];
     for (id, (name, arguments)) in calls.iter().enumerate() {
-        raw.send(json!({"jsonrpc": "2.0", "id": id + 1, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments}}));
+        raw.send(
+            json!({"jsonrpc": "2.0", "id": id + 1, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}),
+        );
     }
     for _ in &calls {
         let line = result_of(&raw.recv()["result"]);
@@ -182,7 +179,10 @@ fn a_limit_too_low_to_start_is_named_not_a_panic() {
         let line: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(line["code"], "AGENT_EXEC_DESCRIPTORS_EXHAUSTED", "{line}");
         let message = line["message"].as_str().unwrap();
-        assert!(message.contains("it may have 8 open (`ulimit -n`)"), "{message}");
+        assert!(
+            message.contains("it may have 8 open (`ulimit -n`)"),
+            "{message}"
+        );
     }
     assert_no_survivors(f.folder.parent().unwrap());
 }

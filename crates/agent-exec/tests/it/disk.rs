@@ -282,7 +282,10 @@ fn what_a_dead_host_left_is_swept_at_the_next_start_and_a_live_owners_is_not() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert!(!run_dir.exists() && !cmd_dir.exists() && !mirror.exists());
-    assert!(!rc_dir.exists(), "a run_command temp dir of a dead host is swept");
+    assert!(
+        !rc_dir.exists(),
+        "a run_command temp dir of a dead host is swept"
+    );
     assert!(live.is_dir() && kept.is_dir() && old.is_dir());
     assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
     assert_eq!(
@@ -572,20 +575,11 @@ fn a_signal_during_write_back_lets_it_finish_and_leaves_nothing_aside() {
 
 #[test]
 fn a_temp_file_a_killed_write_left_is_listed_by_status_and_swept_at_the_next_start() {
-    let f = Fixture::new();
-    f.write("a.txt", "one\n");
-    let mut raw = crate::mcp::Raw::start(
-        &[
-            "--state-dir",
-            s(&f.state),
-            "mcp",
-            "--workspace",
-            s(&f.folder),
-        ],
-        &f.folder,
+    let (f, mut raw) = crate::descriptors::server();
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "write", "arguments": {"path": "sub/b.txt", "content": "b\n"}}}),
     );
-    raw.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "write", "arguments": {"path": "sub/b.txt", "content": "b\n"}}}));
     let reply = crate::mcp::result_of(&raw.recv()["result"]);
     assert_eq!(reply["ok"], json!(true), "{reply}");
     let pid = raw.pid();
@@ -603,22 +597,16 @@ fn a_temp_file_a_killed_write_left_is_listed_by_status_and_swept_at_the_next_sta
     assert_eq!(status.json["tempFiles"], json!([left]), "{}", status.stdout);
     assert!(left.exists(), "status removes nothing");
 
-    let read = crate::util::agent_exec(
-        &[
-            "--state-dir",
-            s(&f.state),
-            "call",
-            "read",
-            "--workspace",
-            s(&f.folder),
-            "--json",
-            r#"{"path": "a.txt"}"#,
-        ],
-        None,
-    );
+    let read = crate::util::call(&f, "read", json!({"path": "a.txt"}));
     assert_eq!(read.code, 0, "{}", read.stdout);
-    assert!(!left.exists(), "the next start removes the dead write's file");
-    assert!(other.exists(), "a name of another PID is not the dead process's");
+    assert!(
+        !left.exists(),
+        "the next start removes the dead write's file"
+    );
+    assert!(
+        other.exists(),
+        "a name of another PID is not the dead process's"
+    );
     assert_eq!(f.read("sub/b.txt"), "b\n");
     let status = crate::util::agent_exec(&["--state-dir", s(&f.state), "status"], None);
     assert_eq!(status.json["tempFiles"], json!([]), "{}", status.stdout);

@@ -244,10 +244,15 @@ fn a_server_killed_during_writes_and_edits_leaves_no_temp_file_after_the_next_ca
             let (name, arguments) = if i % 2 == 0 {
                 ("write", json!({"path": file, "content": big}))
             } else {
-                ("edit", json!({"path": file, "old_string": "xxxx", "new_string": "yyyy"}))
+                (
+                    "edit",
+                    json!({"path": file, "old_string": "xxxx", "new_string": "yyyy"}),
+                )
             };
-            lines.push(json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
-                "params": {"name": name, "arguments": arguments}}));
+            lines.push(
+                json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}),
+            );
         }
         let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
         std::io::Write::write_all(&mut input, text.as_bytes()).unwrap();
@@ -265,22 +270,13 @@ fn a_server_killed_during_writes_and_edits_leaves_no_temp_file_after_the_next_ca
         kill9(&mut server);
         drop(input);
         rounds += 1;
-        let after = agent_exec(
-            &[
-                "--state-dir",
-                s(&f.state),
-                "call",
-                "read",
-                "--workspace",
-                s(&f.folder),
-                "--json",
-                r#"{"path": "sub/keep.txt"}"#,
-            ],
-            None,
-        );
+        let after = crate::util::call(&f, "read", json!({"path": "sub/keep.txt"}));
         assert_eq!(after.code, 0, "{} {}", after.stdout, after.stderr);
         let left = ours_in(&f.folder.join("sub"));
-        assert!(left.is_empty(), "round {round}: left after the next call: {left:?}");
+        assert!(
+            left.is_empty(),
+            "round {round}: left after the next call: {left:?}"
+        );
     }
     eprintln!(
         "{rounds} kills during writes and edits, {caught} with a temporary file of ours in the \

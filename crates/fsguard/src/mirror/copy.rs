@@ -39,8 +39,8 @@ use super::{
 use crate::lease::FileId;
 use crate::relpath::is_git_name;
 use crate::scan::HardLink;
-use crate::temps::is_temp_name;
 use crate::sys::{self, Kind, Meta};
+use crate::temps::is_temp_name;
 
 /// Files per batch: large enough that the queue's lock is no cost, small enough that a
 /// directory of a few hundred files is shared between cores.
