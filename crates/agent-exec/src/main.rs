@@ -421,6 +421,11 @@ fn env_number(name: &str) -> Result<Option<u64>, StateError> {
 }
 
 fn main() -> ExitCode {
+    fit_address_space_limit();
+    if let Err(e) = host_shim::memory_to_start() {
+        eprintln!("agent-exec: {} ({})", e.message(), e.code());
+        return ExitCode::from(1);
+    }
     // Read from the raw arguments before clap parses them (a few hundred microseconds), so a
     // shell call's warm-up starts that much sooner; what the parse finds decides
     // only where this guess was silent.
@@ -943,15 +948,56 @@ fn local_user_record(folder: &Path) -> PluginRecord {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ToolError> {
+    host_shim::descriptors_to_start()?;
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| {
-            ToolError::new(
+            host_shim::descriptor_failure(ToolError::new(
                 ErrorCode::ExecIoFailed,
                 format!("could not start the runtime: {e}"),
-            )
+            ))
         })
+}
+
+/// Under an address-space limit (`ulimit -v`), glibc reserves 64 MiB of it for each thread's
+/// malloc arena: the threads of a few calls use the limit up before any call runs out of
+/// memory (an idle server mapped 366 MiB with them, 104 MiB with two). Two arenas serve this
+/// process's threads, and the limit is left to the calls, which are admitted against it.
+/// Runs first in `main`, before any thread starts.
+fn fit_address_space_limit() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if rustix::process::getrlimit(rustix::process::Resource::As)
+        .current
+        .is_some()
+    {
+        // SAFETY: mallopt only sets a parameter of glibc's allocator, and no other thread
+        // exists yet to allocate meanwhile.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
+}
+
+/// Why the server could not go on, with what to do where the cause is the address-space
+/// limit: a thread that cannot be started (`EAGAIN`) or memory that cannot be mapped.
+fn mcp_failure(e: &mcp::McpError) -> String {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::As).current;
+    let mcp::McpError::Io(io) = e;
+    let short = matches!(
+        io.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::OutOfMemory
+    );
+    match limit {
+        Some(limit) if short => format!(
+            "{e}: its address-space limit (`ulimit -v`, {} MiB) is too low to start the \
+             connection's threads; start agent-exec with a higher limit (`ulimit -v \
+             unlimited`, or {} MiB more)",
+            limit >> 20,
+            host_shim::MEMORY_PER_CALL >> 20
+        ),
+        _ => e.to_string(),
+    }
 }
 
 /// `agent-exec mcp`: stdout is the protocol, so every complaint goes to stderr.
@@ -1045,7 +1091,7 @@ fn mcp(state_dir: Option<&Path>, args: McpArgs) -> ExitCode {
         match server.serve_stdio().await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("agent-exec mcp: {e}");
+                eprintln!("agent-exec mcp: {}", mcp_failure(&e));
                 ExitCode::from(1)
             }
         }
@@ -1319,6 +1365,9 @@ fn status(state_dir: Option<&Path>, plugin: Option<&str>) -> ExitCode {
                     "tempFiles": w.temp_files,
                 }))
                 .collect::<Vec<_>>(),
+            // Temporary files a killed `write`, `edit` or write-back left in folders; the
+            // next start of `agent-exec` removes them.
+            "tempFiles": store.orphaned_temp_files(),
         }))
     });
     match result {

@@ -89,7 +89,7 @@ mod types;
 mod validate;
 
 pub use approve::{Approval, Approver, DenyAll, PreApproved};
-pub use run::{CommandOptions, HARD_LINKS_SHOWN, OUTPUT_CAP, command, command_with};
+pub use run::{CommandOptions, HARD_LINKS_SHOWN, OUTPUT_CAP, TEMP_PREFIX, command, command_with};
 pub use toolchains::CREDENTIALS;
 pub use types::{CommandArguments, CommandOutput, Denial, DeniedAccess, ExtraPath, Status};
 pub use validate::{

@@ -598,7 +598,7 @@ fn refuse_links(found: &[PathBuf], why: &str) -> ToolError {
 
 /// The prefix of every call's temp dir under [`std::env::temp_dir`] (the host's orphan sweep
 /// knows it).
-const TEMP_PREFIX: &str = "agent-exec-cmd-";
+pub const TEMP_PREFIX: &str = "agent-exec-cmd-";
 
 /// CMD-13: a documented, minimal environment; nothing of the host's.
 fn command_env(temp: &exec::CallTemp, toolchain_path: &[PathBuf]) -> Vec<(OsString, OsString)> {

@@ -315,6 +315,7 @@ fn create_temp(
         let fd = rustix::fs::openat(dir, name, flags, mode)?;
         return Ok((name.to_owned(), fd));
     }
+    crate::temps::note(dir);
     let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
     for _ in 0..16 {
         let name = temp_name();
@@ -335,7 +336,11 @@ fn temp_name() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    format!(".fsguard-{}-{n}-{nanos:08x}.tmp", std::process::id())
+    format!(
+        "{}{}-{n}-{nanos:08x}.tmp",
+        crate::temps::TEMP_PREFIX,
+        std::process::id()
+    )
 }
 
 /// Renames `name` in `dir` to a fresh name beside it (never over an existing entry) and returns
@@ -347,6 +352,9 @@ pub(crate) fn move_aside(
     name: &OsStr,
     planned: Option<&str>,
 ) -> io::Result<(String, sys::Meta)> {
+    if planned.is_none() {
+        crate::temps::note(dir);
+    }
     let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
     let tries = if planned.is_some() { 1 } else { 16 };
     for _ in 0..tries {

@@ -18,6 +18,9 @@
 //!   read, before and after (FILE-1).
 //! - [`atomic_write`]: temp file, `fsync`, `renameat`, `fsync` of the directory (FILE-2).
 //! - [`TextFile`] / [`read_text`]: too large, denied, binary or text (FILE-3).
+//! - [`is_temp_name`], [`record_temp_files_in`], [`sweep_temp_files`]: our temporary files'
+//!   two name patterns, and the record through which a later process finds and removes those
+//!   a killed process left in a folder.
 //! - [`Mirror`]: a private copy of a folder, written back only where the folder still matches
 //!   the baseline (RUN-11); a folder holding a hard-linked file is not mirrored at all (the
 //!   rule of CMD-9 and FILE-1, checked on the descriptor each file is copied from). Change
@@ -65,6 +68,7 @@ mod pool;
 mod relpath;
 mod scan;
 mod sys;
+mod temps;
 
 pub use atomic::{WriteError, atomic_write};
 pub use autorun::{
@@ -86,3 +90,4 @@ pub use relpath::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, OpenError, RelPath, RelPa
 pub use scan::{
     HardLink, ScanError, ScanFailure, ScanOptions, ScanReport, scan_hard_links, scan_hard_links_in,
 };
+pub use temps::{is_temp_name, orphaned_temp_files, record_temp_files_in, sweep_temp_files};

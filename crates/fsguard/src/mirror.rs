@@ -520,7 +520,8 @@ pub enum ConflictReason {
     UnsafePath,
     /// The mirror holds a symlink or special file here; only files and directories go back.
     UnsupportedType,
-    /// The path contains `.git` in some letter case; it is never written.
+    /// The path contains `.git` in some letter case, or its name is one of our temporary
+    /// files' ([`is_temp_name`](crate::is_temp_name)); it is never written.
     ForbiddenName,
     /// The folder's file changed while the write-back was replacing or removing it, and a
     /// still later save sits at its name: the version the write-back had set aside could not
@@ -1322,6 +1323,7 @@ impl Mirror {
         if c.path
             .components()
             .any(|p| is_git_name(p.as_os_str().as_bytes()))
+            || c.path.file_name().is_some_and(crate::temps::is_temp_name)
         {
             return Ok(Some(ConflictReason::ForbiddenName));
         }

@@ -69,21 +69,60 @@ fn exhausted(limit: u64, open: Option<u64>, others: u64, cause: Option<&str>) ->
     )
 }
 
-/// Admits a call, or refuses it when the descriptors it needs would not be there.
+/// Admits a call, or refuses it when the descriptors or the address space it needs would not
+/// be there ([`crate::memory`]).
 pub(crate) fn admit() -> Result<Admission, ToolError> {
     let others = IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
     let admission = Admission(());
     let Some(limit) = limit() else {
-        return Ok(admission);
+        return crate::memory::check(others).map(|()| admission);
     };
     let open = open_now();
     // Calls in flight may not have opened their share yet; the open count has those that have
     // (counted twice: the estimate errs on refusing, never on failing mid-way).
     let needed = open.map(|n| n + (others + 1) * PER_CALL);
     match needed {
-        Some(n) if n <= limit => Ok(admission),
+        Some(n) if n <= limit => crate::memory::check(others).map(|()| admission),
         _ => Err(exhausted(limit, open, others, None)),
     }
+}
+
+/// The descriptors a process needs before it can take a first call: the runtime's event
+/// queue, its signal channel, the state directory's lock and record, the standard streams.
+pub const TO_START: u64 = 16;
+
+/// Refuses to start a process whose descriptor limit leaves no room to start: tokio panics
+/// where its signal driver cannot open a socket pair, so this is checked before the runtime
+/// is built.
+///
+/// # Errors
+/// `AGENT_EXEC_DESCRIPTORS_EXHAUSTED` naming the limit and what a start and a call need.
+pub fn descriptors_to_start() -> Result<(), ToolError> {
+    let Some(limit) = limit() else {
+        return Ok(());
+    };
+    let open = open_now();
+    if open.is_some_and(|n| n + TO_START <= limit) {
+        return Ok(());
+    }
+    let open = open.map_or_else(|| "all".to_owned(), |n| n.to_string());
+    Err(ToolError::new(
+        ErrorCode::ExecDescriptorsExhausted,
+        format!(
+            "agent-exec cannot open the file descriptors it needs to start: it may have {limit} \
+             open (`ulimit -n`) and {open} are open; it needs about {TO_START} to start and \
+             {PER_CALL} for each call. Nothing ran. Start agent-exec with a higher limit \
+             (`ulimit -n 4096`)"
+        ),
+    ))
+}
+
+/// `err`, or — when its cause is the descriptor table (`EMFILE`, `ENFILE`) — the
+/// `AGENT_EXEC_DESCRIPTORS_EXHAUSTED` error naming the limit: for a step outside a call, such
+/// as the binary building its runtime.
+#[must_use]
+pub fn descriptor_failure(err: ToolError) -> ToolError {
+    remap(err)
 }
 
 /// A failed call whose cause is the descriptor table (`EMFILE`, `ENFILE`) reported as such,

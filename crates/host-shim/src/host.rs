@@ -164,6 +164,11 @@ impl Host {
         // RUN-16: a write-back a dead host left half done is finished (or, before its commit,
         // undone) at the next start.
         let recovered = fsguard::recover_write_backs(&store.writeback_dir());
+        // A `write`, `edit` or write-back killed between its temporary file and the rename
+        // left that file in the folder; the dead process's record names the directory.
+        let temps = store.temp_records_dir();
+        fsguard::sweep_temp_files(&temps);
+        fsguard::record_temp_files_in(&temps);
         Ok(Host {
             inner: Arc::new(HostInner {
                 store,
@@ -1192,8 +1197,12 @@ pub struct MirrorReport {
     pub path: PathBuf,
     /// True when the mirror was left on disk (failed turn, conflicts, an error, or asked to).
     pub kept: bool,
-    /// True when the turn succeeded and write-back ran.
+    /// True when the write-back put at least one path into the folder (`applied`); a
+    /// write-back with nothing to write leaves it false.
     pub written_back: bool,
+    /// True when the turn succeeded and the write-back ran to its end (whatever it wrote).
+    #[serde(skip)]
+    pub write_back_ran: bool,
     /// Paths written back into the folder.
     pub applied: Vec<String>,
     /// Paths not written back because the folder changed too (the user's version is kept).
@@ -1453,6 +1462,7 @@ impl Turn {
             path: mirror.mirror_path().to_path_buf(),
             kept: true,
             written_back: false,
+            write_back_ran: false,
             applied: Vec::new(),
             conflicts: Vec::new(),
             error: None,
@@ -1468,7 +1478,8 @@ impl Turn {
             drop(whole);
             match finalized {
                 Ok(done) => {
-                    report.written_back = true;
+                    report.write_back_ran = true;
+                    report.written_back = !done.applied.is_empty();
                     report.applied = done
                         .applied
                         .iter()

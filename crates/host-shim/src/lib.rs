@@ -71,6 +71,7 @@ mod descriptors;
 pub mod doctor;
 mod grants;
 mod host;
+mod memory;
 mod outcome;
 mod registry;
 mod run_command;
@@ -81,12 +82,13 @@ pub use config::{
     AgentConfig, ConfigError, MAX_SYSTEM_PROMPT_BYTES, Memory, Mode, Runtime, SCHEMA_VERSION,
     ToolName, ToolRef, Unrunnable, WorkspaceConfig, WorkspaceKind,
 };
-pub use descriptors::PER_CALL as DESCRIPTORS_PER_CALL;
+pub use descriptors::{PER_CALL as DESCRIPTORS_PER_CALL, descriptor_failure, descriptors_to_start};
 pub use fsguard::PendingWriteBack;
 pub use grants::{GrantChange, Permission};
 pub use host::{
     ConflictReport, Host, HostError, KeepMirror, MirrorReport, Session, Turn, TurnEnd, TurnReport,
 };
+pub use memory::{PER_CALL as MEMORY_PER_CALL, memory_to_start};
 pub use outcome::CallAnswer;
 pub use registry::{
     CallOptions, NotCopiedLookup, ProgramVerdict, Registry, ToolEnv, ToolFuture, ToolHandler,

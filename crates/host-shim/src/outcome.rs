@@ -53,7 +53,7 @@ fn write_back_shortfall(mirror: &MirrorReport) -> Option<String> {
              the mirror"
         ));
     }
-    if !mirror.written_back {
+    if !mirror.write_back_ran {
         return Some(format!(
             "the run succeeded, but its changes were not written back to the folder{kept}; \
              run again"

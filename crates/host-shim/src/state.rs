@@ -63,7 +63,7 @@ pub enum StateError {
         reason: String,
     },
     /// The state file could not be read or written.
-    #[error("state file {}: {source}; check the state directory's permissions", path.display())]
+    #[error("state file {}: {source}; {}", path.display(), io_remedy(source))]
     Io {
         /// The file.
         path: PathBuf,
@@ -90,6 +90,20 @@ pub enum StateError {
         /// The link.
         link: PathBuf,
     },
+}
+
+/// What to do about a state file's I/O error, by its cause: a full disk is not a permission.
+fn io_remedy(err: &io::Error) -> &'static str {
+    match err.kind() {
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+            "the state directory's disk is full: free space there (`agent-exec status` lists \
+             the kept mirrors, which may be removed) or pass another --state-dir"
+        }
+        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
+            "check the state directory's permissions"
+        }
+        _ => "check the state directory's disk and permissions",
+    }
 }
 
 impl StateError {
@@ -283,8 +297,8 @@ fn now_ms() -> u64 {
 }
 
 /// Removes what hosts that died left behind: per-call mirrors in `mirrors/` and
-/// the tools' temp dirs (`agent-exec-cmd-*`, `agent-exec-run-*`) under the system temp
-/// dir, each only when its name records an owner (PID and start time) that is no longer
+/// the tools' temp dirs (`agent-exec-cmd-*`, `agent-exec-run-*`, `agent-exec-rc-*`) under the
+/// system temp dir, each only when its name records an owner (PID and start time) that is no longer
 /// alive, it is a directory of our uid, and by fd-relative removal that never follows a link.
 /// Kept mirrors and the persistent ones are never touched here.
 pub(crate) fn sweep_orphans(store: &StateStore) {
@@ -295,12 +309,14 @@ pub(crate) fn sweep_orphans(store: &StateStore) {
         if mirrors.is_dir() {
             let _ = proctree::sweep_orphans(&mirrors, |stem| stem.ends_with(mark));
         }
+        let tools = [
+            run_tool::TEMP_PREFIX,
+            command_tool::TEMP_PREFIX,
+            run_command_tool::TEMP_PREFIX,
+        ];
         let _ = proctree::sweep_orphans(&std::env::temp_dir(), |stem| {
-            // `agent-exec-command`: call dirs of older versions.
-            matches!(
-                stem,
-                "agent-exec-cmd" | "agent-exec-run" | "agent-exec-command"
-            )
+            // `agent-exec-command`: the longer stem older versions gave a command's temp dir.
+            stem == "agent-exec-command" || tools.iter().any(|p| p.strip_suffix('-') == Some(stem))
         });
     }
     #[cfg(not(target_os = "linux"))]
@@ -596,6 +612,18 @@ impl StateStore {
         self.dir.join("writeback")
     }
 
+    /// Where each process that writes in folders records them, so that the temporary files a
+    /// killed `write`, `edit` or write-back left there are found (`fsguard::sweep_temp_files`).
+    pub fn temp_records_dir(&self) -> PathBuf {
+        self.dir.join("temps")
+    }
+
+    /// The `.fsguard-*.tmp` files that processes now gone left in folders (`agent-exec
+    /// status`); the next start of `agent-exec` removes them.
+    pub fn orphaned_temp_files(&self) -> Vec<PathBuf> {
+        fsguard::orphaned_temp_files(&self.temp_records_dir())
+    }
+
     /// The write-backs in progress or cut short, with the files of ours each has in its folder
     /// (`agent-exec status`, RUN-16).
     pub fn write_backs(&self) -> Vec<fsguard::PendingWriteBack> {
@@ -666,7 +694,11 @@ impl StateStore {
         })?;
         fsguard::atomic_write(&dir, &name, &text).map_err(|e| StateError::Io {
             path: self.file(),
-            source: io::Error::other(e.to_string()),
+            source: match e {
+                // The system's error as it is: its kind says what to do (`io_remedy`).
+                fsguard::WriteError::Io { source, .. } => source,
+                other => io::Error::other(other.to_string()),
+            },
         })?;
         drop(lock);
         Ok(out)

@@ -183,6 +183,7 @@ pub use render::{
     TAIL_CHARS, TooLong,
 };
 pub use run::run_command;
+pub use sandboxed::TEMP_PREFIX;
 pub use state::RunCommandState;
 pub use types::{
     Denial, OUTPUT_CAP, RUN_COMMAND_TIMEOUT, RunCommandOptions, RunCommandOutput, Status, Trashed,

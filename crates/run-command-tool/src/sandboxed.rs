@@ -20,8 +20,8 @@ use crate::roots::{self, WritePath};
 use crate::types::{Denial, OUTPUT_CAP, RunCommandOptions, Status};
 
 /// The prefix of every call's temp dir under the system temp dir (the host's orphan sweep
-/// knows the `agent-exec-` family).
-const TEMP_PREFIX: &str = "agent-exec-rc-";
+/// knows it).
+pub const TEMP_PREFIX: &str = "agent-exec-rc-";
 
 /// stderr is merged into stdout; its own cap only bounds what a merge failure could leave.
 const STDERR_CAP: usize = 4096;

@@ -52,7 +52,7 @@ mod types;
 mod validate;
 
 pub use mirror::mirror_error;
-pub use run::{OUTPUT_CAP, run};
+pub use run::{OUTPUT_CAP, TEMP_PREFIX, run};
 pub use types::{AgentRunArguments, AgentRunOutput, Denial, DeniedAccess};
 pub use validate::{
     DEFAULT_TIMEOUT_MS, MAX_ARG_BYTES, MAX_ARGS, MAX_TIMEOUT_MS, MAX_TOTAL_ARG_BYTES, PATH_DETAIL,

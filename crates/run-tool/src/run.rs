@@ -97,7 +97,7 @@ pub(crate) fn exec_error(e: ExecError) -> ToolError {
 
 /// The prefix of every run's temp dir under [`std::env::temp_dir`] (the host's orphan sweep
 /// knows it).
-const TEMP_PREFIX: &str = "agent-exec-run-";
+pub const TEMP_PREFIX: &str = "agent-exec-run-";
 
 /// RUN-8: nothing inherited; `PATH` fixed and empty, private `HOME` and `TMPDIR`, `LC_ALL=C`.
 fn run_env(temp: &exec::CallTemp) -> Vec<(OsString, OsString)> {

@@ -1125,12 +1125,16 @@ fn the_docs_table_lists_every_modelled_operation_and_filter() {
 
 // ---------------------------------------------------------------- the command
 
-fn write_profile(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("seatbelt-sbpl-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+/// `text` written as `name` in a fresh temp dir, removed when the returned guard drops.
+fn write_profile(name: &str, text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::Builder::new()
+        .prefix("seatbelt-sbpl-")
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
-    path.to_string_lossy().into_owned()
+    let path = path.to_string_lossy().into_owned();
+    (dir, path)
 }
 
 fn cli(args: &[&str]) -> sbpl::cli::Run {
@@ -1139,7 +1143,7 @@ fn cli(args: &[&str]) -> sbpl::cli::Run {
 
 #[test]
 fn the_command_checks_decides_and_exits_as_documented() {
-    let file = write_profile("tool.sb", TOOL);
+    let (_dir, file) = write_profile("tool.sb", TOOL);
     let root = "-DWRITABLE_ROOT_0=/Users/bo/proj";
 
     let run = cli(&["check", &file, "-D", "WRITABLE_ROOT_0=/Users/bo/proj"]);

@@ -69,6 +69,10 @@ pub enum ErrorCode {
     /// call needs (its `ulimit -n`, or the system's table, is full); nothing ran. The message
     /// names the limit and the number a call needs.
     ExecDescriptorsExhausted,
+    /// `AGENT_EXEC_MEMORY_EXHAUSTED`: the process cannot map the memory the call needs under
+    /// its address-space limit (`ulimit -v`); nothing ran. The message names the limit and
+    /// what a call needs.
+    ExecMemoryExhausted,
     /// `AGENT_PERMISSION_DENIED`: service approval, consent, capability approval or a folder
     /// grant is missing or was revoked (TS-3, PERM-1, PERM-2).
     PermissionDenied,
@@ -145,6 +149,7 @@ impl ErrorCode {
         ErrorCode::ExecFailed,
         ErrorCode::ExecWriteBackIncomplete,
         ErrorCode::ExecDescriptorsExhausted,
+        ErrorCode::ExecMemoryExhausted,
         ErrorCode::PermissionDenied,
         ErrorCode::BudgetExhausted,
         ErrorCode::AccountRetired,
@@ -190,6 +195,7 @@ impl ErrorCode {
             ErrorCode::ExecFailed => "AGENT_EXEC_FAILED",
             ErrorCode::ExecWriteBackIncomplete => "AGENT_EXEC_WRITE_BACK_INCOMPLETE",
             ErrorCode::ExecDescriptorsExhausted => "AGENT_EXEC_DESCRIPTORS_EXHAUSTED",
+            ErrorCode::ExecMemoryExhausted => "AGENT_EXEC_MEMORY_EXHAUSTED",
             ErrorCode::PermissionDenied => "AGENT_PERMISSION_DENIED",
             ErrorCode::BudgetExhausted => "AGENT_BUDGET_EXHAUSTED",
             ErrorCode::AccountRetired => "AGENT_ACCOUNT_RETIRED",
@@ -387,6 +393,7 @@ mod tests {
         "AGENT_EXEC_FAILED",
         "AGENT_EXEC_WRITE_BACK_INCOMPLETE",
         "AGENT_EXEC_DESCRIPTORS_EXHAUSTED",
+        "AGENT_EXEC_MEMORY_EXHAUSTED",
         "AGENT_PERMISSION_DENIED",
         "AGENT_BUDGET_EXHAUSTED",
         "AGENT_ACCOUNT_RETIRED",

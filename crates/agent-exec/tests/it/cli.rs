@@ -9,25 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::util::{
-    Fixture, agent_exec, assert_no_survivors, declare_notes, grant, grant_notes_everything, s,
-    sandbox_available, survivors,
+    Fixture, agent_exec, assert_no_survivors, call, declare_notes, grant, grant_notes_everything,
+    s, sandbox_available, survivors,
 };
-
-fn call(f: &Fixture, tool: &str, args: serde_json::Value) -> crate::util::Output {
-    agent_exec(
-        &[
-            "--state-dir",
-            s(&f.state),
-            "call",
-            tool,
-            "--workspace",
-            s(&f.folder),
-            "--json",
-            &args.to_string(),
-        ],
-        None,
-    )
-}
 
 #[test]
 fn call_prints_one_json_line_with_ok_merged_in() {
@@ -274,8 +258,19 @@ fn run_writes_the_mirror_back_after_success_and_keeps_it_after_failure() {
     assert_eq!(out.code, 0, "{} {}", out.stdout, out.stderr);
     assert_eq!(out.json["exitCode"], 0);
     assert_eq!(out.json["mirror"]["applied"], json!(["out.txt"]));
+    assert_eq!(out.json["mirror"]["writtenBack"], true);
     assert_eq!(out.json["mirror"]["kept"], false);
     assert_eq!(f.read("out.txt"), "b\na\n");
+
+    // A success that changed nothing wrote nothing back, and says so.
+    let out = call(
+        &f,
+        "run",
+        json!({"program": "wc", "args": ["-l", "in.txt"]}),
+    );
+    assert_eq!(out.code, 0, "{} {}", out.stdout, out.stderr);
+    assert_eq!(out.json["mirror"]["applied"], json!([]));
+    assert_eq!(out.json["mirror"]["writtenBack"], false);
 
     let out = call(
         &f,

@@ -244,12 +244,14 @@ fn what_a_dead_host_left_is_swept_at_the_next_start_and_a_live_owners_is_not() {
     std::fs::write(outside.join("precious"), "keep").unwrap();
     let mirrors = f.state.join("mirrors");
     std::fs::create_dir_all(&mirrors).unwrap();
-    // Left by a dead host: a run's temp dir, a command's, a per-call mirror.
+    // Left by a dead host: a run's temp dir, a command's, a run_command's, a per-call mirror.
     let run_dir = tmp.join(dead_owner_name("agent-exec-run"));
     std::fs::create_dir_all(run_dir.join("tmp/x")).unwrap();
     std::os::unix::fs::symlink(&outside, run_dir.join("tmp/x/link")).unwrap();
     let cmd_dir = tmp.join(dead_owner_name("agent-exec-cmd"));
     std::fs::create_dir(&cmd_dir).unwrap();
+    let rc_dir = tmp.join(dead_owner_name("agent-exec-rc"));
+    std::fs::create_dir_all(rc_dir.join("home")).unwrap();
     let mirror = mirrors.join(dead_owner_name("local-user-call"));
     std::fs::create_dir(&mirror).unwrap();
     std::fs::write(mirror.join("a.txt"), "copy").unwrap();
@@ -280,6 +282,10 @@ fn what_a_dead_host_left_is_swept_at_the_next_start_and_a_live_owners_is_not() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert!(!run_dir.exists() && !cmd_dir.exists() && !mirror.exists());
+    assert!(
+        !rc_dir.exists(),
+        "a run_command temp dir of a dead host is swept"
+    );
     assert!(live.is_dir() && kept.is_dir() && old.is_dir());
     assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
     assert_eq!(
@@ -427,26 +433,32 @@ fn concurrent_run_processes_on_one_workspace_never_hold_more_copies_than_the_bou
     let mut calls: Vec<Child> = (0..12)
         .map(|_| {
             let mut cmd = agent_exec_cmd(&f, &tmp, &run);
+            // Piped for the failure message; a call's line and stderr fit in a pipe's buffer.
             cmd.env("AGENT_EXEC_CONCURRENT_COPIES", "2")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
             cmd.spawn().unwrap()
         })
         .collect();
     let mut most = 0;
-    let mut codes = Vec::new();
+    let mut failed = Vec::new();
     while !calls.is_empty() {
         most = most.max(copies(&f.state));
         calls.retain_mut(|c| match c.try_wait().unwrap() {
             Some(status) => {
-                codes.push(status.code());
+                if !status.success() {
+                    let mut said = String::new();
+                    let _ = std::io::Read::read_to_string(c.stdout.as_mut().unwrap(), &mut said);
+                    let _ = std::io::Read::read_to_string(c.stderr.as_mut().unwrap(), &mut said);
+                    failed.push(format!("{status}: {said}"));
+                }
                 false
             }
             None => true,
         });
         std::thread::sleep(Duration::from_millis(2));
     }
-    assert_eq!(codes, vec![Some(0); 12]);
+    assert!(failed.is_empty(), "calls failed: {failed:#?}");
     assert!(
         most <= 3,
         "{most} copies at once; the bound is 1 persistent + 2"
@@ -565,4 +577,43 @@ fn a_signal_during_write_back_lets_it_finish_and_leaves_nothing_aside() {
         assert_eq!(orig, 0, "{sig:?}: the write-back was cut short");
         assert_nothing_left(&f, &tmp, sig);
     }
+}
+
+#[test]
+fn a_temp_file_a_killed_write_left_is_listed_by_status_and_swept_at_the_next_start() {
+    let (f, mut raw) = crate::descriptors::server();
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "write", "arguments": {"path": "sub/b.txt", "content": "b\n"}}}),
+    );
+    let reply = crate::mcp::result_of(&raw.recv()["result"]);
+    assert_eq!(reply["ok"], json!(true), "{reply}");
+    let pid = raw.pid();
+    let server = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process(server, Signal::KILL).unwrap();
+    raw.wait();
+    // What a write killed between its temporary file and the rename leaves beside the
+    // target; beside it, a look-alike of another PID's and a user's file.
+    let left = f.folder.join(format!("sub/.fsguard-{pid}-0-0000beef.tmp"));
+    std::fs::write(&left, "half").unwrap();
+    let other = f.folder.join(format!("sub/.fsguard-{pid}9-0-0.tmp"));
+    std::fs::write(&other, "not the dead process's").unwrap();
+
+    let status = crate::util::agent_exec(&["--state-dir", s(&f.state), "status"], None);
+    assert_eq!(status.json["tempFiles"], json!([left]), "{}", status.stdout);
+    assert!(left.exists(), "status removes nothing");
+
+    let read = crate::util::call(&f, "read", json!({"path": "a.txt"}));
+    assert_eq!(read.code, 0, "{}", read.stdout);
+    assert!(
+        !left.exists(),
+        "the next start removes the dead write's file"
+    );
+    assert!(
+        other.exists(),
+        "a name of another PID is not the dead process's"
+    );
+    assert_eq!(f.read("sub/b.txt"), "b\n");
+    let status = crate::util::agent_exec(&["--state-dir", s(&f.state), "status"], None);
+    assert_eq!(status.json["tempFiles"], json!([]), "{}", status.stdout);
 }

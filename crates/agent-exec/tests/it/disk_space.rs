@@ -107,3 +107,44 @@ fn kept_mirrors_leave_room_for_the_next_run_and_a_run_that_cannot_fit_names_them
     }
     assert_no_survivors(f.folder.parent().unwrap());
 }
+
+#[test]
+fn a_grant_on_a_full_state_disk_says_the_disk_is_full_not_permissions() {
+    let f = Fixture::new();
+    let bin = env!("CARGO_BIN_EXE_agent-exec");
+    let state = s(&f.state);
+    let script = format!(
+        "mount -t tmpfs -o size=64k,mode=700 tmpfs '{state}' || exit 99\n\
+         '{bin}' --state-dir '{state}' grant plugin notes --package notes@1 \
+         --declare local.terminal.exec@1 2>/dev/null\n\
+         head -c 1048576 /dev/zero > '{state}/fill' 2>/dev/null\n\
+         '{bin}' --state-dir '{state}' grant all notes 2>/dev/null\n"
+    );
+    std::fs::create_dir_all(&f.state).unwrap();
+    let Ok(out) = Command::new("unshare")
+        .args(["-Urm", "sh", "-c", &script])
+        .output()
+    else {
+        eprintln!("skipped: no unshare here");
+        return;
+    };
+    if out.status.code() == Some(99) {
+        eprintln!(
+            "skipped: cannot mount a tmpfs in a user namespace here: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0]["ok"], true, "{}", lines[0]);
+    assert_eq!(lines[1]["code"], "AGENT_EXEC_IO_FAILED", "{}", lines[1]);
+    let message = lines[1]["message"].as_str().unwrap();
+    assert!(message.contains("No space left on device"), "{message}");
+    assert!(message.contains("disk is full"), "{message}");
+    assert!(!message.contains("permissions"), "{message}");
+}

@@ -66,6 +66,23 @@ pub fn agent_exec(args: &[&str], stdin: Option<&str>) -> Output {
     }
 }
 
+/// `agent-exec call <tool>` on the fixture's folder and state with `args`.
+pub fn call(f: &Fixture, tool: &str, args: Value) -> Output {
+    agent_exec(
+        &[
+            "--state-dir",
+            s(&f.state),
+            "call",
+            tool,
+            "--workspace",
+            s(&f.folder),
+            "--json",
+            &args.to_string(),
+        ],
+        None,
+    )
+}
+
 /// Does the three grants that let plugin `notes` run tools in the fixture's folder: declared
 /// and approved with `local.terminal.exec@1`, everything allowed, the folder granted.
 pub fn grant_notes_everything(f: &Fixture) {

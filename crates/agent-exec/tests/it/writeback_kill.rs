@@ -207,3 +207,81 @@ fn grant_and_revoke_killed_at_any_moment_leave_a_valid_state_and_no_temp_file() 
     }
     eprintln!("{ROUNDS} kills of grant/revoke: {state_temps_swept} temp file(s) found and swept");
 }
+
+/// The names of ours in `dir`.
+fn ours_in(dir: &std::path::Path) -> Vec<String> {
+    names(dir)
+        .into_iter()
+        .filter(|n| n.starts_with(".fsguard-") || n.starts_with(".agent-exec-wb-"))
+        .collect()
+}
+
+#[test]
+fn a_server_killed_during_writes_and_edits_leaves_no_temp_file_after_the_next_call() {
+    // SPEC FILE-2; the temporary files of a killed `write` or `edit` (fsguard's temps).
+    let f = Fixture::new();
+    f.write("sub/keep.txt", "the user's\n");
+    let big = "x".repeat(1000 * 1024);
+    let (mut caught, mut rounds) = (0, 0);
+    for round in 0..40 {
+        let mut server = Command::new(env!("CARGO_BIN_EXE_agent-exec"))
+            .args(["--state-dir", s(&f.state), "mcp", "--workspace"])
+            .arg(&f.folder)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut input = server.stdin.take().unwrap();
+        let mut lines = vec![
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "kill", "version": "0"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ];
+        for i in 0..6 {
+            let file = format!("sub/f{}.txt", i % 3);
+            let (name, arguments) = if i % 2 == 0 {
+                ("write", json!({"path": file, "content": big}))
+            } else {
+                (
+                    "edit",
+                    json!({"path": file, "old_string": "xxxx", "new_string": "yyyy"}),
+                )
+            };
+            lines.push(
+                json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}),
+            );
+        }
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::io::Write::write_all(&mut input, text.as_bytes()).unwrap();
+        // The kill lands when a temporary file of ours is in the folder, or after a delay.
+        let start = Instant::now();
+        while start.elapsed() < delay(round) + Duration::from_millis(300) {
+            if !ours_in(&f.folder.join("sub")).is_empty() {
+                caught += 1;
+                break;
+            }
+            if start.elapsed() > delay(round) * 4 {
+                break;
+            }
+        }
+        kill9(&mut server);
+        drop(input);
+        rounds += 1;
+        let after = crate::util::call(&f, "read", json!({"path": "sub/keep.txt"}));
+        assert_eq!(after.code, 0, "{} {}", after.stdout, after.stderr);
+        let left = ours_in(&f.folder.join("sub"));
+        assert!(
+            left.is_empty(),
+            "round {round}: left after the next call: {left:?}"
+        );
+    }
+    eprintln!(
+        "{rounds} kills during writes and edits, {caught} with a temporary file of ours in the \
+         folder at the kill; none left after the next call"
+    );
+    assert_eq!(f.read("sub/keep.txt"), "the user's\n");
+    assert_no_survivors(f.folder.parent().unwrap());
+}

@@ -40,6 +40,7 @@ use crate::lease::FileId;
 use crate::relpath::is_git_name;
 use crate::scan::HardLink;
 use crate::sys::{self, Kind, Meta};
+use crate::temps::is_temp_name;
 
 /// Files per batch: large enough that the queue's lock is no cost, small enough that a
 /// directory of a few hundred files is shared between cores.
@@ -260,7 +261,9 @@ fn list(
         Ok(())
     })
     .map_err(io_err("list", rel))?;
-    entries.retain(|(name, _)| !is_git_name(name.as_bytes()));
+    // `.git` is never mirrored; nor are our own temporary files, which only the process that
+    // made them (or the sweep after its death) may rename or remove.
+    entries.retain(|(name, _)| !is_git_name(name.as_bytes()) && !is_temp_name(name));
     let mut in_dst = vec![InMirror::Absent; entries.len()];
     if shared.reuse.is_some() {
         // Both listings sorted by name and merged: what the mirror has at each of the
@@ -417,7 +420,7 @@ pub(super) fn subtree_jobs(
             Err(e) => return Err(io_err("stat", root)(e)),
         };
         let (src, dst) = (Arc::new(src), Arc::new(dst));
-        if is_git_name(name.as_bytes()) {
+        if is_git_name(name.as_bytes()) || is_temp_name(name) {
             // Never copied; whatever the mirror has there goes, as a listing would remove it.
             clear(in_mirror, dst.as_fd(), name, root)?;
             continue;

@@ -439,6 +439,34 @@ matrix! {
         assert!(!fx.join("src/.Git").exists());
     }
 
+    fn our_temporary_files_are_neither_mirrored_nor_written_back(mode) {
+        let (fx, mut m) = setup(
+            mode,
+            &[
+                ("a", "a"),
+                (".agent-exec-wb-9f-0.tmp", "staged"),
+                ("sub/.fsguard-9-0-1f.tmp", "temp"),
+            ],
+        );
+        assert!(!fx.join("mirror/.agent-exec-wb-9f-0.tmp").exists());
+        assert!(!fx.join("mirror/sub/.fsguard-9-0-1f.tmp").exists());
+        assert!(fx.join("mirror/sub").is_dir());
+        fx.put("mirror/.agent-exec-wb-1-1.tmp", "made by the command");
+        fx.put("mirror/sub/.fsguard-1-1-1.tmp", "made by the command");
+        let (applied, conflicts) = finalize(&mut m);
+        assert_eq!(applied, NONE);
+        assert_eq!(
+            conflicts,
+            [
+                "A .agent-exec-wb-1-1.tmp ForbiddenName",
+                "A sub/.fsguard-1-1-1.tmp ForbiddenName"
+            ]
+        );
+        assert!(!fx.join("src/.agent-exec-wb-1-1.tmp").exists());
+        assert_eq!(fx.read("src/.agent-exec-wb-9f-0.tmp"), "staged");
+        assert_eq!(fx.read("src/sub/.fsguard-9-0-1f.tmp"), "temp");
+    }
+
     fn a_second_finalize_compares_against_what_the_first_wrote(mode) {
         let (fx, mut m) = setup(mode, &[("a", "1")]);
         fs::write(fx.join("mirror/a"), "2").unwrap();

@@ -109,7 +109,8 @@ fn mirror() -> MirrorReport {
     MirrorReport {
         path: PathBuf::from("/state/mirrors/m1"),
         kept: false,
-        written_back: true,
+        written_back: false,
+        write_back_ran: true,
         applied: vec![],
         conflicts: vec![],
         error: None,
@@ -119,7 +120,7 @@ fn mirror() -> MirrorReport {
 #[test]
 fn a_write_back_that_could_not_run_is_not_ok_and_says_why() {
     let mut m = mirror();
-    m.written_back = false;
+    m.write_back_ran = false;
     m.kept = true;
     m.error = Some("write-back failed: the folder was replaced".into());
     let line = turn_line(Ok(json!({"exitCode": 0, "stdout": "3\n"})), &report(m));
@@ -171,7 +172,7 @@ fn a_write_back_with_nothing_to_write_is_ok_and_errors_keep_their_code() {
     assert!(line_is_ok(&line), "{line}");
     let err = ToolError::new(ErrorCode::ExecFailed, "exit 2; read stderr");
     let mut m = mirror();
-    m.written_back = false;
+    m.write_back_ran = false;
     m.kept = true;
     let line = turn_line(Err(err), &report(m));
     assert_eq!(line["code"], "AGENT_EXEC_FAILED");
