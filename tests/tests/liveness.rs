@@ -339,16 +339,17 @@ fn a_unix_socket_server_and_client_in_the_workspace_talk() {
     );
     let out = ws.call("python3 sock.py");
     assert_ran(&out, &["pong:ping"]);
-    // Review 5: a workspace that is the user's home holds ~/.ssh and ~/.gnupg, whose agents'
-    // sockets a command could connect to (Landlock below ABI 9 does not check `connect`): there
-    // the command gets no unix socket, and the result says so.
+    // A workspace that is the user's home is refused before anything runs (TRUST-3, HOST-3):
+    // it holds startup files, programs on PATH, caches, and ~/.ssh and ~/.gnupg, whose agents'
+    // sockets a command could connect to.
     let out = ws.call_as_home("python3 sock.py");
-    assert_ne!(out["exitCode"], 0, "{out}");
+    assert_eq!(out["ok"], false, "{out}");
+    assert_eq!(out["code"], "AGENT_EXEC_PATH_INVALID", "{out}");
     assert!(
-        out["sandbox"]
+        out["message"]
             .as_str()
             .unwrap_or("")
-            .contains("unix sockets refused"),
+            .contains("is your home directory"),
         "{out}"
     );
 }
