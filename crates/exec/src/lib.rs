@@ -4,8 +4,8 @@
 //! network switch) and its translation per platform — Landlock + seccomp on Linux (the system
 //! locations a program needs are added here: [`linux`], a shell's by rule in `sysset` —
 //! LIVE-1), a Seatbelt profile input on macOS
-//! (module `macos`); spawning under `proctree`'s supervisor with the sandbox applied between `fork`
-//! and `exec`; bounded capture of stdout and stderr (cap-and-kill, cap-and-truncate or
+//! (module `macos`); spawning under `proctree`'s supervisor with the sandbox applied between the
+//! child's `clone` and `exec`; bounded capture of stdout and stderr (cap-and-kill, cap-and-truncate or
 //! head-and-tail, every byte drained; stderr optionally merged into stdout in order); the
 //! deadline; the per-call resource limits ([`limits`]: processes, memory, temp dir, open
 //! files — LIM-1, LIM-2); cancellation through `toolscope`'s [`CallContext`]; root-lease

@@ -530,6 +530,38 @@ pub enum StageError {
     Io(#[source] std::io::Error),
 }
 
+/// How far before now a walk's start is put where the file systems' own clock cannot be read:
+/// they stamp times from the kernel's coarse clock, up to a tick (10 ms at `HZ=100`) behind a
+/// fine reading, so a name made right after the start can carry an earlier time.
+const CLOCK_MARGIN: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The time changes are looked for from, as the file systems stamp it: the status-change time
+/// of a file made for the purpose in `dir` (and removed), which no later change precedes;
+/// without one, the fine clock less [`CLOCK_MARGIN`].
+fn walk_started(dir: Option<&Path>) -> std::time::SystemTime {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let stamped = dir.and_then(|dir| {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let probe = dir.join(format!(".gitstage-clock-{}-{n}", std::process::id()));
+        let file = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+            .ok()?;
+        let meta = file.metadata();
+        let _ = std::fs::remove_file(&probe);
+        let meta = meta.ok()?;
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
+            u64::try_from(meta.ctime()).ok()?,
+            u32::try_from(meta.ctime_nsec()).ok()?,
+        ))
+    });
+    stamped.unwrap_or_else(|| {
+        let now = std::time::SystemTime::now();
+        now.checked_sub(CLOCK_MARGIN).unwrap_or(now)
+    })
+}
+
 /// Whether `dir` is a git directory: named `.git`, or holding a `HEAD` (a file or a link, as
 /// git accepts) with `objects` and `refs`, or with `commondir` (git's loose test, as the walk
 /// applies it).
@@ -564,7 +596,7 @@ impl Stage {
         let mut stage = Stage {
             base: base.to_owned(),
             dirs: Vec::with_capacity(dirs.len()),
-            started: std::time::SystemTime::now(),
+            started: walk_started(Some(base)),
             before: Found::default(),
             gitmodules: BTreeMap::new(),
             roots: Vec::new(),
@@ -616,6 +648,8 @@ impl Stage {
                 });
             }
         }
+        // Before the walk: a directory changed while it is listed must count as changed.
+        let started = walk_started(base.parent());
         let mut found = find_with(roots, SEARCH_BUDGET, autorun);
         if found.truncated {
             return Err(StageError::TooLarge {
@@ -642,6 +676,7 @@ impl Stage {
         let staged = &found.dirs[..found.dirs.len().min(STAGED_MAX)];
         let owned_roots: Vec<PathBuf> = roots.iter().map(|r| r.to_path_buf()).collect();
         let mut stage = Stage::create(base, &owned_roots, staged)?;
+        stage.started = started;
         stage.read_only = found.dirs[staged.len()..]
             .iter()
             .map(|d| d.path.clone())

@@ -3,20 +3,13 @@
 //! directory is checked like any new repository.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::git;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
-
-fn git(dir: &Path, args: &[&str]) -> bool {
-    Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 fn mkfifo(path: &Path) {
     rustix::fs::mknodat(

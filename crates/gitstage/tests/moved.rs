@@ -3,18 +3,11 @@
 //! to the directory it found, never to the one the link leads to (TRUST-1).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn git(dir: &Path, args: &[&str]) -> bool {
-    Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+use common::git;
+
+use std::path::{Path, PathBuf};
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()

@@ -1,5 +1,5 @@
 //! Linux enforcement for one program run: a Landlock ruleset and a seccomp filter, built from a
-//! small [`Policy`] in the parent and applied in the child between `fork` and `exec`.
+//! small [`Policy`] in the parent and applied in the child between its `clone` and `exec`.
 //!
 //! **Owns**: the policy type (readable, writable and executable paths, by path or by a
 //! descriptor the caller validated; hidden paths, files or directories; protected paths,

@@ -1,5 +1,6 @@
-//! Preparing a policy in the parent (open paths, build the Landlock ruleset, compile the BPF)
-//! and applying it in the child (three raw syscalls, nothing else).
+//! Preparing a policy in the parent (open paths, build the Landlock ruleset, compile the BPF,
+//! plan the isolation) and applying it in the child: the isolation's namespaces and mounts,
+//! then three raw system calls, all on memory prepared in the parent.
 
 use std::ffi::CString;
 use std::fmt;
@@ -1455,9 +1456,9 @@ impl PreparedSandbox {
     /// `exec` (calling it anywhere else sandboxes that thread of your process).
     ///
     /// Async-signal-safe and TLS-free: safe in a vfork-style child that shares the parent's
-    /// memory. It makes only three raw system calls (`prctl`, `landlock_restrict_self`,
-    /// `seccomp`, issued with inline assembly by the `syscalls` crate) on memory prepared in the
-    /// parent, allocates nothing, and never reads or writes `errno`: glibc's wrappers would
+    /// memory. After the isolation's namespaces and mounts (module `isolate`), it makes three raw
+    /// system calls (`prctl`, `landlock_restrict_self`, `seccomp`, issued with inline assembly by
+    /// the `syscalls` crate), all on memory prepared in the parent; it allocates nothing, and never reads or writes `errno`: glibc's wrappers would
     /// write the failure into the thread-local `errno`, which in a `clone(CLONE_VM |
     /// CLONE_VFORK)` child is the *parent thread's* slot. The errno of a failed step comes back
     /// in [`ApplyError::errno`] instead.
