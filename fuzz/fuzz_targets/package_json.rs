@@ -1,8 +1,9 @@
 //! `package.json` watcher resolution (argv-policy, RC-15) for `npm run fz`.
 //!
 //! `package.json` watcher resolution (RC-15): `npm run fz` decided in a directory whose
-//! `package.json` is the input (written into a temp dir made once per process; nothing else
-//! is touched). Properties: never a panic and always an end (scripts that name each other in
+//! `package.json` is the input (written into a temp dir made and removed for each input:
+//! libFuzzer ends the process with `exit`, which would leave a temp dir kept for the whole
+//! process behind; nothing else is touched). Properties: never a panic and always an end (scripts that name each other in
 //! cycles, deep chains, scripts inside `sh -c` inside scripts, all bounded by
 //! `MAX_SCRIPT_LEVELS` and the traced set); the same decision twice; and when the input is a
 //! JSON object, giving it a `prefz` script that is a watcher (`nodemon`) makes the call refused
@@ -18,33 +19,20 @@ use libfuzzer_sys::fuzz_target;
 mod common;
 use serde_json::Value;
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    work: PathBuf,
-    policy: Policy,
-}
-
-fn fixture() -> &'static Fixture {
-    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let work = dir.path().join("work");
-        std::fs::create_dir(&work).expect("the work dir");
-        Fixture {
-            work,
-            _dir: dir,
-            policy: Policy::load(Mode::Safe, None).expect("the built-in policy loads"),
-        }
-    })
+fn policy() -> &'static Policy {
+    static POLICY: OnceLock<Policy> = OnceLock::new();
+    POLICY.get_or_init(|| Policy::load(Mode::Safe, None).expect("the built-in policy loads"))
 }
 
 fn decide_with(package_json: &[u8]) -> Decision {
-    let f = fixture();
-    std::fs::write(f.work.join("package.json"), package_json).expect("package.json written");
-    let ctx = Context::new(&f.work, f.work.join("home"));
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let work: PathBuf = dir.path().join("work");
+    std::fs::create_dir(&work).expect("the work dir");
+    std::fs::write(work.join("package.json"), package_json).expect("package.json written");
+    let ctx = Context::new(&work, work.join("home"));
     let args = RunCommandArgs::new(["npm", "run", "fz"]);
-    let first = decide(&args, &f.policy, &ctx);
-    assert_eq!(first, decide(&args, &f.policy, &ctx), "not deterministic");
+    let first = decide(&args, policy(), &ctx);
+    assert_eq!(first, decide(&args, policy(), &ctx), "not deterministic");
     first
 }
 

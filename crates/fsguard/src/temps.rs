@@ -103,7 +103,8 @@ pub(crate) fn note(dir: BorrowedFd<'_>) {
     let Ok(stat) = rustix::fs::fstat(dir) else {
         return;
     };
-    let id = (stat.st_dev, stat.st_ino);
+    let meta = crate::sys::meta_of(&stat);
+    let id = (meta.dev, meta.ino);
     let mut record = record.lock().unwrap_or_else(PoisonError::into_inner);
     if record.noted.contains(&id) {
         return;
@@ -190,7 +191,8 @@ fn temp_files_in(folder: &Path, id: (u64, u64), prefix: &str) -> Vec<PathBuf> {
     let Ok(stat) = rustix::fs::fstat(&dir) else {
         return Vec::new();
     };
-    if (stat.st_dev, stat.st_ino) != id {
+    let meta = crate::sys::meta_of(&stat);
+    if (meta.dev, meta.ino) != id {
         return Vec::new();
     }
     let me = rustix::process::geteuid().as_raw();
