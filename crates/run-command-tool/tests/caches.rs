@@ -462,15 +462,20 @@ async fn a_write_path_holding_the_system_temp_dir_is_refused_saying_why() {
     if !testkit::sandbox_available() {
         return;
     }
-    // A home outside the temp dir, or the home check would answer first.
-    let Ok(base) = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")) else {
+    // A home outside the temp dir, or the home check would answer first (a fresh clone may
+    // build its target dir inside the temp dir).
+    let temp = std::env::temp_dir().canonicalize().unwrap();
+    let base = ["/var/tmp", env!("CARGO_TARGET_TMPDIR")]
+        .into_iter()
+        .filter_map(|at| tempfile::tempdir_in(at).ok())
+        .find(|b| b.path().canonicalize().is_ok_and(|p| !p.starts_with(&temp)));
+    let Some(base) = base else {
         eprintln!("skipped: cannot make a home outside the system temp dir here");
         return;
     };
     let home = base.path().canonicalize().unwrap();
     let proj = home.join("proj");
     std::fs::create_dir_all(&proj).unwrap();
-    let temp = std::env::temp_dir().canonicalize().unwrap();
     let err = refused(&["true"], &[&temp], &proj, &home, &[]).await;
     assert_eq!(err.code().as_str(), "AGENT_EXEC_PATH_INVALID", "{err}");
     assert!(err.message().contains("system temp dir"), "{err}");
