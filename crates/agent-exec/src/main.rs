@@ -345,8 +345,11 @@ fn print_line(value: &Value) {
     let _ = out.flush();
 }
 
+/// Prints `err` as the call's one line; a step that failed for want of descriptors (whichever
+/// step: the state file, the runtime, the call) says so, naming the limit.
 fn fail(err: &ToolError) -> ExitCode {
-    print_line(&serde_json::to_value(err).unwrap_or_else(|_| json!({"ok": false})));
+    let err = host_shim::descriptor_failure(err.clone());
+    print_line(&serde_json::to_value(&err).unwrap_or_else(|_| json!({"ok": false})));
     ExitCode::from(1)
 }
 
